@@ -1,0 +1,432 @@
+//! The switch's configuration file: TOML, every key documented in `docs/config.md`.
+//!
+//! [`Config::from_toml`] parses and validates in one step; any error names the key and the
+//! reason, and nothing is half-applied because the result is a fresh value.
+
+mod raw;
+pub mod types;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Serialize;
+use telemetry::wire::MacAddr;
+
+pub use types::{IdleMode, Ipv4Prefix, PortRole};
+
+use raw::{RawCapacity, RawConfig};
+
+/// Largest number of ports one switch drives.
+pub const MAX_PORTS: usize = 16;
+/// Largest number of rx queues per port.
+pub const MAX_QUEUES: u16 = 64;
+
+/// A configuration problem: the key (a TOML path such as `ports[1].mac`) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {reason}")]
+    Io {
+        /// The path as given.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The file is not valid TOML or has an unknown key or a value of the wrong type.
+    #[error("config is not valid: {0}")]
+    Syntax(String),
+    /// A key is missing or holds a value that cannot be used.
+    #[error("config key `{key}`: {reason}")]
+    Key {
+        /// The TOML path of the key.
+        key: String,
+        /// Why the value cannot be used.
+        reason: String,
+    },
+}
+
+fn key_err(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Key { key: key.into(), reason: reason.into() }
+}
+
+/// The validated configuration of one switch, with every default filled in.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// This switch's identifier (the value PINT path tracing reports), 1 to 2^32-1.
+    pub switch_id: u32,
+    /// DPDK EAL settings.
+    pub eal: EalConfig,
+    /// Data plane settings.
+    pub dataplane: DataplaneConfig,
+    /// Statistics output.
+    pub stats: StatsConfig,
+    /// The ports, in the order of the file; routes and workers refer to them by name.
+    pub ports: Vec<PortConfig>,
+    /// The worker threads and the rx queues each polls.
+    pub workers: Vec<WorkerConfig>,
+    /// IPv4 routes.
+    pub routes: Vec<RouteConfig>,
+}
+
+/// DPDK EAL settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct EalConfig {
+    /// Arguments that replace the generated EAL arguments entirely (None: generate them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// The lcore (CPU) of the control thread (None: the lowest CPU no worker uses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub main_lcore: Option<u32>,
+    /// EAL memory in MiB (None: sized from the mbuf count).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u32>,
+    /// Use hugepages (they must be set up); false runs with `--no-huge`.
+    pub hugepages: bool,
+}
+
+/// Data plane settings shared by all workers.
+#[derive(Debug, Clone, Serialize)]
+pub struct DataplaneConfig {
+    /// What a worker does when its queues are empty.
+    pub idle: IdleMode,
+    /// How long a worker sleeps in `sleep` idle mode, in microseconds.
+    pub idle_sleep_us: u64,
+    /// Mbufs in the packet pool (None: sized from ports, queues and captures).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mbufs: Option<u32>,
+    /// Per-lcore mbuf cache size of the pool.
+    pub mbuf_cache: u32,
+    /// Seed of the ECMP flow hash (switches with the same seed pick alike).
+    pub ecmp_seed: u64,
+}
+
+/// Statistics output.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatsConfig {
+    /// Interval between statistics lines in milliseconds (0: no periodic lines).
+    pub interval_ms: u64,
+}
+
+/// One port.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortConfig {
+    /// The name routes and workers use.
+    pub name: String,
+    /// DPDK device arguments: a virtual device (`net_pcap0,rx_pcap=in.pcap`) or a PCI address.
+    pub device: String,
+    /// Edge (hosts) or fabric (switches).
+    pub role: PortRole,
+    /// The port's own MAC: the source MAC of frames it sends.
+    pub mac: MacAddr,
+    /// Largest IPv4 packet (L3 bytes) the port sends.
+    pub mtu: u16,
+    /// Line rate in bit/s (used by utilisation telemetry).
+    pub capacity_bps: u64,
+    /// Rx descriptors per queue.
+    pub rx_descriptors: u16,
+    /// Tx descriptors per queue.
+    pub tx_descriptors: u16,
+    /// Accept frames for any destination MAC (true) or only those sent to the port's MAC.
+    pub promiscuous: bool,
+    /// Rx queues (derived from the workers: highest polled queue + 1, at least 1).
+    pub rx_queues: u16,
+}
+
+impl PortConfig {
+    /// Whether the device is a PCI address rather than a virtual device.
+    pub fn is_pci(&self) -> bool {
+        is_pci_address(self.device.split(',').next().unwrap_or(""))
+    }
+}
+
+/// One worker thread.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerConfig {
+    /// The lcore (CPU) the worker is pinned to.
+    pub lcore: u32,
+    /// The rx queues it polls.
+    pub rx: Vec<RxQueueRef>,
+}
+
+/// A reference to one rx queue of a port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RxQueueRef {
+    /// Port name.
+    pub port: String,
+    /// Index of the port in [`Config::ports`].
+    #[serde(skip)]
+    pub port_index: usize,
+    /// Queue number.
+    pub queue: u16,
+}
+
+/// One IPv4 route.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteConfig {
+    /// The destination prefix.
+    pub prefix: Ipv4Prefix,
+    /// One next hop, or several forming an ECMP group.
+    pub next_hops: Vec<NextHopConfig>,
+}
+
+/// One next hop of a route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NextHopConfig {
+    /// Egress port name.
+    pub port: String,
+    /// Index of the port in [`Config::ports`].
+    #[serde(skip)]
+    pub port_index: usize,
+    /// The next hop's MAC: the destination MAC of forwarded frames.
+    pub mac: MacAddr,
+}
+
+/// Whether `s` looks like a PCI address (`0000:01:00.0` or `01:00.0`).
+pub fn is_pci_address(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(':').collect();
+    let hex = |p: &str, n: usize| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit());
+    let (bus, devfn) = match parts.as_slice() {
+        [dom, bus, devfn] if hex(dom, 4) => (*bus, *devfn),
+        [bus, devfn] => (*bus, *devfn),
+        _ => return false,
+    };
+    match devfn.split_once('.') {
+        Some((dev, func)) => hex(bus, 2) && hex(dev, 2) && func.len() == 1 && func.chars().all(|c| c.is_ascii_digit()),
+        None => false,
+    }
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Config::from_toml(&text)
+    }
+
+    /// Parses and validates a configuration from TOML text.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string().trim_end().to_owned()))?;
+        validate(raw)
+    }
+
+    /// The resolved configuration as TOML (what `--check-config` prints).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot print configuration: {e}\n"))
+    }
+
+    /// Index of the port called `name`.
+    pub fn port_index(&self, name: &str) -> Option<usize> {
+        self.ports.iter().position(|p| p.name == name)
+    }
+}
+
+fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
+    let switch_id = raw.switch_id.ok_or_else(|| key_err("switch_id", "missing (a number from 1 to 4294967295)"))?;
+    let switch_id = u32::try_from(switch_id)
+        .ok()
+        .filter(|id| *id != 0)
+        .ok_or_else(|| key_err("switch_id", format!("{switch_id} is out of range (1 to 4294967295)")))?;
+
+    let eal = EalConfig {
+        args: raw.eal.args,
+        main_lcore: raw.eal.main_lcore,
+        memory_mb: raw.eal.memory_mb,
+        hugepages: raw.eal.hugepages.unwrap_or(false),
+    };
+    if let Some(args) = &eal.args {
+        if args.is_empty() {
+            return Err(key_err("eal.args", "is empty (leave it out to use the generated arguments)"));
+        }
+    }
+    if let Some(mb) = eal.memory_mb {
+        if mb < 64 {
+            return Err(key_err("eal.memory_mb", format!("{mb} MiB is too little for DPDK (at least 64)")));
+        }
+    }
+
+    let dataplane = DataplaneConfig {
+        idle: raw.dataplane.idle.unwrap_or_default(),
+        idle_sleep_us: raw.dataplane.idle_sleep_us.unwrap_or(100),
+        mbufs: raw.dataplane.mbufs,
+        mbuf_cache: raw.dataplane.mbuf_cache.unwrap_or(256),
+        ecmp_seed: raw.dataplane.ecmp_seed.unwrap_or(0x5049_4e54_4543_4d50),
+    };
+    if dataplane.idle_sleep_us == 0 || dataplane.idle_sleep_us > 1_000_000 {
+        return Err(key_err("dataplane.idle_sleep_us", "must be between 1 and 1000000 microseconds"));
+    }
+    if let Some(n) = dataplane.mbufs {
+        if n < 512 {
+            return Err(key_err("dataplane.mbufs", format!("{n} is too few (at least 512)")));
+        }
+    }
+    if dataplane.mbuf_cache > 512 {
+        return Err(key_err("dataplane.mbuf_cache", "must be at most 512 (DPDK's RTE_MEMPOOL_CACHE_MAX_SIZE)"));
+    }
+
+    let stats = StatsConfig { interval_ms: raw.stats.interval_ms.unwrap_or(1000) };
+    if stats.interval_ms != 0 && stats.interval_ms < 10 {
+        return Err(key_err("stats.interval_ms", "must be 0 (off) or at least 10"));
+    }
+
+    if raw.ports.is_empty() {
+        return Err(key_err("ports", "no ports configured (add at least one [[ports]] table)"));
+    }
+    if raw.ports.len() > MAX_PORTS {
+        return Err(key_err("ports", format!("{} ports configured; at most {MAX_PORTS}", raw.ports.len())));
+    }
+    let mut ports = Vec::with_capacity(raw.ports.len());
+    let mut names = BTreeSet::new();
+    for (i, p) in raw.ports.into_iter().enumerate() {
+        let k = |f: &str| format!("ports[{i}].{f}");
+        let name = p.name.ok_or_else(|| key_err(k("name"), "missing"))?;
+        if name.is_empty() || name.contains(':') || name.contains(char::is_whitespace) {
+            return Err(key_err(k("name"), format!("`{name}` must be non-empty, without ':' or spaces")));
+        }
+        if !names.insert(name.clone()) {
+            return Err(key_err(k("name"), format!("`{name}` is used by an earlier port")));
+        }
+        let device = p.device.ok_or_else(|| key_err(k("device"), "missing (e.g. net_pcap0,rx_pcap=in.pcap or 0000:01:00.0)"))?;
+        if device.trim().is_empty() || device.split(',').next().unwrap_or("").is_empty() {
+            return Err(key_err(k("device"), "is empty"));
+        }
+        let role = p.role.ok_or_else(|| key_err(k("role"), "missing (edge or fabric)"))?;
+        let mac_text = p.mac.ok_or_else(|| key_err(k("mac"), "missing"))?;
+        let mac: MacAddr = mac_text.parse().map_err(|e: telemetry::wire::ethernet::MacParseError| key_err(k("mac"), e.to_string()))?;
+        if mac.is_multicast() {
+            return Err(key_err(k("mac"), format!("{mac} is a multicast address")));
+        }
+        let mtu = p.mtu.unwrap_or(1500);
+        if !(68..=9600).contains(&mtu) {
+            return Err(key_err(k("mtu"), format!("{mtu} is out of range (68 to 9600)")));
+        }
+        let capacity_bps = match p.capacity {
+            None => 10_000_000_000,
+            Some(RawCapacity::Bits(b)) if b > 0 => b,
+            Some(RawCapacity::Bits(_)) => return Err(key_err(k("capacity"), "must be positive")),
+            Some(RawCapacity::Text(t)) => types::parse_capacity(&t).map_err(|e| key_err(k("capacity"), e))?,
+        };
+        let desc = |v: Option<u32>, f: &str| -> Result<u16, ConfigError> {
+            let v = v.unwrap_or(1024);
+            if !(32..=16384).contains(&v) || !v.is_power_of_two() {
+                return Err(key_err(k(f), format!("{v} must be a power of two from 32 to 16384")));
+            }
+            Ok(v as u16)
+        };
+        ports.push(PortConfig {
+            name,
+            device: device.trim().to_owned(),
+            role,
+            mac,
+            mtu: mtu as u16,
+            capacity_bps,
+            rx_descriptors: desc(p.rx_descriptors, "rx_descriptors")?,
+            tx_descriptors: desc(p.tx_descriptors, "tx_descriptors")?,
+            promiscuous: p.promiscuous.unwrap_or(true),
+            rx_queues: 1,
+        });
+    }
+    let mut devices = BTreeMap::new();
+    for (i, p) in ports.iter().enumerate() {
+        let dev_name = p.device.split(',').next().unwrap_or("").to_owned();
+        if let Some(j) = devices.insert(dev_name.clone(), i) {
+            return Err(key_err(format!("ports[{i}].device"), format!("device `{dev_name}` is already used by ports[{j}]")));
+        }
+    }
+    let port_names: Vec<String> = ports.iter().map(|p| p.name.clone()).collect();
+    let find_port = |name: &str| port_names.iter().position(|p| p == name);
+
+    if raw.workers.is_empty() {
+        return Err(key_err("workers", "no workers configured (add a [[workers]] table with lcore and rx)"));
+    }
+    let mut workers = Vec::with_capacity(raw.workers.len());
+    let mut lcores = BTreeSet::new();
+    let mut polled: BTreeMap<(usize, u16), usize> = BTreeMap::new();
+    for (w, rw) in raw.workers.into_iter().enumerate() {
+        let lcore = rw.lcore.ok_or_else(|| key_err(format!("workers[{w}].lcore"), "missing"))?;
+        if !lcores.insert(lcore) {
+            return Err(key_err(format!("workers[{w}].lcore"), format!("lcore {lcore} already has a worker")));
+        }
+        if rw.rx.is_empty() {
+            return Err(key_err(format!("workers[{w}].rx"), "polls no queue (list entries such as \"port\" or \"port:1\")"));
+        }
+        let mut rx = Vec::with_capacity(rw.rx.len());
+        for (q, entry) in rw.rx.iter().enumerate() {
+            let key = format!("workers[{w}].rx[{q}]");
+            let (pname, queue) = match entry.split_once(':') {
+                Some((p, qs)) => {
+                    let queue: u16 = qs
+                        .parse()
+                        .ok()
+                        .filter(|q| *q < MAX_QUEUES)
+                        .ok_or_else(|| key_err(&key, format!("`{qs}` is not a queue number (0 to {})", MAX_QUEUES - 1)))?;
+                    (p, queue)
+                }
+                None => (entry.as_str(), 0),
+            };
+            let port_index = find_port(pname).ok_or_else(|| key_err(&key, format!("no port is named `{pname}`")))?;
+            if let Some(other) = polled.insert((port_index, queue), w) {
+                return Err(key_err(&key, format!("queue {queue} of port `{pname}` is already polled by workers[{other}]")));
+            }
+            rx.push(RxQueueRef { port: pname.to_owned(), port_index, queue });
+        }
+        workers.push(WorkerConfig { lcore, rx });
+    }
+    if let Some(main) = eal.main_lcore {
+        if lcores.contains(&main) && eal.args.is_none() {
+            return Err(key_err("eal.main_lcore", format!("lcore {main} also runs a worker")));
+        }
+    }
+    // Each port gets as many rx queues as its highest polled queue + 1; all must be polled.
+    for (i, port) in ports.iter_mut().enumerate() {
+        let queues: Vec<u16> = polled.keys().filter(|(p, _)| *p == i).map(|(_, q)| *q).collect();
+        let n = queues.iter().max().map_or(1, |m| m + 1);
+        for q in 0..n {
+            if !queues.contains(&q) && !queues.is_empty() {
+                return Err(key_err(
+                    "workers",
+                    format!("port `{}` has queue {} polled but not queue {q}: every queue below the highest must be polled", port.name, n - 1),
+                ));
+            }
+        }
+        port.rx_queues = n;
+    }
+
+    let mut routes = Vec::with_capacity(raw.routes.len());
+    let mut prefixes = BTreeMap::new();
+    for (r, rr) in raw.routes.into_iter().enumerate() {
+        let k = |f: &str| format!("routes[{r}].{f}");
+        let text = rr.prefix.ok_or_else(|| key_err(k("prefix"), "missing"))?;
+        let prefix: Ipv4Prefix = text.parse().map_err(|e| key_err(k("prefix"), e))?;
+        if let Some(j) = prefixes.insert(prefix, r) {
+            return Err(key_err(k("prefix"), format!("{prefix} is already routed by routes[{j}]")));
+        }
+        if rr.next_hops.is_empty() {
+            return Err(key_err(k("next_hops"), "no next hop (list { port = \"...\", mac = \"...\" })"));
+        }
+        if rr.next_hops.len() > 64 {
+            return Err(key_err(k("next_hops"), "more than 64 next hops"));
+        }
+        let mut next_hops = Vec::with_capacity(rr.next_hops.len());
+        for (n, nh) in rr.next_hops.into_iter().enumerate() {
+            let nk = |f: &str| format!("routes[{r}].next_hops[{n}].{f}");
+            let port = nh.port.ok_or_else(|| key_err(nk("port"), "missing"))?;
+            let port_index = find_port(&port).ok_or_else(|| key_err(nk("port"), format!("no port is named `{port}`")))?;
+            let mac_text = nh.mac.ok_or_else(|| key_err(nk("mac"), "missing (the next hop's MAC address)"))?;
+            let mac: MacAddr = mac_text.parse().map_err(|e: telemetry::wire::ethernet::MacParseError| key_err(nk("mac"), e.to_string()))?;
+            let hop = NextHopConfig { port, port_index, mac };
+            if next_hops.contains(&hop) {
+                return Err(key_err(nk("port"), "the same next hop is listed twice"));
+            }
+            next_hops.push(hop);
+        }
+        routes.push(RouteConfig { prefix, next_hops });
+    }
+
+    Ok(Config { switch_id, eal, dataplane, stats, ports, workers, routes })
+}
+
+#[cfg(test)]
+mod tests;

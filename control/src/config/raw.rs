@@ -1,0 +1,94 @@
+//! The configuration file as written: TOML deserialised with unknown keys rejected. Values
+//! stay loosely typed here (strings for MACs, prefixes, capacities) so that validation can
+//! name the key of any bad value.
+
+use serde::Deserialize;
+
+use super::types::{IdleMode, PortRole};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub switch_id: Option<u64>,
+    #[serde(default)]
+    pub eal: RawEal,
+    #[serde(default)]
+    pub dataplane: RawDataplane,
+    #[serde(default)]
+    pub stats: RawStats,
+    #[serde(default)]
+    pub ports: Vec<RawPort>,
+    #[serde(default)]
+    pub workers: Vec<RawWorker>,
+    #[serde(default)]
+    pub routes: Vec<RawRoute>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEal {
+    pub args: Option<Vec<String>>,
+    pub main_lcore: Option<u32>,
+    pub memory_mb: Option<u32>,
+    pub hugepages: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDataplane {
+    pub idle: Option<IdleMode>,
+    pub idle_sleep_us: Option<u64>,
+    pub mbufs: Option<u32>,
+    pub mbuf_cache: Option<u32>,
+    pub ecmp_seed: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStats {
+    pub interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawCapacity {
+    Bits(u64),
+    Text(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPort {
+    pub name: Option<String>,
+    pub device: Option<String>,
+    pub role: Option<PortRole>,
+    pub mac: Option<String>,
+    pub mtu: Option<u32>,
+    pub capacity: Option<RawCapacity>,
+    pub rx_descriptors: Option<u32>,
+    pub tx_descriptors: Option<u32>,
+    pub promiscuous: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWorker {
+    pub lcore: Option<u32>,
+    #[serde(default)]
+    pub rx: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRoute {
+    pub prefix: Option<String>,
+    #[serde(default)]
+    pub next_hops: Vec<RawNextHop>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNextHop {
+    pub port: Option<String>,
+    pub mac: Option<String>,
+}

@@ -1,0 +1,138 @@
+use super::*;
+
+const GOOD: &str = r#"
+switch_id = 7
+
+[stats]
+interval_ms = 500
+
+[[ports]]
+name = "in"
+device = "net_pcap0,rx_pcap=/tmp/in.pcap"
+role = "edge"
+mac = "02:00:00:00:00:01"
+
+[[ports]]
+name = "up0"
+device = "net_null0,no-rx=1"
+role = "fabric"
+mac = "02:00:00:00:01:00"
+capacity = "40G"
+mtu = 9000
+
+[[ports]]
+name = "up1"
+device = "0000:3b:00.1"
+role = "fabric"
+mac = "02:00:00:00:01:01"
+
+[[workers]]
+lcore = 1
+rx = ["in", "up0:1"]
+
+[[workers]]
+lcore = 2
+rx = ["up0:0"]
+
+[[routes]]
+prefix = "10.0.0.0/8"
+next_hops = [{ port = "up0", mac = "02:00:00:00:02:00" }, { port = "up1", mac = "02:00:00:00:02:01" }]
+
+[[routes]]
+prefix = "0.0.0.0/0"
+next_hops = [{ port = "in", mac = "02:00:00:00:03:00" }]
+"#;
+
+fn err(text: &str) -> ConfigError {
+    Config::from_toml(text).expect_err("config should be rejected")
+}
+
+fn key_of(e: &ConfigError) -> &str {
+    match e {
+        ConfigError::Key { key, .. } => key,
+        other => panic!("expected a key error, got {other}"),
+    }
+}
+
+#[test]
+fn good_config_resolves_defaults() {
+    let c = Config::from_toml(GOOD).unwrap();
+    assert_eq!(c.switch_id, 7);
+    assert_eq!(c.ports.len(), 3);
+    assert_eq!(c.ports[0].mtu, 1500);
+    assert_eq!(c.ports[0].capacity_bps, 10_000_000_000);
+    assert_eq!(c.ports[1].capacity_bps, 40_000_000_000);
+    assert_eq!(c.ports[1].rx_queues, 2);
+    assert_eq!(c.ports[2].rx_queues, 1);
+    assert!(c.ports[2].is_pci());
+    assert!(!c.ports[0].is_pci());
+    assert_eq!(c.workers[0].rx[1], RxQueueRef { port: "up0".into(), port_index: 1, queue: 1 });
+    assert_eq!(c.routes[0].next_hops[1].port_index, 2);
+    assert_eq!(c.stats.interval_ms, 500);
+    assert_eq!(c.dataplane.idle, IdleMode::Poll);
+    let printed = c.to_toml();
+    assert!(printed.contains("switch_id = 7"), "{printed}");
+    assert!(printed.contains("prefix = \"10.0.0.0/8\""), "{printed}");
+    assert!(printed.contains("mac = \"02:00:00:00:02:01\""), "{printed}");
+}
+
+#[test]
+fn syntax_errors_name_the_line() {
+    let e = err(&GOOD.replace("mtu = 9000", "mtu = 9000\nmttu = 1"));
+    let ConfigError::Syntax(msg) = &e else { panic!("{e}") };
+    assert!(msg.contains("mttu"), "{msg}");
+    let e = err("switch_id = \"seven\"\n");
+    assert!(matches!(e, ConfigError::Syntax(_)), "{e}");
+}
+
+#[test]
+fn bad_values_name_their_key() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("switch_id = 7", "switch_id = 0", "switch_id"),
+        ("switch_id = 7", "", "switch_id"),
+        ("mac = \"02:00:00:00:00:01\"", "mac = \"02:00:00:00:00\"", "ports[0].mac"),
+        ("mac = \"02:00:00:00:00:01\"", "mac = \"01:00:5e:00:00:01\"", "ports[0].mac"),
+        ("mtu = 9000", "mtu = 20", "ports[1].mtu"),
+        ("capacity = \"40G\"", "capacity = \"40Q\"", "ports[1].capacity"),
+        ("name = \"up1\"", "name = \"up0\"", "ports[2].name"),
+        ("device = \"0000:3b:00.1\"", "device = \"net_null0\"", "ports[2].device"),
+        ("lcore = 2", "lcore = 1", "workers[1].lcore"),
+        ("rx = [\"up0:0\"]", "rx = [\"up0:1\"]", "workers[1].rx[0]"),
+        ("rx = [\"up0:0\"]", "rx = [\"nope\"]", "workers[1].rx[0]"),
+        ("rx = [\"up0:0\"]", "rx = [\"up0:x\"]", "workers[1].rx[0]"),
+        ("rx = [\"up0:0\"]", "rx = []", "workers[1].rx"),
+        ("prefix = \"10.0.0.0/8\"", "prefix = \"10.0.0.1/8\"", "routes[0].prefix"),
+        ("prefix = \"10.0.0.0/8\"", "prefix = \"0.0.0.0/0\"", "routes[1].prefix"),
+        ("{ port = \"up1\", mac = \"02:00:00:00:02:01\" }", "{ port = \"up9\", mac = \"02:00:00:00:02:01\" }", "routes[0].next_hops[1].port"),
+        ("{ port = \"up1\", mac = \"02:00:00:00:02:01\" }", "{ port = \"up1\" }", "routes[0].next_hops[1].mac"),
+        ("interval_ms = 500", "interval_ms = 5", "stats.interval_ms"),
+    ];
+    for (from, to, key) in cases {
+        assert!(GOOD.contains(from), "test case does not apply: {from}");
+        let e = err(&GOOD.replacen(from, to, 1));
+        assert_eq!(key_of(&e), *key, "{from} -> {to}: {e}");
+    }
+}
+
+#[test]
+fn unpolled_lower_queue_is_rejected() {
+    let e = err(&GOOD.replace("rx = [\"up0:0\"]", "rx = [\"up0:3\"]"));
+    assert_eq!(key_of(&e), "workers");
+    assert!(e.to_string().contains("queue"), "{e}");
+}
+
+#[test]
+fn empty_sections_are_rejected() {
+    assert_eq!(key_of(&err("switch_id = 1\n")), "ports");
+    let no_workers = GOOD.split("[[workers]]").next().unwrap().to_owned();
+    assert_eq!(key_of(&err(&no_workers)), "workers");
+}
+
+#[test]
+fn pci_addresses() {
+    assert!(is_pci_address("0000:01:00.0"));
+    assert!(is_pci_address("3b:00.1"));
+    assert!(!is_pci_address("net_pcap0"));
+    assert!(!is_pci_address("0000:01:00"));
+    assert!(!is_pci_address("virtio_user0"));
+}

@@ -1,0 +1,85 @@
+//! `pint-switch`: the PINT software switch.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use control::Config;
+use dataplane::demo::Demo;
+use dataplane::switch::{self, RunOptions};
+
+/// A DPDK software switch: IPv4 forwarding (LPM, ECMP) with in-band telemetry.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// The switch's configuration file (TOML; keys in docs/config.md).
+    #[arg(long, short, value_name = "FILE", required_unless_present = "demo")]
+    config: Option<PathBuf>,
+    /// Validate the configuration, print it with every default resolved, and exit.
+    #[arg(long)]
+    check_config: bool,
+    /// Run the embedded demo: a generated capture through virtual devices, no NIC or
+    /// hugepages needed (5 seconds unless --duration says otherwise).
+    #[arg(long, conflicts_with = "config")]
+    demo: bool,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Stop once no packet has arrived for this many milliseconds (for finite captures).
+    #[arg(long, value_name = "MS")]
+    until_idle: Option<u64>,
+    /// Write the final summary as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    summary_json: Option<PathBuf>,
+    /// EAL arguments, after `--`; they replace the configured or generated ones.
+    #[arg(last = true, value_name = "EAL_ARGS")]
+    eal: Vec<String>,
+}
+
+fn seconds(s: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("--duration {s} is not a positive number of seconds"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pint-switch: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut demo = None;
+    let config = if cli.demo {
+        let d = Demo::prepare()?;
+        println!("demo: {} packets of mixed traffic in {} replayed for {} s", d.packets, d.capture().display(), cli.duration.unwrap_or(5.0));
+        let c = d.config.clone();
+        demo = Some(d);
+        c
+    } else {
+        let path = cli.config.as_ref().expect("clap requires --config without --demo");
+        Config::from_file(path)?
+    };
+    if cli.check_config {
+        print!("{}", config.to_toml());
+        return Ok(());
+    }
+    let duration = match (cli.duration, cli.demo) {
+        (Some(s), _) => Some(seconds(s)?),
+        (None, true) => Some(Duration::from_secs(5)),
+        (None, false) => None,
+    };
+    let opts = RunOptions {
+        duration,
+        until_idle: cli.until_idle.map(Duration::from_millis),
+        summary_json: cli.summary_json,
+        eal_args: (!cli.eal.is_empty()).then_some(cli.eal),
+    };
+    switch::run(&config, &opts)?;
+    drop(demo);
+    Ok(())
+}

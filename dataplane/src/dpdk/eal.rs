@@ -1,0 +1,97 @@
+//! The DPDK Environment Abstraction Layer: initialised once per process, cleaned up on drop.
+
+use std::ffi::CString;
+use std::os::raw::c_char;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::error::{DpdkError, Errno, Result};
+
+static INITIALISED: AtomicBool = AtomicBool::new(false);
+
+/// Proof that EAL is initialised; dropping it runs `rte_eal_cleanup`. Everything that uses
+/// DPDK (pools, ports, workers) must be dropped first.
+pub struct Eal {
+    _private: (),
+}
+
+impl Eal {
+    /// Initialises EAL with `args` (without the program name). Fails if EAL was already
+    /// initialised in this process.
+    #[cold]
+    pub fn init(args: &[String]) -> Result<Eal> {
+        if INITIALISED.swap(true, Ordering::SeqCst) {
+            return Err(DpdkError::EalAlreadyInitialised);
+        }
+        let mut owned = Vec::with_capacity(args.len() + 1);
+        owned.push(CString::new("pint-switch").expect("static name"));
+        for a in args {
+            owned.push(CString::new(a.as_str()).map_err(|_| DpdkError::NulInArgument(a.clone()))?);
+        }
+        // EAL may keep pointers into argv and may reorder it, so the strings are leaked
+        // (once per process) and a separate pointer array is handed over.
+        let owned: &'static [CString] = Box::leak(owned.into_boxed_slice());
+        let argv: &'static mut [*mut c_char] =
+            Box::leak(owned.iter().map(|s| s.as_ptr() as *mut c_char).collect::<Vec<_>>().into_boxed_slice());
+        // SAFETY: argv holds argc valid NUL-terminated strings that live forever.
+        let ret = unsafe { dpdk_sys::rte_eal_init(argv.len() as i32, argv.as_mut_ptr()) };
+        if ret < 0 {
+            let errno = Errno::last();
+            INITIALISED.store(false, Ordering::SeqCst);
+            return Err(DpdkError::EalInit { errno, args: args.join(" ") });
+        }
+        Ok(Eal { _private: () })
+    }
+
+    /// TSC ticks per second, as EAL measured them.
+    pub fn tsc_hz(&self) -> u64 {
+        // SAFETY: EAL is initialised.
+        unsafe { dpdk_sys::rte_get_tsc_hz() }
+    }
+
+    /// The NUMA socket of the calling thread.
+    pub fn socket_id(&self) -> u32 {
+        // SAFETY: EAL is initialised.
+        unsafe { dpdk_sys::rte_socket_id() }
+    }
+
+    /// Registers the calling (non-EAL) thread with EAL so that it gets an lcore id and the
+    /// mempool per-lcore caches work for it. Unregisters when the guard drops.
+    pub fn register_thread(&self) -> Result<ThreadRegistration> {
+        // SAFETY: EAL is initialised; the call affects only the calling thread.
+        let ret = unsafe { dpdk_sys::rte_thread_register() };
+        if ret < 0 {
+            return Err(DpdkError::Worker { lcore: u32::MAX, reason: format!("rte_thread_register: {}", Errno::last()) });
+        }
+        // SAFETY: reads the calling thread's lcore id.
+        let lcore_id = unsafe { dpdk_sys::rte_lcore_id() };
+        Ok(ThreadRegistration { lcore_id, _not_send: core::marker::PhantomData })
+    }
+
+    /// DPDK's version string.
+    pub fn version() -> String {
+        // SAFETY: rte_version returns a static string.
+        unsafe { std::ffi::CStr::from_ptr(dpdk_sys::rte_version()).to_string_lossy().into_owned() }
+    }
+}
+
+impl Drop for Eal {
+    #[cold]
+    fn drop(&mut self) {
+        // SAFETY: all DPDK objects borrow the Eal and are gone by now.
+        unsafe { dpdk_sys::rte_eal_cleanup() };
+    }
+}
+
+/// A thread's EAL registration; dropping it unregisters the thread.
+pub struct ThreadRegistration {
+    /// The lcore id EAL gave the thread.
+    pub lcore_id: u32,
+    _not_send: core::marker::PhantomData<*const ()>,
+}
+
+impl Drop for ThreadRegistration {
+    fn drop(&mut self) {
+        // SAFETY: the thread registered itself and unregisters itself.
+        unsafe { dpdk_sys::rte_thread_unregister() };
+    }
+}

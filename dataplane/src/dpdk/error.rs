@@ -1,0 +1,140 @@
+//! DPDK errors as an enum, with DPDK's errno decoded into its name and message.
+
+use core::ffi::CStr;
+use core::fmt;
+
+/// An errno value returned by DPDK (as a positive number), printed with its meaning.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    /// From a DPDK return code: negative errno (ethdev style) or positive.
+    pub fn from_ret(ret: i32) -> Errno {
+        Errno(ret.abs())
+    }
+
+    /// The calling thread's `rte_errno` (set by EAL, mempool and similar calls).
+    pub fn last() -> Errno {
+        // SAFETY: reads a thread-local integer.
+        Errno(unsafe { dpdk_sys::pint_rte_errno() })
+    }
+
+    /// DPDK's message for this errno (covers DPDK's own codes and libc's).
+    pub fn message(&self) -> String {
+        // SAFETY: rte_strerror returns a pointer to a static or thread-local NUL-terminated
+        // string that stays valid until the next call on this thread; it is copied at once.
+        unsafe {
+            let p = dpdk_sys::rte_strerror(self.0);
+            if p.is_null() {
+                return format!("errno {}", self.0);
+            }
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    }
+
+    /// The symbolic name of common errno values (`ENOMEM`, ...), when known.
+    pub fn name(&self) -> Option<&'static str> {
+        Some(match self.0 {
+            libc::EPERM => "EPERM",
+            libc::ENOENT => "ENOENT",
+            libc::EIO => "EIO",
+            libc::E2BIG => "E2BIG",
+            libc::EAGAIN => "EAGAIN",
+            libc::ENOMEM => "ENOMEM",
+            libc::EACCES => "EACCES",
+            libc::EBUSY => "EBUSY",
+            libc::EEXIST => "EEXIST",
+            libc::ENODEV => "ENODEV",
+            libc::EINVAL => "EINVAL",
+            libc::ENOSPC => "ENOSPC",
+            libc::ENOTSUP => "ENOTSUP",
+            libc::EALREADY => "EALREADY",
+            libc::EPROTO => "EPROTO",
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => write!(f, "{} ({n}, errno {})", self.message(), self.0),
+            None => write!(f, "{} (errno {})", self.message(), self.0),
+        }
+    }
+}
+
+impl fmt::Debug for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// What went wrong in the DPDK layer.
+#[derive(Debug, thiserror::Error)]
+pub enum DpdkError {
+    /// `rte_eal_init` failed.
+    #[error("DPDK EAL initialisation failed: {errno}; EAL arguments were: {args}")]
+    EalInit {
+        /// Decoded rte_errno.
+        errno: Errno,
+        /// The arguments passed, space-separated.
+        args: String,
+    },
+    /// EAL was already initialised in this process (it can be only once).
+    #[error("DPDK EAL is already initialised in this process")]
+    EalAlreadyInitialised,
+    /// An argument contained a NUL byte.
+    #[error("argument `{0}` contains a NUL byte")]
+    NulInArgument(String),
+    /// A device could not be probed (unknown driver, bad device arguments, missing file).
+    #[error("device `{device}` could not be probed: {errno} (check the driver name and its arguments; DPDK's log above says more)")]
+    Probe {
+        /// The device arguments.
+        device: String,
+        /// Decoded errno.
+        errno: Errno,
+    },
+    /// A device was probed but no ethdev port matches it.
+    #[error("device `{0}` created no ethernet port")]
+    NoPort(String),
+    /// The mbuf pool could not be created.
+    #[error("cannot create mbuf pool `{name}` of {count} mbufs: {errno} (give EAL more memory: eal.memory_mb, or use fewer mbufs)")]
+    Mempool {
+        /// Pool name.
+        name: String,
+        /// Number of mbufs asked for.
+        count: u32,
+        /// Decoded rte_errno.
+        errno: Errno,
+    },
+    /// A port set-up step failed.
+    #[error("port `{port}`: {step} failed: {errno}")]
+    Port {
+        /// Port name.
+        port: String,
+        /// The set-up step (configure, rx queue set-up, start, ...).
+        step: &'static str,
+        /// Decoded errno.
+        errno: Errno,
+    },
+    /// The device cannot offer what the configuration needs.
+    #[error("port `{port}`: {reason}")]
+    Capability {
+        /// Port name.
+        port: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// A worker thread could not be set up.
+    #[error("worker on lcore {lcore}: {reason}")]
+    Worker {
+        /// The lcore.
+        lcore: u32,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Result of the DPDK layer.
+pub type Result<T> = core::result::Result<T, DpdkError>;

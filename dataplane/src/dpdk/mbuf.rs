@@ -1,0 +1,123 @@
+//! An owned packet buffer that frees itself on drop.
+
+use std::ptr::NonNull;
+
+use dpdk_sys::rte_mbuf;
+
+use super::mempool::Mempool;
+
+/// One packet buffer (`rte_mbuf`) owned by Rust: freed back to its pool on drop. The pool
+/// must outlive it.
+#[repr(transparent)]
+pub struct Mbuf {
+    raw: NonNull<rte_mbuf>,
+}
+
+// SAFETY: an mbuf is exclusively owned; moving it to another thread is how DPDK apps work.
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    /// Takes one mbuf from `pool`, or None when the pool is empty.
+    pub fn alloc(pool: &Mempool<'_>) -> Option<Mbuf> {
+        // SAFETY: the pool is alive.
+        NonNull::new(unsafe { dpdk_sys::rte_pktmbuf_alloc(pool.as_ptr()) }).map(|raw| Mbuf { raw })
+    }
+
+    /// Wraps a raw mbuf pointer, taking ownership.
+    ///
+    /// # Safety
+    /// `raw` must be a valid mbuf that nothing else owns or frees.
+    #[inline(always)]
+    pub unsafe fn from_raw(raw: NonNull<rte_mbuf>) -> Mbuf {
+        Mbuf { raw }
+    }
+
+    /// Gives up ownership without freeing.
+    #[inline(always)]
+    pub fn into_raw(self) -> NonNull<rte_mbuf> {
+        let raw = self.raw;
+        core::mem::forget(self);
+        raw
+    }
+
+    /// The raw pointer, still owned by this `Mbuf`.
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut rte_mbuf {
+        self.raw.as_ptr()
+    }
+
+    #[inline(always)]
+    fn m(&self) -> &rte_mbuf {
+        // SAFETY: we own a valid mbuf.
+        unsafe { self.raw.as_ref() }
+    }
+
+    /// Length of the whole packet (all segments).
+    #[inline(always)]
+    pub fn pkt_len(&self) -> usize {
+        self.m().pkt_len as usize
+    }
+
+    /// Length of the data in the first segment.
+    #[inline(always)]
+    pub fn data_len(&self) -> usize {
+        usize::from(self.m().data_len)
+    }
+
+    /// Number of segments.
+    #[inline(always)]
+    pub fn segments(&self) -> u16 {
+        self.m().nb_segs
+    }
+
+    /// Input port as set by the receiving driver.
+    #[inline(always)]
+    pub fn port(&self) -> u16 {
+        self.m().port
+    }
+
+    /// The first segment's data.
+    #[inline(always)]
+    pub fn data(&self) -> &[u8] {
+        let m = self.m();
+        // SAFETY: buf_addr + data_off points at data_len initialised bytes inside the buffer.
+        unsafe { core::slice::from_raw_parts((m.buf_addr as *const u8).add(usize::from(m.data_off)), usize::from(m.data_len)) }
+    }
+
+    /// The first segment's data, writable.
+    #[inline(always)]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `data`, and we own the mbuf exclusively.
+        unsafe {
+            let m = self.raw.as_mut();
+            core::slice::from_raw_parts_mut((m.buf_addr as *mut u8).add(usize::from(m.data_off)), usize::from(m.data_len))
+        }
+    }
+
+    /// Free room after the data in the first segment.
+    pub fn tailroom(&self) -> usize {
+        let m = self.m();
+        usize::from(m.buf_len) - usize::from(m.data_off) - usize::from(m.data_len)
+    }
+
+    /// Sets the length of a single-segment packet (for packets built in place). Returns
+    /// false, changing nothing, if `len` does not fit in the buffer.
+    pub fn set_len(&mut self, len: usize) -> bool {
+        // SAFETY: we own the mbuf.
+        let m = unsafe { self.raw.as_mut() };
+        if m.nb_segs != 1 || len > usize::from(m.buf_len) - usize::from(m.data_off) {
+            return false;
+        }
+        m.data_len = len as u16;
+        m.pkt_len = len as u32;
+        true
+    }
+}
+
+impl Drop for Mbuf {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: we own the mbuf; freeing returns all its segments to their pools.
+        unsafe { dpdk_sys::rte_pktmbuf_free(self.raw.as_ptr()) };
+    }
+}

@@ -1,0 +1,384 @@
+//! Ethernet ports: probe, configure, start, statistics, and the rx/tx queue handles that
+//! exactly one worker owns each.
+
+use std::ffi::{CStr, CString};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::burst::Burst;
+use super::eal::Eal;
+use super::error::{DpdkError, Errno, Result};
+use super::mempool::Mempool;
+
+/// What a port needs to be configured.
+#[derive(Debug, Clone)]
+pub struct PortSetup {
+    /// Rx queues.
+    pub rx_queues: u16,
+    /// Tx queues (one per worker).
+    pub tx_queues: u16,
+    /// Rx descriptors per queue (adjusted to the device's limits).
+    pub rx_descriptors: u16,
+    /// Tx descriptors per queue (adjusted to the device's limits).
+    pub tx_descriptors: u16,
+    /// MTU to set (devices that cannot set it keep theirs; see [`PortReport`]).
+    pub mtu: u16,
+    /// MAC address to program as the port's own (devices that cannot keep theirs).
+    pub mac: [u8; 6],
+    /// Enable promiscuous mode.
+    pub promiscuous: bool,
+}
+
+/// What configuring a port did, for the start-up report.
+#[derive(Debug, Clone, Default)]
+pub struct PortReport {
+    /// The driver's name.
+    pub driver: String,
+    /// Rx/tx descriptors actually used.
+    pub descriptors: (u16, u16),
+    /// Steps the device does not support, which were skipped (e.g. "set MTU").
+    pub unsupported: Vec<&'static str>,
+}
+
+/// Link state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkStatus {
+    /// Whether the link is up.
+    pub up: bool,
+    /// Speed in Mbit/s (0 when unknown).
+    pub speed_mbps: u32,
+    /// Full duplex.
+    pub full_duplex: bool,
+}
+
+/// Port counters as the driver reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PortStats {
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Packets sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Packets the device dropped because no rx descriptor was free (the switch fell behind).
+    pub rx_missed: u64,
+    /// Erroneous received packets.
+    pub rx_errors: u64,
+    /// Failed transmissions.
+    pub tx_errors: u64,
+    /// Rx failures because the mbuf pool was empty.
+    pub rx_nombuf: u64,
+}
+
+/// One Ethernet port. Stopped and closed on drop (which frees the mbufs in its rings), so it
+/// must drop before the mempool its queues use.
+pub struct Port<'eal> {
+    id: u16,
+    name: String,
+    started: bool,
+    rx_queues: u16,
+    tx_queues: u16,
+    rx_taken: AtomicU64,
+    tx_taken: AtomicU64,
+    _eal: PhantomData<&'eal Eal>,
+}
+
+fn check(ret: i32, port: &str, step: &'static str) -> Result<()> {
+    if ret < 0 {
+        Err(DpdkError::Port { port: port.to_owned(), step, errno: Errno::from_ret(ret) })
+    } else {
+        Ok(())
+    }
+}
+
+/// The ethdev name of the device in `devargs` (text before the first comma; PCI addresses
+/// get their domain when it is missing).
+pub fn device_name(devargs: &str) -> String {
+    let name = devargs.split(',').next().unwrap_or("").trim();
+    if control::config::is_pci_address(name) && name.matches(':').count() == 1 {
+        format!("0000:{name}")
+    } else {
+        name.to_owned()
+    }
+}
+
+impl<'eal> Port<'eal> {
+    /// Probes the device described by `devargs` (a virtual device such as
+    /// `net_pcap0,rx_pcap=in.pcap` or a PCI address) and finds its port. `name` is the
+    /// port's name in messages.
+    #[cold]
+    pub fn probe(_eal: &'eal Eal, name: &str, devargs: &str) -> Result<Self> {
+        let c = CString::new(devargs).map_err(|_| DpdkError::NulInArgument(devargs.to_owned()))?;
+        // SAFETY: EAL is initialised; devargs is a valid C string.
+        let ret = unsafe { dpdk_sys::rte_dev_probe(c.as_ptr()) };
+        if ret < 0 && ret != -libc::EEXIST {
+            return Err(DpdkError::Probe { device: devargs.to_owned(), errno: Errno::from_ret(ret) });
+        }
+        let dev = CString::new(device_name(devargs)).map_err(|_| DpdkError::NulInArgument(devargs.to_owned()))?;
+        let mut id = 0u16;
+        // SAFETY: valid C string and out pointer.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_get_port_by_name(dev.as_ptr(), &mut id) };
+        if ret < 0 {
+            return Err(DpdkError::NoPort(devargs.to_owned()));
+        }
+        Ok(Port {
+            id,
+            name: name.to_owned(),
+            started: false,
+            rx_queues: 0,
+            tx_queues: 0,
+            rx_taken: AtomicU64::new(0),
+            tx_taken: AtomicU64::new(0),
+            _eal: PhantomData,
+        })
+    }
+
+    /// DPDK's port id.
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    /// The port's name from the configuration.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn info(&self) -> Result<dpdk_sys::rte_eth_dev_info> {
+        let mut info = dpdk_sys::rte_eth_dev_info::default();
+        // SAFETY: valid port id and out pointer.
+        check(unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) }, &self.name, "reading device info")?;
+        Ok(info)
+    }
+
+    /// Configures queues, descriptors, MTU, MAC and promiscuous mode, and sets up every
+    /// queue with `pool`. The port is not started.
+    #[cold]
+    pub fn configure(&mut self, setup: &PortSetup, pool: &Mempool<'_>) -> Result<PortReport> {
+        let info = self.info()?;
+        let mut report = PortReport::default();
+        if !info.driver_name.is_null() {
+            // SAFETY: the driver name is a static C string.
+            report.driver = unsafe { CStr::from_ptr(info.driver_name) }.to_string_lossy().into_owned();
+        }
+        if setup.rx_queues > info.max_rx_queues {
+            return Err(DpdkError::Capability {
+                port: self.name.clone(),
+                reason: format!(
+                    "{} rx queues are polled but the device ({}) has at most {}",
+                    setup.rx_queues, report.driver, info.max_rx_queues
+                ),
+            });
+        }
+        if setup.tx_queues > info.max_tx_queues {
+            return Err(DpdkError::Capability {
+                port: self.name.clone(),
+                reason: format!(
+                    "each of the {} workers needs its own tx queue but the device ({}) has at most {} (for net_pcap, give one tx_pcap/tx_iface per worker)",
+                    setup.tx_queues, report.driver, info.max_tx_queues
+                ),
+            });
+        }
+        let mut conf = dpdk_sys::rte_eth_conf::default();
+        if setup.rx_queues > 1 && info.flow_type_rss_offloads != 0 {
+            conf.rxmode.mq_mode = dpdk_sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
+            conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads;
+        }
+        // SAFETY: valid port id and configuration.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_configure(self.id, setup.rx_queues, setup.tx_queues, &conf) };
+        check(ret, &self.name, "configure")?;
+
+        let (mut nrx, mut ntx) = (setup.rx_descriptors, setup.tx_descriptors);
+        // SAFETY: valid port id and in/out pointers.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_adjust_nb_rx_tx_desc(self.id, &mut nrx, &mut ntx) };
+        check(ret, &self.name, "adjusting descriptor counts")?;
+        report.descriptors = (nrx, ntx);
+
+        // SAFETY: valid port id.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_set_mtu(self.id, setup.mtu) };
+        if ret == -libc::ENOTSUP {
+            report.unsupported.push("set MTU");
+        } else {
+            check(ret, &self.name, "setting the MTU")?;
+        }
+        let mut mac = dpdk_sys::rte_ether_addr { addr_bytes: setup.mac };
+        // SAFETY: valid port id and address.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(self.id, &mut mac) };
+        if ret < 0 {
+            report.unsupported.push("set MAC address");
+        }
+
+        // SAFETY: valid port id.
+        let socket = unsafe { dpdk_sys::rte_eth_dev_socket_id(self.id) };
+        let socket = if socket < 0 { 0 } else { socket as u32 };
+        for q in 0..setup.rx_queues {
+            // SAFETY: valid port, queue, pool; null rxconf means driver defaults.
+            let ret = unsafe { dpdk_sys::rte_eth_rx_queue_setup(self.id, q, nrx, socket, core::ptr::null(), pool.as_ptr()) };
+            check(ret, &self.name, "rx queue set-up")?;
+        }
+        for q in 0..setup.tx_queues {
+            // SAFETY: valid port and queue; null txconf means driver defaults.
+            let ret = unsafe { dpdk_sys::rte_eth_tx_queue_setup(self.id, q, ntx, socket, core::ptr::null()) };
+            check(ret, &self.name, "tx queue set-up")?;
+        }
+        if setup.promiscuous {
+            // SAFETY: valid port id.
+            let ret = unsafe { dpdk_sys::rte_eth_promiscuous_enable(self.id) };
+            if ret < 0 {
+                report.unsupported.push("promiscuous mode");
+            }
+        }
+        self.rx_queues = setup.rx_queues;
+        self.tx_queues = setup.tx_queues;
+        Ok(report)
+    }
+
+    /// Starts the port.
+    #[cold]
+    pub fn start(&mut self) -> Result<()> {
+        // SAFETY: valid, configured port.
+        check(unsafe { dpdk_sys::rte_eth_dev_start(self.id) }, &self.name, "start")?;
+        self.started = true;
+        Ok(())
+    }
+
+    /// Stops the port (queues stop; counters stay readable).
+    #[cold]
+    pub fn stop(&mut self) {
+        if self.started {
+            // SAFETY: valid, started port.
+            unsafe { dpdk_sys::rte_eth_dev_stop(self.id) };
+            self.started = false;
+        }
+    }
+
+    /// Current link state, without waiting.
+    pub fn link(&self) -> LinkStatus {
+        let mut link = dpdk_sys::rte_eth_link::default();
+        // SAFETY: valid port and out pointer.
+        let ret = unsafe { dpdk_sys::rte_eth_link_get_nowait(self.id, &mut link) };
+        if ret < 0 {
+            return LinkStatus { up: false, speed_mbps: 0, full_duplex: false };
+        }
+        LinkStatus {
+            up: u32::from(link.link_status()) == dpdk_sys::RTE_ETH_LINK_UP,
+            speed_mbps: if link.link_speed == u32::MAX { 0 } else { link.link_speed },
+            full_duplex: link.link_duplex() == 1,
+        }
+    }
+
+    /// The driver's counters.
+    pub fn stats(&self) -> PortStats {
+        let mut s = dpdk_sys::rte_eth_stats::default();
+        // SAFETY: valid port and out pointer.
+        let ret = unsafe { dpdk_sys::rte_eth_stats_get(self.id, &mut s) };
+        if ret < 0 {
+            return PortStats::default();
+        }
+        PortStats {
+            rx_packets: s.ipackets,
+            rx_bytes: s.ibytes,
+            tx_packets: s.opackets,
+            tx_bytes: s.obytes,
+            rx_missed: s.imissed,
+            rx_errors: s.ierrors,
+            tx_errors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+        }
+    }
+
+    /// The rx queue `q`, for exactly one worker: a second request for the same queue fails.
+    pub fn rx_queue(&self, q: u16) -> Result<RxQueue<'_>> {
+        take(&self.rx_taken, q, self.rx_queues, &self.name, "rx")?;
+        Ok(RxQueue { port: self.id, queue: q, _port: PhantomData })
+    }
+
+    /// The tx queue `q`, for exactly one worker: a second request for the same queue fails.
+    pub fn tx_queue(&self, q: u16) -> Result<TxQueue<'_>> {
+        take(&self.tx_taken, q, self.tx_queues, &self.name, "tx")?;
+        Ok(TxQueue { port: self.id, queue: q, _port: PhantomData })
+    }
+}
+
+fn take(bits: &AtomicU64, q: u16, n: u16, port: &str, kind: &str) -> Result<()> {
+    if q >= n || q >= 64 {
+        return Err(DpdkError::Capability { port: port.to_owned(), reason: format!("{kind} queue {q} does not exist") });
+    }
+    let bit = 1u64 << q;
+    if bits.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
+        return Err(DpdkError::Capability { port: port.to_owned(), reason: format!("{kind} queue {q} is already owned by a worker") });
+    }
+    Ok(())
+}
+
+impl Drop for Port<'_> {
+    #[cold]
+    fn drop(&mut self) {
+        self.stop();
+        // SAFETY: valid, stopped port; closing frees its queues and their mbufs.
+        unsafe { dpdk_sys::rte_eth_dev_close(self.id) };
+    }
+}
+
+/// An rx queue, owned by one worker (Send, not Sync, not Clone).
+pub struct RxQueue<'p> {
+    port: u16,
+    queue: u16,
+    _port: PhantomData<&'p Port<'p>>,
+}
+
+impl RxQueue<'_> {
+    /// DPDK port id.
+    pub fn port_id(&self) -> u16 {
+        self.port
+    }
+
+    /// Receives into the free slots of `burst`; returns how many arrived.
+    #[inline(always)]
+    pub fn rx<const N: usize>(&mut self, burst: &mut Burst<N>) -> usize {
+        let (ptr, room) = burst.spare_raw();
+        if room == 0 {
+            return 0;
+        }
+        // SAFETY: the queue is set up and owned by this thread; ptr has `room` free slots.
+        let n = usize::from(unsafe { dpdk_sys::rte_eth_rx_burst(self.port, self.queue, ptr, room as u16) });
+        // SAFETY: the driver filled n slots with owned mbufs.
+        unsafe { burst.commit(n) };
+        n
+    }
+}
+
+/// A tx queue, owned by one worker (Send, not Sync, not Clone).
+pub struct TxQueue<'p> {
+    port: u16,
+    queue: u16,
+    _port: PhantomData<&'p Port<'p>>,
+}
+
+impl TxQueue<'_> {
+    /// DPDK port id.
+    pub fn port_id(&self) -> u16 {
+        self.port
+    }
+
+    /// Sends the mbufs of `burst` in order; returns how many were sent. What could not be
+    /// sent stays in `burst` (moved to its front) for the caller to retry or drop.
+    #[inline(always)]
+    pub fn tx<const N: usize>(&mut self, burst: &mut Burst<N>) -> usize {
+        let (ptr, len) = burst.filled_raw();
+        if len == 0 {
+            return 0;
+        }
+        // SAFETY: the queue is set up and owned by this thread; the driver takes ownership of
+        // the first n mbufs.
+        let n = usize::from(unsafe { dpdk_sys::rte_eth_tx_burst(self.port, self.queue, ptr, len as u16) });
+        burst.consume_front(n);
+        n
+    }
+}
+
+// SAFETY: a queue handle is only used by the thread that owns it; moving it is fine.
+unsafe impl Send for RxQueue<'_> {}
+// SAFETY: as above.
+unsafe impl Send for TxQueue<'_> {}

@@ -1,0 +1,190 @@
+use std::net::Ipv4Addr;
+
+use control::Config;
+use etherparse::{NetSlice, SlicedPacket};
+use telemetry::wire::{EtherType, MacAddr};
+
+use super::*;
+use crate::capture::{L4, PacketSpec, frame};
+
+const CONFIG: &str = r#"
+switch_id = 1
+[[ports]]
+name = "in"
+device = "net_null0"
+role = "edge"
+mac = "02:00:00:00:00:01"
+promiscuous = false
+[[ports]]
+name = "a"
+device = "net_null1"
+role = "fabric"
+mac = "02:00:00:00:00:0a"
+[[ports]]
+name = "b"
+device = "net_null2"
+role = "fabric"
+mac = "02:00:00:00:00:0b"
+mtu = 576
+[[workers]]
+lcore = 1
+rx = ["in"]
+[[routes]]
+prefix = "10.1.0.0/16"
+next_hops = [{ port = "a", mac = "02:00:00:00:01:0a" }]
+[[routes]]
+prefix = "10.2.0.0/16"
+next_hops = [{ port = "a", mac = "02:00:00:00:01:0a" }, { port = "b", mac = "02:00:00:00:01:0b" }]
+[[routes]]
+prefix = "10.1.5.0/24"
+next_hops = [{ port = "b", mac = "02:00:00:00:01:0b" }]
+"#;
+
+fn forwarder() -> Forwarder {
+    Forwarder::from_config(&Config::from_toml(CONFIG).unwrap()).unwrap()
+}
+
+const IN_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+
+fn spec(dst: [u8; 4]) -> PacketSpec {
+    let mut p = PacketSpec::udp(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::from(dst), 1000, 2000);
+    p.dst_mac = IN_MAC;
+    p
+}
+
+fn run(f: &Forwarder, mut bytes: Vec<u8>) -> (Verdict, Vec<u8>) {
+    let len = bytes.len();
+    let v = f.process(0, &mut bytes, len);
+    (v, bytes)
+}
+
+/// Checks a forwarded frame against its input: TTL one lower, checksum valid, MACs as given,
+/// every other byte unchanged.
+fn check_forwarded(input: &[u8], output: &[u8], dst_mac: [u8; 6], src_mac: [u8; 6]) {
+    assert_eq!(input.len(), output.len());
+    assert_eq!(&output[0..6], &dst_mac);
+    assert_eq!(&output[6..12], &src_mac);
+    let pin = SlicedPacket::from_ethernet(input).unwrap();
+    let pout = SlicedPacket::from_ethernet(output).unwrap();
+    let (Some(NetSlice::Ipv4(a)), Some(NetSlice::Ipv4(b))) = (pin.net, pout.net) else { panic!("not ipv4") };
+    assert_eq!(b.header().ttl(), a.header().ttl() - 1);
+    let h = b.header().to_header();
+    assert_eq!(h.calc_header_checksum(), h.header_checksum, "checksum must verify");
+    let l3 = input.len() - a.header().slice().len() - a.payload().payload.len();
+    for i in 12..output.len() {
+        if i == l3 + 8 || i == l3 + 10 || i == l3 + 11 {
+            continue;
+        }
+        assert_eq!(input[i], output[i], "byte {i} changed");
+    }
+}
+
+#[test]
+fn forwards_udp_tcp_icmp() {
+    let f = forwarder();
+    for l4 in [L4::Udp { sport: 1, dport: 2 }, L4::Tcp { sport: 3, dport: 4, seq: 99 }, L4::Icmp { id: 5, seq: 6 }] {
+        let mut p = spec([10, 1, 2, 3]);
+        p.l4 = l4;
+        let input = p.build();
+        let (v, out) = run(&f, input.clone());
+        assert_eq!(v, Verdict::Forward(1), "{l4:?}");
+        check_forwarded(&input, &out, [2, 0, 0, 0, 1, 0x0a], [2, 0, 0, 0, 0, 0x0a]);
+    }
+}
+
+#[test]
+fn longest_prefix_wins() {
+    let f = forwarder();
+    let input = spec([10, 1, 5, 7]).build();
+    let (v, out) = run(&f, input.clone());
+    assert_eq!(v, Verdict::Forward(2));
+    check_forwarded(&input, &out, [2, 0, 0, 0, 1, 0x0b], [2, 0, 0, 0, 0, 0x0b]);
+}
+
+#[test]
+fn vlan_tags_and_options_are_kept() {
+    let f = forwarder();
+    for vlans in [vec![7], vec![100, 200]] {
+        let mut p = spec([10, 1, 9, 9]);
+        p.vlans = vlans.clone();
+        p.ip_options = vec![0x94, 0x04, 0, 0, 1, 1, 1, 0]; // router alert + NOPs + end
+        let input = p.build();
+        let (v, out) = run(&f, input.clone());
+        assert_eq!(v, Verdict::Forward(1), "{vlans:?}");
+        check_forwarded(&input, &out, [2, 0, 0, 0, 1, 0x0a], [2, 0, 0, 0, 0, 0x0a]);
+    }
+}
+
+#[test]
+fn ecmp_keeps_flows_together_and_spreads_them() {
+    let f = forwarder();
+    let mut per_port = [0u32; 3];
+    for i in 0..2000u16 {
+        let mut p = spec([10, 2, (i >> 8) as u8, i as u8]);
+        p.l4 = L4::Udp { sport: 1000 + i, dport: 80 };
+        let first = run(&f, p.build()).0;
+        p.ident = 999;
+        p.payload_len = 100;
+        assert_eq!(run(&f, p.build()).0, first, "same flow, same next hop");
+        let Verdict::Forward(port) = first else { panic!("{first:?}") };
+        per_port[usize::from(port)] += 1;
+    }
+    assert_eq!(per_port[0], 0);
+    assert!(per_port[1] > 850 && per_port[2] > 850, "{per_port:?}");
+}
+
+#[test]
+fn fragments_of_a_datagram_take_one_path() {
+    let f = forwarder();
+    for i in 0..200u16 {
+        let mut first = spec([10, 2, 0, i as u8]);
+        first.ident = i;
+        first.more_frags = true;
+        let mut later = first.clone();
+        later.frag_offset = 185;
+        later.more_frags = false;
+        later.l4 = L4::Udp { sport: 0xdead, dport: 0xbeef }; // payload bytes, not ports
+        assert_eq!(run(&f, first.build()).0, run(&f, later.build()).0);
+    }
+}
+
+#[test]
+fn drops_are_counted_by_reason() {
+    let f = forwarder();
+    let good = spec([10, 1, 2, 3]);
+    let cases: Vec<(Vec<u8>, DropReason)> = vec![
+        (good.build()[..13].to_vec(), DropReason::Truncated),
+        (good.build()[..30].to_vec(), DropReason::Truncated),
+        ({ let mut v = good.clone(); v.vlans = vec![5]; v.build()[..16].to_vec() }, DropReason::Truncated),
+        ({ let mut b = good.build(); b[14] = 0x65; b }, DropReason::Malformed),
+        ({ let mut b = good.build(); b[14] = 0x44; b }, DropReason::Malformed),
+        ({ let mut b = good.build(); b[16] = 0; b[17] = 10; b }, DropReason::Malformed),
+        ({ let mut b = good.build(); b[16] = 0x05; b }, DropReason::Truncated),
+        ({ let mut b = good.build(); b[24] ^= 1; b }, DropReason::BadChecksum),
+        ({ let mut v = good.clone(); v.ttl = 1; v.build() }, DropReason::TtlExpired),
+        ({ let mut v = good.clone(); v.ttl = 0; v.build() }, DropReason::TtlExpired),
+        (spec([192, 0, 2, 1]).build(), DropReason::NoRoute),
+        ({ let mut v = spec([10, 1, 5, 1]); v.payload_len = 600; v.build() }, DropReason::MtuExceeded),
+        ({ let mut v = good.clone(); v.dst_mac = MacAddr([2, 9, 9, 9, 9, 9]); v.build() }, DropReason::NotForUs),
+        (frame(IN_MAC, MacAddr([2; 6]), &[], EtherType::ARP, &[0; 28]), DropReason::Arp),
+        (frame(IN_MAC, MacAddr([2; 6]), &[3], EtherType::IPV6, &[0x60; 40]), DropReason::Ipv6),
+        (frame(IN_MAC, MacAddr([2; 6]), &[], 0x88cc, &[0; 46]), DropReason::OtherEthertype),
+        (frame(IN_MAC, MacAddr([2; 6]), &[1, 2, 3], EtherType::IPV4, &[0x45; 40]), DropReason::Malformed),
+    ];
+    for (i, (bytes, reason)) in cases.into_iter().enumerate() {
+        let (v, out) = run(&f, bytes.clone());
+        assert_eq!(v, Verdict::Drop(reason), "case {i}");
+        assert_eq!(out, bytes, "case {i}: a dropped frame is unchanged");
+    }
+}
+
+#[test]
+fn ethernet_padding_is_not_truncation() {
+    let f = forwarder();
+    let mut p = spec([10, 1, 2, 3]);
+    p.payload_len = 0;
+    let mut b = p.build();
+    b.resize(60, 0);
+    let (v, _) = run(&f, b);
+    assert_eq!(v, Verdict::Forward(1));
+}

@@ -1,0 +1,217 @@
+//! Start-up sizing and the EAL command line, worked out from the configuration before EAL
+//! starts: CPU checks, mbuf counts (including captures that virtual devices hold in memory),
+//! memory, and the generated EAL arguments.
+
+use std::path::Path;
+
+use control::Config;
+
+use crate::capture::count_pcap;
+use crate::dpdk::BURST_SIZE;
+
+/// Mbuf data room: enough for a 9600-byte MTU frame would need chaining, so the room
+/// follows the largest configured MTU (plus Ethernet, two VLAN tags and the telemetry shim).
+pub fn data_room(config: &Config) -> u16 {
+    let max_mtu = config.ports.iter().map(|p| p.mtu).max().unwrap_or(1500);
+    let need = u32::from(max_mtu) + 14 + 8 + 64;
+    need.max(2048).min(u32::from(u16::MAX) - 256) as u16
+}
+
+/// What a device argument string says about a pcap capture it will hold in memory.
+fn infinite_rx_captures(device: &str) -> Vec<String> {
+    let mut parts = device.split(',');
+    let driver = parts.next().unwrap_or("");
+    if !driver.starts_with("net_pcap") {
+        return Vec::new();
+    }
+    let kv: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
+    if !kv.iter().any(|(k, v)| *k == "infinite_rx" && *v == "1") {
+        return Vec::new();
+    }
+    kv.iter().filter(|(k, _)| *k == "rx_pcap").map(|(_, v)| (*v).to_owned()).collect()
+}
+
+/// Checks that capture files named by `rx_pcap=` exist, so a typo gets a message that names
+/// the key rather than a driver error. Returns packets held in memory by `infinite_rx` devices.
+pub fn check_captures(config: &Config) -> anyhow::Result<u64> {
+    let mut held = 0;
+    for (i, p) in config.ports.iter().enumerate() {
+        let infinite = infinite_rx_captures(&p.device);
+        for part in p.device.split(',').skip(1) {
+            if let Some(("rx_pcap", file)) = part.split_once('=') {
+                if !Path::new(file).is_file() {
+                    anyhow::bail!("config key `ports[{i}].device`: rx_pcap file `{file}` does not exist");
+                }
+                if infinite.iter().any(|f| f == file) {
+                    held += count_pcap(Path::new(file))
+                        .map_err(|e| anyhow::anyhow!("config key `ports[{i}].device`: cannot read rx_pcap file `{file}`: {e}"))?;
+                }
+            }
+        }
+    }
+    Ok(held)
+}
+
+/// Mbufs the pool needs: every rx and tx descriptor, per-worker caches and bursts, packets
+/// held by capture-replaying devices, and headroom. Rounded to 2^n - 1 (DPDK's best size).
+pub fn auto_mbufs(config: &Config, held_by_captures: u64) -> u32 {
+    let workers = config.workers.len() as u64;
+    let ports = config.ports.len() as u64;
+    let mut n: u64 = 0;
+    for p in &config.ports {
+        n += u64::from(p.rx_queues) * u64::from(p.rx_descriptors);
+        n += workers * u64::from(p.tx_descriptors);
+    }
+    n += workers * (u64::from(config.dataplane.mbuf_cache) * 3 / 2 + BURST_SIZE as u64 * (ports + 2));
+    n += held_by_captures + 4096;
+    let rounded = n.next_power_of_two() - 1;
+    rounded.min(u64::from(u32::MAX)) as u32
+}
+
+/// EAL memory in MiB for `mbufs` mbufs of `data_room` bytes, plus a base for DPDK itself.
+pub fn auto_memory_mb(mbufs: u32, data_room: u16) -> u32 {
+    let per_mbuf = u64::from(data_room) + 128 + 128 + 64;
+    let mb = (u64::from(mbufs) * per_mbuf) / (1 << 20);
+    let total = 256 + mb * 5 / 4;
+    (total.div_ceil(64) * 64) as u32
+}
+
+/// The CPUs this process may run on.
+pub fn available_cpus() -> Vec<u32> {
+    core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id as u32).collect()
+}
+
+/// Formats a CPU list compactly (`0-3,6`).
+pub fn cpu_list(cpus: &[u32]) -> String {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// Checks every worker's lcore exists here, and picks the control thread's lcore: the
+/// configured one, or the lowest CPU no worker uses (sharing the lowest CPU if all are used).
+pub fn check_lcores(config: &Config, cpus: &[u32]) -> anyhow::Result<u32> {
+    for (i, w) in config.workers.iter().enumerate() {
+        if !cpus.contains(&w.lcore) {
+            anyhow::bail!(
+                "config key `workers[{i}].lcore`: lcore {} does not exist or is not available to this process (available: {})",
+                w.lcore,
+                cpu_list(cpus)
+            );
+        }
+    }
+    if let Some(m) = config.eal.main_lcore {
+        if !cpus.contains(&m) {
+            anyhow::bail!("config key `eal.main_lcore`: lcore {m} is not available (available: {})", cpu_list(cpus));
+        }
+        return Ok(m);
+    }
+    let free = cpus.iter().copied().find(|c| !config.workers.iter().any(|w| w.lcore == *c));
+    Ok(free.or_else(|| cpus.first().copied()).unwrap_or(0))
+}
+
+/// The generated EAL arguments (used unless `eal.args` or the command line gives them).
+pub fn eal_args(config: &Config, main_lcore: u32, memory_mb: u32, pid: u32) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "-l".into(),
+        main_lcore.to_string(),
+        "--file-prefix".into(),
+        format!("pint-switch-{}-{pid}", config.switch_id),
+        "--no-shconf".into(),
+        "--log-level".into(),
+        "notice".into(),
+        "--no-telemetry".into(),
+    ];
+    if config.eal.hugepages {
+        a.extend(["--socket-mem".into(), memory_mb.to_string()]);
+    } else {
+        a.extend(["--no-huge".into(), "-m".into(), memory_mb.to_string()]);
+    }
+    let pci: Vec<&str> = config.ports.iter().filter(|p| p.is_pci()).map(|p| p.device.as_str()).collect();
+    if pci.is_empty() {
+        a.push("--no-pci".into());
+    } else {
+        for dev in pci {
+            a.extend(["-a".into(), dev.to_owned()]);
+        }
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Config {
+        Config::from_toml(&format!(
+            r#"switch_id = 3
+{extra}
+[[ports]]
+name = "a"
+device = "net_null0"
+role = "edge"
+mac = "02:00:00:00:00:01"
+[[ports]]
+name = "b"
+device = "0000:01:00.0,rxq_cqe_comp_en=0"
+role = "fabric"
+mac = "02:00:00:00:00:02"
+mtu = 9000
+[[workers]]
+lcore = 1
+rx = ["a", "b"]
+"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn generated_eal_arguments() {
+        let c = config("");
+        let a = eal_args(&c, 0, 512, 42);
+        let s = a.join(" ");
+        assert!(s.starts_with("-l 0 --file-prefix pint-switch-3-42 --no-shconf"), "{s}");
+        assert!(s.contains("--no-huge -m 512"), "{s}");
+        assert!(s.contains("-a 0000:01:00.0,rxq_cqe_comp_en=0"), "{s}");
+        assert!(!s.contains("--no-pci"));
+        let h = config("[eal]\nhugepages = true\n");
+        assert!(eal_args(&h, 0, 1024, 1).join(" ").contains("--socket-mem 1024"));
+    }
+
+    #[test]
+    fn lcores_are_checked() {
+        let c = config("");
+        assert_eq!(check_lcores(&c, &[0, 1]).unwrap(), 0);
+        assert_eq!(check_lcores(&c, &[1, 2]).unwrap(), 2);
+        assert_eq!(check_lcores(&c, &[1]).unwrap(), 1);
+        let e = check_lcores(&c, &[0]).unwrap_err().to_string();
+        assert!(e.contains("workers[0].lcore") && e.contains("available: 0"), "{e}");
+        assert_eq!(cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+    }
+
+    #[test]
+    fn sizing() {
+        let c = config("");
+        assert!(data_room(&c) >= 9000 + 14);
+        let n = auto_mbufs(&c, 10_000);
+        assert!(n >= 2 * 1024 + 2 * 1024 + 10_000 + 4096, "{n}");
+        assert!((n + 1).is_power_of_two());
+        assert!(auto_memory_mb(n, 2048) >= 256);
+        assert_eq!(infinite_rx_captures("net_pcap0,rx_pcap=a.pcap,infinite_rx=1,tx_pcap=b.pcap"), vec!["a.pcap"]);
+        assert!(infinite_rx_captures("net_pcap0,rx_pcap=a.pcap").is_empty());
+        let missing = Config::from_toml(
+            "switch_id = 1\n[[ports]]\nname = \"a\"\ndevice = \"net_pcap0,rx_pcap=/nonexistent/x.pcap\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n[[workers]]\nlcore = 0\nrx = [\"a\"]\n",
+        )
+        .unwrap();
+        let e = check_captures(&missing).unwrap_err().to_string();
+        assert!(e.contains("ports[0].device") && e.contains("does not exist"), "{e}");
+    }
+}

@@ -1,0 +1,10 @@
+//! DPDK-free core shared by the PINT switch and the sink: typed views over packet headers,
+//! the global hash family, and (as the roadmap proceeds) the telemetry encoders and decoders.
+//!
+//! Nothing here depends on DPDK, so the logic is testable with plain `cargo test` and usable
+//! by the sink, which never links DPDK.
+
+#![warn(missing_docs)]
+
+pub mod hash;
+pub mod wire;
