@@ -1,1 +1,7 @@
-//! placeholder
+//! Benchmarks and reproductions behind `pint-bench`.
+
+#![warn(missing_docs)]
+
+pub mod forward;
+pub mod stats;
+pub mod testpmd;

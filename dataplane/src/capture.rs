@@ -7,7 +7,9 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::Duration;
 
-use etherparse::{IpFragOffset, IpHeaders, IpNumber, Ipv4Extensions, Ipv4Header, Ipv4Options, PacketBuilder};
+use etherparse::{
+    IpFragOffset, IpHeaders, IpNumber, Ipv4Extensions, Ipv4Header, Ipv4Options, PacketBuilder,
+};
 use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 use telemetry::wire::{EtherType, MacAddr};
 
@@ -94,21 +96,31 @@ impl PacketSpec {
             L4::Tcp { .. } => IpNumber::TCP,
             L4::Icmp { .. } => IpNumber::ICMP,
         };
-        let mut ip = Ipv4Header::new(0, self.ttl, proto, self.src.octets(), self.dst.octets()).expect("valid header");
+        let mut ip = Ipv4Header::new(0, self.ttl, proto, self.src.octets(), self.dst.octets())
+            .expect("valid header");
         ip.identification = self.ident;
         ip.more_fragments = self.more_frags;
         ip.fragment_offset = IpFragOffset::try_new(self.frag_offset).expect("offset fits 13 bits");
-        ip.options = Ipv4Options::try_from(self.ip_options.as_slice()).expect("options: multiple of 4, at most 40 bytes");
+        ip.options = Ipv4Options::try_from(self.ip_options.as_slice())
+            .expect("options: multiple of 4, at most 40 bytes");
         let step = PacketBuilder::ip(IpHeaders::Ipv4(ip, Ipv4Extensions::default()));
         let payload: Vec<u8> = (0..self.payload_len).map(|i| i as u8).collect();
         let mut l3 = Vec::with_capacity(64 + self.payload_len);
         match self.l4 {
             L4::Udp { sport, dport } => step.udp(sport, dport).write(&mut l3, &payload),
-            L4::Tcp { sport, dport, seq } => step.tcp(sport, dport, seq, 65535).write(&mut l3, &payload),
+            L4::Tcp { sport, dport, seq } => {
+                step.tcp(sport, dport, seq, 65535).write(&mut l3, &payload)
+            }
             L4::Icmp { id, seq } => step.icmpv4_echo_request(id, seq).write(&mut l3, &payload),
         }
         .expect("serialise packet");
-        frame(self.dst_mac, self.src_mac, &self.vlans, EtherType::IPV4, &l3)
+        frame(
+            self.dst_mac,
+            self.src_mac,
+            &self.vlans,
+            EtherType::IPV4,
+            &l3,
+        )
     }
 }
 
@@ -118,7 +130,11 @@ pub fn frame(dst: MacAddr, src: MacAddr, vlans: &[u16], ethertype: u16, payload:
     f.extend_from_slice(&dst.0);
     f.extend_from_slice(&src.0);
     for (i, vid) in vlans.iter().enumerate() {
-        let tpid = if vlans.len() == 2 && i == 0 { EtherType::QINQ } else { EtherType::VLAN };
+        let tpid = if vlans.len() == 2 && i == 0 {
+            EtherType::QINQ
+        } else {
+            EtherType::VLAN
+        };
         f.extend_from_slice(&tpid.to_be_bytes());
         f.extend_from_slice(&(vid & 0x0fff).to_be_bytes());
     }
@@ -128,12 +144,20 @@ pub fn frame(dst: MacAddr, src: MacAddr, vlans: &[u16], ethertype: u16, payload:
 }
 
 /// Writes frames to a pcap file (Ethernet link type, microsecond timestamps 1 µs apart).
-pub fn write_pcap<'a>(path: &Path, frames: impl IntoIterator<Item = &'a [u8]>) -> anyhow::Result<u64> {
-    let file = File::create(path).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+pub fn write_pcap<'a>(
+    path: &Path,
+    frames: impl IntoIterator<Item = &'a [u8]>,
+) -> anyhow::Result<u64> {
+    let file =
+        File::create(path).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
     let mut w = PcapWriter::new(BufWriter::new(file))?;
     let mut n = 0u64;
     for f in frames {
-        w.write_packet(&PcapPacket::new(Duration::from_micros(n), f.len() as u32, f))?;
+        w.write_packet(&PcapPacket::new(
+            Duration::from_micros(n),
+            f.len() as u32,
+            f,
+        ))?;
         n += 1;
     }
     Ok(n)
@@ -141,7 +165,8 @@ pub fn write_pcap<'a>(path: &Path, frames: impl IntoIterator<Item = &'a [u8]>) -
 
 /// Reads every frame of a pcap file.
 pub fn read_pcap(path: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
-    let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+    let file =
+        File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
     let mut r = PcapReader::new(BufReader::new(file))?;
     let mut out = Vec::new();
     while let Some(p) = r.next_packet() {
@@ -152,7 +177,8 @@ pub fn read_pcap(path: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
 
 /// Counts the packets of a pcap file without keeping them.
 pub fn count_pcap(path: &Path) -> anyhow::Result<u64> {
-    let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+    let file =
+        File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
     let mut r = PcapReader::new(BufReader::new(file))?;
     let mut n = 0;
     while let Some(p) = r.next_packet() {
@@ -193,14 +219,32 @@ pub fn demo_mix(flows: u32, dst_mac: MacAddr) -> Vec<Vec<u8>> {
         let mut p = PacketSpec::udp(src, dst, 1024 + (i % 60_000) as u16, 80);
         p.dst_mac = dst_mac;
         p.l4 = match i % 10 {
-            0..=5 => L4::Udp { sport: 1024 + (i % 60_000) as u16, dport: 53 },
-            6..=8 => L4::Tcp { sport: 1024 + (i % 60_000) as u16, dport: 443, seq: i },
-            _ => L4::Icmp { id: i as u16, seq: 1 },
+            0..=5 => L4::Udp {
+                sport: 1024 + (i % 60_000) as u16,
+                dport: 53,
+            },
+            6..=8 => L4::Tcp {
+                sport: 1024 + (i % 60_000) as u16,
+                dport: 443,
+                seq: i,
+            },
+            _ => L4::Icmp {
+                id: i as u16,
+                seq: 1,
+            },
         };
         p.payload_len = [18, 200, 1000][(i % 3) as usize];
         out.push(p.build());
     }
-    let base = PacketSpec { dst_mac, ..PacketSpec::udp(Ipv4Addr::new(10, 0, 0, 9), Ipv4Addr::new(10, 1, 0, 9), 5000, 5001) };
+    let base = PacketSpec {
+        dst_mac,
+        ..PacketSpec::udp(
+            Ipv4Addr::new(10, 0, 0, 9),
+            Ipv4Addr::new(10, 1, 0, 9),
+            5000,
+            5001,
+        )
+    };
     for i in 0..(flows / 100).max(1) {
         let mut ttl1 = base.clone();
         ttl1.ttl = 1;
@@ -212,8 +256,20 @@ pub fn demo_mix(flows: u32, dst_mac: MacAddr) -> Vec<Vec<u8>> {
         let mut bad_sum = base.build();
         bad_sum[24] ^= 0x5a;
         out.push(bad_sum);
-        out.push(frame(MacAddr::BROADCAST, base.src_mac, &[], EtherType::ARP, &[0u8; 28]));
-        out.push(frame(dst_mac, base.src_mac, &[], EtherType::IPV6, &[0x60; 40]));
+        out.push(frame(
+            MacAddr::BROADCAST,
+            base.src_mac,
+            &[],
+            EtherType::ARP,
+            &[0u8; 28],
+        ));
+        out.push(frame(
+            dst_mac,
+            base.src_mac,
+            &[],
+            EtherType::IPV6,
+            &[0x60; 40],
+        ));
         out.push(base.build()[..30].to_vec());
     }
     out
@@ -232,7 +288,9 @@ mod tests {
         assert_eq!(&f[12..14], &EtherType::QINQ.to_be_bytes());
         assert_eq!(&f[16..18], &EtherType::VLAN.to_be_bytes());
         let parsed = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
-        let Some(etherparse::NetSlice::Ipv4(ip)) = parsed.net else { panic!("not ipv4") };
+        let Some(etherparse::NetSlice::Ipv4(ip)) = parsed.net else {
+            panic!("not ipv4")
+        };
         assert_eq!(ip.header().ihl(), 6);
         assert_eq!(ip.header().ttl(), 64);
         assert_eq!(bench_udp(3, MacAddr::BROADCAST)[0].len(), 60);

@@ -35,9 +35,16 @@ impl Demo {
         let frames = capture::demo_mix(FLOWS, MacAddr([0x02, 0, 0, 0, 0, 0x01]));
         let packets = capture::write_pcap(&cap, frames.iter().map(Vec::as_slice))?;
         let worker = available_cpus().into_iter().max().unwrap_or(0);
-        let text = TEMPLATE.replace("@CAPTURE@", &cap.display().to_string()).replace("@WORKER@", &worker.to_string());
-        let config = Config::from_toml(&text).map_err(|e| anyhow::anyhow!("embedded demo config: {e}"))?;
-        Ok(Demo { dir, config, packets })
+        let text = TEMPLATE
+            .replace("@CAPTURE@", &cap.display().to_string())
+            .replace("@WORKER@", &worker.to_string());
+        let config =
+            Config::from_toml(&text).map_err(|e| anyhow::anyhow!("embedded demo config: {e}"))?;
+        Ok(Demo {
+            dir,
+            config,
+            packets,
+        })
     }
 
     /// Path of the capture.

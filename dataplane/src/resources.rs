@@ -28,7 +28,10 @@ fn infinite_rx_captures(device: &str) -> Vec<String> {
     if !kv.iter().any(|(k, v)| *k == "infinite_rx" && *v == "1") {
         return Vec::new();
     }
-    kv.iter().filter(|(k, _)| *k == "rx_pcap").map(|(_, v)| (*v).to_owned()).collect()
+    kv.iter()
+        .filter(|(k, _)| *k == "rx_pcap")
+        .map(|(_, v)| (*v).to_owned())
+        .collect()
 }
 
 /// Checks that capture files named by `rx_pcap=` exist, so a typo gets a message that names
@@ -40,11 +43,16 @@ pub fn check_captures(config: &Config) -> anyhow::Result<u64> {
         for part in p.device.split(',').skip(1) {
             if let Some(("rx_pcap", file)) = part.split_once('=') {
                 if !Path::new(file).is_file() {
-                    anyhow::bail!("config key `ports[{i}].device`: rx_pcap file `{file}` does not exist");
+                    anyhow::bail!(
+                        "config key `ports[{i}].device`: rx_pcap file `{file}` does not exist"
+                    );
                 }
                 if infinite.iter().any(|f| f == file) {
-                    held += count_pcap(Path::new(file))
-                        .map_err(|e| anyhow::anyhow!("config key `ports[{i}].device`: cannot read rx_pcap file `{file}`: {e}"))?;
+                    held += count_pcap(Path::new(file)).map_err(|e| {
+                        anyhow::anyhow!(
+                            "config key `ports[{i}].device`: cannot read rx_pcap file `{file}`: {e}"
+                        )
+                    })?;
                 }
             }
         }
@@ -62,10 +70,20 @@ pub fn auto_mbufs(config: &Config, held_by_captures: u64) -> u32 {
         n += u64::from(p.rx_queues) * u64::from(p.rx_descriptors);
         n += workers * u64::from(p.tx_descriptors);
     }
-    n += workers * (u64::from(config.dataplane.mbuf_cache) * 3 / 2 + BURST_SIZE as u64 * (ports + 2));
+    n += workers
+        * (u64::from(config.dataplane.mbuf_cache) * 3 / 2 + BURST_SIZE as u64 * (ports + 2));
     n += held_by_captures + 4096;
     let rounded = n.next_power_of_two() - 1;
     rounded.min(u64::from(u32::MAX)) as u32
+}
+
+/// The fewest mbufs that let the workers run at all: packets held by capture-replaying
+/// devices, plus what per-lcore caches can keep and a few bursts per worker.
+pub fn minimum_mbufs(config: &Config, held_by_captures: u64) -> u64 {
+    let workers = config.workers.len() as u64 + 1;
+    held_by_captures
+        + workers * (u64::from(config.dataplane.mbuf_cache) * 3 / 2 + 2 * BURST_SIZE as u64)
+        + BURST_SIZE as u64
 }
 
 /// EAL memory in MiB for `mbufs` mbufs of `data_room` bytes, plus a base for DPDK itself.
@@ -78,7 +96,11 @@ pub fn auto_memory_mb(mbufs: u32, data_room: u16) -> u32 {
 
 /// The CPUs this process may run on.
 pub fn available_cpus() -> Vec<u32> {
-    core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id as u32).collect()
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id as u32)
+        .collect()
 }
 
 /// Formats a CPU list compactly (`0-3,6`).
@@ -90,7 +112,11 @@ pub fn cpu_list(cpus: &[u32]) -> String {
         while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
             j += 1;
         }
-        out.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        out.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
         i = j + 1;
     }
     out.join(",")
@@ -110,11 +136,17 @@ pub fn check_lcores(config: &Config, cpus: &[u32]) -> anyhow::Result<u32> {
     }
     if let Some(m) = config.eal.main_lcore {
         if !cpus.contains(&m) {
-            anyhow::bail!("config key `eal.main_lcore`: lcore {m} is not available (available: {})", cpu_list(cpus));
+            anyhow::bail!(
+                "config key `eal.main_lcore`: lcore {m} is not available (available: {})",
+                cpu_list(cpus)
+            );
         }
         return Ok(m);
     }
-    let free = cpus.iter().copied().find(|c| !config.workers.iter().any(|w| w.lcore == *c));
+    let free = cpus
+        .iter()
+        .copied()
+        .find(|c| !config.workers.iter().any(|w| w.lcore == *c));
     Ok(free.or_else(|| cpus.first().copied()).unwrap_or(0))
 }
 
@@ -135,7 +167,12 @@ pub fn eal_args(config: &Config, main_lcore: u32, memory_mb: u32, pid: u32) -> V
     } else {
         a.extend(["--no-huge".into(), "-m".into(), memory_mb.to_string()]);
     }
-    let pci: Vec<&str> = config.ports.iter().filter(|p| p.is_pci()).map(|p| p.device.as_str()).collect();
+    let pci: Vec<&str> = config
+        .ports
+        .iter()
+        .filter(|p| p.is_pci())
+        .map(|p| p.device.as_str())
+        .collect();
     if pci.is_empty() {
         a.push("--no-pci".into());
     } else {
@@ -178,12 +215,19 @@ rx = ["a", "b"]
         let c = config("");
         let a = eal_args(&c, 0, 512, 42);
         let s = a.join(" ");
-        assert!(s.starts_with("-l 0 --file-prefix pint-switch-3-42 --no-shconf"), "{s}");
+        assert!(
+            s.starts_with("-l 0 --file-prefix pint-switch-3-42 --no-shconf"),
+            "{s}"
+        );
         assert!(s.contains("--no-huge -m 512"), "{s}");
         assert!(s.contains("-a 0000:01:00.0,rxq_cqe_comp_en=0"), "{s}");
         assert!(!s.contains("--no-pci"));
         let h = config("[eal]\nhugepages = true\n");
-        assert!(eal_args(&h, 0, 1024, 1).join(" ").contains("--socket-mem 1024"));
+        assert!(
+            eal_args(&h, 0, 1024, 1)
+                .join(" ")
+                .contains("--socket-mem 1024")
+        );
     }
 
     #[test]
@@ -193,7 +237,10 @@ rx = ["a", "b"]
         assert_eq!(check_lcores(&c, &[1, 2]).unwrap(), 2);
         assert_eq!(check_lcores(&c, &[1]).unwrap(), 1);
         let e = check_lcores(&c, &[0]).unwrap_err().to_string();
-        assert!(e.contains("workers[0].lcore") && e.contains("available: 0"), "{e}");
+        assert!(
+            e.contains("workers[0].lcore") && e.contains("available: 0"),
+            "{e}"
+        );
         assert_eq!(cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
     }
 
@@ -205,13 +252,19 @@ rx = ["a", "b"]
         assert!(n >= 2 * 1024 + 2 * 1024 + 10_000 + 4096, "{n}");
         assert!((n + 1).is_power_of_two());
         assert!(auto_memory_mb(n, 2048) >= 256);
-        assert_eq!(infinite_rx_captures("net_pcap0,rx_pcap=a.pcap,infinite_rx=1,tx_pcap=b.pcap"), vec!["a.pcap"]);
+        assert_eq!(
+            infinite_rx_captures("net_pcap0,rx_pcap=a.pcap,infinite_rx=1,tx_pcap=b.pcap"),
+            vec!["a.pcap"]
+        );
         assert!(infinite_rx_captures("net_pcap0,rx_pcap=a.pcap").is_empty());
         let missing = Config::from_toml(
             "switch_id = 1\n[[ports]]\nname = \"a\"\ndevice = \"net_pcap0,rx_pcap=/nonexistent/x.pcap\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n[[workers]]\nlcore = 0\nrx = [\"a\"]\n",
         )
         .unwrap();
         let e = check_captures(&missing).unwrap_err().to_string();
-        assert!(e.contains("ports[0].device") && e.contains("does not exist"), "{e}");
+        assert!(
+            e.contains("ports[0].device") && e.contains("does not exist"),
+            "{e}"
+        );
     }
 }

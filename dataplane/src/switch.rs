@@ -87,7 +87,10 @@ pub struct Summary {
 }
 
 fn drop_map(c: &LocalCounters) -> std::collections::BTreeMap<&'static str, u64> {
-    DropReason::ALL.iter().map(|r| (r.name(), c.drops[*r as usize])).collect()
+    DropReason::ALL
+        .iter()
+        .map(|r| (r.name(), c.drops[*r as usize]))
+        .collect()
 }
 
 fn total(shared: &[SharedCounters]) -> LocalCounters {
@@ -104,7 +107,11 @@ fn drops_line(c: &LocalCounters) -> String {
         .filter(|r| c.drops[**r as usize] > 0)
         .map(|r| format!("{}={}", r.name(), c.drops[*r as usize]))
         .collect();
-    if parts.is_empty() { "0".into() } else { format!("{} ({})", c.dropped(), parts.join(" ")) }
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        format!("{} ({})", c.dropped(), parts.join(" "))
+    }
 }
 
 /// Runs the switch until a signal, the duration, or idleness stops it.
@@ -114,13 +121,18 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
     let held = resources::check_captures(config)?;
     let auto_mbufs = resources::auto_mbufs(config, held);
     let mbufs = config.dataplane.mbufs.unwrap_or(auto_mbufs);
-    if u64::from(mbufs) <= held {
+    let minimum = resources::minimum_mbufs(config, held);
+    if u64::from(mbufs) < minimum {
         anyhow::bail!(
-            "config key `dataplane.mbufs`: {mbufs} mbufs cannot hold the {held} packets that infinite_rx captures keep in memory plus the queues' descriptors (at least {auto_mbufs} needed; leave the key out to size it automatically)"
+            "config key `dataplane.mbufs`: {mbufs} mbufs are too few: infinite_rx captures keep {held} packets in memory and the workers need {} more to run (at least {minimum}; {auto_mbufs} recommended; leave the key out to size it automatically)",
+            minimum - held
         );
     }
     let room = resources::data_room(config);
-    let memory_mb = config.eal.memory_mb.unwrap_or_else(|| resources::auto_memory_mb(mbufs, room));
+    let memory_mb = config
+        .eal
+        .memory_mb
+        .unwrap_or_else(|| resources::auto_memory_mb(mbufs, room));
     let eal_args = opts
         .eal_args
         .clone()
@@ -130,8 +142,10 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // A second signal while stopping exits at once.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop)).context("installing signal handlers")?;
-        signal_hook::flag::register(sig, Arc::clone(&stop)).context("installing signal handlers")?;
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
     }
 
     let eal = Eal::init(&eal_args)?;
@@ -140,17 +154,37 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
     summary
 }
 
-fn run_with_eal(eal: &Eal, config: &Config, opts: &RunOptions, mbufs: u32, room: u16, stop: &AtomicBool) -> anyhow::Result<Summary> {
-    println!("pint-switch {}: switch {}, {}", env!("CARGO_PKG_VERSION"), config.switch_id, Eal::version());
+fn run_with_eal(
+    eal: &Eal,
+    config: &Config,
+    opts: &RunOptions,
+    mbufs: u32,
+    room: u16,
+    stop: &AtomicBool,
+) -> anyhow::Result<Summary> {
+    println!(
+        "pint-switch {}: switch {}, {}",
+        env!("CARGO_PKG_VERSION"),
+        config.switch_id,
+        Eal::version()
+    );
     let socket = eal.socket_id() as i32;
-    let pool = Mempool::new(eal, "pint_pkts", mbufs, config.dataplane.mbuf_cache, room, socket)?;
+    let pool = Mempool::new(
+        eal,
+        "pint_pkts",
+        mbufs,
+        config.dataplane.mbuf_cache,
+        room,
+        socket,
+    )?;
     println!("mbuf pool: {mbufs} mbufs of {room} bytes");
 
     let nworkers = config.workers.len() as u16;
     let mut ports = Vec::with_capacity(config.ports.len());
     let mut drivers = Vec::with_capacity(config.ports.len());
-    for pc in &config.ports {
-        let mut port = Port::probe(eal, &pc.name, &pc.device)?;
+    for (i, pc) in config.ports.iter().enumerate() {
+        let key = || format!("config key `ports[{i}].device` (port `{}`)", pc.name);
+        let mut port = Port::probe(eal, &pc.name, &pc.device).with_context(key)?;
         let setup = PortSetup {
             rx_queues: pc.rx_queues,
             tx_queues: nworkers,
@@ -160,8 +194,8 @@ fn run_with_eal(eal: &Eal, config: &Config, opts: &RunOptions, mbufs: u32, room:
             mac: pc.mac.0,
             promiscuous: pc.promiscuous,
         };
-        let report = port.configure(&setup, &pool)?;
-        port.start()?;
+        let report = port.configure(&setup, &pool).with_context(key)?;
+        port.start().with_context(key)?;
         let link = port.link();
         println!(
             "port {:<8} id {} {:<12} {} {:?} mtu {} rxq {} txq {} desc {}/{} link {}{}",
@@ -175,14 +209,27 @@ fn run_with_eal(eal: &Eal, config: &Config, opts: &RunOptions, mbufs: u32, room:
             nworkers,
             report.descriptors.0,
             report.descriptors.1,
-            if link.up { format!("up {} Mbit/s", link.speed_mbps) } else { "down".into() },
-            if report.unsupported.is_empty() { String::new() } else { format!(" (device cannot: {})", report.unsupported.join(", ")) }
+            if link.up {
+                format!("up {} Mbit/s", link.speed_mbps)
+            } else {
+                "down".into()
+            },
+            if report.unsupported.is_empty() {
+                String::new()
+            } else {
+                format!(" (device cannot: {})", report.unsupported.join(", "))
+            }
         );
         drivers.push(report.driver);
         ports.push(port);
     }
     let fwd = Forwarder::from_config(config).context("building the route table")?;
-    println!("routes: {} ({} KiB table); workers: {}", fwd.fib().routes(), fwd.fib().memory_bytes() / 1024, config.workers.len());
+    println!(
+        "routes: {} ({} KiB table); workers: {}",
+        fwd.fib().routes(),
+        fwd.fib().memory_bytes() / 1024,
+        config.workers.len()
+    );
 
     let mut workers = Vec::with_capacity(config.workers.len());
     for (w, wc) in config.workers.iter().enumerate() {
@@ -201,7 +248,9 @@ fn run_with_eal(eal: &Eal, config: &Config, opts: &RunOptions, mbufs: u32, room:
             idle_sleep: Duration::from_micros(config.dataplane.idle_sleep_us),
         });
     }
-    let shared: Vec<SharedCounters> = (0..workers.len()).map(|_| SharedCounters::default()).collect();
+    let shared: Vec<SharedCounters> = (0..workers.len())
+        .map(|_| SharedCounters::default())
+        .collect();
     let workers_stop = AtomicBool::new(false);
 
     let (intervals, seconds) = std::thread::scope(|s| -> anyhow::Result<(Vec<Interval>, f64)> {
@@ -212,8 +261,11 @@ fn run_with_eal(eal: &Eal, config: &Config, opts: &RunOptions, mbufs: u32, room:
             let h = std::thread::Builder::new()
                 .name(format!("worker-{lcore}"))
                 .spawn_scoped(s, move || -> anyhow::Result<()> {
-                    if !core_affinity::set_for_current(core_affinity::CoreId { id: lcore as usize }) {
-                        anyhow::bail!("worker on lcore {lcore}: cannot pin the thread to CPU {lcore}");
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id: lcore as usize })
+                    {
+                        anyhow::bail!(
+                            "worker on lcore {lcore}: cannot pin the thread to CPU {lcore}"
+                        );
                     }
                     let _reg = eal.register_thread()?;
                     worker.run(fwd, counters, stop);
@@ -237,7 +289,11 @@ fn run_with_eal(eal: &Eal, config: &Config, opts: &RunOptions, mbufs: u32, room:
     let mut port_summaries = Vec::with_capacity(ports.len());
     for (p, driver) in ports.iter_mut().zip(drivers) {
         p.stop();
-        port_summaries.push(PortSummary { name: p.name().to_owned(), driver, stats: p.stats() });
+        port_summaries.push(PortSummary {
+            name: p.name().to_owned(),
+            driver,
+            stats: p.stats(),
+        });
     }
     let summary = Summary {
         switch_id: config.switch_id,
@@ -249,15 +305,24 @@ fn run_with_eal(eal: &Eal, config: &Config, opts: &RunOptions, mbufs: u32, room:
         drops: drop_map(&t),
         tx_full_drops: t.tx_full_drops,
         tx_retries: t.tx_retries,
-        rx_mpps: if seconds > 0.0 { t.rx_packets as f64 / seconds / 1e6 } else { 0.0 },
-        cycles_per_packet: if t.rx_packets > 0 { t.busy_cycles as f64 / t.rx_packets as f64 } else { 0.0 },
+        rx_mpps: if seconds > 0.0 {
+            t.rx_packets as f64 / seconds / 1e6
+        } else {
+            0.0
+        },
+        cycles_per_packet: if t.rx_packets > 0 {
+            t.busy_cycles as f64 / t.rx_packets as f64
+        } else {
+            0.0
+        },
         intervals,
         ports: port_summaries,
         worker_rx_packets: shared.iter().map(|s| s.read().rx_packets).collect(),
     };
     print_summary(&summary);
     if let Some(path) = &opts.summary_json {
-        std::fs::write(path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&summary)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     drop(ports);
     drop(pool);
@@ -273,7 +338,8 @@ fn control_loop<T>(
     handles: &[std::thread::ScopedJoinHandle<'_, T>],
 ) -> (Vec<Interval>, f64) {
     let start = Instant::now();
-    let interval = (config.stats.interval_ms > 0).then(|| Duration::from_millis(config.stats.interval_ms));
+    let interval =
+        (config.stats.interval_ms > 0).then(|| Duration::from_millis(config.stats.interval_ms));
     let mut next_stats = start + interval.unwrap_or(Duration::from_secs(3600));
     let mut prev = LocalCounters::default();
     let mut prev_t = start;
@@ -309,8 +375,17 @@ fn control_loop<T>(
             let dt = (now - prev_t).as_secs_f64();
             let rx = (t.rx_packets - prev.rx_packets) as f64;
             let tx = (t.tx_packets - prev.tx_packets) as f64;
-            let cpp = if rx > 0.0 { (t.busy_cycles - prev.busy_cycles) as f64 / rx } else { 0.0 };
-            let iv = Interval { t: (now - start).as_secs_f64(), rx_mpps: rx / dt / 1e6, tx_mpps: tx / dt / 1e6, cycles_per_packet: cpp };
+            let cpp = if rx > 0.0 {
+                (t.busy_cycles - prev.busy_cycles) as f64 / rx
+            } else {
+                0.0
+            };
+            let iv = Interval {
+                t: (now - start).as_secs_f64(),
+                rx_mpps: rx / dt / 1e6,
+                tx_mpps: tx / dt / 1e6,
+                cycles_per_packet: cpp,
+            };
             println!(
                 "[{:7.1}s] rx {:8.3} Mpps {:7.3} Gbit/s | tx {:8.3} Mpps | {:6.1} cycles/pkt | drops {}",
                 iv.t,
@@ -336,13 +411,30 @@ fn print_summary(s: &Summary) {
         s.rx_packets, s.rx_bytes, s.tx_packets, s.tx_bytes, s.rx_mpps, s.cycles_per_packet
     );
     let dropped: u64 = s.drops.values().sum();
-    println!("dropped {dropped}: {}", s.drops.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "));
-    println!("tx queue full: {} dropped, {} retries", s.tx_full_drops, s.tx_retries);
+    println!(
+        "dropped {dropped}: {}",
+        s.drops
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!(
+        "tx queue full: {} dropped, {} retries",
+        s.tx_full_drops, s.tx_retries
+    );
     for p in &s.ports {
         let st = &p.stats;
         println!(
             "port {:<8} ({}) rx {} tx {} missed {} rx_errors {} tx_errors {} rx_nombuf {}",
-            p.name, p.driver, st.rx_packets, st.tx_packets, st.rx_missed, st.rx_errors, st.tx_errors, st.rx_nombuf
+            p.name,
+            p.driver,
+            st.rx_packets,
+            st.tx_packets,
+            st.rx_missed,
+            st.rx_errors,
+            st.tx_errors,
+            st.rx_nombuf
         );
     }
 }

@@ -15,3 +15,18 @@ unsafe extern "C" {
     /// The calling thread's `rte_errno` (a thread-local that bindgen cannot bind).
     pub fn pint_rte_errno() -> core::ffi::c_int;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mbuf_layout_matches_dpdk() {
+        // Two cache lines in DPDK 22.11; a different size means bindgen saw other cflags
+        // than the C side.
+        assert_eq!(core::mem::size_of::<rte_mbuf>(), 128);
+        assert_eq!(core::mem::offset_of!(rte_mbuf, data_off), 16);
+        assert_eq!(core::mem::offset_of!(rte_mbuf, pkt_len), 36);
+        assert_eq!(core::mem::offset_of!(rte_mbuf, data_len), 40);
+    }
+}

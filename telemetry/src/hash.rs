@@ -67,9 +67,18 @@ mod tests {
     fn pinned_vectors() {
         // Pinned so that a change to the family is noticed: switch and sink must agree.
         assert_eq!(hash64(0, &[]), mix64(0x9e37_79b9_7f4a_7c15));
-        assert_eq!(hash64(1, &[2]), mix64(mix64(1 ^ 0x9e37_79b9_7f4a_7c15 ^ 2) ^ 1));
+        assert_eq!(
+            hash64(1, &[2]),
+            mix64(mix64(1 ^ 0x9e37_79b9_7f4a_7c15 ^ 2) ^ 1)
+        );
         let h = flow_hash(7, 0x0a00_0001, 0x0a01_0001, 17, 1000, 2000);
-        assert_eq!(h, hash32(7, &[0x0a00_0001_0a01_0001, (17 << 32) | (1000 << 16) | 2000]));
+        assert_eq!(
+            h,
+            hash32(
+                7,
+                &[0x0a00_0001_0a01_0001, (17 << 32) | (1000 << 16) | 2000]
+            )
+        );
     }
 
     #[test]

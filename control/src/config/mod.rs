@@ -46,7 +46,10 @@ pub enum ConfigError {
 }
 
 fn key_err(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Key { key: key.into(), reason: reason.into() }
+    ConfigError::Key {
+        key: key.into(),
+        reason: reason.into(),
+    }
 }
 
 /// The validated configuration of one switch, with every default filled in.
@@ -191,7 +194,12 @@ pub fn is_pci_address(s: &str) -> bool {
         _ => return false,
     };
     match devfn.split_once('.') {
-        Some((dev, func)) => hex(bus, 2) && hex(dev, 2) && func.len() == 1 && func.chars().all(|c| c.is_ascii_digit()),
+        Some((dev, func)) => {
+            hex(bus, 2)
+                && hex(dev, 2)
+                && func.len() == 1
+                && func.chars().all(|c| c.is_ascii_digit())
+        }
         None => false,
     }
 }
@@ -208,7 +216,8 @@ impl Config {
 
     /// Parses and validates a configuration from TOML text.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string().trim_end().to_owned()))?;
+        let raw: RawConfig = toml::from_str(text)
+            .map_err(|e| ConfigError::Syntax(e.to_string().trim_end().to_owned()))?;
         validate(raw)
     }
 
@@ -224,11 +233,18 @@ impl Config {
 }
 
 fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
-    let switch_id = raw.switch_id.ok_or_else(|| key_err("switch_id", "missing (a number from 1 to 4294967295)"))?;
+    let switch_id = raw
+        .switch_id
+        .ok_or_else(|| key_err("switch_id", "missing (a number from 1 to 4294967295)"))?;
     let switch_id = u32::try_from(switch_id)
         .ok()
         .filter(|id| *id != 0)
-        .ok_or_else(|| key_err("switch_id", format!("{switch_id} is out of range (1 to 4294967295)")))?;
+        .ok_or_else(|| {
+            key_err(
+                "switch_id",
+                format!("{switch_id} is out of range (1 to 4294967295)"),
+            )
+        })?;
 
     let eal = EalConfig {
         args: raw.eal.args,
@@ -236,15 +252,21 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         memory_mb: raw.eal.memory_mb,
         hugepages: raw.eal.hugepages.unwrap_or(false),
     };
-    if let Some(args) = &eal.args {
-        if args.is_empty() {
-            return Err(key_err("eal.args", "is empty (leave it out to use the generated arguments)"));
-        }
+    if let Some(args) = &eal.args
+        && args.is_empty()
+    {
+        return Err(key_err(
+            "eal.args",
+            "is empty (leave it out to use the generated arguments)",
+        ));
     }
-    if let Some(mb) = eal.memory_mb {
-        if mb < 64 {
-            return Err(key_err("eal.memory_mb", format!("{mb} MiB is too little for DPDK (at least 64)")));
-        }
+    if let Some(mb) = eal.memory_mb
+        && mb < 64
+    {
+        return Err(key_err(
+            "eal.memory_mb",
+            format!("{mb} MiB is too little for DPDK (at least 64)"),
+        ));
     }
 
     let dataplane = DataplaneConfig {
@@ -255,27 +277,47 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         ecmp_seed: raw.dataplane.ecmp_seed.unwrap_or(0x5049_4e54_4543_4d50),
     };
     if dataplane.idle_sleep_us == 0 || dataplane.idle_sleep_us > 1_000_000 {
-        return Err(key_err("dataplane.idle_sleep_us", "must be between 1 and 1000000 microseconds"));
+        return Err(key_err(
+            "dataplane.idle_sleep_us",
+            "must be between 1 and 1000000 microseconds",
+        ));
     }
-    if let Some(n) = dataplane.mbufs {
-        if n < 512 {
-            return Err(key_err("dataplane.mbufs", format!("{n} is too few (at least 512)")));
-        }
+    if let Some(n) = dataplane.mbufs
+        && n < 512
+    {
+        return Err(key_err(
+            "dataplane.mbufs",
+            format!("{n} is too few (at least 512)"),
+        ));
     }
     if dataplane.mbuf_cache > 512 {
-        return Err(key_err("dataplane.mbuf_cache", "must be at most 512 (DPDK's RTE_MEMPOOL_CACHE_MAX_SIZE)"));
+        return Err(key_err(
+            "dataplane.mbuf_cache",
+            "must be at most 512 (DPDK's RTE_MEMPOOL_CACHE_MAX_SIZE)",
+        ));
     }
 
-    let stats = StatsConfig { interval_ms: raw.stats.interval_ms.unwrap_or(1000) };
+    let stats = StatsConfig {
+        interval_ms: raw.stats.interval_ms.unwrap_or(1000),
+    };
     if stats.interval_ms != 0 && stats.interval_ms < 10 {
-        return Err(key_err("stats.interval_ms", "must be 0 (off) or at least 10"));
+        return Err(key_err(
+            "stats.interval_ms",
+            "must be 0 (off) or at least 10",
+        ));
     }
 
     if raw.ports.is_empty() {
-        return Err(key_err("ports", "no ports configured (add at least one [[ports]] table)"));
+        return Err(key_err(
+            "ports",
+            "no ports configured (add at least one [[ports]] table)",
+        ));
     }
     if raw.ports.len() > MAX_PORTS {
-        return Err(key_err("ports", format!("{} ports configured; at most {MAX_PORTS}", raw.ports.len())));
+        return Err(key_err(
+            "ports",
+            format!("{} ports configured; at most {MAX_PORTS}", raw.ports.len()),
+        ));
     }
     let mut ports = Vec::with_capacity(raw.ports.len());
     let mut names = BTreeSet::new();
@@ -283,35 +325,61 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         let k = |f: &str| format!("ports[{i}].{f}");
         let name = p.name.ok_or_else(|| key_err(k("name"), "missing"))?;
         if name.is_empty() || name.contains(':') || name.contains(char::is_whitespace) {
-            return Err(key_err(k("name"), format!("`{name}` must be non-empty, without ':' or spaces")));
+            return Err(key_err(
+                k("name"),
+                format!("`{name}` must be non-empty, without ':' or spaces"),
+            ));
         }
         if !names.insert(name.clone()) {
-            return Err(key_err(k("name"), format!("`{name}` is used by an earlier port")));
+            return Err(key_err(
+                k("name"),
+                format!("`{name}` is used by an earlier port"),
+            ));
         }
-        let device = p.device.ok_or_else(|| key_err(k("device"), "missing (e.g. net_pcap0,rx_pcap=in.pcap or 0000:01:00.0)"))?;
+        let device = p.device.ok_or_else(|| {
+            key_err(
+                k("device"),
+                "missing (e.g. net_pcap0,rx_pcap=in.pcap or 0000:01:00.0)",
+            )
+        })?;
         if device.trim().is_empty() || device.split(',').next().unwrap_or("").is_empty() {
             return Err(key_err(k("device"), "is empty"));
         }
-        let role = p.role.ok_or_else(|| key_err(k("role"), "missing (edge or fabric)"))?;
+        let role = p
+            .role
+            .ok_or_else(|| key_err(k("role"), "missing (edge or fabric)"))?;
         let mac_text = p.mac.ok_or_else(|| key_err(k("mac"), "missing"))?;
-        let mac: MacAddr = mac_text.parse().map_err(|e: telemetry::wire::ethernet::MacParseError| key_err(k("mac"), e.to_string()))?;
+        let mac: MacAddr =
+            mac_text
+                .parse()
+                .map_err(|e: telemetry::wire::ethernet::MacParseError| {
+                    key_err(k("mac"), e.to_string())
+                })?;
         if mac.is_multicast() {
             return Err(key_err(k("mac"), format!("{mac} is a multicast address")));
         }
         let mtu = p.mtu.unwrap_or(1500);
         if !(68..=9600).contains(&mtu) {
-            return Err(key_err(k("mtu"), format!("{mtu} is out of range (68 to 9600)")));
+            return Err(key_err(
+                k("mtu"),
+                format!("{mtu} is out of range (68 to 9600)"),
+            ));
         }
         let capacity_bps = match p.capacity {
             None => 10_000_000_000,
             Some(RawCapacity::Bits(b)) if b > 0 => b,
             Some(RawCapacity::Bits(_)) => return Err(key_err(k("capacity"), "must be positive")),
-            Some(RawCapacity::Text(t)) => types::parse_capacity(&t).map_err(|e| key_err(k("capacity"), e))?,
+            Some(RawCapacity::Text(t)) => {
+                types::parse_capacity(&t).map_err(|e| key_err(k("capacity"), e))?
+            }
         };
         let desc = |v: Option<u32>, f: &str| -> Result<u16, ConfigError> {
             let v = v.unwrap_or(1024);
             if !(32..=16384).contains(&v) || !v.is_power_of_two() {
-                return Err(key_err(k(f), format!("{v} must be a power of two from 32 to 16384")));
+                return Err(key_err(
+                    k(f),
+                    format!("{v} must be a power of two from 32 to 16384"),
+                ));
             }
             Ok(v as u16)
         };
@@ -332,62 +400,100 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
     for (i, p) in ports.iter().enumerate() {
         let dev_name = p.device.split(',').next().unwrap_or("").to_owned();
         if let Some(j) = devices.insert(dev_name.clone(), i) {
-            return Err(key_err(format!("ports[{i}].device"), format!("device `{dev_name}` is already used by ports[{j}]")));
+            return Err(key_err(
+                format!("ports[{i}].device"),
+                format!("device `{dev_name}` is already used by ports[{j}]"),
+            ));
         }
     }
     let port_names: Vec<String> = ports.iter().map(|p| p.name.clone()).collect();
     let find_port = |name: &str| port_names.iter().position(|p| p == name);
 
     if raw.workers.is_empty() {
-        return Err(key_err("workers", "no workers configured (add a [[workers]] table with lcore and rx)"));
+        return Err(key_err(
+            "workers",
+            "no workers configured (add a [[workers]] table with lcore and rx)",
+        ));
     }
     let mut workers = Vec::with_capacity(raw.workers.len());
     let mut lcores = BTreeSet::new();
     let mut polled: BTreeMap<(usize, u16), usize> = BTreeMap::new();
     for (w, rw) in raw.workers.into_iter().enumerate() {
-        let lcore = rw.lcore.ok_or_else(|| key_err(format!("workers[{w}].lcore"), "missing"))?;
+        let lcore = rw
+            .lcore
+            .ok_or_else(|| key_err(format!("workers[{w}].lcore"), "missing"))?;
         if !lcores.insert(lcore) {
-            return Err(key_err(format!("workers[{w}].lcore"), format!("lcore {lcore} already has a worker")));
+            return Err(key_err(
+                format!("workers[{w}].lcore"),
+                format!("lcore {lcore} already has a worker"),
+            ));
         }
         if rw.rx.is_empty() {
-            return Err(key_err(format!("workers[{w}].rx"), "polls no queue (list entries such as \"port\" or \"port:1\")"));
+            return Err(key_err(
+                format!("workers[{w}].rx"),
+                "polls no queue (list entries such as \"port\" or \"port:1\")",
+            ));
         }
         let mut rx = Vec::with_capacity(rw.rx.len());
         for (q, entry) in rw.rx.iter().enumerate() {
             let key = format!("workers[{w}].rx[{q}]");
             let (pname, queue) = match entry.split_once(':') {
                 Some((p, qs)) => {
-                    let queue: u16 = qs
-                        .parse()
-                        .ok()
-                        .filter(|q| *q < MAX_QUEUES)
-                        .ok_or_else(|| key_err(&key, format!("`{qs}` is not a queue number (0 to {})", MAX_QUEUES - 1)))?;
+                    let queue: u16 =
+                        qs.parse().ok().filter(|q| *q < MAX_QUEUES).ok_or_else(|| {
+                            key_err(
+                                &key,
+                                format!("`{qs}` is not a queue number (0 to {})", MAX_QUEUES - 1),
+                            )
+                        })?;
                     (p, queue)
                 }
                 None => (entry.as_str(), 0),
             };
-            let port_index = find_port(pname).ok_or_else(|| key_err(&key, format!("no port is named `{pname}`")))?;
+            let port_index = find_port(pname)
+                .ok_or_else(|| key_err(&key, format!("no port is named `{pname}`")))?;
             if let Some(other) = polled.insert((port_index, queue), w) {
-                return Err(key_err(&key, format!("queue {queue} of port `{pname}` is already polled by workers[{other}]")));
+                return Err(key_err(
+                    &key,
+                    format!(
+                        "queue {queue} of port `{pname}` is already polled by workers[{other}]"
+                    ),
+                ));
             }
-            rx.push(RxQueueRef { port: pname.to_owned(), port_index, queue });
+            rx.push(RxQueueRef {
+                port: pname.to_owned(),
+                port_index,
+                queue,
+            });
         }
         workers.push(WorkerConfig { lcore, rx });
     }
-    if let Some(main) = eal.main_lcore {
-        if lcores.contains(&main) && eal.args.is_none() {
-            return Err(key_err("eal.main_lcore", format!("lcore {main} also runs a worker")));
-        }
+    if let Some(main) = eal.main_lcore
+        && lcores.contains(&main)
+        && eal.args.is_none()
+    {
+        return Err(key_err(
+            "eal.main_lcore",
+            format!("lcore {main} also runs a worker"),
+        ));
     }
     // Each port gets as many rx queues as its highest polled queue + 1; all must be polled.
     for (i, port) in ports.iter_mut().enumerate() {
-        let queues: Vec<u16> = polled.keys().filter(|(p, _)| *p == i).map(|(_, q)| *q).collect();
+        let queues: Vec<u16> = polled
+            .keys()
+            .filter(|(p, _)| *p == i)
+            .map(|(_, q)| *q)
+            .collect();
         let n = queues.iter().max().map_or(1, |m| m + 1);
         for q in 0..n {
             if !queues.contains(&q) && !queues.is_empty() {
                 return Err(key_err(
                     "workers",
-                    format!("port `{}` has queue {} polled but not queue {q}: every queue below the highest must be polled", port.name, n - 1),
+                    format!(
+                        "port `{}` has queue {} polled but not queue {q}: every queue below the highest must be polled",
+                        port.name,
+                        n - 1
+                    ),
                 ));
             }
         }
@@ -401,10 +507,16 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         let text = rr.prefix.ok_or_else(|| key_err(k("prefix"), "missing"))?;
         let prefix: Ipv4Prefix = text.parse().map_err(|e| key_err(k("prefix"), e))?;
         if let Some(j) = prefixes.insert(prefix, r) {
-            return Err(key_err(k("prefix"), format!("{prefix} is already routed by routes[{j}]")));
+            return Err(key_err(
+                k("prefix"),
+                format!("{prefix} is already routed by routes[{j}]"),
+            ));
         }
         if rr.next_hops.is_empty() {
-            return Err(key_err(k("next_hops"), "no next hop (list { port = \"...\", mac = \"...\" })"));
+            return Err(key_err(
+                k("next_hops"),
+                "no next hop (list { port = \"...\", mac = \"...\" })",
+            ));
         }
         if rr.next_hops.len() > 64 {
             return Err(key_err(k("next_hops"), "more than 64 next hops"));
@@ -413,10 +525,22 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         for (n, nh) in rr.next_hops.into_iter().enumerate() {
             let nk = |f: &str| format!("routes[{r}].next_hops[{n}].{f}");
             let port = nh.port.ok_or_else(|| key_err(nk("port"), "missing"))?;
-            let port_index = find_port(&port).ok_or_else(|| key_err(nk("port"), format!("no port is named `{port}`")))?;
-            let mac_text = nh.mac.ok_or_else(|| key_err(nk("mac"), "missing (the next hop's MAC address)"))?;
-            let mac: MacAddr = mac_text.parse().map_err(|e: telemetry::wire::ethernet::MacParseError| key_err(nk("mac"), e.to_string()))?;
-            let hop = NextHopConfig { port, port_index, mac };
+            let port_index = find_port(&port)
+                .ok_or_else(|| key_err(nk("port"), format!("no port is named `{port}`")))?;
+            let mac_text = nh
+                .mac
+                .ok_or_else(|| key_err(nk("mac"), "missing (the next hop's MAC address)"))?;
+            let mac: MacAddr =
+                mac_text
+                    .parse()
+                    .map_err(|e: telemetry::wire::ethernet::MacParseError| {
+                        key_err(nk("mac"), e.to_string())
+                    })?;
+            let hop = NextHopConfig {
+                port,
+                port_index,
+                mac,
+            };
             if next_hops.contains(&hop) {
                 return Err(key_err(nk("port"), "the same next hop is listed twice"));
             }
@@ -425,7 +549,15 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         routes.push(RouteConfig { prefix, next_hops });
     }
 
-    Ok(Config { switch_id, eal, dataplane, stats, ports, workers, routes })
+    Ok(Config {
+        switch_id,
+        eal,
+        dataplane,
+        stats,
+        ports,
+        workers,
+        routes,
+    })
 }
 
 #[cfg(test)]

@@ -66,7 +66,14 @@ fn good_config_resolves_defaults() {
     assert_eq!(c.ports[2].rx_queues, 1);
     assert!(c.ports[2].is_pci());
     assert!(!c.ports[0].is_pci());
-    assert_eq!(c.workers[0].rx[1], RxQueueRef { port: "up0".into(), port_index: 1, queue: 1 });
+    assert_eq!(
+        c.workers[0].rx[1],
+        RxQueueRef {
+            port: "up0".into(),
+            port_index: 1,
+            queue: 1
+        }
+    );
     assert_eq!(c.routes[0].next_hops[1].port_index, 2);
     assert_eq!(c.stats.interval_ms, 500);
     assert_eq!(c.dataplane.idle, IdleMode::Poll);
@@ -79,7 +86,9 @@ fn good_config_resolves_defaults() {
 #[test]
 fn syntax_errors_name_the_line() {
     let e = err(&GOOD.replace("mtu = 9000", "mtu = 9000\nmttu = 1"));
-    let ConfigError::Syntax(msg) = &e else { panic!("{e}") };
+    let ConfigError::Syntax(msg) = &e else {
+        panic!("{e}")
+    };
     assert!(msg.contains("mttu"), "{msg}");
     let e = err("switch_id = \"seven\"\n");
     assert!(matches!(e, ConfigError::Syntax(_)), "{e}");
@@ -90,21 +99,53 @@ fn bad_values_name_their_key() {
     let cases: &[(&str, &str, &str)] = &[
         ("switch_id = 7", "switch_id = 0", "switch_id"),
         ("switch_id = 7", "", "switch_id"),
-        ("mac = \"02:00:00:00:00:01\"", "mac = \"02:00:00:00:00\"", "ports[0].mac"),
-        ("mac = \"02:00:00:00:00:01\"", "mac = \"01:00:5e:00:00:01\"", "ports[0].mac"),
+        (
+            "mac = \"02:00:00:00:00:01\"",
+            "mac = \"02:00:00:00:00\"",
+            "ports[0].mac",
+        ),
+        (
+            "mac = \"02:00:00:00:00:01\"",
+            "mac = \"01:00:5e:00:00:01\"",
+            "ports[0].mac",
+        ),
         ("mtu = 9000", "mtu = 20", "ports[1].mtu"),
-        ("capacity = \"40G\"", "capacity = \"40Q\"", "ports[1].capacity"),
+        (
+            "capacity = \"40G\"",
+            "capacity = \"40Q\"",
+            "ports[1].capacity",
+        ),
         ("name = \"up1\"", "name = \"up0\"", "ports[2].name"),
-        ("device = \"0000:3b:00.1\"", "device = \"net_null0\"", "ports[2].device"),
+        (
+            "device = \"0000:3b:00.1\"",
+            "device = \"net_null0\"",
+            "ports[2].device",
+        ),
         ("lcore = 2", "lcore = 1", "workers[1].lcore"),
         ("rx = [\"up0:0\"]", "rx = [\"up0:1\"]", "workers[1].rx[0]"),
         ("rx = [\"up0:0\"]", "rx = [\"nope\"]", "workers[1].rx[0]"),
         ("rx = [\"up0:0\"]", "rx = [\"up0:x\"]", "workers[1].rx[0]"),
         ("rx = [\"up0:0\"]", "rx = []", "workers[1].rx"),
-        ("prefix = \"10.0.0.0/8\"", "prefix = \"10.0.0.1/8\"", "routes[0].prefix"),
-        ("prefix = \"10.0.0.0/8\"", "prefix = \"0.0.0.0/0\"", "routes[1].prefix"),
-        ("{ port = \"up1\", mac = \"02:00:00:00:02:01\" }", "{ port = \"up9\", mac = \"02:00:00:00:02:01\" }", "routes[0].next_hops[1].port"),
-        ("{ port = \"up1\", mac = \"02:00:00:00:02:01\" }", "{ port = \"up1\" }", "routes[0].next_hops[1].mac"),
+        (
+            "prefix = \"10.0.0.0/8\"",
+            "prefix = \"10.0.0.1/8\"",
+            "routes[0].prefix",
+        ),
+        (
+            "prefix = \"10.0.0.0/8\"",
+            "prefix = \"0.0.0.0/0\"",
+            "routes[1].prefix",
+        ),
+        (
+            "{ port = \"up1\", mac = \"02:00:00:00:02:01\" }",
+            "{ port = \"up9\", mac = \"02:00:00:00:02:01\" }",
+            "routes[0].next_hops[1].port",
+        ),
+        (
+            "{ port = \"up1\", mac = \"02:00:00:00:02:01\" }",
+            "{ port = \"up1\" }",
+            "routes[0].next_hops[1].mac",
+        ),
         ("interval_ms = 500", "interval_ms = 5", "stats.interval_ms"),
     ];
     for (from, to, key) in cases {

@@ -18,7 +18,11 @@ pub struct Ipv4Prefix {
 impl Ipv4Prefix {
     /// The netmask of this prefix length as a host-order integer.
     pub fn mask(&self) -> u32 {
-        if self.len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.len)) }
+        if self.len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.len))
+        }
     }
 
     /// Whether `addr` (host order) falls inside this prefix.
@@ -37,9 +41,9 @@ impl FromStr for Ipv4Prefix {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (a, l) = s
-            .split_once('/')
-            .ok_or_else(|| format!("`{s}` is not a prefix (expected ADDRESS/LENGTH, e.g. 10.1.0.0/16)"))?;
+        let (a, l) = s.split_once('/').ok_or_else(|| {
+            format!("`{s}` is not a prefix (expected ADDRESS/LENGTH, e.g. 10.1.0.0/16)")
+        })?;
         let addr: Ipv4Addr = a
             .parse()
             .map_err(|_| format!("`{a}` is not an IPv4 address"))?;
@@ -48,9 +52,15 @@ impl FromStr for Ipv4Prefix {
             .ok()
             .filter(|l| *l <= 32)
             .ok_or_else(|| format!("`{l}` is not a prefix length (0 to 32)"))?;
-        let p = Ipv4Prefix { addr: u32::from(addr), len };
+        let p = Ipv4Prefix {
+            addr: u32::from(addr),
+            len,
+        };
         if p.addr & !p.mask() != 0 {
-            let net = Ipv4Prefix { addr: p.addr & p.mask(), len };
+            let net = Ipv4Prefix {
+                addr: p.addr & p.mask(),
+                len,
+            };
             return Err(format!("`{s}` has host bits set (did you mean {net}?)"));
         }
         Ok(p)
@@ -88,7 +98,10 @@ pub enum IdleMode {
 /// of 1000), e.g. `"10G"` or `"2.5G"`.
 pub fn parse_capacity(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let t = t.strip_suffix("bps").or_else(|| t.strip_suffix("bit/s")).unwrap_or(t);
+    let t = t
+        .strip_suffix("bps")
+        .or_else(|| t.strip_suffix("bit/s"))
+        .unwrap_or(t);
     let (num, mult) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
             let m = match c.to_ascii_uppercase() {
@@ -96,7 +109,11 @@ pub fn parse_capacity(s: &str) -> Result<u64, String> {
                 'M' => 1e6,
                 'G' => 1e9,
                 'T' => 1e12,
-                _ => return Err(format!("`{s}` has an unknown unit `{c}` (use K, M, G or T)")),
+                _ => {
+                    return Err(format!(
+                        "`{s}` has an unknown unit `{c}` (use K, M, G or T)"
+                    ));
+                }
             };
             (&t[..i], m)
         }
@@ -107,7 +124,7 @@ pub fn parse_capacity(s: &str) -> Result<u64, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a capacity (e.g. 10G, 100M, 25000000000)"))?;
     let bits = v * mult;
-    if !(bits >= 1.0 && bits < 1e15) {
+    if !(1.0..1e15).contains(&bits) {
         return Err(format!("`{s}` is out of range (1 bit/s to 1 Pbit/s)"));
     }
     Ok(bits.round() as u64)
@@ -125,7 +142,12 @@ mod tests {
         assert_eq!(p.to_string(), "10.1.0.0/16");
         let d: Ipv4Prefix = "0.0.0.0/0".parse().unwrap();
         assert!(d.contains(0xffff_ffff));
-        assert!("10.1.2.3/16".parse::<Ipv4Prefix>().unwrap_err().contains("did you mean 10.1.0.0/16"));
+        assert!(
+            "10.1.2.3/16"
+                .parse::<Ipv4Prefix>()
+                .unwrap_err()
+                .contains("did you mean 10.1.0.0/16")
+        );
         assert!("10.1.0.0/33".parse::<Ipv4Prefix>().is_err());
         assert!("10.1.0.0".parse::<Ipv4Prefix>().is_err());
         assert!("10.1.0/8".parse::<Ipv4Prefix>().is_err());

@@ -38,7 +38,8 @@ struct Cli {
 }
 
 fn seconds(s: f64) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("--duration {s} is not a positive number of seconds"))
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| anyhow::anyhow!("--duration {s} is not a positive number of seconds"))
 }
 
 fn main() -> ExitCode {
@@ -56,12 +57,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let mut demo = None;
     let config = if cli.demo {
         let d = Demo::prepare()?;
-        println!("demo: {} packets of mixed traffic in {} replayed for {} s", d.packets, d.capture().display(), cli.duration.unwrap_or(5.0));
+        println!(
+            "demo: {} packets of mixed traffic in {} replayed for {} s",
+            d.packets,
+            d.capture().display(),
+            cli.duration.unwrap_or(5.0)
+        );
         let c = d.config.clone();
         demo = Some(d);
         c
     } else {
-        let path = cli.config.as_ref().expect("clap requires --config without --demo");
+        let path = cli
+            .config
+            .as_ref()
+            .expect("clap requires --config without --demo");
         Config::from_file(path)?
     };
     if cli.check_config {

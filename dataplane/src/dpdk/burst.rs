@@ -31,7 +31,10 @@ impl<const N: usize> Burst<N> {
 
     /// An empty burst.
     pub const fn new() -> Self {
-        Burst { len: 0, ptrs: [core::ptr::null_mut(); N] }
+        Burst {
+            len: 0,
+            ptrs: [core::ptr::null_mut(); N],
+        }
     }
 
     /// Number of mbufs held.
@@ -94,12 +97,26 @@ impl<const N: usize> Burst<N> {
         Some(unsafe { &mut *(&mut self.ptrs[i] as *mut *mut rte_mbuf as *mut Mbuf) })
     }
 
+    /// The raw pointer at `i` (for prefetching); null past the end.
+    #[inline(always)]
+    pub fn raw(&self, i: usize) -> *mut rte_mbuf {
+        if i < self.len {
+            self.ptrs[i]
+        } else {
+            core::ptr::null_mut()
+        }
+    }
+
     /// Moves every mbuf out, in order; what the iterator does not yield is freed when it drops.
     #[inline(always)]
     pub fn drain(&mut self) -> Drain<'_, N> {
         let len = self.len;
         self.len = 0;
-        Drain { burst: self, next: 0, end: len }
+        Drain {
+            burst: self,
+            next: 0,
+            end: len,
+        }
     }
 
     /// Frees every mbuf in one bulk call.
@@ -116,7 +133,10 @@ impl<const N: usize> Burst<N> {
     #[inline(always)]
     pub(crate) fn spare_raw(&mut self) -> (*mut *mut rte_mbuf, usize) {
         // SAFETY: len <= N, so the pointer stays inside (or one past) the array.
-        (unsafe { self.ptrs.as_mut_ptr().add(self.len) }, N - self.len)
+        (
+            unsafe { self.ptrs.as_mut_ptr().add(self.len) },
+            N - self.len,
+        )
     }
 
     /// Records that a driver filled `n` more slots after the current ones.
@@ -182,21 +202,17 @@ impl<const N: usize> Iterator for Drain<'_, N> {
 
 impl<const N: usize> ExactSizeIterator for Drain<'_, N> {}
 
-impl<const N: usize> Drain<'_, N> {
-    /// Peeks at the mbuf `ahead` positions after the next one (for prefetching).
-    #[inline(always)]
-    pub fn peek_ahead(&self, ahead: usize) -> Option<*mut rte_mbuf> {
-        let i = self.next + ahead;
-        (i < self.end).then(|| self.burst.ptrs[i])
-    }
-}
-
 impl<const N: usize> Drop for Drain<'_, N> {
     fn drop(&mut self) {
         let rest = self.end - self.next;
         if rest > 0 {
             // SAFETY: the remaining slots are owned and not yet handed out.
-            unsafe { dpdk_sys::rte_pktmbuf_free_bulk(self.burst.ptrs.as_mut_ptr().add(self.next), rest as u32) };
+            unsafe {
+                dpdk_sys::rte_pktmbuf_free_bulk(
+                    self.burst.ptrs.as_mut_ptr().add(self.next),
+                    rest as u32,
+                )
+            };
         }
     }
 }

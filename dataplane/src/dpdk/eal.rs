@@ -30,14 +30,22 @@ impl Eal {
         // EAL may keep pointers into argv and may reorder it, so the strings are leaked
         // (once per process) and a separate pointer array is handed over.
         let owned: &'static [CString] = Box::leak(owned.into_boxed_slice());
-        let argv: &'static mut [*mut c_char] =
-            Box::leak(owned.iter().map(|s| s.as_ptr() as *mut c_char).collect::<Vec<_>>().into_boxed_slice());
+        let argv: &'static mut [*mut c_char] = Box::leak(
+            owned
+                .iter()
+                .map(|s| s.as_ptr() as *mut c_char)
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
         // SAFETY: argv holds argc valid NUL-terminated strings that live forever.
         let ret = unsafe { dpdk_sys::rte_eal_init(argv.len() as i32, argv.as_mut_ptr()) };
         if ret < 0 {
             let errno = Errno::last();
             INITIALISED.store(false, Ordering::SeqCst);
-            return Err(DpdkError::EalInit { errno, args: args.join(" ") });
+            return Err(DpdkError::EalInit {
+                errno,
+                args: args.join(" "),
+            });
         }
         Ok(Eal { _private: () })
     }
@@ -60,17 +68,27 @@ impl Eal {
         // SAFETY: EAL is initialised; the call affects only the calling thread.
         let ret = unsafe { dpdk_sys::rte_thread_register() };
         if ret < 0 {
-            return Err(DpdkError::Worker { lcore: u32::MAX, reason: format!("rte_thread_register: {}", Errno::last()) });
+            return Err(DpdkError::Worker {
+                lcore: u32::MAX,
+                reason: format!("rte_thread_register: {}", Errno::last()),
+            });
         }
         // SAFETY: reads the calling thread's lcore id.
         let lcore_id = unsafe { dpdk_sys::rte_lcore_id() };
-        Ok(ThreadRegistration { lcore_id, _not_send: core::marker::PhantomData })
+        Ok(ThreadRegistration {
+            lcore_id,
+            _not_send: core::marker::PhantomData,
+        })
     }
 
     /// DPDK's version string.
     pub fn version() -> String {
         // SAFETY: rte_version returns a static string.
-        unsafe { std::ffi::CStr::from_ptr(dpdk_sys::rte_version()).to_string_lossy().into_owned() }
+        unsafe {
+            std::ffi::CStr::from_ptr(dpdk_sys::rte_version())
+                .to_string_lossy()
+                .into_owned()
+        }
     }
 }
 

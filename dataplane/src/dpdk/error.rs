@@ -88,7 +88,9 @@ pub enum DpdkError {
     #[error("argument `{0}` contains a NUL byte")]
     NulInArgument(String),
     /// A device could not be probed (unknown driver, bad device arguments, missing file).
-    #[error("device `{device}` could not be probed: {errno} (check the driver name and its arguments; DPDK's log above says more)")]
+    #[error(
+        "device `{device}` could not be probed: {errno} (check the driver name and its arguments; DPDK's log above says more)"
+    )]
     Probe {
         /// The device arguments.
         device: String,
@@ -99,7 +101,9 @@ pub enum DpdkError {
     #[error("device `{0}` created no ethernet port")]
     NoPort(String),
     /// The mbuf pool could not be created.
-    #[error("cannot create mbuf pool `{name}` of {count} mbufs: {errno} (give EAL more memory: eal.memory_mb, or use fewer mbufs)")]
+    #[error(
+        "cannot create mbuf pool `{name}` of {count} mbufs: {errno} (give EAL more memory: eal.memory_mb, or use fewer mbufs)"
+    )]
     Mempool {
         /// Pool name.
         name: String,

@@ -81,7 +81,12 @@ impl Mbuf {
     pub fn data(&self) -> &[u8] {
         let m = self.m();
         // SAFETY: buf_addr + data_off points at data_len initialised bytes inside the buffer.
-        unsafe { core::slice::from_raw_parts((m.buf_addr as *const u8).add(usize::from(m.data_off)), usize::from(m.data_len)) }
+        unsafe {
+            core::slice::from_raw_parts(
+                (m.buf_addr as *const u8).add(usize::from(m.data_off)),
+                usize::from(m.data_len),
+            )
+        }
     }
 
     /// The first segment's data, writable.
@@ -90,7 +95,10 @@ impl Mbuf {
         // SAFETY: as in `data`, and we own the mbuf exclusively.
         unsafe {
             let m = self.raw.as_mut();
-            core::slice::from_raw_parts_mut((m.buf_addr as *mut u8).add(usize::from(m.data_off)), usize::from(m.data_len))
+            core::slice::from_raw_parts_mut(
+                (m.buf_addr as *mut u8).add(usize::from(m.data_off)),
+                usize::from(m.data_len),
+            )
         }
     }
 

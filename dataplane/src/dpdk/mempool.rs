@@ -26,14 +26,30 @@ impl<'eal> Mempool<'eal> {
     /// Creates a pool of `count` mbufs, each with `data_room` bytes after the headroom, with a
     /// per-lcore cache of `cache` mbufs, on NUMA `socket`.
     #[cold]
-    pub fn new(_eal: &'eal Eal, name: &str, count: u32, cache: u32, data_room: u16, socket: i32) -> Result<Self> {
+    pub fn new(
+        _eal: &'eal Eal,
+        name: &str,
+        count: u32,
+        cache: u32,
+        data_room: u16,
+        socket: i32,
+    ) -> Result<Self> {
         let cname = CString::new(name).map_err(|_| DpdkError::NulInArgument(name.to_owned()))?;
         let room = data_room.saturating_add(HEADROOM);
         // SAFETY: EAL is initialised; the name is a valid C string.
-        let p = unsafe { dpdk_sys::rte_pktmbuf_pool_create(cname.as_ptr(), count, cache, 0, room, socket) };
+        let p = unsafe {
+            dpdk_sys::rte_pktmbuf_pool_create(cname.as_ptr(), count, cache, 0, room, socket)
+        };
         match NonNull::new(p) {
-            Some(raw) => Ok(Mempool { raw, _eal: PhantomData }),
-            None => Err(DpdkError::Mempool { name: name.to_owned(), count, errno: Errno::last() }),
+            Some(raw) => Ok(Mempool {
+                raw,
+                _eal: PhantomData,
+            }),
+            None => Err(DpdkError::Mempool {
+                name: name.to_owned(),
+                count,
+                errno: Errno::last(),
+            }),
         }
     }
 

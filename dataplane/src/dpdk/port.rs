@@ -87,7 +87,11 @@ pub struct Port<'eal> {
 
 fn check(ret: i32, port: &str, step: &'static str) -> Result<()> {
     if ret < 0 {
-        Err(DpdkError::Port { port: port.to_owned(), step, errno: Errno::from_ret(ret) })
+        Err(DpdkError::Port {
+            port: port.to_owned(),
+            step,
+            errno: Errno::from_ret(ret),
+        })
     } else {
         Ok(())
     }
@@ -114,9 +118,13 @@ impl<'eal> Port<'eal> {
         // SAFETY: EAL is initialised; devargs is a valid C string.
         let ret = unsafe { dpdk_sys::rte_dev_probe(c.as_ptr()) };
         if ret < 0 && ret != -libc::EEXIST {
-            return Err(DpdkError::Probe { device: devargs.to_owned(), errno: Errno::from_ret(ret) });
+            return Err(DpdkError::Probe {
+                device: devargs.to_owned(),
+                errno: Errno::from_ret(ret),
+            });
         }
-        let dev = CString::new(device_name(devargs)).map_err(|_| DpdkError::NulInArgument(devargs.to_owned()))?;
+        let dev = CString::new(device_name(devargs))
+            .map_err(|_| DpdkError::NulInArgument(devargs.to_owned()))?;
         let mut id = 0u16;
         // SAFETY: valid C string and out pointer.
         let ret = unsafe { dpdk_sys::rte_eth_dev_get_port_by_name(dev.as_ptr(), &mut id) };
@@ -148,7 +156,11 @@ impl<'eal> Port<'eal> {
     fn info(&self) -> Result<dpdk_sys::rte_eth_dev_info> {
         let mut info = dpdk_sys::rte_eth_dev_info::default();
         // SAFETY: valid port id and out pointer.
-        check(unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) }, &self.name, "reading device info")?;
+        check(
+            unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) },
+            &self.name,
+            "reading device info",
+        )?;
         Ok(info)
     }
 
@@ -160,7 +172,9 @@ impl<'eal> Port<'eal> {
         let mut report = PortReport::default();
         if !info.driver_name.is_null() {
             // SAFETY: the driver name is a static C string.
-            report.driver = unsafe { CStr::from_ptr(info.driver_name) }.to_string_lossy().into_owned();
+            report.driver = unsafe { CStr::from_ptr(info.driver_name) }
+                .to_string_lossy()
+                .into_owned();
         }
         if setup.rx_queues > info.max_rx_queues {
             return Err(DpdkError::Capability {
@@ -186,12 +200,15 @@ impl<'eal> Port<'eal> {
             conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads;
         }
         // SAFETY: valid port id and configuration.
-        let ret = unsafe { dpdk_sys::rte_eth_dev_configure(self.id, setup.rx_queues, setup.tx_queues, &conf) };
+        let ret = unsafe {
+            dpdk_sys::rte_eth_dev_configure(self.id, setup.rx_queues, setup.tx_queues, &conf)
+        };
         check(ret, &self.name, "configure")?;
 
         let (mut nrx, mut ntx) = (setup.rx_descriptors, setup.tx_descriptors);
         // SAFETY: valid port id and in/out pointers.
-        let ret = unsafe { dpdk_sys::rte_eth_dev_adjust_nb_rx_tx_desc(self.id, &mut nrx, &mut ntx) };
+        let ret =
+            unsafe { dpdk_sys::rte_eth_dev_adjust_nb_rx_tx_desc(self.id, &mut nrx, &mut ntx) };
         check(ret, &self.name, "adjusting descriptor counts")?;
         report.descriptors = (nrx, ntx);
 
@@ -202,7 +219,9 @@ impl<'eal> Port<'eal> {
         } else {
             check(ret, &self.name, "setting the MTU")?;
         }
-        let mut mac = dpdk_sys::rte_ether_addr { addr_bytes: setup.mac };
+        let mut mac = dpdk_sys::rte_ether_addr {
+            addr_bytes: setup.mac,
+        };
         // SAFETY: valid port id and address.
         let ret = unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(self.id, &mut mac) };
         if ret < 0 {
@@ -214,12 +233,23 @@ impl<'eal> Port<'eal> {
         let socket = if socket < 0 { 0 } else { socket as u32 };
         for q in 0..setup.rx_queues {
             // SAFETY: valid port, queue, pool; null rxconf means driver defaults.
-            let ret = unsafe { dpdk_sys::rte_eth_rx_queue_setup(self.id, q, nrx, socket, core::ptr::null(), pool.as_ptr()) };
+            let ret = unsafe {
+                dpdk_sys::rte_eth_rx_queue_setup(
+                    self.id,
+                    q,
+                    nrx,
+                    socket,
+                    core::ptr::null(),
+                    pool.as_ptr(),
+                )
+            };
             check(ret, &self.name, "rx queue set-up")?;
         }
         for q in 0..setup.tx_queues {
             // SAFETY: valid port and queue; null txconf means driver defaults.
-            let ret = unsafe { dpdk_sys::rte_eth_tx_queue_setup(self.id, q, ntx, socket, core::ptr::null()) };
+            let ret = unsafe {
+                dpdk_sys::rte_eth_tx_queue_setup(self.id, q, ntx, socket, core::ptr::null())
+            };
             check(ret, &self.name, "tx queue set-up")?;
         }
         if setup.promiscuous {
@@ -238,7 +268,11 @@ impl<'eal> Port<'eal> {
     #[cold]
     pub fn start(&mut self) -> Result<()> {
         // SAFETY: valid, configured port.
-        check(unsafe { dpdk_sys::rte_eth_dev_start(self.id) }, &self.name, "start")?;
+        check(
+            unsafe { dpdk_sys::rte_eth_dev_start(self.id) },
+            &self.name,
+            "start",
+        )?;
         self.started = true;
         Ok(())
     }
@@ -259,11 +293,19 @@ impl<'eal> Port<'eal> {
         // SAFETY: valid port and out pointer.
         let ret = unsafe { dpdk_sys::rte_eth_link_get_nowait(self.id, &mut link) };
         if ret < 0 {
-            return LinkStatus { up: false, speed_mbps: 0, full_duplex: false };
+            return LinkStatus {
+                up: false,
+                speed_mbps: 0,
+                full_duplex: false,
+            };
         }
         LinkStatus {
             up: u32::from(link.link_status()) == dpdk_sys::RTE_ETH_LINK_UP,
-            speed_mbps: if link.link_speed == u32::MAX { 0 } else { link.link_speed },
+            speed_mbps: if link.link_speed == u32::MAX {
+                0
+            } else {
+                link.link_speed
+            },
             full_duplex: link.link_duplex() == 1,
         }
     }
@@ -291,23 +333,37 @@ impl<'eal> Port<'eal> {
     /// The rx queue `q`, for exactly one worker: a second request for the same queue fails.
     pub fn rx_queue(&self, q: u16) -> Result<RxQueue<'_>> {
         take(&self.rx_taken, q, self.rx_queues, &self.name, "rx")?;
-        Ok(RxQueue { port: self.id, queue: q, _port: PhantomData })
+        Ok(RxQueue {
+            port: self.id,
+            queue: q,
+            _port: PhantomData,
+        })
     }
 
     /// The tx queue `q`, for exactly one worker: a second request for the same queue fails.
     pub fn tx_queue(&self, q: u16) -> Result<TxQueue<'_>> {
         take(&self.tx_taken, q, self.tx_queues, &self.name, "tx")?;
-        Ok(TxQueue { port: self.id, queue: q, _port: PhantomData })
+        Ok(TxQueue {
+            port: self.id,
+            queue: q,
+            _port: PhantomData,
+        })
     }
 }
 
 fn take(bits: &AtomicU64, q: u16, n: u16, port: &str, kind: &str) -> Result<()> {
     if q >= n || q >= 64 {
-        return Err(DpdkError::Capability { port: port.to_owned(), reason: format!("{kind} queue {q} does not exist") });
+        return Err(DpdkError::Capability {
+            port: port.to_owned(),
+            reason: format!("{kind} queue {q} does not exist"),
+        });
     }
     let bit = 1u64 << q;
     if bits.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
-        return Err(DpdkError::Capability { port: port.to_owned(), reason: format!("{kind} queue {q} is already owned by a worker") });
+        return Err(DpdkError::Capability {
+            port: port.to_owned(),
+            reason: format!("{kind} queue {q} is already owned by a worker"),
+        });
     }
     Ok(())
 }
@@ -342,7 +398,9 @@ impl RxQueue<'_> {
             return 0;
         }
         // SAFETY: the queue is set up and owned by this thread; ptr has `room` free slots.
-        let n = usize::from(unsafe { dpdk_sys::rte_eth_rx_burst(self.port, self.queue, ptr, room as u16) });
+        let n = usize::from(unsafe {
+            dpdk_sys::rte_eth_rx_burst(self.port, self.queue, ptr, room as u16)
+        });
         // SAFETY: the driver filled n slots with owned mbufs.
         unsafe { burst.commit(n) };
         n
@@ -372,7 +430,9 @@ impl TxQueue<'_> {
         }
         // SAFETY: the queue is set up and owned by this thread; the driver takes ownership of
         // the first n mbufs.
-        let n = usize::from(unsafe { dpdk_sys::rte_eth_tx_burst(self.port, self.queue, ptr, len as u16) });
+        let n = usize::from(unsafe {
+            dpdk_sys::rte_eth_tx_burst(self.port, self.queue, ptr, len as u16)
+        });
         burst.consume_front(n);
         n
     }

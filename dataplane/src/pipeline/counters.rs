@@ -168,7 +168,12 @@ mod tests {
     #[test]
     fn publish_read_round_trip() {
         let s = SharedCounters::default();
-        let mut c = LocalCounters { rx_packets: 5, tx_bytes: 9, busy_polls: 3, ..Default::default() };
+        let mut c = LocalCounters {
+            rx_packets: 5,
+            tx_bytes: 9,
+            busy_polls: 3,
+            ..Default::default()
+        };
         c.drops[DropReason::NoRoute as usize] = 4;
         s.publish(&c);
         assert_eq!(s.read(), c);

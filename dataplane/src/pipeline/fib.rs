@@ -5,47 +5,79 @@ use telemetry::wire::MacAddr;
 
 use super::lpm::{Lpm, LpmError};
 
-/// One next hop: the egress port (index into the configuration's ports) and the MAC to send to.
+/// One next hop: the egress port (index into the configuration's ports), the MAC to send to,
+/// and what the rewrite needs from the egress port, kept together for one cache line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NextHop {
     /// Egress port index.
     pub port: u16,
-    /// Destination MAC of forwarded frames.
-    pub mac: MacAddr,
+    /// The egress port's MTU.
+    pub mtu: u16,
+    /// The new Ethernet addresses: destination (the next hop) then source (the egress port).
+    pub macs: [u8; 12],
 }
 
-/// Routes and their next-hop groups, read-only once built.
+impl NextHop {
+    /// The next hop's MAC (destination of forwarded frames).
+    pub fn mac(&self) -> MacAddr {
+        let mut m = [0; 6];
+        m.copy_from_slice(&self.macs[..6]);
+        MacAddr(m)
+    }
+}
+
+/// Bits of an LPM value that hold the next-hop count; the rest hold the first hop's index.
+const COUNT_BITS: u32 = 7;
+
+/// Routes and their next-hop groups, read-only once built. The LPM value of a route encodes
+/// where its next hops start in `hops` and how many there are, so a lookup is the prefix
+/// table's loads plus one.
 pub struct Fib {
     lpm: Lpm,
-    groups: Vec<(u32, u32)>,
+    routes: usize,
     hops: Vec<NextHop>,
 }
 
 impl Fib {
     /// Builds the table from the configuration's routes.
     pub fn from_config(config: &Config) -> Result<Fib, LpmError> {
-        let mut groups = Vec::with_capacity(config.routes.len());
         let mut hops = Vec::new();
         let mut entries = Vec::with_capacity(config.routes.len());
-        for (i, r) in config.routes.iter().enumerate() {
-            groups.push((hops.len() as u32, r.next_hops.len() as u32));
-            hops.extend(r.next_hops.iter().map(|h| NextHop { port: h.port_index as u16, mac: h.mac }));
-            entries.push((r.prefix.addr, r.prefix.len, i as u32));
+        for r in &config.routes {
+            // The configuration allows at most 64 next hops per route.
+            let value = ((hops.len() as u32) << COUNT_BITS) | r.next_hops.len() as u32;
+            entries.push((r.prefix.addr, r.prefix.len, value));
+            hops.extend(r.next_hops.iter().map(|h| {
+                let egress = &config.ports[h.port_index];
+                let mut macs = [0u8; 12];
+                macs[..6].copy_from_slice(&h.mac.0);
+                macs[6..].copy_from_slice(&egress.mac.0);
+                NextHop {
+                    port: h.port_index as u16,
+                    mtu: egress.mtu,
+                    macs,
+                }
+            }));
         }
-        Ok(Fib { lpm: Lpm::build(&entries)?, groups, hops })
+        Ok(Fib {
+            lpm: Lpm::build(&entries)?,
+            routes: config.routes.len(),
+            hops,
+        })
     }
 
     /// The next hops of the longest matching route for `dst` (host order).
     #[inline(always)]
     pub fn lookup(&self, dst: u32) -> Option<&[NextHop]> {
-        let g = self.lpm.lookup(dst)?;
-        let (start, len) = self.groups[g as usize];
-        Some(&self.hops[start as usize..(start + len) as usize])
+        let v = self.lpm.lookup(dst)?;
+        let start = (v >> COUNT_BITS) as usize;
+        let len = (v & ((1 << COUNT_BITS) - 1)) as usize;
+        self.hops.get(start..start + len)
     }
 
     /// Number of routes.
     pub fn routes(&self) -> usize {
-        self.groups.len()
+        self.routes
     }
 
     /// Memory of the prefix table in bytes.

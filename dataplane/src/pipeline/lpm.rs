@@ -40,12 +40,22 @@ impl Lpm {
             if value > MAX_VALUE {
                 return Err(LpmError::BadValue(value));
             }
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
+            let mask = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(len))
+            };
             sorted.push((addr & mask, len, value + 1));
         }
         // Shorter prefixes first: a longer prefix then overwrites the part it covers.
         sorted.sort_by_key(|r| r.1);
-        let mut lpm = Lpm { level1: vec![0u32; 1 << 16].into_boxed_slice().try_into().expect("size"), groups: Vec::new() };
+        let mut lpm = Lpm {
+            level1: vec![0u32; 1 << 16]
+                .into_boxed_slice()
+                .try_into()
+                .expect("size"),
+            groups: Vec::new(),
+        };
         for (addr, len, stored) in sorted {
             lpm.insert(addr, len, stored);
         }
@@ -115,7 +125,11 @@ mod tests {
     fn naive(routes: &[(u32, u8, u32)], addr: u32) -> Option<u32> {
         let mut best: Option<(u8, u32)> = None;
         for &(a, len, v) in routes {
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
+            let mask = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(len))
+            };
             if addr & mask == a & mask && best.is_none_or(|(l, _)| len >= l) {
                 best = Some((len, v));
             }
@@ -125,7 +139,13 @@ mod tests {
 
     #[test]
     fn basic_prefixes() {
-        let routes = [(0x0a00_0000, 8, 1), (0x0a01_0000, 16, 2), (0x0a01_0200, 24, 3), (0x0a01_0280, 25, 4), (0x0a01_0281, 32, 5)];
+        let routes = [
+            (0x0a00_0000, 8, 1),
+            (0x0a01_0000, 16, 2),
+            (0x0a01_0200, 24, 3),
+            (0x0a01_0280, 25, 4),
+            (0x0a01_0281, 32, 5),
+        ];
         let lpm = Lpm::build(&routes).unwrap();
         assert_eq!(lpm.lookup(0x0a05_0505), Some(1));
         assert_eq!(lpm.lookup(0x0a01_0505), Some(2));
@@ -137,7 +157,10 @@ mod tests {
         assert_eq!(with_default.lookup(0xffff_ffff), Some(9));
         assert_eq!(with_default.lookup(0x0a01_0281), Some(5));
         assert_eq!(with_default.lookup(0x0a01_0282), Some(9));
-        assert_eq!(Lpm::build(&[(0, 33, 1)]).err(), Some(LpmError::BadLength(33)));
+        assert_eq!(
+            Lpm::build(&[(0, 33, 1)]).err(),
+            Some(LpmError::BadLength(33))
+        );
     }
 
     proptest! {

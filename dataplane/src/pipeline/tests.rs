@@ -14,7 +14,6 @@ name = "in"
 device = "net_null0"
 role = "edge"
 mac = "02:00:00:00:00:01"
-promiscuous = false
 [[ports]]
 name = "a"
 device = "net_null1"
@@ -26,6 +25,12 @@ device = "net_null2"
 role = "fabric"
 mac = "02:00:00:00:00:0b"
 mtu = 576
+[[ports]]
+name = "strict"
+device = "net_null3"
+role = "edge"
+mac = "02:00:00:00:00:01"
+promiscuous = false
 [[workers]]
 lcore = 1
 rx = ["in"]
@@ -52,10 +57,21 @@ fn spec(dst: [u8; 4]) -> PacketSpec {
     p
 }
 
-fn run(f: &Forwarder, mut bytes: Vec<u8>) -> (Verdict, Vec<u8>) {
+/// Runs a frame through the forwarder as received on port `in` (promiscuous, fast path
+/// eligible) and on port `strict` (not promiscuous: always the general path), checks both
+/// agree, and returns the verdict and bytes.
+fn run(f: &Forwarder, bytes: Vec<u8>) -> (Verdict, Vec<u8>) {
     let len = bytes.len();
-    let v = f.process(0, &mut bytes, len);
-    (v, bytes)
+    let mut fast = bytes.clone();
+    let v = f.process(0, &mut fast, len);
+    let mut general = bytes;
+    let g = f.process(3, &mut general, len);
+    assert_eq!(v, g, "fast and general paths disagree");
+    assert_eq!(
+        fast, general,
+        "fast and general paths wrote different bytes"
+    );
+    (v, fast)
 }
 
 /// Checks a forwarded frame against its input: TTL one lower, checksum valid, MACs as given,
@@ -66,10 +82,16 @@ fn check_forwarded(input: &[u8], output: &[u8], dst_mac: [u8; 6], src_mac: [u8; 
     assert_eq!(&output[6..12], &src_mac);
     let pin = SlicedPacket::from_ethernet(input).unwrap();
     let pout = SlicedPacket::from_ethernet(output).unwrap();
-    let (Some(NetSlice::Ipv4(a)), Some(NetSlice::Ipv4(b))) = (pin.net, pout.net) else { panic!("not ipv4") };
+    let (Some(NetSlice::Ipv4(a)), Some(NetSlice::Ipv4(b))) = (pin.net, pout.net) else {
+        panic!("not ipv4")
+    };
     assert_eq!(b.header().ttl(), a.header().ttl() - 1);
     let h = b.header().to_header();
-    assert_eq!(h.calc_header_checksum(), h.header_checksum, "checksum must verify");
+    assert_eq!(
+        h.calc_header_checksum(),
+        h.header_checksum,
+        "checksum must verify"
+    );
     let l3 = input.len() - a.header().slice().len() - a.payload().payload.len();
     for i in 12..output.len() {
         if i == l3 + 8 || i == l3 + 10 || i == l3 + 11 {
@@ -82,7 +104,15 @@ fn check_forwarded(input: &[u8], output: &[u8], dst_mac: [u8; 6], src_mac: [u8; 
 #[test]
 fn forwards_udp_tcp_icmp() {
     let f = forwarder();
-    for l4 in [L4::Udp { sport: 1, dport: 2 }, L4::Tcp { sport: 3, dport: 4, seq: 99 }, L4::Icmp { id: 5, seq: 6 }] {
+    for l4 in [
+        L4::Udp { sport: 1, dport: 2 },
+        L4::Tcp {
+            sport: 3,
+            dport: 4,
+            seq: 99,
+        },
+        L4::Icmp { id: 5, seq: 6 },
+    ] {
         let mut p = spec([10, 1, 2, 3]);
         p.l4 = l4;
         let input = p.build();
@@ -121,12 +151,17 @@ fn ecmp_keeps_flows_together_and_spreads_them() {
     let mut per_port = [0u32; 3];
     for i in 0..2000u16 {
         let mut p = spec([10, 2, (i >> 8) as u8, i as u8]);
-        p.l4 = L4::Udp { sport: 1000 + i, dport: 80 };
+        p.l4 = L4::Udp {
+            sport: 1000 + i,
+            dport: 80,
+        };
         let first = run(&f, p.build()).0;
         p.ident = 999;
         p.payload_len = 100;
         assert_eq!(run(&f, p.build()).0, first, "same flow, same next hop");
-        let Verdict::Forward(port) = first else { panic!("{first:?}") };
+        let Verdict::Forward(port) = first else {
+            panic!("{first:?}")
+        };
         per_port[usize::from(port)] += 1;
     }
     assert_eq!(per_port[0], 0);
@@ -143,7 +178,10 @@ fn fragments_of_a_datagram_take_one_path() {
         let mut later = first.clone();
         later.frag_offset = 185;
         later.more_frags = false;
-        later.l4 = L4::Udp { sport: 0xdead, dport: 0xbeef }; // payload bytes, not ports
+        later.l4 = L4::Udp {
+            sport: 0xdead,
+            dport: 0xbeef,
+        }; // payload bytes, not ports
         assert_eq!(run(&f, first.build()).0, run(&f, later.build()).0);
     }
 }
@@ -155,21 +193,102 @@ fn drops_are_counted_by_reason() {
     let cases: Vec<(Vec<u8>, DropReason)> = vec![
         (good.build()[..13].to_vec(), DropReason::Truncated),
         (good.build()[..30].to_vec(), DropReason::Truncated),
-        ({ let mut v = good.clone(); v.vlans = vec![5]; v.build()[..16].to_vec() }, DropReason::Truncated),
-        ({ let mut b = good.build(); b[14] = 0x65; b }, DropReason::Malformed),
-        ({ let mut b = good.build(); b[14] = 0x44; b }, DropReason::Malformed),
-        ({ let mut b = good.build(); b[16] = 0; b[17] = 10; b }, DropReason::Malformed),
-        ({ let mut b = good.build(); b[16] = 0x05; b }, DropReason::Truncated),
-        ({ let mut b = good.build(); b[24] ^= 1; b }, DropReason::BadChecksum),
-        ({ let mut v = good.clone(); v.ttl = 1; v.build() }, DropReason::TtlExpired),
-        ({ let mut v = good.clone(); v.ttl = 0; v.build() }, DropReason::TtlExpired),
+        (
+            {
+                let mut v = good.clone();
+                v.vlans = vec![5];
+                v.build()[..16].to_vec()
+            },
+            DropReason::Truncated,
+        ),
+        (
+            {
+                let mut b = good.build();
+                b[14] = 0x65;
+                b
+            },
+            DropReason::Malformed,
+        ),
+        (
+            {
+                let mut b = good.build();
+                b[14] = 0x44;
+                b
+            },
+            DropReason::Malformed,
+        ),
+        (
+            {
+                let mut b = good.build();
+                b[16] = 0;
+                b[17] = 10;
+                b
+            },
+            DropReason::Malformed,
+        ),
+        (
+            {
+                let mut b = good.build();
+                b[16] = 0x05;
+                b
+            },
+            DropReason::Truncated,
+        ),
+        (
+            {
+                let mut b = good.build();
+                b[24] ^= 1;
+                b
+            },
+            DropReason::BadChecksum,
+        ),
+        (
+            {
+                let mut v = good.clone();
+                v.ttl = 1;
+                v.build()
+            },
+            DropReason::TtlExpired,
+        ),
+        (
+            {
+                let mut v = good.clone();
+                v.ttl = 0;
+                v.build()
+            },
+            DropReason::TtlExpired,
+        ),
         (spec([192, 0, 2, 1]).build(), DropReason::NoRoute),
-        ({ let mut v = spec([10, 1, 5, 1]); v.payload_len = 600; v.build() }, DropReason::MtuExceeded),
-        ({ let mut v = good.clone(); v.dst_mac = MacAddr([2, 9, 9, 9, 9, 9]); v.build() }, DropReason::NotForUs),
-        (frame(IN_MAC, MacAddr([2; 6]), &[], EtherType::ARP, &[0; 28]), DropReason::Arp),
-        (frame(IN_MAC, MacAddr([2; 6]), &[3], EtherType::IPV6, &[0x60; 40]), DropReason::Ipv6),
-        (frame(IN_MAC, MacAddr([2; 6]), &[], 0x88cc, &[0; 46]), DropReason::OtherEthertype),
-        (frame(IN_MAC, MacAddr([2; 6]), &[1, 2, 3], EtherType::IPV4, &[0x45; 40]), DropReason::Malformed),
+        (
+            {
+                let mut v = spec([10, 1, 5, 1]);
+                v.payload_len = 600;
+                v.build()
+            },
+            DropReason::MtuExceeded,
+        ),
+        (
+            frame(IN_MAC, MacAddr([2; 6]), &[], EtherType::ARP, &[0; 28]),
+            DropReason::Arp,
+        ),
+        (
+            frame(IN_MAC, MacAddr([2; 6]), &[3], EtherType::IPV6, &[0x60; 40]),
+            DropReason::Ipv6,
+        ),
+        (
+            frame(IN_MAC, MacAddr([2; 6]), &[], 0x88cc, &[0; 46]),
+            DropReason::OtherEthertype,
+        ),
+        (
+            frame(
+                IN_MAC,
+                MacAddr([2; 6]),
+                &[1, 2, 3],
+                EtherType::IPV4,
+                &[0x45; 40],
+            ),
+            DropReason::Malformed,
+        ),
     ];
     for (i, (bytes, reason)) in cases.into_iter().enumerate() {
         let (v, out) = run(&f, bytes.clone());
@@ -187,4 +306,61 @@ fn ethernet_padding_is_not_truncation() {
     b.resize(60, 0);
     let (v, _) = run(&f, b);
     assert_eq!(v, Verdict::Forward(1));
+}
+
+#[test]
+fn strict_port_accepts_only_its_mac() {
+    let f = forwarder();
+    let mut p = spec([10, 1, 2, 3]);
+    p.dst_mac = MacAddr([2, 9, 9, 9, 9, 9]);
+    let mut b = p.build();
+    let len = b.len();
+    assert_eq!(
+        f.process(3, &mut b, len),
+        Verdict::Drop(DropReason::NotForUs)
+    );
+    assert_eq!(
+        f.process(0, &mut b, len),
+        Verdict::Forward(1),
+        "a promiscuous port takes any MAC"
+    );
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// The fast path and the general path agree on every frame: valid ones and ones with
+        /// random bytes changed or cut.
+        #[test]
+        fn fast_path_equals_general_path(
+            dst in proptest::array::uniform4(any::<u8>()),
+            ttl in any::<u8>(),
+            payload in 0usize..64,
+            edits in proptest::collection::vec((0usize..80, any::<u8>()), 0..4),
+            cut in proptest::option::of(0usize..80),
+            dst_net in 0u8..4,
+        ) {
+            let f = forwarder();
+            let mut p = spec([10, dst_net, dst[2], dst[3]]);
+            p.ttl = ttl;
+            p.payload_len = payload;
+            let mut b = p.build();
+            for (at, v) in edits {
+                if at < b.len() {
+                    b[at] = v;
+                }
+            }
+            if let Some(c) = cut {
+                b.truncate(c.min(b.len()));
+            }
+            let len = b.len();
+            let mut fast = b.clone();
+            let mut general = b.clone();
+            prop_assert_eq!(f.process(0, &mut fast, len), f.process_general(0, &mut general, len));
+            prop_assert_eq!(fast, general);
+        }
+    }
 }

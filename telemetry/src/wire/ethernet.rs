@@ -41,7 +41,9 @@ impl fmt::Debug for MacAddr {
 
 /// Why a string is not a MAC address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not a MAC address (expected six hex octets separated by ':', e.g. 02:00:00:00:00:01)")]
+#[error(
+    "`{0}` is not a MAC address (expected six hex octets separated by ':', e.g. 02:00:00:00:00:01)"
+)]
 pub struct MacParseError(pub String);
 
 impl FromStr for MacAddr {
@@ -223,7 +225,13 @@ mod tests {
         let m: MacAddr = "02:0a:FF:00:00:01".parse().unwrap();
         assert_eq!(m.0, [0x02, 0x0a, 0xff, 0, 0, 1]);
         assert_eq!(m.to_string(), "02:0a:ff:00:00:01");
-        for bad in ["", "02:00:00:00:00", "02:00:00:00:00:00:00", "0g:00:00:00:00:00", "002:0:0:0:0:0"] {
+        for bad in [
+            "",
+            "02:00:00:00:00",
+            "02:00:00:00:00:00:00",
+            "0g:00:00:00:00:00",
+            "002:0:0:0:0:0",
+        ] {
             assert!(bad.parse::<MacAddr>().is_err(), "{bad}");
         }
     }
@@ -240,7 +248,10 @@ mod tests {
         assert_eq!(f.dst(), MacAddr([1, 2, 3, 4, 5, 6]));
         assert_eq!(f.src(), MacAddr([7, 8, 9, 10, 11, 12]));
         assert_eq!(&buf[12..14], &[8, 0]);
-        assert_eq!(EthernetFrame::new_checked(&buf[..13]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            EthernetFrame::new_checked(&buf[..13]).unwrap_err(),
+            WireError::Truncated
+        );
     }
 
     #[test]

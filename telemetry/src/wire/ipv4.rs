@@ -271,21 +271,39 @@ mod tests {
         assert_eq!(p.src(), Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(p.dst(), Ipv4Addr::new(10, 0, 0, 2));
         assert_eq!(p.payload().len(), 8);
-        assert_eq!(Ipv4Packet::new_checked(&good[..19]).unwrap_err(), WireError::Truncated);
-        assert_eq!(Ipv4Packet::new_checked(&good[..27]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Ipv4Packet::new_checked(&good[..19]).unwrap_err(),
+            WireError::Truncated
+        );
+        assert_eq!(
+            Ipv4Packet::new_checked(&good[..27]).unwrap_err(),
+            WireError::Truncated
+        );
         let mut v6 = good.clone();
         v6[0] = 0x65;
-        assert_eq!(Ipv4Packet::new_checked(&v6[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&v6[..]).unwrap_err(),
+            WireError::Malformed
+        );
         let short_ihl = header(4, 28);
-        assert_eq!(Ipv4Packet::new_checked(&short_ihl[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&short_ihl[..]).unwrap_err(),
+            WireError::Malformed
+        );
         let opts_past_end = header(15, 28);
-        assert_eq!(Ipv4Packet::new_checked(&opts_past_end[..]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Ipv4Packet::new_checked(&opts_past_end[..]).unwrap_err(),
+            WireError::Truncated
+        );
         let total_below_header = {
             let mut h = header(5, 28);
             h[2..4].copy_from_slice(&10u16.to_be_bytes());
             h
         };
-        assert_eq!(Ipv4Packet::new_checked(&total_below_header[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&total_below_header[..]).unwrap_err(),
+            WireError::Malformed
+        );
     }
 
     #[test]
@@ -307,5 +325,46 @@ mod tests {
         assert!(!p.dont_frag());
         assert_eq!(p.frag_offset(), 2048);
         assert!(p.is_fragment());
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// RFC 1624's incremental update after a TTL decrement equals a full
+            /// recomputation, for any header (with or without options) and any TTL above 0.
+            #[test]
+            fn incremental_checksum_equals_recomputation(
+                words in proptest::collection::vec(any::<u8>(), 60),
+                ihl in 5u8..=15,
+                ttl in 1u8..=255,
+            ) {
+                let mut h = words;
+                h[0] = 0x40 | ihl;
+                h[8] = ttl;
+                let mut p = Ipv4Packet::new_unchecked(&mut h[..]);
+                p.fill_checksum();
+                p.decrement_ttl();
+                let incremental = p.checksum();
+                p.fill_checksum();
+                prop_assert_eq!(incremental, p.checksum());
+                prop_assert!(p.verify_checksum());
+            }
+
+            /// The same holds for any 16-bit word change, not only the TTL's.
+            #[test]
+            fn update_word_equals_recomputation(mut data in proptest::collection::vec(any::<u8>(), 2..64), at in 0usize..32, new in any::<u16>()) {
+                if data.len() % 2 == 1 { data.pop(); }
+                let i = (at * 2) % data.len();
+                let old = u16::from_be_bytes([data[i], data[i + 1]]);
+                let before = checksum::checksum(&data);
+                data[i..i + 2].copy_from_slice(&new.to_be_bytes());
+                let after = checksum::checksum(&data);
+                let inc = checksum::update_word(before, old, new);
+                // 0x0000 and 0xffff are the same one's-complement value (RFC 1624 section 3).
+                prop_assert!(inc == after || (inc == 0xffff && after == 0) || (inc == 0 && after == 0xffff), "{} vs {}", inc, after);
+            }
+        }
     }
 }

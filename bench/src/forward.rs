@@ -1,0 +1,283 @@
+//! `pint-bench forward`: the switch's forwarding rate against `dpdk-testpmd` on the same
+//! devices in the same run. A capture of 64-byte UDP packets (10K flows, made here) is
+//! replayed forever by `net_pcap` (`infinite_rx=1`) into a pure sink (`net_null`, `no-rx=1`);
+//! one forwarding core each.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Context;
+use serde::Serialize;
+use telemetry::wire::MacAddr;
+
+use crate::stats::{median, steady};
+use crate::testpmd::TestpmdRun;
+
+/// The switch port's MAC; the capture is addressed to it.
+const SWITCH_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
+
+/// Options of the forwarding benchmark.
+#[derive(Debug, Clone)]
+pub struct ForwardOptions {
+    /// Seconds each forwarder runs.
+    pub seconds: u64,
+    /// Flows in the capture.
+    pub flows: u32,
+    /// testpmd forwarding mode of the reference.
+    pub reference_mode: String,
+    /// Rounds (switch then reference, repeated); the best round of each is reported.
+    pub rounds: u32,
+    /// Use hugepages for both.
+    pub hugepages: bool,
+}
+
+/// The benchmark's result (`--json` prints it).
+#[derive(Debug, Clone, Serialize)]
+pub struct ForwardResult {
+    /// The switch's rate, Mpps (median of its per-second rates after the first second).
+    pub switch_mpps: f64,
+    /// The reference's rate, Mpps, measured the same way in the same run.
+    pub reference_mpps: f64,
+    /// switch_mpps / reference_mpps.
+    pub ratio: f64,
+    /// The switch's TSC cycles per packet (rx, pipeline, tx) in polls that received packets.
+    pub cycles_per_packet: f64,
+    /// The reference's forwarding mode.
+    pub reference_mode: String,
+    /// Seconds each ran per round.
+    pub seconds: u64,
+    /// Flows in the capture.
+    pub flows: u32,
+    /// Frame size without FCS (64 bytes on the wire).
+    pub frame_bytes: usize,
+    /// Packets the switch dropped (should be 0: every packet is routable).
+    pub switch_drops: u64,
+    /// Per-round rates: (switch, reference).
+    pub rounds: Vec<(f64, f64)>,
+}
+
+fn lcores() -> (u32, u32) {
+    let cpus = dataplane::resources::available_cpus();
+    let main = cpus.first().copied().unwrap_or(0);
+    let worker = cpus.last().copied().unwrap_or(0);
+    (main, worker)
+}
+
+fn switch_config(capture: &Path, worker: u32, main: u32, hugepages: bool) -> String {
+    format!(
+        r#"switch_id = 1
+[eal]
+main_lcore = {main}
+hugepages = {hugepages}
+[stats]
+interval_ms = 1000
+[[ports]]
+name = "in"
+device = "net_pcap0,rx_pcap={cap},infinite_rx=1"
+role = "edge"
+mac = "{SWITCH_MAC}"
+[[ports]]
+name = "out"
+device = "net_null0,no-rx=1"
+role = "fabric"
+mac = "02:00:00:00:01:00"
+[[workers]]
+lcore = {worker}
+rx = ["in"]
+[[routes]]
+prefix = "10.1.0.0/16"
+next_hops = [{{ port = "out", mac = "02:00:00:00:02:00" }}]
+"#,
+        cap = capture.display()
+    )
+}
+
+/// Runs the switch as a child process (this executable's hidden `switch` subcommand, which
+/// is the same code as `pint-switch`) and reads its JSON summary.
+fn run_switch(
+    dir: &Path,
+    config: &str,
+    seconds: u64,
+) -> anyhow::Result<dataplane::switch::Summary> {
+    let cfg = dir.join("switch.toml");
+    std::fs::write(&cfg, config)?;
+    let summary = dir.join("summary.json");
+    let exe = std::env::current_exe().context("locating pint-bench")?;
+    let out = Command::new(exe)
+        .args(["switch", "--config"])
+        .arg(&cfg)
+        .args(["--duration", &seconds.to_string(), "--summary-json"])
+        .arg(&summary)
+        .output()
+        .context("starting the switch")?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "the switch failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = std::fs::read_to_string(&summary).context("reading the switch's summary")?;
+    parse_summary(&text)
+}
+
+fn parse_summary(text: &str) -> anyhow::Result<dataplane::switch::Summary> {
+    // The summary's types serialise only; read the fields the benchmark needs.
+    let v: serde_json::Value = serde_json::from_str(text)?;
+    let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    let intervals = v["intervals"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|i| dataplane::switch::Interval {
+                    t: i["t"].as_f64().unwrap_or(0.0),
+                    rx_mpps: i["rx_mpps"].as_f64().unwrap_or(0.0),
+                    tx_mpps: i["tx_mpps"].as_f64().unwrap_or(0.0),
+                    cycles_per_packet: i["cycles_per_packet"].as_f64().unwrap_or(0.0),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let drops = v["drops"]
+        .as_object()
+        .map(|o| o.values().filter_map(|x| x.as_u64()).sum::<u64>())
+        .unwrap_or(0);
+    let mut map = std::collections::BTreeMap::new();
+    map.insert("total", drops);
+    Ok(dataplane::switch::Summary {
+        switch_id: v["switch_id"].as_u64().unwrap_or(0) as u32,
+        seconds: f("seconds"),
+        rx_packets: v["rx_packets"].as_u64().unwrap_or(0),
+        rx_bytes: v["rx_bytes"].as_u64().unwrap_or(0),
+        tx_packets: v["tx_packets"].as_u64().unwrap_or(0),
+        tx_bytes: v["tx_bytes"].as_u64().unwrap_or(0),
+        drops: map,
+        tx_full_drops: v["tx_full_drops"].as_u64().unwrap_or(0),
+        tx_retries: v["tx_retries"].as_u64().unwrap_or(0),
+        rx_mpps: f("rx_mpps"),
+        cycles_per_packet: f("cycles_per_packet"),
+        intervals,
+        ports: Vec::new(),
+        worker_rx_packets: Vec::new(),
+    })
+}
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs the benchmark.
+pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
+    let testpmd = crate::testpmd::binary()?;
+    let _ = testpmd;
+    let scratch =
+        Scratch(std::env::temp_dir().join(format!("pint-bench-forward-{}", std::process::id())));
+    std::fs::create_dir_all(&scratch.0)?;
+    let capture = scratch.0.join("udp64.pcap");
+    let frames = dataplane::capture::bench_udp(opts.flows, SWITCH_MAC);
+    let frame_bytes = frames.first().map_or(0, Vec::len);
+    dataplane::capture::write_pcap(&capture, frames.iter().map(Vec::as_slice))?;
+    let (main, worker) = lcores();
+
+    let mut rounds = Vec::new();
+    let mut best_cpp = 0.0;
+    let mut switch_drops = 0;
+    for round in 0..opts.rounds.max(1) {
+        eprintln!(
+            "round {}: pint-switch forwarding for {} s ...",
+            round + 1,
+            opts.seconds
+        );
+        let s = run_switch(
+            &scratch.0,
+            &switch_config(&capture, worker, main, opts.hugepages),
+            opts.seconds,
+        )?;
+        let rates: Vec<f64> = s.intervals.iter().map(|i| i.rx_mpps).collect();
+        let sw = median(steady(&rates, 1));
+        switch_drops += s.drops.values().sum::<u64>();
+        eprintln!(
+            "round {}: dpdk-testpmd --forward-mode={} for {} s ...",
+            round + 1,
+            opts.reference_mode,
+            opts.seconds
+        );
+        let r = TestpmdRun {
+            mode: opts.reference_mode.clone(),
+            vdevs: vec![
+                format!("net_pcap0,rx_pcap={},infinite_rx=1", capture.display()),
+                "net_null0,no-rx=1".into(),
+            ],
+            lcores: (main, worker),
+            mbufs: 32767,
+            seconds: opts.seconds,
+            hugepages: opts.hugepages,
+        }
+        .run()?;
+        let rf = median(steady(&r.rx_mpps, 1));
+        eprintln!(
+            "round {}: switch {sw:.2} Mpps, reference {rf:.2} Mpps",
+            round + 1
+        );
+        if rounds.iter().all(|(b, _): &(f64, f64)| sw > *b) {
+            best_cpp = median(steady(
+                &s.intervals
+                    .iter()
+                    .map(|i| i.cycles_per_packet)
+                    .collect::<Vec<_>>(),
+                1,
+            ));
+        }
+        rounds.push((sw, rf));
+    }
+    let switch_mpps = rounds.iter().map(|r| r.0).fold(0.0, f64::max);
+    let reference_mpps = rounds.iter().map(|r| r.1).fold(0.0, f64::max);
+    Ok(ForwardResult {
+        switch_mpps,
+        reference_mpps,
+        ratio: if reference_mpps > 0.0 {
+            switch_mpps / reference_mpps
+        } else {
+            0.0
+        },
+        cycles_per_packet: best_cpp,
+        reference_mode: opts.reference_mode.clone(),
+        seconds: opts.seconds,
+        flows: opts.flows,
+        frame_bytes,
+        switch_drops,
+        rounds,
+    })
+}
+
+/// Prints the result as a small table.
+pub fn print_table(r: &ForwardResult) {
+    println!(
+        "forwarding, one core, {}-byte frames ({} on the wire), {} flows, {} s per run",
+        r.frame_bytes,
+        r.frame_bytes + 4,
+        r.flows,
+        r.seconds
+    );
+    println!("{:<34} {:>10} {:>16}", "forwarder", "Mpps", "cycles/packet");
+    println!(
+        "{:<34} {:>10.2} {:>16.1}",
+        "pint-switch (L3 forwarding)", r.switch_mpps, r.cycles_per_packet
+    );
+    println!(
+        "{:<34} {:>10.2} {:>16}",
+        format!("dpdk-testpmd --forward-mode={}", r.reference_mode),
+        r.reference_mpps,
+        "-"
+    );
+    println!("ratio (switch / reference): {:.3}", r.ratio);
+    if r.switch_drops > 0 {
+        println!("warning: the switch dropped {} packets", r.switch_drops);
+    }
+}

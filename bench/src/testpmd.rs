@@ -1,0 +1,205 @@
+//! Runs `dpdk-testpmd` as the reference forwarder on the same virtual devices and reads its
+//! per-second rates.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+
+/// A testpmd run: forwarding mode, devices, cores.
+#[derive(Debug, Clone)]
+pub struct TestpmdRun {
+    /// `--forward-mode` (io, 5tswap, macswap, txonly, ...).
+    pub mode: String,
+    /// `--vdev` arguments, in port order.
+    pub vdevs: Vec<String>,
+    /// The main lcore and the forwarding lcore.
+    pub lcores: (u32, u32),
+    /// Mbufs in testpmd's pool.
+    pub mbufs: u32,
+    /// How long to forward.
+    pub seconds: u64,
+    /// Use hugepages instead of `--no-huge`.
+    pub hugepages: bool,
+}
+
+/// What testpmd measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TestpmdResult {
+    /// Per-second rx rates of the receiving port, in Mpps, in order.
+    pub rx_mpps: Vec<f64>,
+    /// Per-second tx rates of the sending port, in Mpps, in order.
+    pub tx_mpps: Vec<f64>,
+}
+
+/// The path of dpdk-testpmd, or an error that says how to install it.
+pub fn binary() -> anyhow::Result<String> {
+    for p in ["/usr/bin/dpdk-testpmd", "/usr/local/bin/dpdk-testpmd"] {
+        if std::path::Path::new(p).exists() {
+            return Ok(p.to_owned());
+        }
+    }
+    anyhow::bail!(
+        "dpdk-testpmd not found: install it with `apt-get install -y dpdk-dev` (or run scripts/setup.sh)"
+    )
+}
+
+impl TestpmdRun {
+    /// Runs testpmd for `seconds`, stops it with SIGINT, and parses its rates.
+    pub fn run(&self) -> anyhow::Result<TestpmdResult> {
+        let mut args: Vec<String> = vec![
+            "-l".into(),
+            format!("{},{}", self.lcores.0, self.lcores.1),
+            "--main-lcore".into(),
+            self.lcores.0.to_string(),
+            "--file-prefix".into(),
+            format!("pint-ref-{}", std::process::id()),
+            "--no-shconf".into(),
+            "--no-pci".into(),
+            "--no-telemetry".into(),
+        ];
+        if self.hugepages {
+            args.extend(["--socket-mem".into(), "1024".into()]);
+        } else {
+            args.extend(["--no-huge".into(), "-m".into(), "1024".into()]);
+        }
+        for v in &self.vdevs {
+            args.extend(["--vdev".into(), v.clone()]);
+        }
+        args.extend([
+            "--".into(),
+            format!("--forward-mode={}", self.mode),
+            format!("--total-num-mbufs={}", self.mbufs),
+            "--stats-period".into(),
+            "1".into(),
+            "--nb-cores=1".into(),
+            "--no-lsc-interrupt".into(),
+            "--burst=32".into(),
+        ]);
+        let mut child = Command::new(binary()?)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting dpdk-testpmd")?;
+        let mut stdout = child.stdout.take().expect("piped");
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stdout.read_to_string(&mut s);
+            s
+        });
+        std::thread::sleep(Duration::from_secs(self.seconds + 1));
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let status = wait_timeout(&mut child, Duration::from_secs(20))?;
+        let out = reader.join().unwrap_or_default();
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let result = parse_rates(&out);
+        if result.rx_mpps.is_empty() {
+            anyhow::bail!(
+                "dpdk-testpmd printed no rates (exit status {status:?}); its output ends with:\n{}\n{}",
+                tail(&out, 15),
+                tail(&err, 15)
+            );
+        }
+        Ok(result)
+    }
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn wait_timeout(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> anyhow::Result<Option<std::process::ExitStatus>> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait()? {
+            return Ok(Some(s));
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reads testpmd's periodic port statistics: for each stats block, the largest Rx-pps and
+/// Tx-pps over the ports (the receiving and the sending port).
+pub fn parse_rates(out: &str) -> TestpmdResult {
+    let mut rx = Vec::new();
+    let mut tx = Vec::new();
+    let (mut block_rx, mut block_tx, mut in_block) = (0f64, 0f64, false);
+    let flush = |rx: &mut Vec<f64>, tx: &mut Vec<f64>, brx: f64, btx: f64| {
+        rx.push(brx / 1e6);
+        tx.push(btx / 1e6);
+    };
+    for line in out.lines() {
+        let l = line.trim();
+        if l.contains("NIC statistics for port 0") {
+            if in_block {
+                flush(&mut rx, &mut tx, block_rx, block_tx);
+            }
+            in_block = true;
+            block_rx = 0.0;
+            block_tx = 0.0;
+        }
+        let value = |key: &str| -> Option<f64> {
+            l.strip_prefix(key)
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+        };
+        if let Some(v) = value("Rx-pps:") {
+            block_rx = block_rx.max(v);
+        }
+        if let Some(v) = value("Tx-pps:") {
+            block_tx = block_tx.max(v);
+        }
+    }
+    if in_block {
+        flush(&mut rx, &mut tx, block_rx, block_tx);
+    }
+    TestpmdResult {
+        rx_mpps: rx,
+        tx_mpps: tx,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stats_blocks() {
+        let out = "
+  ######################## NIC statistics for port 0  ########################
+  RX-packets: 65858784   RX-missed: 0          RX-bytes:  3951527040
+  Throughput (since last show)
+  Rx-pps:     16412748          Rx-bps:   7878119096
+  Tx-pps:            0          Tx-bps:            0
+  ######################## NIC statistics for port 1  ########################
+  Rx-pps:            0          Rx-bps:            0
+  Tx-pps:     16412782          Tx-bps:            0
+  ######################## NIC statistics for port 0  ########################
+  Rx-pps:     16528535          Rx-bps:   7933697088
+  Tx-pps:            0          Tx-bps:            0
+  ######################## NIC statistics for port 1  ########################
+  Rx-pps:            0          Rx-bps:            0
+  Tx-pps:     16528542          Tx-bps:            0
+";
+        let r = parse_rates(out);
+        assert_eq!(r.rx_mpps.len(), 2);
+        assert!((r.rx_mpps[1] - 16.528535).abs() < 1e-9);
+        assert!((r.tx_mpps[0] - 16.412782).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,187 @@
+//! Misuse of `pint-switch` gets a clear error that names the problem, no panic and no hang;
+//! signals stop it cleanly with a final summary.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Scratch, run_switch, text, worker_lcore, write};
+use dataplane::capture::{bench_udp, write_pcap};
+use telemetry::wire::MacAddr;
+
+fn base(dir: &Scratch, extra_top: &str, out_device: &str, lcore: u32) -> String {
+    format!(
+        r#"switch_id = 4
+{extra_top}
+[stats]
+interval_ms = 200
+[[ports]]
+name = "in"
+device = "net_pcap0,rx_pcap={cap},infinite_rx=1"
+role = "edge"
+mac = "02:00:00:00:00:01"
+[[ports]]
+name = "out"
+device = "{out_device}"
+role = "fabric"
+mac = "02:00:00:00:01:00"
+[[workers]]
+lcore = {lcore}
+rx = ["in"]
+[[routes]]
+prefix = "10.1.0.0/16"
+next_hops = [{{ port = "out", mac = "02:00:00:00:02:00" }}]
+"#,
+        cap = dir.path("in.pcap").display()
+    )
+}
+
+fn setup(tag: &str) -> Scratch {
+    let dir = Scratch::new(tag);
+    let frames = bench_udp(2000, MacAddr([2, 0, 0, 0, 0, 1]));
+    write_pcap(&dir.path("in.pcap"), frames.iter().map(Vec::as_slice)).unwrap();
+    dir
+}
+
+/// Runs with a config and expects failure with every `needle` in the output.
+fn expect_error(dir: &Scratch, config: &str, needles: &[&str]) {
+    let cfg = dir.path("bad.toml");
+    write(&cfg, config);
+    let out = run_switch(
+        &["--config", cfg.to_str().unwrap(), "--duration", "2"],
+        Duration::from_secs(60),
+    );
+    let t = text(&out);
+    assert!(!out.status.success(), "should fail:\n{t}");
+    assert!(!t.contains("panicked"), "must not panic:\n{t}");
+    for n in needles {
+        assert!(t.contains(n), "expected `{n}` in:\n{t}");
+    }
+}
+
+#[test]
+fn missing_config_file() {
+    let out = run_switch(
+        &["--config", "/nonexistent/switch.toml"],
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("cannot read config file /nonexistent/switch.toml"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn bad_config_names_the_key_and_starts_nothing() {
+    let dir = setup("badkey");
+    let cfg = base(&dir, "", "net_null0,no-rx=1", worker_lcore())
+        .replace("02:00:00:00:01:00", "02:00:00:01:00");
+    expect_error(&dir, &cfg, &["ports[1].mac", "is not a MAC address"]);
+    let cfg = base(&dir, "", "net_null0,no-rx=1", worker_lcore())
+        .replace("role = \"fabric\"", "role = \"core\"");
+    expect_error(&dir, &cfg, &["role", "core"]);
+    // A config error is found before EAL starts: no DPDK output at all.
+    let out = run_switch(
+        &["--config", dir.path("bad.toml").to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert!(!text(&out).contains("EAL"), "{}", text(&out));
+}
+
+#[test]
+fn unknown_device() {
+    let dir = setup("baddev");
+    expect_error(
+        &dir,
+        &base(&dir, "", "net_nosuchdriver0,x=1", worker_lcore()),
+        &["ports[1].device", "could not be probed"],
+    );
+}
+
+#[test]
+fn lcore_that_does_not_exist() {
+    let dir = setup("badlcore");
+    expect_error(
+        &dir,
+        &base(&dir, "", "net_null0,no-rx=1", 4000),
+        &["workers[0].lcore", "lcore 4000 does not exist"],
+    );
+}
+
+#[test]
+fn too_few_mbufs_for_the_capture() {
+    let dir = setup("fewmbufs");
+    let cfg = base(
+        &dir,
+        "[dataplane]\nmbufs = 1000",
+        "net_null0,no-rx=1",
+        worker_lcore(),
+    );
+    expect_error(&dir, &cfg, &["dataplane.mbufs", "2000 packets"]);
+}
+
+#[test]
+fn missing_capture_file() {
+    let dir = setup("nocap");
+    let cfg =
+        base(&dir, "", "net_null0,no-rx=1", worker_lcore()).replace("in.pcap", "missing.pcap");
+    expect_error(
+        &dir,
+        &cfg,
+        &["ports[0].device", "missing.pcap", "does not exist"],
+    );
+}
+
+#[test]
+fn check_config_prints_resolved_defaults() {
+    let dir = setup("check");
+    let cfg = dir.path("ok.toml");
+    write(&cfg, &base(&dir, "", "net_null0,no-rx=1", worker_lcore()));
+    let out = run_switch(
+        &["--config", cfg.to_str().unwrap(), "--check-config"],
+        Duration::from_secs(30),
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    for n in [
+        "switch_id = 4",
+        "mtu = 1500",
+        "capacity_bps = 10000000000",
+        "idle = \"poll\"",
+        "rx_queues = 1",
+        "prefix = \"10.1.0.0/16\"",
+    ] {
+        assert!(t.contains(n), "expected `{n}` in:\n{t}");
+    }
+    assert!(!t.contains("EAL"), "--check-config starts nothing:\n{t}");
+}
+
+#[test]
+fn sigterm_and_sigint_stop_cleanly_with_a_summary() {
+    let dir = setup("signal");
+    let cfg = dir.path("ok.toml");
+    write(&cfg, &base(&dir, "", "net_null0,no-rx=1", worker_lcore()));
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let child = Command::new(env!("CARGO_BIN_EXE_pint-switch"))
+            .args(["--config", cfg.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        // Let it start forwarding, then signal it.
+        std::thread::sleep(Duration::from_millis(2500));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let out = child.wait_with_output().unwrap();
+        let t = text(&out);
+        assert!(out.status.success(), "signal {sig}: {t}");
+        assert!(t.contains("stopping on signal"), "{t}");
+        assert!(t.contains("== summary"), "{t}");
+        assert!(t.contains("port out"), "{t}");
+        assert!(start.elapsed() < Duration::from_secs(30));
+    }
+}

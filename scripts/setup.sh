@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One idempotent set-up step for a fresh Debian 12 machine: installs the Debian packages the
+# project needs (DPDK 22.11, bindgen's libclang, pkg-config, test tools) and, only when asked,
+# hugepages. Hugepages are never required: everything runs with --no-huge.
+#
+#   scripts/setup.sh                 # packages only
+#   scripts/setup.sh --hugepages 1024  # also reserve 1024 x 2 MiB hugepages (root)
+set -euo pipefail
+
+PACKAGES=(libdpdk-dev dpdk-dev pkg-config clang libclang-dev libpcap-dev tshark make gcc)
+HUGEPAGES=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --hugepages) HUGEPAGES="${2:?--hugepages needs a count}"; shift 2 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "setup.sh: not root and no sudo; install as root: apt-get install -y ${PACKAGES[*]}" >&2
+  fi
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! pkg-config --atleast-version=22.11 libdpdk; then
+  echo "setup.sh: libdpdk >= 22.11 is still not visible to pkg-config" >&2
+  exit 1
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup.sh: cargo not found; install Rust (https://rustup.rs) and run again" >&2
+  exit 1
+fi
+
+if [ "$HUGEPAGES" -gt 0 ]; then
+  echo "$HUGEPAGES" | $SUDO tee /proc/sys/vm/nr_hugepages >/dev/null
+  if ! mount | grep -q "type hugetlbfs"; then
+    $SUDO mkdir -p /dev/hugepages
+    $SUDO mount -t hugetlbfs nodev /dev/hugepages
+  fi
+  echo "setup.sh: $(grep HugePages_Total /proc/meminfo)"
+fi
+echo "setup.sh: ready (DPDK $(pkg-config --modversion libdpdk))"
