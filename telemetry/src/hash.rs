@@ -15,6 +15,45 @@
 //! documented layouts (for example [`flow_hash`]); no byte-order question arises because
 //! words are integers, not memory.
 
+/// The seeds of the hash family's members. Each use has its own seed so that decisions are
+/// independent; instance `n` of a query adds `n * INSTANCE_STRIDE` to its seeds.
+pub mod seeds {
+    /// The packet ID.
+    pub const PACKET_ID: u64 = 0x5049_4e54_5049_4431;
+    /// Choice of the query set of a packet (the execution plan).
+    pub const PLAN: u64 = 0x5049_4e54_504c_414e;
+    /// Choice of the coding layer (baseline or XOR) of a packet.
+    pub const LAYER: u64 = 0x5049_4e54_4c41_5952;
+    /// Per-hop sampling `g(pid, i)` of the baseline layer.
+    pub const HOP: u64 = 0x5049_4e54_484f_5030;
+    /// Per-hop participation `g'(pid, i)` of the XOR layers (plus the layer number).
+    pub const XOR_HOP: u64 = 0x5049_4e54_584f_5230;
+    /// Value hashing `h(value, pid)`.
+    pub const VALUE: u64 = 0x5049_4e54_5641_4c30;
+    /// Randomized rounding of compressed values.
+    pub const ROUNDING: u64 = 0x5049_4e54_524e_4430;
+    /// Added once per independent instance of a query.
+    pub const INSTANCE_STRIDE: u64 = 0x9e37_79b9_7f4a_7c15;
+}
+
+/// `x < p` for a probability `p` in [0, 1], compared as integers: `x < floor(p * 2^32)`,
+/// so switch and sink agree bit for bit. `threshold(1.0)` accepts every `x`.
+#[inline(always)]
+pub fn below(x: u32, threshold: u64) -> bool {
+    u64::from(x) < threshold
+}
+
+/// The integer threshold of probability `p` for [`below`]: `floor(p * 2^32)`, clamped.
+pub fn threshold(p: f64) -> u64 {
+    if p >= 1.0 {
+        1 << 32
+    } else if p <= 0.0 {
+        0
+    } else {
+        (p * 4_294_967_296.0) as u64
+    }
+}
+
 /// The splitmix64 finaliser: a bijective 64-bit mixer with full avalanche.
 #[inline(always)]
 pub const fn mix64(mut x: u64) -> u64 {

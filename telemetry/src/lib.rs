@@ -7,4 +7,5 @@
 #![warn(missing_docs)]
 
 pub mod hash;
+pub mod packet_id;
 pub mod wire;

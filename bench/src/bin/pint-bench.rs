@@ -30,8 +30,8 @@ enum Cmd {
         /// testpmd forwarding mode used as the reference.
         #[arg(long, default_value = "5tswap")]
         reference: String,
-        /// Rounds; the best of each forwarder is reported.
-        #[arg(long, default_value_t = 1)]
+        /// Rounds (switch, then reference, alternating); the best of each is reported.
+        #[arg(long, default_value_t = 3)]
         rounds: u32,
         /// Use hugepages (they must be set up) for both forwarders.
         #[arg(long)]

@@ -52,7 +52,7 @@ pub struct LinkStatus {
 }
 
 /// Port counters as the driver reports them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PortStats {
     /// Packets received.
     pub rx_packets: u64,
@@ -70,6 +70,11 @@ pub struct PortStats {
     pub tx_errors: u64,
     /// Rx failures because the mbuf pool was empty.
     pub rx_nombuf: u64,
+    /// Packets received per rx queue (the first 16 queues; drivers that do not count per
+    /// queue report zeros).
+    pub queue_rx_packets: Vec<u64>,
+    /// Packets sent per tx queue (as above).
+    pub queue_tx_packets: Vec<u64>,
 }
 
 /// One Ethernet port. Stopped and closed on drop (which frees the mbufs in its rings), so it
@@ -327,6 +332,8 @@ impl<'eal> Port<'eal> {
             rx_errors: s.ierrors,
             tx_errors: s.oerrors,
             rx_nombuf: s.rx_nombuf,
+            queue_rx_packets: s.q_ipackets[..usize::from(self.rx_queues.min(16))].to_vec(),
+            queue_tx_packets: s.q_opackets[..usize::from(self.tx_queues.min(16))].to_vec(),
         }
     }
 

@@ -1,0 +1,107 @@
+//! The packet ID and the hop index: what every hop and the sink compute identically from a
+//! packet's headers (DESIGN.md decisions 3 and 4).
+
+use crate::hash::{hash32, seeds};
+
+/// The header fields the packet ID covers: none of them is modified by any switch on the
+/// path, so every hop and the sink compute the same ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PacketFields {
+    /// IPv4 source (host order).
+    pub src: u32,
+    /// IPv4 destination (host order).
+    pub dst: u32,
+    /// IP protocol.
+    pub protocol: u8,
+    /// Transport source port (0 for fragments and protocols without ports).
+    pub src_port: u16,
+    /// Transport destination port (as above).
+    pub dst_port: u16,
+    /// IPv4 identification.
+    pub ident: u16,
+    /// TCP sequence number (0 for other protocols and for fragments).
+    pub tcp_seq: u32,
+}
+
+impl PacketFields {
+    /// The 32-bit packet ID: [`hash32`] with seed [`seeds::PACKET_ID`] over the words
+    /// `src << 32 | dst`, `protocol << 32 | src_port << 16 | dst_port`,
+    /// `ident << 32 | tcp_seq`.
+    #[inline(always)]
+    pub fn packet_id(&self) -> u32 {
+        let w0 = (u64::from(self.src) << 32) | u64::from(self.dst);
+        let w1 = (u64::from(self.protocol) << 32)
+            | (u64::from(self.src_port) << 16)
+            | u64::from(self.dst_port);
+        let w2 = (u64::from(self.ident) << 32) | u64::from(self.tcp_seq);
+        hash32(seeds::PACKET_ID, &[w0, w1, w2])
+    }
+}
+
+/// The hop index of a switch that receives a packet with TTL `ttl`: `I(ttl) - ttl + 1`,
+/// where `I(t)` is the smallest of the common initial TTLs {64, 128, 255} that is >= t. The
+/// first switch after a host that sends with TTL 64 is hop 1; the last hop's index is the
+/// path length. Returns None for TTL 0 (such a packet is never forwarded).
+#[inline(always)]
+pub fn hop_index(ttl: u8) -> Option<u8> {
+    let initial: u16 = match ttl {
+        0 => return None,
+        1..=64 => 64,
+        65..=128 => 128,
+        _ => 255,
+    };
+    Some((initial - u16::from(ttl) + 1) as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_index_from_ttl() {
+        assert_eq!(hop_index(64), Some(1));
+        assert_eq!(hop_index(63), Some(2));
+        assert_eq!(hop_index(1), Some(64));
+        assert_eq!(hop_index(128), Some(1));
+        assert_eq!(hop_index(65), Some(64));
+        assert_eq!(hop_index(255), Some(1));
+        assert_eq!(hop_index(200), Some(56));
+        assert_eq!(hop_index(0), None);
+    }
+
+    #[test]
+    fn packet_id_depends_on_every_field() {
+        let base = PacketFields {
+            src: 1,
+            dst: 2,
+            protocol: 6,
+            src_port: 3,
+            dst_port: 4,
+            ident: 5,
+            tcp_seq: 6,
+        };
+        let id = base.packet_id();
+        let variants = [
+            PacketFields { src: 9, ..base },
+            PacketFields { dst: 9, ..base },
+            PacketFields {
+                protocol: 17,
+                ..base
+            },
+            PacketFields {
+                src_port: 9,
+                ..base
+            },
+            PacketFields {
+                dst_port: 9,
+                ..base
+            },
+            PacketFields { ident: 9, ..base },
+            PacketFields { tcp_seq: 9, ..base },
+        ];
+        for v in variants {
+            assert_ne!(v.packet_id(), id, "{v:?}");
+        }
+        assert_eq!(base.packet_id(), id, "deterministic");
+    }
+}
