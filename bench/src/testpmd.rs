@@ -55,14 +55,13 @@ impl TestpmdRun {
             self.lcores.0.to_string(),
             "--file-prefix".into(),
             format!("pint-ref-{}", std::process::id()),
-            "--no-shconf".into(),
             "--no-pci".into(),
             "--no-telemetry".into(),
         ];
         if self.hugepages {
-            args.extend(["--socket-mem".into(), "1024".into()]);
+            args.extend(["--in-memory".into(), "--socket-mem".into(), "1024".into()]);
         } else {
-            args.extend(["--no-huge".into(), "-m".into(), "1024".into()]);
+            args.extend(["--no-shconf".into(), "--no-huge".into(), "-m".into(), "1024".into()]);
         }
         for v in &self.vdevs {
             args.extend(["--vdev".into(), v.clone()]);

@@ -157,15 +157,15 @@ pub fn eal_args(config: &Config, main_lcore: u32, memory_mb: u32, pid: u32) -> V
         main_lcore.to_string(),
         "--file-prefix".into(),
         format!("pint-switch-{}-{pid}", config.switch_id),
-        "--no-shconf".into(),
         "--log-level".into(),
         "notice".into(),
         "--no-telemetry".into(),
     ];
+    // --in-memory (hugepages) and --no-shconf (no hugepages) leave no files behind.
     if config.eal.hugepages {
-        a.extend(["--socket-mem".into(), memory_mb.to_string()]);
+        a.extend(["--in-memory".into(), "--socket-mem".into(), memory_mb.to_string()]);
     } else {
-        a.extend(["--no-huge".into(), "-m".into(), memory_mb.to_string()]);
+        a.extend(["--no-shconf".into(), "--no-huge".into(), "-m".into(), memory_mb.to_string()]);
     }
     let pci: Vec<&str> = config
         .ports

@@ -8,4 +8,7 @@
 
 pub mod hash;
 pub mod packet_id;
+pub mod pint;
+pub mod sim_rng;
+pub mod topology;
 pub mod wire;

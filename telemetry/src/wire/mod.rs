@@ -5,10 +5,12 @@
 pub mod checksum;
 pub mod ethernet;
 pub mod ipv4;
+pub mod shim;
 pub mod transport;
 
 pub use ethernet::{EtherType, EthernetFrame, MacAddr, VlanTag};
 pub use ipv4::{Ipv4Addr, Ipv4Packet};
+pub use shim::{ShimHeader, ShimRepr};
 pub use transport::{TcpHeader, TransportPorts};
 
 /// Why a buffer could not be viewed as a header.

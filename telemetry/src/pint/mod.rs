@@ -1,0 +1,6 @@
+//! PINT: probabilistic in-band network telemetry. Queries and execution plans, value
+//! compression, the per-hop encoders, and the sink's decoders and recording.
+
+pub mod coding;
+pub mod compress;
+pub mod path_decoder;

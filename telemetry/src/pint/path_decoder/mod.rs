@@ -1,0 +1,382 @@
+//! The incremental path decoder: feed a flow's digests one at a time and ask at any time which
+//! hops are decoded.
+//!
+//! For each hop the decoder keeps the set of switches consistent with everything seen so far:
+//! every baseline digest written by that hop (`h(v, pid)` must match), every XOR digest whose
+//! other hops are known (peeling), and, with a topology, adjacency to the candidates of the
+//! neighbouring hops on both sides (a forward-backward pass over walks of exactly `k` switches
+//! that end at the sink's switch). A hop is decoded when exactly one candidate is left. The
+//! true switch is never removed (it satisfies every constraint), so a decoded hop is always
+//! right as long as the digests come from this path. XOR digests with several unknown hops
+//! are kept (up to a bound) and also used to prune when their candidates are few enough to
+//! enumerate.
+
+use crate::pint::coding::{HopSet, Layer, PathCoding};
+use crate::topology::Topology;
+
+/// Where candidates come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Space<'a> {
+    /// The nodes of a topology (switch ID = node + 1); consecutive hops must be neighbours.
+    Topology(&'a Topology),
+    /// These switch IDs, with no adjacency known.
+    Ids(&'a [u32]),
+    /// Values travel raw (the coding's `raw_values`): a baseline digest is the value.
+    Raw,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Cands {
+    /// Nothing known yet.
+    Any,
+    /// Sorted candidates (node numbers with a topology, switch IDs otherwise).
+    Set(Vec<u32>),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Equation {
+    instance: u32,
+    pid: u32,
+    hops: HopSet,
+    digest: u64,
+}
+
+/// Candidate sets up to this size have their neighbourhoods computed in the topology pass.
+const NEIGHBOUR_LIMIT: usize = 256;
+/// XOR digests whose unknown hops have at most this many candidate combinations are
+/// enumerated to prune candidates.
+const ENUMERATION_LIMIT: usize = 4096;
+
+/// Decodes one flow's path of `k` hops.
+#[derive(Debug, Clone)]
+pub struct PathDecoder<'a> {
+    k: usize,
+    coding: &'a PathCoding,
+    space: Space<'a>,
+    cands: Vec<Cands>,
+    equations: Vec<Equation>,
+    max_equations: usize,
+    packets: u64,
+    conflict: bool,
+}
+
+impl<'a> PathDecoder<'a> {
+    /// A decoder for a path of `k` hops (1 to 255) coded with `coding`.
+    pub fn new(k: usize, coding: &'a PathCoding, space: Space<'a>) -> PathDecoder<'a> {
+        assert!((1..=crate::pint::coding::MAX_HOPS).contains(&k), "path length {k} out of range");
+        PathDecoder {
+            k,
+            coding,
+            space,
+            cands: vec![Cands::Any; k],
+            equations: Vec::new(),
+            max_equations: 4 * k + 64,
+            packets: 0,
+            conflict: false,
+        }
+    }
+
+    /// Path length.
+    pub fn len(&self) -> usize {
+        self.k
+    }
+
+    /// Always false: a path has at least one hop.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Digests fed so far.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Whether the digests contradicted each other (they cannot all come from one path of
+    /// this length, e.g. because the route changed); the decoder should be reset.
+    pub fn conflict(&self) -> bool {
+        self.conflict
+    }
+
+    fn value_of(&self, e: u32) -> u32 {
+        match self.space {
+            Space::Topology(t) => t.switch_id(e),
+            _ => e,
+        }
+    }
+
+    fn element_of(&self, switch_id: u32) -> Option<u32> {
+        match self.space {
+            Space::Topology(t) => t.node(switch_id),
+            _ => Some(switch_id),
+        }
+    }
+
+    /// Fixes hop `i` (1-based) to `switch_id`, e.g. the sink's own switch as the last hop or
+    /// the source's edge switch as the first.
+    pub fn pin(&mut self, i: usize, switch_id: u32) {
+        let Some(e) = self.element_of(switch_id) else {
+            self.conflict = true;
+            return;
+        };
+        match &mut self.cands[i - 1] {
+            Cands::Set(s) => {
+                if s.binary_search(&e).is_ok() {
+                    *s = vec![e];
+                } else {
+                    s.clear();
+                    self.conflict = true;
+                }
+            }
+            c @ Cands::Any => *c = Cands::Set(vec![e]),
+        }
+        self.propagate();
+    }
+
+    /// Feeds one packet: its ID and the field of each instance.
+    pub fn feed(&mut self, pid: u32, fields: &[u64]) {
+        self.packets += 1;
+        for (n, &d) in fields.iter().enumerate().take(self.coding.instances as usize) {
+            let n = n as u32;
+            match self.coding.layer(n, pid) {
+                Layer::Baseline => {
+                    let w = self.coding.writer(n, pid, self.k);
+                    self.constrain(w, n, pid, d);
+                }
+                Layer::Xor(l) => {
+                    let hops = self.coding.xor_hops(n, l, pid, self.k);
+                    if hops.is_empty() {
+                        continue;
+                    }
+                    if self.equations.len() >= self.max_equations {
+                        self.equations.remove(0);
+                    }
+                    self.equations.push(Equation { instance: n, pid, hops, digest: d });
+                }
+            }
+        }
+        self.propagate();
+    }
+
+    /// The switch at hop `i` (1-based), once decoded.
+    pub fn hop(&self, i: usize) -> Option<u32> {
+        match &self.cands[i - 1] {
+            Cands::Set(s) if s.len() == 1 => Some(self.value_of(s[0])),
+            _ => None,
+        }
+    }
+
+    /// Candidates left at hop `i` (None: unconstrained).
+    pub fn candidates(&self, i: usize) -> Option<usize> {
+        match &self.cands[i - 1] {
+            Cands::Set(s) => Some(s.len()),
+            Cands::Any => None,
+        }
+    }
+
+    /// Number of decoded hops.
+    pub fn decoded_hops(&self) -> usize {
+        self.cands.iter().filter(|c| matches!(c, Cands::Set(s) if s.len() == 1)).count()
+    }
+
+    /// Whether every hop is decoded.
+    pub fn is_decoded(&self) -> bool {
+        !self.conflict && self.decoded_hops() == self.k
+    }
+
+    /// The decoded path (switch IDs, hop 1 first), once every hop is decoded.
+    pub fn path(&self) -> Option<Vec<u32>> {
+        if !self.is_decoded() {
+            return None;
+        }
+        (1..=self.k).map(|i| self.hop(i)).collect()
+    }
+
+    /// Restricts hop `i` to values whose hash for `(instance, pid)` is `target`. Returns
+    /// whether the candidates changed.
+    fn constrain(&mut self, i: usize, instance: u32, pid: u32, target: u64) -> bool {
+        let coding = self.coding;
+        let space = self.space;
+        let value_of = |e: u32| match space {
+            Space::Topology(t) => t.switch_id(e),
+            _ => e,
+        };
+        let matches = |e: u32| coding.value_hash(instance, value_of(e), pid) == target;
+        let changed = match &mut self.cands[i - 1] {
+            Cands::Set(s) => {
+                let before = s.len();
+                s.retain(|&e| matches(e));
+                s.len() != before
+            }
+            Cands::Any => {
+                let set: Vec<u32> = match space {
+                    Space::Raw => u32::try_from(target).into_iter().collect(),
+                    Space::Ids(ids) => {
+                        let mut v: Vec<u32> = ids.iter().copied().filter(|&e| matches(e)).collect();
+                        v.sort_unstable();
+                        v.dedup();
+                        v
+                    }
+                    Space::Topology(t) => {
+                        let near = self.near(i, t);
+                        near.into_iter().filter(|&e| matches(e)).collect()
+                    }
+                };
+                self.cands[i - 1] = Cands::Set(set);
+                true
+            }
+        };
+        if matches!(&self.cands[i - 1], Cands::Set(s) if s.is_empty()) {
+            self.conflict = true;
+        }
+        changed
+    }
+
+    /// Where hop `i`'s switch can be, before any digest of its own: next to a small
+    /// candidate set of a neighbouring hop, or anywhere.
+    fn near(&self, i: usize, t: &Topology) -> Vec<u32> {
+        for j in [i.wrapping_sub(1), i + 1] {
+            if j >= 1 && j <= self.k {
+                if let Cands::Set(s) = &self.cands[j - 1] {
+                    if s.len() <= 64 {
+                        return neighbourhood(t, s);
+                    }
+                }
+            }
+        }
+        (0..t.len() as u32).collect()
+    }
+
+    fn propagate(&mut self) {
+        while !self.conflict {
+            let mut changed = false;
+            if let Space::Topology(t) = self.space {
+                for i in 2..=self.k {
+                    changed |= self.restrict_by_neighbour(t, i, i - 1);
+                }
+                for i in (1..self.k).rev() {
+                    changed |= self.restrict_by_neighbour(t, i, i + 1);
+                }
+            }
+            changed |= self.resolve_equations();
+            if !changed {
+                break;
+            }
+        }
+    }
+
+    /// Keeps at hop `i` only neighbours of hop `j`'s candidates.
+    fn restrict_by_neighbour(&mut self, t: &Topology, i: usize, j: usize) -> bool {
+        let allowed = match &self.cands[j - 1] {
+            Cands::Set(s) if s.len() <= NEIGHBOUR_LIMIT => neighbourhood(t, s),
+            _ => return false,
+        };
+        let changed = match &mut self.cands[i - 1] {
+            Cands::Set(s) => {
+                let before = s.len();
+                s.retain(|e| allowed.binary_search(e).is_ok());
+                s.len() != before
+            }
+            c @ Cands::Any => {
+                *c = Cands::Set(allowed);
+                true
+            }
+        };
+        if matches!(&self.cands[i - 1], Cands::Set(s) if s.is_empty()) {
+            self.conflict = true;
+        }
+        changed
+    }
+
+    /// Uses the stored XOR digests: checks fully known ones, peels those with one unknown
+    /// hop, and prunes with those whose unknown combinations are few.
+    fn resolve_equations(&mut self) -> bool {
+        let mut changed = false;
+        let mut idx = 0;
+        while idx < self.equations.len() && !self.conflict {
+            let eq = self.equations[idx];
+            let mut known = 0u64;
+            let mut unknown: Vec<usize> = Vec::new();
+            for i in eq.hops.iter() {
+                match &self.cands[i - 1] {
+                    Cands::Set(s) if s.len() == 1 => known ^= self.coding.value_hash(eq.instance, self.value_of(s[0]), eq.pid),
+                    _ => unknown.push(i),
+                }
+            }
+            let target = eq.digest ^ known;
+            match unknown.len() {
+                0 => {
+                    if target != 0 {
+                        self.conflict = true;
+                    }
+                    self.equations.swap_remove(idx);
+                }
+                1 => {
+                    changed |= self.constrain(unknown[0], eq.instance, eq.pid, target);
+                    self.equations.swap_remove(idx);
+                }
+                _ => {
+                    changed |= self.prune_by_enumeration(&eq, &unknown, target);
+                    idx += 1;
+                }
+            }
+        }
+        changed
+    }
+
+    /// Keeps at each unknown hop only values that take part in some assignment of all the
+    /// unknown hops whose hashes XOR to `target`.
+    fn prune_by_enumeration(&mut self, eq: &Equation, unknown: &[usize], target: u64) -> bool {
+        let mut sets: Vec<Vec<(u32, u64)>> = Vec::with_capacity(unknown.len());
+        let mut combos = 1usize;
+        for &i in unknown {
+            let Cands::Set(s) = &self.cands[i - 1] else { return false };
+            combos = combos.saturating_mul(s.len());
+            if combos > ENUMERATION_LIMIT {
+                return false;
+            }
+            sets.push(s.iter().map(|&e| (e, self.coding.value_hash(eq.instance, self.value_of(e), eq.pid))).collect());
+        }
+        let mut supported: Vec<Vec<bool>> = sets.iter().map(|s| vec![false; s.len()]).collect();
+        let mut choice = vec![0usize; sets.len()];
+        enumerate(&sets, 0, 0, target, &mut choice, &mut supported);
+        let mut changed = false;
+        for (n, &i) in unknown.iter().enumerate() {
+            if supported[n].iter().all(|&b| b) {
+                continue;
+            }
+            let keep: Vec<u32> = sets[n].iter().zip(&supported[n]).filter(|(_, ok)| **ok).map(|((e, _), _)| *e).collect();
+            if keep.is_empty() {
+                self.conflict = true;
+            }
+            self.cands[i - 1] = Cands::Set(keep);
+            changed = true;
+        }
+        changed
+    }
+}
+
+fn enumerate(sets: &[Vec<(u32, u64)>], level: usize, acc: u64, target: u64, choice: &mut Vec<usize>, supported: &mut [Vec<bool>]) {
+    if level == sets.len() {
+        if acc == target {
+            for (l, &c) in choice.iter().enumerate() {
+                supported[l][c] = true;
+            }
+        }
+        return;
+    }
+    for (c, &(_, h)) in sets[level].iter().enumerate() {
+        choice[level] = c;
+        enumerate(sets, level + 1, acc ^ h, target, choice, supported);
+    }
+}
+
+/// Sorted union of the neighbours of `nodes`.
+fn neighbourhood(t: &Topology, nodes: &[u32]) -> Vec<u32> {
+    let mut v: Vec<u32> = nodes.iter().flat_map(|&n| t.neighbours(n).iter().copied()).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,330 @@
+//! Network topologies: Topology Zoo GraphML files, generated fat trees and lines, and
+//! shortest-path routing over them.
+//!
+//! Nodes are numbered 0..n in file order; each node's switch ID (the value path tracing
+//! carries) is its number plus one. Edges are undirected; parallel edges and self-loops are
+//! dropped.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use quick_xml::events::Event;
+
+/// Why a topology could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {reason}")]
+    Io {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The GraphML is malformed.
+    #[error("{path}: not a GraphML graph: {reason}")]
+    Format {
+        /// The path (or `<text>`).
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A topology specification such as `fattree:8` is not understood.
+    #[error("`{0}` is not a topology (use FILE.graphml, fattree:K with even K >= 2, or line:N with N >= 1)")]
+    Spec(String),
+}
+
+/// An undirected graph of switches.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    /// A name for reports (file stem, `fattree:8`, `line:25`).
+    pub name: String,
+    /// Node names (GraphML ids or generated names), by node number.
+    pub names: Vec<String>,
+    /// Sorted neighbour lists, by node number.
+    pub adjacency: Vec<Vec<u32>>,
+}
+
+impl Topology {
+    /// Number of switches.
+    pub fn len(&self) -> usize {
+        self.adjacency.len()
+    }
+
+    /// Whether the graph has no switch.
+    pub fn is_empty(&self) -> bool {
+        self.adjacency.is_empty()
+    }
+
+    /// The switch ID of node `n` (its number plus one).
+    pub fn switch_id(&self, n: u32) -> u32 {
+        n + 1
+    }
+
+    /// The node of switch ID `id`.
+    pub fn node(&self, id: u32) -> Option<u32> {
+        (id >= 1 && (id as usize) <= self.len()).then(|| id - 1)
+    }
+
+    /// Neighbours of node `n`.
+    pub fn neighbours(&self, n: u32) -> &[u32] {
+        &self.adjacency[n as usize]
+    }
+
+    /// Number of undirected edges.
+    pub fn edges(&self) -> usize {
+        self.adjacency.iter().map(Vec::len).sum::<usize>() / 2
+    }
+
+    /// Builds a graph from named nodes and edges between node numbers.
+    pub fn from_edges(name: &str, names: Vec<String>, edges: &[(u32, u32)]) -> Topology {
+        let mut adjacency = vec![Vec::new(); names.len()];
+        for &(a, b) in edges {
+            if a != b {
+                adjacency[a as usize].push(b);
+                adjacency[b as usize].push(a);
+            }
+        }
+        for list in &mut adjacency {
+            list.sort_unstable();
+            list.dedup();
+        }
+        Topology { name: name.to_owned(), names, adjacency }
+    }
+
+    /// Loads `FILE.graphml`, `fattree:K` or `line:N`.
+    pub fn from_spec(spec: &str) -> Result<Topology, TopologyError> {
+        if let Some(k) = spec.strip_prefix("fattree:") {
+            let k: u32 = k.parse().map_err(|_| TopologyError::Spec(spec.to_owned()))?;
+            if k < 2 || k % 2 == 1 || k > 64 {
+                return Err(TopologyError::Spec(spec.to_owned()));
+            }
+            return Ok(Topology::fat_tree(k));
+        }
+        if let Some(n) = spec.strip_prefix("line:") {
+            let n: u32 = n.parse().map_err(|_| TopologyError::Spec(spec.to_owned()))?;
+            if n == 0 || n > 100_000 {
+                return Err(TopologyError::Spec(spec.to_owned()));
+            }
+            return Ok(Topology::line(n));
+        }
+        Topology::load_graphml(Path::new(spec))
+    }
+
+    /// A line of `n` switches (0 - 1 - ... - n-1).
+    pub fn line(n: u32) -> Topology {
+        let names = (0..n).map(|i| format!("s{i}")).collect();
+        let edges: Vec<(u32, u32)> = (1..n).map(|i| (i - 1, i)).collect();
+        Topology::from_edges(&format!("line:{n}"), names, &edges)
+    }
+
+    /// A K-ary fat tree: (K/2)^2 core switches, then K pods of K/2 aggregation and K/2 edge
+    /// switches (5K^2/4 switches; K^3/4 hosts hang off the edge switches). Node numbers: core
+    /// first, then per pod its aggregation then edge switches.
+    pub fn fat_tree(k: u32) -> Topology {
+        let half = k / 2;
+        let cores = half * half;
+        let mut names = Vec::new();
+        for c in 0..cores {
+            names.push(format!("core{c}"));
+        }
+        let agg = |pod: u32, i: u32| cores + pod * k + i;
+        let edge = |pod: u32, i: u32| cores + pod * k + half + i;
+        let mut edges = Vec::new();
+        for pod in 0..k {
+            for i in 0..half {
+                names.push(format!("pod{pod}-agg{i}"));
+            }
+            for i in 0..half {
+                names.push(format!("pod{pod}-edge{i}"));
+            }
+            for a in 0..half {
+                for e in 0..half {
+                    edges.push((agg(pod, a), edge(pod, e)));
+                }
+                for c in 0..half {
+                    edges.push((agg(pod, a), a * half + c));
+                }
+            }
+        }
+        Topology::from_edges(&format!("fattree:{k}"), names, &edges)
+    }
+
+    /// The edge (top-of-rack) switches of a fat tree built by [`Topology::fat_tree`].
+    pub fn fat_tree_edges(k: u32) -> Vec<u32> {
+        let half = k / 2;
+        let cores = half * half;
+        (0..k).flat_map(|pod| (0..half).map(move |i| cores + pod * k + half + i)).collect()
+    }
+
+    /// Loads a GraphML file (nodes by `id`, edges by `source`/`target`).
+    pub fn load_graphml(path: &Path) -> Result<Topology, TopologyError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TopologyError::Io { path: path.display().to_string(), reason: e.to_string() })?;
+        let name = path.file_stem().map_or_else(|| "graph".to_owned(), |s| s.to_string_lossy().into_owned());
+        Topology::parse_graphml(&name, &text).map_err(|reason| TopologyError::Format { path: path.display().to_string(), reason })
+    }
+
+    /// Parses GraphML text.
+    pub fn parse_graphml(name: &str, text: &str) -> Result<Topology, String> {
+        let mut reader = quick_xml::Reader::from_str(text);
+        let mut names: Vec<String> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        let mut raw_edges: Vec<(String, String)> = Vec::new();
+        let mut saw_graph = false;
+        loop {
+            match reader.read_event() {
+                Err(e) => return Err(format!("XML error at byte {}: {e}", reader.buffer_position())),
+                Ok(Event::Eof) => break,
+                Ok(Event::Start(e)) | Ok(Event::Empty(e)) => {
+                    let attr = |key: &[u8]| -> Result<Option<String>, String> {
+                        for a in e.attributes() {
+                            let a = a.map_err(|e| e.to_string())?;
+                            if a.key.as_ref() == key {
+                                return Ok(Some(a.unescape_value().map_err(|e| e.to_string())?.into_owned()));
+                            }
+                        }
+                        Ok(None)
+                    };
+                    match e.name().as_ref() {
+                        b"graph" => saw_graph = true,
+                        b"node" => {
+                            let id = attr(b"id")?.ok_or("a <node> has no id")?;
+                            if index.insert(id.clone(), names.len() as u32).is_some() {
+                                return Err(format!("node id `{id}` appears twice"));
+                            }
+                            names.push(id);
+                        }
+                        b"edge" => {
+                            let s = attr(b"source")?.ok_or("an <edge> has no source")?;
+                            let t = attr(b"target")?.ok_or("an <edge> has no target")?;
+                            raw_edges.push((s, t));
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(_) => {}
+            }
+        }
+        if !saw_graph {
+            return Err("no <graph> element".into());
+        }
+        if names.is_empty() {
+            return Err("the graph has no nodes".into());
+        }
+        let mut edges = Vec::with_capacity(raw_edges.len());
+        for (s, t) in raw_edges {
+            let a = *index.get(&s).ok_or_else(|| format!("edge source `{s}` is not a node"))?;
+            let b = *index.get(&t).ok_or_else(|| format!("edge target `{t}` is not a node"))?;
+            edges.push((a, b));
+        }
+        Ok(Topology::from_edges(name, names, &edges))
+    }
+
+    /// Breadth-first distances and parents from `src` (parents pick the lowest-numbered
+    /// neighbour on a shortest path, so routing is deterministic). Unreachable: u32::MAX.
+    pub fn bfs(&self, src: u32) -> (Vec<u32>, Vec<u32>) {
+        let n = self.len();
+        let mut dist = vec![u32::MAX; n];
+        let mut parent = vec![u32::MAX; n];
+        let mut q = VecDeque::new();
+        dist[src as usize] = 0;
+        q.push_back(src);
+        while let Some(u) = q.pop_front() {
+            for &v in self.neighbours(u) {
+                if dist[v as usize] == u32::MAX {
+                    dist[v as usize] = dist[u as usize] + 1;
+                    parent[v as usize] = u;
+                    q.push_back(v);
+                }
+            }
+        }
+        (dist, parent)
+    }
+
+    /// A shortest path from `src` to `dst` as node numbers (both included), or None.
+    pub fn shortest_path(&self, src: u32, dst: u32) -> Option<Vec<u32>> {
+        // Search from the destination so that parents point towards it.
+        let (dist, parent) = self.bfs(dst);
+        if dist[src as usize] == u32::MAX {
+            return None;
+        }
+        let mut path = vec![src];
+        let mut u = src;
+        while u != dst {
+            u = parent[u as usize];
+            path.push(u);
+        }
+        Some(path)
+    }
+
+    /// The longest shortest path, in switches (the diameter plus one), over connected pairs.
+    pub fn longest_shortest_path(&self) -> usize {
+        (0..self.len() as u32)
+            .map(|s| self.bfs(s).0.into_iter().filter(|d| *d != u32::MAX).max().unwrap_or(0) as usize + 1)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fat_tree_shape() {
+        let t = Topology::fat_tree(8);
+        assert_eq!(t.len(), 80);
+        assert_eq!(t.edges(), 8 * 4 * 4 + 8 * 4 * 4);
+        let edges = Topology::fat_tree_edges(8);
+        assert_eq!(edges.len(), 32);
+        // Edge switches in different pods are 5 switches apart.
+        let p = t.shortest_path(edges[0], edges[31]).unwrap();
+        assert_eq!(p.len(), 5);
+        // In the same pod, 3.
+        assert_eq!(t.shortest_path(edges[0], edges[1]).unwrap().len(), 3);
+        assert_eq!(t.longest_shortest_path(), 5);
+    }
+
+    #[test]
+    fn line_and_specs() {
+        let t = Topology::from_spec("line:25").unwrap();
+        assert_eq!(t.len(), 25);
+        assert_eq!(t.shortest_path(0, 24).unwrap().len(), 25);
+        assert_eq!(t.switch_id(0), 1);
+        assert_eq!(t.node(25), Some(24));
+        assert_eq!(t.node(0), None);
+        assert!(Topology::from_spec("fattree:7").is_err());
+        assert!(Topology::from_spec("line:0").is_err());
+        assert!(matches!(Topology::from_spec("/nonexistent.graphml"), Err(TopologyError::Io { .. })));
+    }
+
+    #[test]
+    fn graphml_parsing() {
+        let g = r#"<?xml version="1.0"?><graphml><graph edgedefault="undirected">
+            <node id="a"><data key="label">A</data></node><node id="b"/><node id="c"/>
+            <edge source="a" target="b"/><edge source="b" target="a"/><edge source="b" target="c"/><edge source="c" target="c"/>
+            </graph></graphml>"#;
+        let t = Topology::parse_graphml("g", g).unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.edges(), 2, "parallel edges and self-loops are dropped");
+        assert_eq!(t.neighbours(1), &[0, 2]);
+        assert!(Topology::parse_graphml("g", "<graphml></graphml>").is_err());
+        assert!(Topology::parse_graphml("g", r#"<graphml><graph><node id="a"/><edge source="a" target="z"/></graph></graphml>"#).is_err());
+        assert!(Topology::parse_graphml("g", "<graphml><graph><node").is_err());
+    }
+
+    #[test]
+    fn topology_zoo_files() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/topologies");
+        if !dir.exists() {
+            return; // the shared data folder is outside the repository
+        }
+        let kdl = Topology::load_graphml(&dir.join("Kdl.graphml")).unwrap();
+        assert_eq!(kdl.len(), 754);
+        assert_eq!(kdl.longest_shortest_path(), 59);
+        let us = Topology::load_graphml(&dir.join("UsCarrier.graphml")).unwrap();
+        assert_eq!(us.len(), 158);
+        assert_eq!(us.longest_shortest_path(), 36);
+    }
+}
