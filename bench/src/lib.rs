@@ -3,5 +3,6 @@
 #![warn(missing_docs)]
 
 pub mod forward;
+pub mod pint_path;
 pub mod stats;
 pub mod testpmd;

@@ -61,7 +61,12 @@ impl TestpmdRun {
         if self.hugepages {
             args.extend(["--in-memory".into(), "--socket-mem".into(), "1024".into()]);
         } else {
-            args.extend(["--no-shconf".into(), "--no-huge".into(), "-m".into(), "1024".into()]);
+            args.extend([
+                "--no-shconf".into(),
+                "--no-huge".into(),
+                "-m".into(),
+                "1024".into(),
+            ]);
         }
         for v in &self.vdevs {
             args.extend(["--vdev".into(), v.clone()]);

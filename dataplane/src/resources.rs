@@ -163,9 +163,18 @@ pub fn eal_args(config: &Config, main_lcore: u32, memory_mb: u32, pid: u32) -> V
     ];
     // --in-memory (hugepages) and --no-shconf (no hugepages) leave no files behind.
     if config.eal.hugepages {
-        a.extend(["--in-memory".into(), "--socket-mem".into(), memory_mb.to_string()]);
+        a.extend([
+            "--in-memory".into(),
+            "--socket-mem".into(),
+            memory_mb.to_string(),
+        ]);
     } else {
-        a.extend(["--no-shconf".into(), "--no-huge".into(), "-m".into(), memory_mb.to_string()]);
+        a.extend([
+            "--no-shconf".into(),
+            "--no-huge".into(),
+            "-m".into(),
+            memory_mb.to_string(),
+        ]);
     }
     let pci: Vec<&str> = config
         .ports

@@ -70,7 +70,10 @@ mod tests {
         for _ in 0..100_000 {
             counts[r.below(10) as usize] += 1;
         }
-        assert!(counts.iter().all(|&c| (9_500..10_500).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (9_500..10_500).contains(&c)),
+            "{counts:?}"
+        );
         let mean: f64 = (0..100_000).map(|_| r.exponential(3.0)).sum::<f64>() / 100_000.0;
         assert!((mean - 3.0).abs() < 0.05, "{mean}");
     }

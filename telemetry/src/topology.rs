@@ -30,7 +30,9 @@ pub enum TopologyError {
         reason: String,
     },
     /// A topology specification such as `fattree:8` is not understood.
-    #[error("`{0}` is not a topology (use FILE.graphml, fattree:K with even K >= 2, or line:N with N >= 1)")]
+    #[error(
+        "`{0}` is not a topology (use FILE.graphml, fattree:K with even K >= 2, or line:N with N >= 1)"
+    )]
     Spec(String),
 }
 
@@ -89,20 +91,28 @@ impl Topology {
             list.sort_unstable();
             list.dedup();
         }
-        Topology { name: name.to_owned(), names, adjacency }
+        Topology {
+            name: name.to_owned(),
+            names,
+            adjacency,
+        }
     }
 
     /// Loads `FILE.graphml`, `fattree:K` or `line:N`.
     pub fn from_spec(spec: &str) -> Result<Topology, TopologyError> {
         if let Some(k) = spec.strip_prefix("fattree:") {
-            let k: u32 = k.parse().map_err(|_| TopologyError::Spec(spec.to_owned()))?;
+            let k: u32 = k
+                .parse()
+                .map_err(|_| TopologyError::Spec(spec.to_owned()))?;
             if k < 2 || k % 2 == 1 || k > 64 {
                 return Err(TopologyError::Spec(spec.to_owned()));
             }
             return Ok(Topology::fat_tree(k));
         }
         if let Some(n) = spec.strip_prefix("line:") {
-            let n: u32 = n.parse().map_err(|_| TopologyError::Spec(spec.to_owned()))?;
+            let n: u32 = n
+                .parse()
+                .map_err(|_| TopologyError::Spec(spec.to_owned()))?;
             if n == 0 || n > 100_000 {
                 return Err(TopologyError::Spec(spec.to_owned()));
             }
@@ -154,15 +164,24 @@ impl Topology {
     pub fn fat_tree_edges(k: u32) -> Vec<u32> {
         let half = k / 2;
         let cores = half * half;
-        (0..k).flat_map(|pod| (0..half).map(move |i| cores + pod * k + half + i)).collect()
+        (0..k)
+            .flat_map(|pod| (0..half).map(move |i| cores + pod * k + half + i))
+            .collect()
     }
 
     /// Loads a GraphML file (nodes by `id`, edges by `source`/`target`).
     pub fn load_graphml(path: &Path) -> Result<Topology, TopologyError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| TopologyError::Io { path: path.display().to_string(), reason: e.to_string() })?;
-        let name = path.file_stem().map_or_else(|| "graph".to_owned(), |s| s.to_string_lossy().into_owned());
-        Topology::parse_graphml(&name, &text).map_err(|reason| TopologyError::Format { path: path.display().to_string(), reason })
+        let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let name = path
+            .file_stem()
+            .map_or_else(|| "graph".to_owned(), |s| s.to_string_lossy().into_owned());
+        Topology::parse_graphml(&name, &text).map_err(|reason| TopologyError::Format {
+            path: path.display().to_string(),
+            reason,
+        })
     }
 
     /// Parses GraphML text.
@@ -174,14 +193,21 @@ impl Topology {
         let mut saw_graph = false;
         loop {
             match reader.read_event() {
-                Err(e) => return Err(format!("XML error at byte {}: {e}", reader.buffer_position())),
+                Err(e) => {
+                    return Err(format!(
+                        "XML error at byte {}: {e}",
+                        reader.buffer_position()
+                    ));
+                }
                 Ok(Event::Eof) => break,
                 Ok(Event::Start(e)) | Ok(Event::Empty(e)) => {
                     let attr = |key: &[u8]| -> Result<Option<String>, String> {
                         for a in e.attributes() {
                             let a = a.map_err(|e| e.to_string())?;
                             if a.key.as_ref() == key {
-                                return Ok(Some(a.unescape_value().map_err(|e| e.to_string())?.into_owned()));
+                                return Ok(Some(
+                                    a.unescape_value().map_err(|e| e.to_string())?.into_owned(),
+                                ));
                             }
                         }
                         Ok(None)
@@ -214,8 +240,12 @@ impl Topology {
         }
         let mut edges = Vec::with_capacity(raw_edges.len());
         for (s, t) in raw_edges {
-            let a = *index.get(&s).ok_or_else(|| format!("edge source `{s}` is not a node"))?;
-            let b = *index.get(&t).ok_or_else(|| format!("edge target `{t}` is not a node"))?;
+            let a = *index
+                .get(&s)
+                .ok_or_else(|| format!("edge source `{s}` is not a node"))?;
+            let b = *index
+                .get(&t)
+                .ok_or_else(|| format!("edge target `{t}` is not a node"))?;
             edges.push((a, b));
         }
         Ok(Topology::from_edges(name, names, &edges))
@@ -261,7 +291,15 @@ impl Topology {
     /// The longest shortest path, in switches (the diameter plus one), over connected pairs.
     pub fn longest_shortest_path(&self) -> usize {
         (0..self.len() as u32)
-            .map(|s| self.bfs(s).0.into_iter().filter(|d| *d != u32::MAX).max().unwrap_or(0) as usize + 1)
+            .map(|s| {
+                self.bfs(s)
+                    .0
+                    .into_iter()
+                    .filter(|d| *d != u32::MAX)
+                    .max()
+                    .unwrap_or(0) as usize
+                    + 1
+            })
             .max()
             .unwrap_or(0)
     }
@@ -296,7 +334,10 @@ mod tests {
         assert_eq!(t.node(0), None);
         assert!(Topology::from_spec("fattree:7").is_err());
         assert!(Topology::from_spec("line:0").is_err());
-        assert!(matches!(Topology::from_spec("/nonexistent.graphml"), Err(TopologyError::Io { .. })));
+        assert!(matches!(
+            Topology::from_spec("/nonexistent.graphml"),
+            Err(TopologyError::Io { .. })
+        ));
     }
 
     #[test]
@@ -310,7 +351,13 @@ mod tests {
         assert_eq!(t.edges(), 2, "parallel edges and self-loops are dropped");
         assert_eq!(t.neighbours(1), &[0, 2]);
         assert!(Topology::parse_graphml("g", "<graphml></graphml>").is_err());
-        assert!(Topology::parse_graphml("g", r#"<graphml><graph><node id="a"/><edge source="a" target="z"/></graph></graphml>"#).is_err());
+        assert!(
+            Topology::parse_graphml(
+                "g",
+                r#"<graphml><graph><node id="a"/><edge source="a" target="z"/></graph></graphml>"#
+            )
+            .is_err()
+        );
         assert!(Topology::parse_graphml("g", "<graphml><graph><node").is_err());
     }
 

@@ -40,6 +40,48 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// PINT path tracing: packets needed to decode a path, per path length.
+    PintPath {
+        /// `line:N`, `fattree:K`, or a Topology Zoo GraphML file.
+        #[arg(long, default_value = "line:25")]
+        topology: String,
+        /// baseline, interleaved, ppm, ams2-m5 or ams2-m6.
+        #[arg(long, default_value = "interleaved")]
+        scheme: bench::pint_path::PathScheme,
+        /// Bits per instance (PINT).
+        #[arg(long, default_value_t = 8)]
+        bits: u32,
+        /// Independent instances (PINT), e.g. 2 for 2 x (b = 8).
+        #[arg(long, default_value_t = 1)]
+        instances: u32,
+        /// Path-length bound d for the XOR probability (default: line length; 5 for fat trees; 10 otherwise).
+        #[arg(long)]
+        d: Option<u32>,
+        /// Decode without the topology, with ideal full-width values (the coding scheme alone).
+        #[arg(long)]
+        no_topology: bool,
+        /// The sink also knows the first hop.
+        #[arg(long)]
+        first_hop_known: bool,
+        /// Runs per path.
+        #[arg(long, default_value_t = 1000)]
+        runs: u32,
+        /// Paths per path length.
+        #[arg(long, default_value_t = 5)]
+        paths: u32,
+        /// Only these path lengths (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        lengths: Vec<usize>,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Give up on a run after this many packets.
+        #[arg(long, default_value_t = 100_000)]
+        max_packets: u64,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Runs the switch (the same code as pint-switch); the benchmarks start it this way.
     #[command(hide = true)]
     Switch {
@@ -86,6 +128,42 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
                 forward::print_table(&r);
+            }
+        }
+        Cmd::PintPath {
+            topology,
+            scheme,
+            bits,
+            instances,
+            d,
+            no_topology,
+            first_hop_known,
+            runs,
+            paths,
+            lengths,
+            seed,
+            max_packets,
+            json,
+        } => {
+            let opts = bench::pint_path::PathOptions {
+                topology,
+                scheme,
+                bits,
+                instances,
+                d,
+                no_topology,
+                first_hop_known,
+                runs,
+                paths_per_length: paths,
+                lengths,
+                seed,
+                max_packets,
+            };
+            let r = bench::pint_path::run(&opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                bench::pint_path::print_table(&r);
             }
         }
         Cmd::Switch {

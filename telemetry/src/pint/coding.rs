@@ -147,20 +147,27 @@ impl PathCoding {
     /// The layer of `pid` for `instance`.
     #[inline]
     pub fn layer(&self, instance: u32, pid: u32) -> Layer {
-        let u = u64::from(hash32(Self::seed(seeds::LAYER, instance), &[u64::from(pid)]));
+        let u = u64::from(hash32(
+            Self::seed(seeds::LAYER, instance),
+            &[u64::from(pid)],
+        ));
         if u < self.tau || self.xor.is_empty() {
             return Layer::Baseline;
         }
         // Spread the rest evenly over the XOR layers.
         let rest = (1u64 << 32) - self.tau;
-        let l = ((u - self.tau) * self.xor.len() as u64 / rest.max(1)).min(self.xor.len() as u64 - 1);
+        let l =
+            ((u - self.tau) * self.xor.len() as u64 / rest.max(1)).min(self.xor.len() as u64 - 1);
         Layer::Xor(l as u8)
     }
 
     /// Whether hop `i` (1-based) writes on the baseline layer: `g(pid, i) < 1/i`.
     #[inline]
     pub fn samples(&self, instance: u32, pid: u32, i: usize) -> bool {
-        let g = hash32(Self::seed(seeds::HOP, instance), &[u64::from(pid), i as u64]);
+        let g = hash32(
+            Self::seed(seeds::HOP, instance),
+            &[u64::from(pid), i as u64],
+        );
         u64::from(g) < (1u64 << 32) / i as u64
     }
 
@@ -177,14 +184,20 @@ impl PathCoding {
         if self.raw_values {
             return u64::from(value);
         }
-        let h = hash32(Self::seed(seeds::VALUE, instance), &[u64::from(value), u64::from(pid)]);
+        let h = hash32(
+            Self::seed(seeds::VALUE, instance),
+            &[u64::from(value), u64::from(pid)],
+        );
         u64::from(h >> (32 - self.bits))
     }
 
     /// The hop whose value survives on the baseline layer of a `k`-hop path: the largest
     /// `i <= k` that samples (hop 1 always does).
     pub fn writer(&self, instance: u32, pid: u32, k: usize) -> usize {
-        (2..=k).rev().find(|&i| self.samples(instance, pid, i)).unwrap_or(1)
+        (2..=k)
+            .rev()
+            .find(|&i| self.samples(instance, pid, i))
+            .unwrap_or(1)
     }
 
     /// The hops of a `k`-hop path that take part in XOR layer `layer`.
@@ -224,7 +237,11 @@ impl PathCoding {
 /// `ln ln d / ln d` for larger `d` (natural logarithms; `d` below 3 is treated as 3).
 pub fn xor_probability(d: u32) -> f64 {
     let d = f64::from(d.max(3));
-    if d <= 15.0 { 1.0 / d.ln() } else { d.ln().ln() / d.ln() }
+    if d <= 15.0 {
+        1.0 / d.ln()
+    } else {
+        d.ln().ln() / d.ln()
+    }
 }
 
 #[cfg(test)]
@@ -262,7 +279,10 @@ mod tests {
         for (i, c) in counts.iter().enumerate().skip(1) {
             // Within 4 standard deviations of a binomial(n, 1/k).
             let sd = (expect * (1.0 - 1.0 / k as f64)).sqrt();
-            assert!((f64::from(*c) - expect).abs() < 4.0 * sd, "hop {i}: {c} vs {expect}");
+            assert!(
+                (f64::from(*c) - expect).abs() < 4.0 * sd,
+                "hop {i}: {c} vs {expect}"
+            );
         }
     }
 
@@ -278,7 +298,10 @@ mod tests {
                     for i in 1..=25 {
                         field = c.encode(inst, pid, i, 1000 + i as u32, field);
                     }
-                    let expect = c.xor_hops(inst, l, pid, 25).iter().fold(0, |a, i| a ^ c.value_hash(inst, 1000 + i as u32, pid));
+                    let expect = c
+                        .xor_hops(inst, l, pid, 25)
+                        .iter()
+                        .fold(0, |a, i| a ^ c.value_hash(inst, 1000 + i as u32, pid));
                     assert_eq!(field, expect);
                 }
             }
@@ -292,7 +315,9 @@ mod tests {
     #[test]
     fn instances_are_independent() {
         let c = PathCoding::for_diameter(Scheme::Baseline, 8, 2, 10);
-        let same = (0..10_000u32).filter(|&p| c.writer(0, p, 10) == c.writer(1, p, 10)).count();
+        let same = (0..10_000u32)
+            .filter(|&p| c.writer(0, p, 10) == c.writer(1, p, 10))
+            .count();
         // Independent uniform writers agree with probability 1/10.
         assert!((700..1300).contains(&same), "{same}");
     }

@@ -19,7 +19,11 @@ impl LogCompressor {
     pub fn with_epsilon(eps: f64, bits: u32) -> LogCompressor {
         assert!(eps > 0.0 && (1..=32).contains(&bits));
         let base = (1.0 + eps) * (1.0 + eps);
-        LogCompressor { base, ln_base: base.ln(), max_code: ((1u64 << bits) - 1) as u32 }
+        LogCompressor {
+            base,
+            ln_base: base.ln(),
+            max_code: ((1u64 << bits) - 1) as u32,
+        }
     }
 
     /// Codes of `bits` bits whose largest code decodes to `max_value` (the smallest base that
@@ -43,7 +47,7 @@ impl LogCompressor {
     /// Compresses `x` (values below 1 count as 1) with random input `r`.
     #[inline]
     pub fn compress(&self, x: f64, r: u32) -> u32 {
-        if !(x > 1.0) {
+        if x.is_nan() || x <= 1.0 {
             return 0;
         }
         let l = x.ln() / self.ln_base;
@@ -80,7 +84,10 @@ impl LinearCompressor {
     /// Codes of `bits` bits, each step worth `unit`.
     pub fn new(unit: f64, bits: u32) -> LinearCompressor {
         assert!(unit > 0.0 && (1..=32).contains(&bits));
-        LinearCompressor { unit, max_code: ((1u64 << bits) - 1) as u32 }
+        LinearCompressor {
+            unit,
+            max_code: ((1u64 << bits) - 1) as u32,
+        }
     }
 
     /// The largest code.
@@ -91,7 +98,7 @@ impl LinearCompressor {
     /// Compresses `x` (negative values count as 0) with random input `r`.
     #[inline]
     pub fn compress(&self, x: f64, r: u32) -> u32 {
-        if !(x > 0.0) {
+        if x.is_nan() || x <= 0.0 {
             return 0;
         }
         let l = x / self.unit;
@@ -116,7 +123,10 @@ mod tests {
     use crate::hash::hash32;
 
     fn mean_decoded(c: &LogCompressor, x: f64, n: u32) -> f64 {
-        (0..n).map(|i| c.decompress(c.compress(x, hash32(42, &[u64::from(i)])))).sum::<f64>() / f64::from(n)
+        (0..n)
+            .map(|i| c.decompress(c.compress(x, hash32(42, &[u64::from(i)]))))
+            .sum::<f64>()
+            / f64::from(n)
     }
 
     #[test]
@@ -143,7 +153,10 @@ mod tests {
         for x in [2.0, 50.0, 1000.0] {
             for r in [0, u32::MAX] {
                 let d = c.decompress(c.compress(x, r));
-                assert!(d / x <= 1.050_625 + 1e-9 && x / d <= 1.050_625 + 1e-9, "{x} -> {d}");
+                assert!(
+                    d / x <= 1.050_625 + 1e-9 && x / d <= 1.050_625 + 1e-9,
+                    "{x} -> {d}"
+                );
             }
         }
         let r = LogCompressor::for_range(1e6, 8);
@@ -156,7 +169,10 @@ mod tests {
         let c = LinearCompressor::new(10.0, 8);
         for x in [3.0, 47.5, 1234.0] {
             let n = 100_000u32;
-            let m: f64 = (0..n).map(|i| c.decompress(u64::from(c.compress(x, hash32(7, &[u64::from(i)]))))).sum::<f64>() / f64::from(n);
+            let m: f64 = (0..n)
+                .map(|i| c.decompress(u64::from(c.compress(x, hash32(7, &[u64::from(i)])))))
+                .sum::<f64>()
+                / f64::from(n);
             assert!((m - x).abs() < 0.1, "x {x}: mean {m}");
         }
         assert_eq!(c.compress(1e9, 0), 255);

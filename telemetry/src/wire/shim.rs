@@ -90,7 +90,11 @@ pub struct ShimRepr {
 impl ShimRepr {
     /// Parses a shim with a `digest_len`-byte digest.
     pub fn parse<T: AsRef<[u8]>>(shim: &ShimHeader<T>) -> ShimRepr {
-        ShimRepr { digest_len: shim.digest_len as u8, digest: shim.digest(), next_ethertype: shim.next_ethertype() }
+        ShimRepr {
+            digest_len: shim.digest_len as u8,
+            digest: shim.digest(),
+            next_ethertype: shim.next_ethertype(),
+        }
     }
 
     /// Bytes [`ShimRepr::emit`] writes.
@@ -132,7 +136,11 @@ pub fn set_bits(digest: u64, total_bits: u32, offset: u32, width: u32, value: u6
 /// The low `width` bits set.
 #[inline(always)]
 pub fn mask(width: u32) -> u64 {
-    if width >= 64 { u64::MAX } else { (1u64 << width) - 1 }
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
 }
 
 #[cfg(test)]
@@ -142,16 +150,29 @@ mod tests {
     #[test]
     fn round_trip_and_layout() {
         let mut buf = [0u8; 6];
-        let repr = ShimRepr { digest_len: 4, digest: 0xdead_beef, next_ethertype: 0x0800 };
+        let repr = ShimRepr {
+            digest_len: 4,
+            digest: 0xdead_beef,
+            next_ethertype: 0x0800,
+        };
         let mut v = ShimHeader::new_checked(&mut buf[..], 4).unwrap();
         repr.emit(&mut v);
         assert_eq!(buf, [0xde, 0xad, 0xbe, 0xef, 0x08, 0x00]);
         let v = ShimHeader::new_checked(&buf[..], 4).unwrap();
         assert_eq!(ShimRepr::parse(&v), repr);
         assert_eq!(v.len(), 6);
-        assert_eq!(ShimHeader::new_checked(&buf[..5], 4).unwrap_err(), WireError::Truncated);
-        assert_eq!(ShimHeader::new_checked(&buf[..], 0).unwrap_err(), WireError::Malformed);
-        assert_eq!(ShimHeader::new_checked(&buf[..], 9).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            ShimHeader::new_checked(&buf[..5], 4).unwrap_err(),
+            WireError::Truncated
+        );
+        assert_eq!(
+            ShimHeader::new_checked(&buf[..], 0).unwrap_err(),
+            WireError::Malformed
+        );
+        assert_eq!(
+            ShimHeader::new_checked(&buf[..], 9).unwrap_err(),
+            WireError::Malformed
+        );
         assert_eq!(digest_bytes(16), 2);
         assert_eq!(digest_bytes(17), 3);
     }
@@ -166,7 +187,10 @@ mod tests {
         assert_eq!(get_bits(d, 16, 8, 8), 0xcd);
         assert_eq!(get_bits(d, 16, 4, 4), 0xb);
         let d = set_bits(d, 16, 4, 4, 0x1f);
-        assert_eq!(d, 0xafcd, "a value wider than its field is cut to the field");
+        assert_eq!(
+            d, 0xafcd,
+            "a value wider than its field is cut to the field"
+        );
         assert_eq!(set_bits(0, 64, 0, 64, u64::MAX), u64::MAX);
     }
 }

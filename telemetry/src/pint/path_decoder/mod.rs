@@ -63,7 +63,10 @@ pub struct PathDecoder<'a> {
 impl<'a> PathDecoder<'a> {
     /// A decoder for a path of `k` hops (1 to 255) coded with `coding`.
     pub fn new(k: usize, coding: &'a PathCoding, space: Space<'a>) -> PathDecoder<'a> {
-        assert!((1..=crate::pint::coding::MAX_HOPS).contains(&k), "path length {k} out of range");
+        assert!(
+            (1..=crate::pint::coding::MAX_HOPS).contains(&k),
+            "path length {k} out of range"
+        );
         PathDecoder {
             k,
             coding,
@@ -135,7 +138,11 @@ impl<'a> PathDecoder<'a> {
     /// Feeds one packet: its ID and the field of each instance.
     pub fn feed(&mut self, pid: u32, fields: &[u64]) {
         self.packets += 1;
-        for (n, &d) in fields.iter().enumerate().take(self.coding.instances as usize) {
+        for (n, &d) in fields
+            .iter()
+            .enumerate()
+            .take(self.coding.instances as usize)
+        {
             let n = n as u32;
             match self.coding.layer(n, pid) {
                 Layer::Baseline => {
@@ -150,7 +157,12 @@ impl<'a> PathDecoder<'a> {
                     if self.equations.len() >= self.max_equations {
                         self.equations.remove(0);
                     }
-                    self.equations.push(Equation { instance: n, pid, hops, digest: d });
+                    self.equations.push(Equation {
+                        instance: n,
+                        pid,
+                        hops,
+                        digest: d,
+                    });
                 }
             }
         }
@@ -175,7 +187,10 @@ impl<'a> PathDecoder<'a> {
 
     /// Number of decoded hops.
     pub fn decoded_hops(&self) -> usize {
-        self.cands.iter().filter(|c| matches!(c, Cands::Set(s) if s.len() == 1)).count()
+        self.cands
+            .iter()
+            .filter(|c| matches!(c, Cands::Set(s) if s.len() == 1))
+            .count()
     }
 
     /// Whether every hop is decoded.
@@ -235,12 +250,12 @@ impl<'a> PathDecoder<'a> {
     /// candidate set of a neighbouring hop, or anywhere.
     fn near(&self, i: usize, t: &Topology) -> Vec<u32> {
         for j in [i.wrapping_sub(1), i + 1] {
-            if j >= 1 && j <= self.k {
-                if let Cands::Set(s) = &self.cands[j - 1] {
-                    if s.len() <= 64 {
-                        return neighbourhood(t, s);
-                    }
-                }
+            if j >= 1
+                && j <= self.k
+                && let Cands::Set(s) = &self.cands[j - 1]
+                && s.len() <= 64
+            {
+                return neighbourhood(t, s);
             }
         }
         (0..t.len() as u32).collect()
@@ -298,7 +313,11 @@ impl<'a> PathDecoder<'a> {
             let mut unknown: Vec<usize> = Vec::new();
             for i in eq.hops.iter() {
                 match &self.cands[i - 1] {
-                    Cands::Set(s) if s.len() == 1 => known ^= self.coding.value_hash(eq.instance, self.value_of(s[0]), eq.pid),
+                    Cands::Set(s) if s.len() == 1 => {
+                        known ^= self
+                            .coding
+                            .value_hash(eq.instance, self.value_of(s[0]), eq.pid)
+                    }
                     _ => unknown.push(i),
                 }
             }
@@ -329,12 +348,24 @@ impl<'a> PathDecoder<'a> {
         let mut sets: Vec<Vec<(u32, u64)>> = Vec::with_capacity(unknown.len());
         let mut combos = 1usize;
         for &i in unknown {
-            let Cands::Set(s) = &self.cands[i - 1] else { return false };
+            let Cands::Set(s) = &self.cands[i - 1] else {
+                return false;
+            };
             combos = combos.saturating_mul(s.len());
             if combos > ENUMERATION_LIMIT {
                 return false;
             }
-            sets.push(s.iter().map(|&e| (e, self.coding.value_hash(eq.instance, self.value_of(e), eq.pid))).collect());
+            sets.push(
+                s.iter()
+                    .map(|&e| {
+                        (
+                            e,
+                            self.coding
+                                .value_hash(eq.instance, self.value_of(e), eq.pid),
+                        )
+                    })
+                    .collect(),
+            );
         }
         let mut supported: Vec<Vec<bool>> = sets.iter().map(|s| vec![false; s.len()]).collect();
         let mut choice = vec![0usize; sets.len()];
@@ -344,7 +375,12 @@ impl<'a> PathDecoder<'a> {
             if supported[n].iter().all(|&b| b) {
                 continue;
             }
-            let keep: Vec<u32> = sets[n].iter().zip(&supported[n]).filter(|(_, ok)| **ok).map(|((e, _), _)| *e).collect();
+            let keep: Vec<u32> = sets[n]
+                .iter()
+                .zip(&supported[n])
+                .filter(|(_, ok)| **ok)
+                .map(|((e, _), _)| *e)
+                .collect();
             if keep.is_empty() {
                 self.conflict = true;
             }
@@ -355,7 +391,14 @@ impl<'a> PathDecoder<'a> {
     }
 }
 
-fn enumerate(sets: &[Vec<(u32, u64)>], level: usize, acc: u64, target: u64, choice: &mut Vec<usize>, supported: &mut [Vec<bool>]) {
+fn enumerate(
+    sets: &[Vec<(u32, u64)>],
+    level: usize,
+    acc: u64,
+    target: u64,
+    choice: &mut Vec<usize>,
+    supported: &mut [Vec<bool>],
+) {
     if level == sets.len() {
         if acc == target {
             for (l, &c) in choice.iter().enumerate() {
@@ -372,7 +415,10 @@ fn enumerate(sets: &[Vec<(u32, u64)>], level: usize, acc: u64, target: u64, choi
 
 /// Sorted union of the neighbours of `nodes`.
 fn neighbourhood(t: &Topology, nodes: &[u32]) -> Vec<u32> {
-    let mut v: Vec<u32> = nodes.iter().flat_map(|&n| t.neighbours(n).iter().copied()).collect();
+    let mut v: Vec<u32> = nodes
+        .iter()
+        .flat_map(|&n| t.neighbours(n).iter().copied())
+        .collect();
     v.sort_unstable();
     v.dedup();
     v

@@ -17,7 +17,14 @@ fn encode(coding: &PathCoding, pid: u32, path: &[u32]) -> Vec<u64> {
 
 /// Feeds random packets until decoded (or `limit`), checking every decoded hop on the way.
 /// Returns the packets needed, or None.
-fn decode(coding: &PathCoding, space: Space<'_>, path: &[u32], pin_last: bool, rng: &mut SimRng, limit: u64) -> Option<u64> {
+fn decode(
+    coding: &PathCoding,
+    space: Space<'_>,
+    path: &[u32],
+    pin_last: bool,
+    rng: &mut SimRng,
+    limit: u64,
+) -> Option<u64> {
     let mut d = PathDecoder::new(path.len(), coding, space);
     if pin_last {
         d.pin(path.len(), *path.last().unwrap());
@@ -28,7 +35,12 @@ fn decode(coding: &PathCoding, space: Space<'_>, path: &[u32], pin_last: bool, r
         assert!(!d.conflict(), "digests of one path never conflict");
         for i in 1..=path.len() {
             if let Some(v) = d.hop(i) {
-                assert_eq!(v, path[i - 1], "hop {i} decoded wrongly after {} packets", d.packets());
+                assert_eq!(
+                    v,
+                    path[i - 1],
+                    "hop {i} decoded wrongly after {} packets",
+                    d.packets()
+                );
             }
         }
         if d.is_decoded() {
@@ -100,7 +112,10 @@ fn random_graph(n: u32, rng: &mut SimRng) -> Topology {
         edges.push((v, rng.below(u64::from(v)) as u32));
     }
     for _ in 0..n / 5 {
-        edges.push((rng.below(u64::from(n)) as u32, rng.below(u64::from(n)) as u32));
+        edges.push((
+            rng.below(u64::from(n)) as u32,
+            rng.below(u64::from(n)) as u32,
+        ));
     }
     Topology::from_edges("random", (0..n).map(|i| i.to_string()).collect(), &edges)
 }
@@ -109,7 +124,11 @@ fn random_graph(n: u32, rng: &mut SimRng) -> Topology {
 /// always equals the truth (checked after every packet by `decode`).
 #[test]
 fn no_false_decode_over_random_topologies() {
-    let trials: u64 = if cfg!(debug_assertions) { 100_000 } else { 200_000 };
+    let trials: u64 = if cfg!(debug_assertions) {
+        100_000
+    } else {
+        200_000
+    };
     let mut rng = SimRng::new(0x5eed);
     let mut done = 0u64;
     let mut decoded = 0u64;
@@ -117,7 +136,11 @@ fn no_false_decode_over_random_topologies() {
         let t = random_graph(20 + rng.below(200) as u32, &mut rng);
         let bits = [1, 2, 4, 8, 8, 8][rng.below(6) as usize];
         let instances = 1 + rng.below(2) as u32;
-        let scheme = if rng.below(4) == 0 { Scheme::Baseline } else { Scheme::Interleaved };
+        let scheme = if rng.below(4) == 0 {
+            Scheme::Baseline
+        } else {
+            Scheme::Interleaved
+        };
         let coding = PathCoding::for_diameter(scheme, bits, instances, 10);
         for _ in 0..50 {
             let a = rng.below(t.len() as u64) as u32;
@@ -129,11 +152,23 @@ fn no_false_decode_over_random_topologies() {
             let path: Vec<u32> = nodes.iter().map(|&n| t.switch_id(n)).collect();
             // Short decodes (few packets) are where a false decode would show.
             let limit = 1 + rng.below(60);
-            if decode(&coding, Space::Topology(&t), &path, rng.below(2) == 0, &mut rng, limit).is_some() {
+            if decode(
+                &coding,
+                Space::Topology(&t),
+                &path,
+                rng.below(2) == 0,
+                &mut rng,
+                limit,
+            )
+            .is_some()
+            {
                 decoded += 1;
             }
             done += 1;
         }
     }
-    assert!(decoded > trials / 10, "a good share of trials decode ({decoded} of {done})");
+    assert!(
+        decoded > trials / 10,
+        "a good share of trials decode ({decoded} of {done})"
+    );
 }

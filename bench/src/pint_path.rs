@@ -1,0 +1,423 @@
+//! `pint-bench pint-path`: packets needed to decode a flow's path, per path length, for PINT
+//! (baseline or interleaved coding, b-bit hashes, several instances, with or without the
+//! topology) and for the comparison points PPM and AMS2 (both improved with reservoir
+//! sampling), over many runs.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use telemetry::pint::coding::{PathCoding, Scheme};
+use telemetry::pint::path_decoder::{PathDecoder, Space};
+use telemetry::sim_rng::SimRng;
+use telemetry::topology::Topology;
+
+use crate::stats::{mean, median, percentile};
+
+/// Which scheme to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathScheme {
+    /// PINT with the given coding scheme.
+    Pint(Scheme),
+    /// Probabilistic packet marking (Savage et al.), fragment sampling, 16 bits per packet.
+    Ppm,
+    /// Advanced marking scheme II (Song and Perrig) with `m` hash functions, 16 bits.
+    Ams2(u32),
+}
+
+impl std::str::FromStr for PathScheme {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "baseline" => PathScheme::Pint(Scheme::Baseline),
+            "interleaved" => PathScheme::Pint(Scheme::Interleaved),
+            "ppm" => PathScheme::Ppm,
+            "ams2-m5" => PathScheme::Ams2(5),
+            "ams2-m6" => PathScheme::Ams2(6),
+            _ => {
+                return Err(format!(
+                    "unknown scheme `{s}` (baseline, interleaved, ppm, ams2-m5, ams2-m6)"
+                ));
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for PathScheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PathScheme::Pint(Scheme::Baseline) => write!(f, "baseline"),
+            PathScheme::Pint(Scheme::Interleaved) => write!(f, "interleaved"),
+            PathScheme::Ppm => write!(f, "ppm"),
+            PathScheme::Ams2(m) => write!(f, "ams2-m{m}"),
+        }
+    }
+}
+
+/// Options of the experiment.
+#[derive(Debug, Clone)]
+pub struct PathOptions {
+    /// `line:N`, `fattree:K` or a GraphML file.
+    pub topology: String,
+    /// The scheme.
+    pub scheme: PathScheme,
+    /// Bits per instance (PINT).
+    pub bits: u32,
+    /// Independent instances (PINT).
+    pub instances: u32,
+    /// Path-length bound `d` for the XOR probability (None: the topology's longest path for
+    /// lines, 5 for fat trees, 10 otherwise, as in the paper).
+    pub d: Option<u32>,
+    /// Decode without the topology, with ideal full-width values (the coding scheme alone).
+    pub no_topology: bool,
+    /// The sink also knows the first hop (the switch that owns the source prefix).
+    pub first_hop_known: bool,
+    /// Runs per path.
+    pub runs: u32,
+    /// Paths per path length (sampled among all shortest paths of that length).
+    pub paths_per_length: u32,
+    /// Only these path lengths (empty: all).
+    pub lengths: Vec<usize>,
+    /// Seed.
+    pub seed: u64,
+    /// Give up on a run after this many packets.
+    pub max_packets: u64,
+}
+
+/// Results for one path length.
+#[derive(Debug, Clone, Serialize)]
+pub struct LengthRow {
+    /// Path length in switches.
+    pub length: usize,
+    /// Paths measured.
+    pub paths: usize,
+    /// Runs in all.
+    pub runs: usize,
+    /// Mean packets to decode.
+    pub avg: f64,
+    /// Median.
+    pub median: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Runs that hit `max_packets` without decoding.
+    pub failed: usize,
+}
+
+/// The experiment's output.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathResult {
+    /// Topology name.
+    pub topology: String,
+    /// Switches in the topology.
+    pub switches: usize,
+    /// Scheme name.
+    pub scheme: String,
+    /// Bits per instance (PINT) or per packet (PPM, AMS2).
+    pub bits: u32,
+    /// Instances (PINT).
+    pub instances: u32,
+    /// `d` used for the XOR probability.
+    pub d: u32,
+    /// Baseline share and XOR probabilities (PINT).
+    pub tau: f64,
+    /// XOR layer probabilities.
+    pub xor_p: Vec<f64>,
+    /// Whether the topology was used.
+    pub topology_used: bool,
+    /// Whether the first hop was known.
+    pub first_hop_known: bool,
+    /// Rows by path length.
+    pub rows: Vec<LengthRow>,
+}
+
+/// Picks the paths to measure: every length's paths (as switch IDs), up to
+/// `paths_per_length` of each, sampled deterministically.
+fn pick_paths(
+    t: &Topology,
+    opts: &PathOptions,
+    rng: &mut SimRng,
+) -> BTreeMap<usize, Vec<Vec<u32>>> {
+    let mut by_len: BTreeMap<usize, Vec<(u32, u32)>> = BTreeMap::new();
+    let ends: Vec<u32> = if t.name.starts_with("fattree:") {
+        let k: u32 = t.name["fattree:".len()..].parse().unwrap_or(8);
+        Topology::fat_tree_edges(k)
+    } else if t.name.starts_with("line:") {
+        vec![0, t.len() as u32 - 1]
+    } else {
+        (0..t.len() as u32).collect()
+    };
+    for &s in &ends {
+        let (dist, _) = t.bfs(s);
+        for &d in &ends {
+            if d != s && dist[d as usize] != u32::MAX {
+                by_len
+                    .entry(dist[d as usize] as usize + 1)
+                    .or_default()
+                    .push((s, d));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (len, mut pairs) in by_len {
+        if !opts.lengths.is_empty() && !opts.lengths.contains(&len) {
+            continue;
+        }
+        // A deterministic shuffle, then the first few.
+        for i in (1..pairs.len()).rev() {
+            pairs.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        pairs.truncate(opts.paths_per_length as usize);
+        let paths = pairs
+            .into_iter()
+            .filter_map(|(s, d)| t.shortest_path(s, d))
+            .map(|p| p.into_iter().map(|n| t.switch_id(n)).collect())
+            .collect();
+        out.insert(len, paths);
+    }
+    out
+}
+
+/// Packets until a PINT decoder decodes `path`.
+fn pint_run(
+    coding: &PathCoding,
+    space: Space<'_>,
+    path: &[u32],
+    first_known: bool,
+    rng: &mut SimRng,
+    max: u64,
+) -> Option<u64> {
+    let k = path.len();
+    let mut d = PathDecoder::new(k, coding, space);
+    if !matches!(space, Space::Raw) {
+        d.pin(k, path[k - 1]);
+        if first_known {
+            d.pin(1, path[0]);
+        }
+    }
+    let mut fields = vec![0u64; coding.instances as usize];
+    while d.packets() < max {
+        let pid = rng.next_u32();
+        for (n, f) in fields.iter_mut().enumerate() {
+            let mut field = 0;
+            for (i, &v) in path.iter().enumerate() {
+                field = coding.encode(n as u32, pid, i + 1, v, field);
+            }
+            *f = field;
+        }
+        d.feed(pid, &fields);
+        if d.is_decoded() {
+            debug_assert_eq!(d.path().as_deref(), Some(path));
+            return Some(d.packets());
+        }
+    }
+    None
+}
+
+/// The hop a reservoir-sampling marker leaves its mark from (uniform over 1..=k).
+fn reservoir_hop(rng: &mut SimRng, k: usize) -> usize {
+    // Simulates the per-hop coin flips of reservoir sampling: hop i overwrites with
+    // probability 1/i; the survivor is the last hop that flipped heads.
+    let mut w = 1;
+    for i in 2..=k {
+        if rng.below(i as u64) == 0 {
+            w = i;
+        }
+    }
+    w
+}
+
+/// PPM with fragment sampling (16 bits: 6-bit distance, 2-bit fragment offset, 8-bit
+/// fragment of the 32-bit edge id `s_i XOR s_(i+1)`; the last hop's edge is its own id):
+/// the path is known once all four fragments of every edge have arrived.
+fn ppm_run(k: usize, rng: &mut SimRng, max: u64) -> Option<u64> {
+    let mut seen = vec![[false; 4]; k];
+    let mut missing = 4 * k;
+    let mut packets = 0;
+    while packets < max {
+        packets += 1;
+        let hop = reservoir_hop(rng, k);
+        let offset = rng.below(4) as usize;
+        let s = &mut seen[hop - 1][offset];
+        if !*s {
+            *s = true;
+            missing -= 1;
+            if missing == 0 {
+                return Some(packets);
+            }
+        }
+    }
+    None
+}
+
+/// AMS2 (16 bits: 6-bit distance and a 10-bit hash of the marking router by one of `m` hash
+/// functions, chosen per packet). With the upstream map (the topology) the sink walks back
+/// from its own switch: the switch at distance `d` is accepted once marks from all `m`
+/// functions have arrived for that distance and exactly one neighbour of the switch at
+/// distance `d - 1` matches all of them.
+fn ams2_run(t: &Topology, path: &[u32], m: u32, rng: &mut SimRng, max: u64) -> Option<u64> {
+    let k = path.len();
+    let hash = |f: u32, id: u32| {
+        (telemetry::hash::hash32(0xa5_0000 + u64::from(f), &[u64::from(id)]) >> 22) as u16
+    };
+    // marks[d] = per function, the hash seen (hop at distance d from the sink = path[k-1-d]).
+    let mut marks: Vec<Vec<Option<u16>>> = vec![vec![None; m as usize]; k];
+    let mut decoded: Vec<Option<u32>> = vec![None; k];
+    decoded[0] = Some(path[k - 1]);
+    let mut packets = 0;
+    while packets < max {
+        packets += 1;
+        let hop = reservoir_hop(rng, k);
+        let f = rng.below(u64::from(m)) as u32;
+        let dist = k - hop;
+        marks[dist][f as usize] = Some(hash(f, path[hop - 1]));
+        // Walk back as far as possible.
+        let mut d = 1;
+        while d < k {
+            if decoded[d].is_none() {
+                let prev = decoded[d - 1].expect("walk is contiguous");
+                if marks[d].iter().any(Option::is_none) {
+                    break;
+                }
+                let node = t.node(prev).expect("switch in topology");
+                let matching: Vec<u32> = t
+                    .neighbours(node)
+                    .iter()
+                    .map(|&n| t.switch_id(n))
+                    .filter(|&id| (0..m).all(|f| marks[d][f as usize] == Some(hash(f, id))))
+                    .collect();
+                if matching.len() != 1 {
+                    break;
+                }
+                decoded[d] = Some(matching[0]);
+            }
+            d += 1;
+        }
+        if decoded.iter().all(Option::is_some) {
+            return Some(packets);
+        }
+    }
+    None
+}
+
+/// Runs the experiment.
+pub fn run(opts: &PathOptions) -> anyhow::Result<PathResult> {
+    let t = Topology::from_spec(&opts.topology)?;
+    let mut rng = SimRng::new(opts.seed);
+    let d = opts.d.unwrap_or_else(|| {
+        if t.name.starts_with("line:") {
+            t.len() as u32
+        } else if t.name.starts_with("fattree:") {
+            5
+        } else {
+            10
+        }
+    });
+    let scheme = match opts.scheme {
+        PathScheme::Pint(s) => s,
+        _ => Scheme::Baseline,
+    };
+    let mut coding = PathCoding::for_diameter(scheme, opts.bits, opts.instances, d);
+    if opts.no_topology {
+        coding = coding.with_raw_values();
+    }
+    let paths = pick_paths(&t, opts, &mut rng);
+    let mut rows = Vec::new();
+    for (len, ps) in &paths {
+        let mut samples = Vec::new();
+        let mut failed = 0;
+        for p in ps {
+            for _ in 0..opts.runs {
+                let r = match opts.scheme {
+                    PathScheme::Pint(_) => {
+                        let space = if opts.no_topology {
+                            Space::Raw
+                        } else {
+                            Space::Topology(&t)
+                        };
+                        pint_run(
+                            &coding,
+                            space,
+                            p,
+                            opts.first_hop_known,
+                            &mut rng,
+                            opts.max_packets,
+                        )
+                    }
+                    PathScheme::Ppm => ppm_run(p.len(), &mut rng, opts.max_packets),
+                    PathScheme::Ams2(m) => ams2_run(&t, p, m, &mut rng, opts.max_packets),
+                };
+                match r {
+                    Some(n) => samples.push(n as f64),
+                    None => failed += 1,
+                }
+            }
+        }
+        rows.push(LengthRow {
+            length: *len,
+            paths: ps.len(),
+            runs: samples.len() + failed,
+            avg: mean(&samples),
+            median: median(&samples),
+            p99: percentile(&samples, 0.99),
+            failed,
+        });
+    }
+    let pint = matches!(opts.scheme, PathScheme::Pint(_));
+    Ok(PathResult {
+        topology: t.name.clone(),
+        switches: t.len(),
+        scheme: opts.scheme.to_string(),
+        bits: if pint { coding.bits } else { 16 },
+        instances: if pint { coding.instances } else { 1 },
+        d,
+        tau: if pint { coding.tau() } else { 0.0 },
+        xor_p: if pint {
+            coding.xor_probabilities().to_vec()
+        } else {
+            Vec::new()
+        },
+        topology_used: !opts.no_topology,
+        first_hop_known: opts.first_hop_known,
+        rows,
+    })
+}
+
+/// Prints the result as a table.
+pub fn print_table(r: &PathResult) {
+    let what = if r.scheme == "baseline" || r.scheme == "interleaved" {
+        format!(
+            "PINT {} {}x(b={}), d={}, tau={:.2}, xor p={:?}, {}{}",
+            r.scheme,
+            r.instances,
+            r.bits,
+            r.d,
+            r.tau,
+            r.xor_p
+                .iter()
+                .map(|p| (p * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>(),
+            if r.topology_used {
+                "with topology"
+            } else {
+                "no topology, raw values"
+            },
+            if r.first_hop_known {
+                ", first hop known"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!("{} (16 bits per packet)", r.scheme)
+    };
+    println!("{} ({} switches): {what}", r.topology, r.switches);
+    println!(
+        "{:>7} {:>6} {:>7} {:>9} {:>8} {:>8} {:>7}",
+        "length", "paths", "runs", "avg", "median", "p99", "failed"
+    );
+    for row in &r.rows {
+        println!(
+            "{:>7} {:>6} {:>7} {:>9.1} {:>8.1} {:>8.1} {:>7}",
+            row.length, row.paths, row.runs, row.avg, row.median, row.p99, row.failed
+        );
+    }
+}
