@@ -309,7 +309,7 @@ mod tests {
         // About a quarter of packet-instances are XOR packets.
         assert!((8_000..12_000).contains(&xor_packets), "{xor_packets}");
         assert!((xor_probability(25) - 0.3632).abs() < 1e-3);
-        assert!((xor_probability(10) - 0.4343).abs() < 1e-3);
+        assert!((xor_probability(10) - 1.0 / 10f64.ln()).abs() < 1e-12);
     }
 
     #[test]
