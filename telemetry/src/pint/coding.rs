@@ -96,6 +96,8 @@ pub struct PathCoding {
     /// The probabilities as given (for reports).
     xor_p: Vec<f64>,
     tau_p: f64,
+    /// Added to instance numbers in seeds, so that different queries hash independently.
+    instance_base: u32,
 }
 
 impl PathCoding {
@@ -111,7 +113,15 @@ impl PathCoding {
             xor: xor.iter().map(|p| threshold(*p)).collect(),
             xor_p: xor.to_vec(),
             tau_p: tau,
+            instance_base: 0,
         }
+    }
+
+    /// The same coding with its seeds moved by `base` instances, so that it decides
+    /// independently of codings with another base.
+    pub fn with_instance_base(mut self, base: u32) -> PathCoding {
+        self.instance_base = base;
+        self
     }
 
     /// The paper's parameters for a path-length bound `d`: baseline only, or interleaved
@@ -140,17 +150,15 @@ impl PathCoding {
         &self.xor_p
     }
 
-    fn seed(base: u64, instance: u32) -> u64 {
-        base.wrapping_add(u64::from(instance).wrapping_mul(seeds::INSTANCE_STRIDE))
+    fn seed(&self, base: u64, instance: u32) -> u64 {
+        let n = u64::from(instance) + u64::from(self.instance_base);
+        base.wrapping_add(n.wrapping_mul(seeds::INSTANCE_STRIDE))
     }
 
     /// The layer of `pid` for `instance`.
     #[inline]
     pub fn layer(&self, instance: u32, pid: u32) -> Layer {
-        let u = u64::from(hash32(
-            Self::seed(seeds::LAYER, instance),
-            &[u64::from(pid)],
-        ));
+        let u = u64::from(hash32(self.seed(seeds::LAYER, instance), &[u64::from(pid)]));
         if u < self.tau || self.xor.is_empty() {
             return Layer::Baseline;
         }
@@ -164,17 +172,14 @@ impl PathCoding {
     /// Whether hop `i` (1-based) writes on the baseline layer: `g(pid, i) < 1/i`.
     #[inline]
     pub fn samples(&self, instance: u32, pid: u32, i: usize) -> bool {
-        let g = hash32(
-            Self::seed(seeds::HOP, instance),
-            &[u64::from(pid), i as u64],
-        );
+        let g = hash32(self.seed(seeds::HOP, instance), &[u64::from(pid), i as u64]);
         u64::from(g) < (1u64 << 32) / i as u64
     }
 
     /// Whether hop `i` takes part in XOR layer `layer`.
     #[inline]
     pub fn xor_member(&self, instance: u32, layer: u8, pid: u32, i: usize) -> bool {
-        let seed = Self::seed(seeds::XOR_HOP.wrapping_add(u64::from(layer)), instance);
+        let seed = self.seed(seeds::XOR_HOP.wrapping_add(u64::from(layer)), instance);
         u64::from(hash32(seed, &[u64::from(pid), i as u64])) < self.xor[usize::from(layer)]
     }
 
@@ -185,7 +190,7 @@ impl PathCoding {
             return u64::from(value);
         }
         let h = hash32(
-            Self::seed(seeds::VALUE, instance),
+            self.seed(seeds::VALUE, instance),
             &[u64::from(value), u64::from(pid)],
         );
         u64::from(h >> (32 - self.bits))

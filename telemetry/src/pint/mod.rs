@@ -3,4 +3,8 @@
 
 pub mod coding;
 pub mod compress;
+pub mod hpcc;
 pub mod path_decoder;
+pub mod plan;
+pub mod query;
+pub mod recording;

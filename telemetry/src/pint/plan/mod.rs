@@ -1,0 +1,726 @@
+//! The query engine: compiles queries and a global bit budget into an execution plan (a
+//! probability distribution over query sets, each query at a fixed bit offset), picks each
+//! packet's set from a global hash of its packet ID, and encodes and decodes the digest.
+//!
+//! Compilation lays every query's frequency along the probability line [0, 1), widest
+//! queries first, each at the lowest free bit offset of the stretch it lands on, continuing
+//! where the previous query stopped and wrapping around (McNaughton's wrap-around rule; for
+//! equal widths it places any set of queries whose frequencies sum to at most
+//! `global_bits / bits`). A query never appears twice in one set. Boundaries become integer
+//! thresholds over 2^32, so every switch and the sink choose the same set for a packet.
+
+use serde::Serialize;
+
+use crate::hash::{hash32, hash64, seeds};
+use crate::pint::coding::{PathCoding, Scheme};
+use crate::pint::compress::{LinearCompressor, LogCompressor};
+use crate::pint::query::{Aggregation, FlowDefinition, QueryFile, QuerySpec, ValueKind};
+use crate::wire::shim::{get_bits, mask, set_bits};
+
+/// Why queries cannot be compiled.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    /// The global budget is outside 1 to 64 bits.
+    #[error("global_bits = {0}: must be 1 to 64")]
+    BadBudget(u32),
+    /// A query is invalid on its own.
+    #[error("query `{name}`: {reason}")]
+    BadQuery {
+        /// Query name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The queries need more bits per packet on average than the budget holds.
+    #[error(
+        "the queries need {needed:.3} bits per packet on average but global_bits is {budget} (over by {over:.3}); lower a frequency or a width"
+    )]
+    OverBudget {
+        /// Average bits needed.
+        needed: f64,
+        /// The budget.
+        budget: u32,
+        /// By how much.
+        over: f64,
+    },
+    /// A query could not be placed on its whole frequency.
+    #[error(
+        "query `{name}` ({width} bits) fits on only {placed:.4} of packets, short of its frequency {frequency:.4} by {short:.4}; lower its frequency or the others'"
+    )]
+    DoesNotFit {
+        /// Query name.
+        name: String,
+        /// Its width.
+        width: u32,
+        /// Its frequency.
+        frequency: f64,
+        /// What could be placed.
+        placed: f64,
+        /// The shortfall.
+        short: f64,
+    },
+}
+
+/// A per-packet aggregation operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PerPacketOp {
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+    /// Sum.
+    Sum,
+    /// Product.
+    Product,
+}
+
+/// How a value becomes a code.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Compression {
+    /// Multiplicative, for max/min/product and latencies.
+    Log(LogCompressor),
+    /// Linear, for sums.
+    Linear(LinearCompressor),
+}
+
+impl Compression {
+    fn compress(&self, x: f64, r: u32) -> u64 {
+        u64::from(match self {
+            Compression::Log(c) => c.compress(x, r),
+            Compression::Linear(c) => c.compress(x, r),
+        })
+    }
+
+    fn max_code(&self) -> u64 {
+        u64::from(match self {
+            Compression::Log(c) => c.max_code(),
+            Compression::Linear(c) => c.max_code(),
+        })
+    }
+
+    fn decompress(&self, code: u64) -> f64 {
+        match self {
+            Compression::Log(c) => c.decompress(code.min(u64::from(u32::MAX)) as u32),
+            Compression::Linear(c) => c.decompress(code),
+        }
+    }
+}
+
+/// What a compiled query does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueryKind {
+    /// Per-packet aggregation of a compressed value.
+    PerPacket {
+        /// The operator.
+        op: PerPacketOp,
+        /// The compression.
+        compression: Compression,
+    },
+    /// Static per-flow values by distributed coding.
+    StaticPerFlow {
+        /// The coding.
+        coding: PathCoding,
+    },
+    /// Dynamic per-flow sampling: one hop's compressed value per packet (reservoir).
+    DynamicPerFlow {
+        /// Which hop writes (baseline layer, one instance).
+        sampling: PathCoding,
+        /// The compression.
+        compression: LogCompressor,
+        /// Per-flow sink storage in bytes.
+        space_budget: u32,
+    },
+}
+
+/// A query ready to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompiledQuery {
+    /// Name.
+    pub name: String,
+    /// Measured value.
+    pub value: ValueKind,
+    /// Flow definition.
+    pub flow: FlowDefinition,
+    /// Bits it occupies in the digest.
+    pub width: u32,
+    /// Share of packets it runs on.
+    pub frequency: f64,
+    /// What it does.
+    pub kind: QueryKind,
+}
+
+/// What one switch knows about a packet when it encodes.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HopInput {
+    /// Packet ID.
+    pub pid: u32,
+    /// Hop index (1-based, from the TTL).
+    pub hop: usize,
+    /// The switch's ID.
+    pub switch_id: u32,
+    /// Ingress port number.
+    pub ingress_port: u32,
+    /// Egress port number.
+    pub egress_port: u32,
+    /// Time in the switch, ns.
+    pub hop_latency_ns: f64,
+    /// Bytes queued at the egress port.
+    pub queue_bytes: f64,
+    /// Egress link utilization (HPCC's U).
+    pub utilization: f64,
+}
+
+/// Scale of utilization values before compression (HPCC in PINT: `max(1, ceil(512 U))`).
+pub const UTILIZATION_SCALE: f64 = 512.0;
+
+impl HopInput {
+    /// The value of `kind` as the compressor sees it.
+    pub fn value(&self, kind: ValueKind) -> f64 {
+        match kind {
+            ValueKind::SwitchId => f64::from(self.switch_id),
+            ValueKind::IngressPort => f64::from(self.ingress_port),
+            ValueKind::EgressPort => f64::from(self.egress_port),
+            ValueKind::HopLatency => self.hop_latency_ns,
+            ValueKind::QueueOccupancy => self.queue_bytes,
+            ValueKind::LinkUtilization => (UTILIZATION_SCALE * self.utilization).ceil().max(1.0),
+        }
+    }
+
+    /// The value of a static kind as an integer.
+    pub fn static_value(&self, kind: ValueKind) -> u32 {
+        match kind {
+            ValueKind::IngressPort => self.ingress_port,
+            ValueKind::EgressPort => self.egress_port,
+            _ => self.switch_id,
+        }
+    }
+}
+
+/// What the sink reads for one query from one digest.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reading {
+    /// A per-packet aggregate, decompressed (utilization already divided by 512).
+    Aggregate(f64),
+    /// The fields of a static per-flow query, one per instance, for the path decoder.
+    Fields(Vec<u64>),
+    /// A dynamic per-flow sample: the hop that wrote it and its value.
+    Sample {
+        /// Hop index.
+        hop: usize,
+        /// The code as carried.
+        code: u32,
+        /// The decompressed value.
+        value: f64,
+    },
+}
+
+impl CompiledQuery {
+    fn compile(spec: &QuerySpec, global_bits: u32) -> Result<CompiledQuery, PlanError> {
+        let bad = |reason: String| PlanError::BadQuery {
+            name: spec.name.clone(),
+            reason,
+        };
+        if !(1..=32).contains(&spec.bits) {
+            return Err(bad(format!("bits = {} must be 1 to 32", spec.bits)));
+        }
+        let frequency = spec.frequency.value();
+        if !(frequency > 0.0 && frequency <= 1.0) {
+            return Err(bad(format!("frequency {frequency} must be in (0, 1]")));
+        }
+        let log =
+            |default_eps: Option<f64>, default_max: f64| -> Result<LogCompressor, PlanError> {
+                if let Some(eps) = spec.epsilon {
+                    if !(eps > 0.0 && eps < 10.0) {
+                        return Err(bad(format!("epsilon {eps} must be in (0, 10)")));
+                    }
+                    return Ok(LogCompressor::with_epsilon(eps, spec.bits));
+                }
+                if let Some(m) = spec.max_value {
+                    if !(m > 1.0 && m.is_finite()) {
+                        return Err(bad(format!("max_value {m} must be above 1")));
+                    }
+                    return Ok(LogCompressor::for_range(m, spec.bits));
+                }
+                Ok(match default_eps {
+                    Some(eps) => LogCompressor::with_epsilon(eps, spec.bits),
+                    None => LogCompressor::for_range(default_max, spec.bits),
+                })
+            };
+        // Defaults from the paper: 8-bit codes with eps 0.025 for utilization, 0.022 (8 bits)
+        // or 0.42 (4 bits) for latency; other widths cover a typical range.
+        let default_log = |kind: ValueKind| -> (Option<f64>, f64) {
+            match (kind, spec.bits) {
+                (ValueKind::LinkUtilization, 8) => (Some(0.025), 0.0),
+                (ValueKind::LinkUtilization, _) => (None, 4.0 * UTILIZATION_SCALE),
+                (ValueKind::HopLatency, 8) => (Some(0.022), 0.0),
+                (ValueKind::HopLatency, 4) => (Some(0.42), 0.0),
+                (ValueKind::HopLatency, _) => (None, 65_536.0),
+                (ValueKind::QueueOccupancy, _) => (None, 3.2e7),
+                _ => (None, f64::from(u32::MAX)),
+            }
+        };
+        let (kind, width) = match spec.aggregation {
+            Aggregation::Max | Aggregation::Min | Aggregation::Sum | Aggregation::Product => {
+                let op = match spec.aggregation {
+                    Aggregation::Max => PerPacketOp::Max,
+                    Aggregation::Min => PerPacketOp::Min,
+                    Aggregation::Sum => PerPacketOp::Sum,
+                    _ => PerPacketOp::Product,
+                };
+                let compression = match (op, spec.unit) {
+                    (PerPacketOp::Product, Some(_)) => {
+                        return Err(bad(
+                            "unit applies to sums (products are multiplicative)".into()
+                        ));
+                    }
+                    (PerPacketOp::Sum, unit)
+                    | (PerPacketOp::Max | PerPacketOp::Min, unit @ Some(_)) => {
+                        let unit = unit.unwrap_or(1.0);
+                        if !(unit > 0.0 && unit.is_finite()) {
+                            return Err(bad(format!("unit {unit} must be positive")));
+                        }
+                        Compression::Linear(LinearCompressor::new(unit, spec.bits))
+                    }
+                    _ => {
+                        let (e, m) = default_log(spec.value);
+                        Compression::Log(log(e, m)?)
+                    }
+                };
+                (QueryKind::PerPacket { op, compression }, spec.bits)
+            }
+            Aggregation::StaticPerFlow => {
+                if !spec.value.is_static() {
+                    return Err(bad(format!(
+                        "{:?} changes from packet to packet; static_per_flow needs switch_id, ingress_port or egress_port (use dynamic_per_flow)",
+                        spec.value
+                    )));
+                }
+                let instances = spec.instances.unwrap_or(1);
+                if !(1..=8).contains(&instances) {
+                    return Err(bad(format!("instances = {instances} must be 1 to 8")));
+                }
+                let d = spec.max_path_length.unwrap_or(10);
+                if !(1..=255).contains(&d) {
+                    return Err(bad(format!("max_path_length = {d} must be 1 to 255")));
+                }
+                let coding = PathCoding::for_diameter(
+                    spec.scheme.unwrap_or(Scheme::Interleaved),
+                    spec.bits,
+                    instances,
+                    d,
+                );
+                (QueryKind::StaticPerFlow { coding }, spec.bits * instances)
+            }
+            Aggregation::DynamicPerFlow => {
+                if spec.value.is_static() {
+                    return Err(bad(format!(
+                        "{:?} is fixed per switch; use static_per_flow",
+                        spec.value
+                    )));
+                }
+                if spec.bits < 2 {
+                    return Err(bad("dynamic_per_flow needs at least 2 bits".into()));
+                }
+                let (e, m) = default_log(spec.value);
+                let compression = log(e, m)?;
+                let space_budget = spec.space_budget.unwrap_or(4096);
+                if space_budget < 64 {
+                    return Err(bad(format!(
+                        "space_budget = {space_budget} bytes is too small (at least 64)"
+                    )));
+                }
+                let sampling = PathCoding::new(32, 1, 1.0, &[])
+                    .with_instance_base(0x100 + name_salt(&spec.name));
+                (
+                    QueryKind::DynamicPerFlow {
+                        sampling,
+                        compression,
+                        space_budget,
+                    },
+                    spec.bits,
+                )
+            }
+        };
+        if width > global_bits {
+            return Err(bad(format!(
+                "needs {width} bits but global_bits is {global_bits}"
+            )));
+        }
+        if spec.space_budget.is_some() && spec.aggregation != Aggregation::DynamicPerFlow {
+            return Err(bad(
+                "space_budget applies to dynamic_per_flow queries".into()
+            ));
+        }
+        Ok(CompiledQuery {
+            name: spec.name.clone(),
+            value: spec.value,
+            flow: spec.flow,
+            width,
+            frequency,
+            kind,
+        })
+    }
+
+    /// Updates this query's field at one hop.
+    #[inline]
+    pub fn encode(&self, field: u64, input: &HopInput) -> u64 {
+        let r = || hash32(seeds::ROUNDING, &[u64::from(input.pid), input.hop as u64]);
+        match &self.kind {
+            QueryKind::PerPacket { op, compression } => {
+                let code = compression.compress(input.value(self.value), r());
+                let max = compression.max_code();
+                match op {
+                    PerPacketOp::Max => field.max(code),
+                    // Minimum as the maximum of complemented codes: an empty field (0) means
+                    // "no value yet", and hop 1 always writes.
+                    PerPacketOp::Min => field.max(max - code),
+                    PerPacketOp::Sum | PerPacketOp::Product => (field + code).min(max),
+                }
+            }
+            QueryKind::StaticPerFlow { coding } => {
+                let v = input.static_value(self.value);
+                let mut f = field;
+                for n in 0..coding.instances {
+                    let sub = get_bits(f, self.width, n * coding.bits, coding.bits);
+                    let sub = coding.encode(n, input.pid, input.hop, v, sub);
+                    f = set_bits(f, self.width, n * coding.bits, coding.bits, sub);
+                }
+                f
+            }
+            QueryKind::DynamicPerFlow {
+                sampling,
+                compression,
+                ..
+            } => {
+                if sampling.samples(0, input.pid, input.hop) {
+                    u64::from(compression.compress(input.value(self.value), r()))
+                } else {
+                    field
+                }
+            }
+        }
+    }
+
+    /// Reads this query's field of a packet that crossed `k` hops.
+    pub fn decode(&self, field: u64, pid: u32, k: usize) -> Reading {
+        match &self.kind {
+            QueryKind::PerPacket { op, compression } => {
+                let code = match op {
+                    PerPacketOp::Min => compression.max_code() - field.min(compression.max_code()),
+                    _ => field,
+                };
+                let v = match (op, compression) {
+                    (PerPacketOp::Product, Compression::Log(c)) => c.decompress_sum(code),
+                    _ => compression.decompress(code),
+                };
+                let v = if self.value == ValueKind::LinkUtilization {
+                    v / UTILIZATION_SCALE
+                } else {
+                    v
+                };
+                Reading::Aggregate(v)
+            }
+            QueryKind::StaticPerFlow { coding } => Reading::Fields(
+                (0..coding.instances)
+                    .map(|n| get_bits(field, self.width, n * coding.bits, coding.bits))
+                    .collect(),
+            ),
+            QueryKind::DynamicPerFlow {
+                sampling,
+                compression,
+                ..
+            } => {
+                let hop = sampling.writer(0, pid, k);
+                let code = (field & mask(self.width)) as u32;
+                Reading::Sample {
+                    hop,
+                    code,
+                    value: compression.decompress(code),
+                }
+            }
+        }
+    }
+}
+
+fn name_salt(name: &str) -> u32 {
+    let words: Vec<u64> = name.bytes().map(u64::from).collect();
+    hash32(seeds::VALUE, &words) & 0xffff
+}
+
+/// One query's place in a query set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// Index into [`Plan::queries`].
+    pub query: u16,
+    /// Bit offset in the digest (from its most significant bit).
+    pub offset: u8,
+}
+
+/// A set of queries that share a packet's digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QuerySet {
+    /// Packets whose plan hash is below this (and at or above the previous set's) use this
+    /// set; a threshold over 2^32.
+    pub end: u64,
+    /// The queries and their offsets.
+    pub placements: Vec<Placement>,
+}
+
+/// A compiled execution plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Digest bits.
+    pub global_bits: u32,
+    /// The queries, in file order.
+    pub queries: Vec<CompiledQuery>,
+    /// The query sets in threshold order; the last ends at 2^32.
+    pub sets: Vec<QuerySet>,
+    /// A hash of everything that affects encoding: switches and sink must agree on it.
+    pub version: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Stretch {
+    start: f64,
+    end: f64,
+    used: Vec<(u16, u32, u32)>, // (query, offset, width)
+}
+
+impl Stretch {
+    fn lowest_free(&self, width: u32, bits: u32) -> Option<u32> {
+        (0..=bits - width).find(|&o| {
+            self.used
+                .iter()
+                .all(|&(_, uo, uw)| o + width <= uo || uo + uw <= o)
+        })
+    }
+}
+
+const EPS: f64 = 1e-12;
+
+impl Plan {
+    /// Compiles a plan file.
+    pub fn compile(file: &QueryFile) -> Result<Plan, PlanError> {
+        let g = file.global_bits;
+        if !(1..=64).contains(&g) {
+            return Err(PlanError::BadBudget(g));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        let mut queries = Vec::with_capacity(file.queries.len());
+        for spec in &file.queries {
+            if !names.insert(spec.name.clone()) {
+                return Err(PlanError::BadQuery {
+                    name: spec.name.clone(),
+                    reason: "another query has the same name".into(),
+                });
+            }
+            queries.push(CompiledQuery::compile(spec, g)?);
+        }
+        if queries.len() > usize::from(u16::MAX) {
+            return Err(PlanError::BadQuery {
+                name: String::new(),
+                reason: "too many queries".into(),
+            });
+        }
+        let needed: f64 = queries
+            .iter()
+            .map(|q| q.frequency * f64::from(q.width))
+            .sum();
+        if needed > f64::from(g) + 1e-9 {
+            return Err(PlanError::OverBudget {
+                needed,
+                budget: g,
+                over: needed - f64::from(g),
+            });
+        }
+        let mut order: Vec<usize> = (0..queries.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(queries[i].width));
+        let mut stretches = vec![Stretch {
+            start: 0.0,
+            end: 1.0,
+            used: Vec::new(),
+        }];
+        let mut cursor = 0.0f64;
+        for &qi in &order {
+            let q = &queries[qi];
+            let mut remaining = q.frequency;
+            // Visit stretches from the cursor, wrapping once around the line.
+            let mut visited = 0.0;
+            let mut pos = cursor;
+            while remaining > EPS && visited < 1.0 - EPS {
+                let idx = stretches
+                    .iter()
+                    .position(|s| s.start <= pos + EPS && pos < s.end - EPS)
+                    .unwrap_or(0);
+                if stretches[idx].start < pos - EPS {
+                    // Split so that a stretch starts at the cursor.
+                    let mut tail = stretches[idx].clone();
+                    tail.start = pos;
+                    stretches[idx].end = pos;
+                    stretches.insert(idx + 1, tail);
+                    continue;
+                }
+                let s = &stretches[idx];
+                let len = s.end - s.start;
+                match s.lowest_free(q.width, g) {
+                    Some(offset) => {
+                        let take = remaining.min(len);
+                        if take < len - EPS {
+                            let mut tail = stretches[idx].clone();
+                            tail.start = stretches[idx].start + take;
+                            stretches[idx].end = tail.start;
+                            stretches.insert(idx + 1, tail);
+                        }
+                        stretches[idx].used.push((qi as u16, offset, q.width));
+                        remaining -= take;
+                        visited += take;
+                        pos = stretches[idx].end;
+                    }
+                    None => {
+                        visited += len;
+                        pos = s.end;
+                    }
+                }
+                if pos >= 1.0 - EPS {
+                    pos = 0.0;
+                }
+            }
+            if remaining > 1e-9 {
+                return Err(PlanError::DoesNotFit {
+                    name: q.name.clone(),
+                    width: q.width,
+                    frequency: q.frequency,
+                    placed: q.frequency - remaining,
+                    short: remaining,
+                });
+            }
+            cursor = pos;
+        }
+        // Integer thresholds; merge neighbours with the same placements.
+        let mut sets: Vec<QuerySet> = Vec::new();
+        for s in &stretches {
+            let end = ((s.end * 4_294_967_296.0).round() as u64).min(1 << 32);
+            let mut placements: Vec<Placement> = s
+                .used
+                .iter()
+                .map(|&(q, o, _)| Placement {
+                    query: q,
+                    offset: o as u8,
+                })
+                .collect();
+            placements.sort_by_key(|p| p.offset);
+            match sets.last_mut() {
+                Some(last) if last.placements == placements => last.end = end,
+                _ => {
+                    if sets.last().is_some_and(|l| l.end >= end) {
+                        continue; // a sliver below one threshold step
+                    }
+                    sets.push(QuerySet { end, placements })
+                }
+            }
+        }
+        if let Some(last) = sets.last_mut() {
+            last.end = 1 << 32;
+        }
+        let mut plan = Plan {
+            global_bits: g,
+            queries,
+            sets,
+            version: 0,
+        };
+        plan.version = plan.fingerprint();
+        Ok(plan)
+    }
+
+    fn fingerprint(&self) -> u32 {
+        let text = format!("{}|{:?}|{:?}", self.global_bits, self.sets, self.queries);
+        let words: Vec<u64> = text
+            .as_bytes()
+            .chunks(8)
+            .map(|c| c.iter().fold(0u64, |a, &b| (a << 8) | u64::from(b)))
+            .collect();
+        (hash64(seeds::PLAN, &words) >> 32) as u32
+    }
+
+    /// The query set of packet `pid`.
+    #[inline]
+    pub fn select(&self, pid: u32) -> &QuerySet {
+        let u = u64::from(hash32(seeds::PLAN, &[u64::from(pid)]));
+        let i = self.sets.partition_point(|s| s.end <= u);
+        &self.sets[i.min(self.sets.len() - 1)]
+    }
+
+    /// The share of packets each query runs on, from the integer thresholds.
+    pub fn frequencies(&self) -> Vec<f64> {
+        let mut f = vec![0.0; self.queries.len()];
+        let mut start = 0u64;
+        for s in &self.sets {
+            for p in &s.placements {
+                f[usize::from(p.query)] += (s.end - start) as f64 / 4_294_967_296.0;
+            }
+            start = s.end;
+        }
+        f
+    }
+
+    /// Updates a packet's digest at one hop.
+    #[inline]
+    pub fn encode(&self, digest: u64, input: &HopInput) -> u64 {
+        let mut d = digest;
+        for p in &self.select(input.pid).placements {
+            let q = &self.queries[usize::from(p.query)];
+            let field = get_bits(d, self.global_bits, u32::from(p.offset), q.width);
+            let new = q.encode(field, input);
+            d = set_bits(d, self.global_bits, u32::from(p.offset), q.width, new);
+        }
+        d
+    }
+
+    /// Reads a digest at the sink: for each query the packet carried, its reading.
+    pub fn decode(&self, pid: u32, k: usize, digest: u64) -> Vec<(usize, Reading)> {
+        self.select(pid)
+            .placements
+            .iter()
+            .map(|p| {
+                let q = &self.queries[usize::from(p.query)];
+                let field = get_bits(digest, self.global_bits, u32::from(p.offset), q.width);
+                (usize::from(p.query), q.decode(field, pid, k))
+            })
+            .collect()
+    }
+
+    /// Index of the query called `name`.
+    pub fn query_index(&self, name: &str) -> Option<usize> {
+        self.queries.iter().position(|q| q.name == name)
+    }
+
+    /// A human-readable description of the plan.
+    pub fn describe(&self) -> String {
+        let mut out = format!(
+            "plan {:08x}: {} bits per packet\n",
+            self.version, self.global_bits
+        );
+        let mut start = 0u64;
+        for s in &self.sets {
+            let share = (s.end - start) as f64 / 4_294_967_296.0;
+            let parts: Vec<String> = s
+                .placements
+                .iter()
+                .map(|p| {
+                    let q = &self.queries[usize::from(p.query)];
+                    format!("{}@{}..{}", q.name, p.offset, u32::from(p.offset) + q.width)
+                })
+                .collect();
+            out.push_str(&format!(
+                "  {:>9.6} of packets: {}\n",
+                share,
+                parts.join(", ")
+            ));
+            start = s.end;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

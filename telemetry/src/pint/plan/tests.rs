@@ -1,0 +1,327 @@
+use super::*;
+use crate::pint::query::{Frequency, QuerySpec};
+
+fn spec(
+    name: &str,
+    value: ValueKind,
+    aggregation: Aggregation,
+    bits: u32,
+    frequency: f64,
+) -> QuerySpec {
+    QuerySpec {
+        name: name.into(),
+        value,
+        aggregation,
+        bits,
+        space_budget: None,
+        flow: FlowDefinition::FiveTuple,
+        frequency: Frequency::Number(frequency),
+        instances: None,
+        scheme: None,
+        max_path_length: None,
+        epsilon: None,
+        max_value: None,
+        unit: None,
+    }
+}
+
+/// Checks the invariants of a compiled plan: sets fit the budget, no overlap, no query twice
+/// in a set, and every query runs on its frequency (to threshold precision).
+fn check(plan: &Plan, file: &QueryFile) {
+    let mut start = 0;
+    for s in &plan.sets {
+        assert!(s.end > start, "thresholds increase");
+        let mut bits = vec![false; plan.global_bits as usize];
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &s.placements {
+            assert!(seen.insert(p.query), "query twice in one set");
+            let w = plan.queries[usize::from(p.query)].width;
+            for b in u32::from(p.offset)..u32::from(p.offset) + w {
+                assert!((b as usize) < bits.len(), "beyond the budget");
+                assert!(!bits[b as usize], "overlapping queries");
+                bits[b as usize] = true;
+            }
+        }
+        start = s.end;
+    }
+    assert_eq!(start, 1 << 32);
+    for (f, spec) in plan.frequencies().iter().zip(&file.queries) {
+        assert!(
+            (f - spec.frequency.value()).abs() < 1e-6,
+            "{}: {f} vs {}",
+            spec.name,
+            spec.frequency.value()
+        );
+    }
+}
+
+#[test]
+fn paper_example_compiles() {
+    let file = QueryFile::paper_example();
+    let plan = Plan::compile(&file).unwrap();
+    check(&plan, &file);
+    assert_eq!(plan.sets.len(), 2, "{}", plan.describe());
+    let path = plan.query_index("path").unwrap() as u16;
+    let lat = plan.query_index("latency").unwrap() as u16;
+    let util = plan.query_index("utilization").unwrap() as u16;
+    assert_eq!(
+        plan.sets[0].placements,
+        vec![
+            Placement {
+                query: path,
+                offset: 0
+            },
+            Placement {
+                query: lat,
+                offset: 8
+            }
+        ]
+    );
+    assert_eq!(plan.sets[0].end, 15 << 28);
+    assert_eq!(
+        plan.sets[1].placements,
+        vec![
+            Placement {
+                query: path,
+                offset: 0
+            },
+            Placement {
+                query: util,
+                offset: 8
+            }
+        ]
+    );
+    // Packets pick sets in the planned proportions.
+    let n = 160_000u32;
+    let util_packets = (0..n)
+        .filter(|&pid| plan.select(pid).placements.iter().any(|p| p.query == util))
+        .count() as f64;
+    assert!(
+        (util_packets / f64::from(n) - 1.0 / 16.0).abs() < 0.003,
+        "{util_packets}"
+    );
+}
+
+#[test]
+fn wrap_around_places_what_first_fit_would_not() {
+    // 0.6 + 0.6 + 0.8 = 2.0 slots of 8 bits in 16: feasible only with wrap-around.
+    let file = QueryFile {
+        global_bits: 16,
+        queries: vec![
+            spec("a", ValueKind::HopLatency, Aggregation::Max, 8, 0.6),
+            spec("b", ValueKind::QueueOccupancy, Aggregation::Max, 8, 0.6),
+            spec("c", ValueKind::LinkUtilization, Aggregation::Max, 8, 0.8),
+        ],
+    };
+    let plan = Plan::compile(&file).unwrap();
+    check(&plan, &file);
+}
+
+#[test]
+fn mixed_widths_and_errors() {
+    let file = QueryFile {
+        global_bits: 24,
+        queries: vec![
+            spec(
+                "wide",
+                ValueKind::SwitchId,
+                Aggregation::StaticPerFlow,
+                16,
+                0.5,
+            ),
+            spec("n1", ValueKind::HopLatency, Aggregation::Max, 8, 1.0),
+            spec("n2", ValueKind::QueueOccupancy, Aggregation::Sum, 8, 0.5),
+        ],
+    };
+    let plan = Plan::compile(&file).unwrap();
+    check(&plan, &file);
+
+    let over = QueryFile {
+        global_bits: 16,
+        queries: vec![
+            spec("a", ValueKind::HopLatency, Aggregation::Max, 8, 1.0),
+            spec("b", ValueKind::HopLatency, Aggregation::Min, 8, 1.0),
+            spec("c", ValueKind::QueueOccupancy, Aggregation::Max, 8, 0.25),
+        ],
+    };
+    let e = Plan::compile(&over).unwrap_err();
+    assert!(matches!(e, PlanError::OverBudget { .. }), "{e}");
+    assert!(e.to_string().contains("over by 2.000"), "{e}");
+
+    // Fits on average but not in shape: two 12-bit queries on 16 bits at 0.6 each.
+    let shape = QueryFile {
+        global_bits: 16,
+        queries: vec![
+            spec("a", ValueKind::HopLatency, Aggregation::Max, 12, 0.6),
+            spec("b", ValueKind::QueueOccupancy, Aggregation::Max, 12, 0.6),
+        ],
+    };
+    match Plan::compile(&shape).unwrap_err() {
+        PlanError::DoesNotFit { name, short, .. } => {
+            assert_eq!(name, "b");
+            assert!((short - 0.2).abs() < 1e-9);
+        }
+        e => panic!("{e}"),
+    }
+
+    let mut bad = spec(
+        "lat",
+        ValueKind::HopLatency,
+        Aggregation::StaticPerFlow,
+        8,
+        1.0,
+    );
+    let e = Plan::compile(&QueryFile {
+        global_bits: 16,
+        queries: vec![bad.clone()],
+    })
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("static_per_flow needs switch_id"),
+        "{e}"
+    );
+    bad.aggregation = Aggregation::Max;
+    bad.frequency = Frequency::Number(1.5);
+    assert!(
+        Plan::compile(&QueryFile {
+            global_bits: 16,
+            queries: vec![bad]
+        })
+        .unwrap_err()
+        .to_string()
+        .contains("frequency")
+    );
+    assert_eq!(
+        Plan::compile(&QueryFile {
+            global_bits: 65,
+            queries: vec![]
+        })
+        .unwrap_err(),
+        PlanError::BadBudget(65)
+    );
+}
+
+/// Property: for random query sets the compiler either fails with a reason or honours every
+/// frequency and the budget.
+#[test]
+fn random_query_sets() {
+    let mut rng = crate::sim_rng::SimRng::new(9);
+    let mut compiled = 0;
+    for _ in 0..2000 {
+        let g = [8, 16, 24, 32][rng.below(4) as usize];
+        let n = 1 + rng.below(5) as usize;
+        let equal = rng.below(2) == 0;
+        let queries: Vec<QuerySpec> = (0..n)
+            .map(|i| {
+                let bits = if equal {
+                    8.min(g)
+                } else {
+                    [4, 8, 12, 16][rng.below(4) as usize].min(g)
+                };
+                let f = (1 + rng.below(16)) as f64 / 16.0;
+                spec(
+                    &format!("q{i}"),
+                    ValueKind::HopLatency,
+                    Aggregation::Max,
+                    bits,
+                    f,
+                )
+            })
+            .collect();
+        let file = QueryFile {
+            global_bits: g,
+            queries,
+        };
+        match Plan::compile(&file) {
+            Ok(plan) => {
+                check(&plan, &file);
+                compiled += 1;
+            }
+            Err(PlanError::OverBudget { .. }) | Err(PlanError::DoesNotFit { .. }) => {
+                if equal {
+                    // With equal widths, wrap-around places everything within the budget.
+                    let need: f64 = file
+                        .queries
+                        .iter()
+                        .map(|q| q.frequency.value() * f64::from(q.bits))
+                        .sum();
+                    assert!(
+                        need > f64::from(g) + 1e-9,
+                        "equal widths that fit must compile ({need} <= {g})"
+                    );
+                }
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(compiled > 500);
+}
+
+#[test]
+fn per_packet_aggregates_round_trip() {
+    let file = QueryFile {
+        global_bits: 32,
+        queries: vec![
+            spec("max", ValueKind::HopLatency, Aggregation::Max, 8, 1.0),
+            spec("min", ValueKind::HopLatency, Aggregation::Min, 8, 1.0),
+            spec("sum", ValueKind::QueueOccupancy, Aggregation::Sum, 8, 1.0),
+            QuerySpec {
+                unit: None,
+                ..spec("prod", ValueKind::HopLatency, Aggregation::Product, 8, 1.0)
+            },
+        ],
+    };
+    let mut file = file;
+    file.queries[2].unit = Some(100.0);
+    file.queries[3].max_value = Some(1e12);
+    let plan = Plan::compile(&file).unwrap();
+    let lat = [120.0, 5000.0, 800.0, 33.0];
+    let queue = [300.0, 1200.0, 0.0, 4000.0];
+    let (mut sum_max, mut sum_min, mut sum_sum, mut sum_prod) = (0.0, 0.0, 0.0, 0.0);
+    let n = 20_000u32;
+    for pid in 0..n {
+        let mut d = 0;
+        for i in 0..4 {
+            let input = HopInput {
+                pid,
+                hop: i + 1,
+                switch_id: 7,
+                hop_latency_ns: lat[i],
+                queue_bytes: queue[i],
+                ..Default::default()
+            };
+            d = plan.encode(d, &input);
+        }
+        for (q, r) in plan.decode(pid, 4, d) {
+            let Reading::Aggregate(v) = r else { panic!() };
+            match q {
+                0 => sum_max += v,
+                1 => sum_min += v,
+                2 => sum_sum += v,
+                _ => sum_prod += v,
+            }
+        }
+    }
+    let m = |s: f64| s / f64::from(n);
+    assert!(
+        (m(sum_max) - 5000.0).abs() / 5000.0 < 0.03,
+        "max {}",
+        m(sum_max)
+    );
+    assert!(
+        (m(sum_min) - 33.0).abs() / 33.0 < 0.03,
+        "min {}",
+        m(sum_min)
+    );
+    assert!(
+        (m(sum_sum) - 5500.0).abs() / 5500.0 < 0.01,
+        "sum {}",
+        m(sum_sum)
+    );
+    let prod = 120.0 * 5000.0 * 800.0 * 33.0;
+    assert!(
+        (m(sum_prod) - prod).abs() / prod < 0.03,
+        "product {}",
+        m(sum_prod)
+    );
+}
