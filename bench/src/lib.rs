@@ -3,6 +3,8 @@
 #![warn(missing_docs)]
 
 pub mod forward;
+pub mod pint_hpcc;
+pub mod pint_latency;
 pub mod pint_path;
 pub mod stats;
 pub mod testpmd;

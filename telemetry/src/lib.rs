@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod emulator;
 pub mod hash;
 pub mod packet_id;
 pub mod pint;
