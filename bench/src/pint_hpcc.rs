@@ -86,7 +86,11 @@ fn port_trace(opts: &HpccOptions, load: f64, n: u64, rng: &mut SimRng) -> Vec<f6
             departures.pop_front();
         }
         // The packet leaves at `start`; the bytes still queued behind it then.
-        let queued: f64 = departures.iter().filter(|d| d.0 - d.1 / bytes_per_ns > start).map(|d| d.1).sum();
+        let queued: f64 = departures
+            .iter()
+            .filter(|d| d.0 - d.1 / bytes_per_ns > start)
+            .map(|d| d.1)
+            .sum();
         out.push(est.on_transmit(start as u64, queued, size as u32));
     }
     out
@@ -95,7 +99,11 @@ fn port_trace(opts: &HpccOptions, load: f64, n: u64, rng: &mut SimRng) -> Vec<f6
 fn stats(load: f64, bits: u32, c: &LogCompressor, truth: &[f64], decoded: &[f64]) -> HpccRow {
     let tm = truth.iter().sum::<f64>() / truth.len() as f64;
     let dm = decoded.iter().sum::<f64>() / decoded.len() as f64;
-    let rel: Vec<f64> = truth.iter().zip(decoded).map(|(t, d)| ((d - t) / t.max(1.0 / UTILIZATION_SCALE)).abs()).collect();
+    let rel: Vec<f64> = truth
+        .iter()
+        .zip(decoded)
+        .map(|(t, d)| ((d - t) / t.max(1.0 / UTILIZATION_SCALE)).abs())
+        .collect();
     HpccRow {
         load,
         bits,
@@ -110,7 +118,11 @@ fn stats(load: f64, bits: u32, c: &LogCompressor, truth: &[f64], decoded: &[f64]
 
 fn compressor(bits: u32) -> LogCompressor {
     // 8 bits: the paper's eps = 0.025; other widths cover utilization up to 4.
-    if bits == 8 { LogCompressor::with_epsilon(0.025, 8) } else { LogCompressor::for_range(4.0 * UTILIZATION_SCALE, bits) }
+    if bits == 8 {
+        LogCompressor::with_epsilon(0.025, 8)
+    } else {
+        LogCompressor::for_range(4.0 * UTILIZATION_SCALE, bits)
+    }
 }
 
 fn code(c: &LogCompressor, u: f64, r: u32) -> u32 {
@@ -123,37 +135,70 @@ pub fn run(opts: &HpccOptions) -> HpccResult {
     let mut single = Vec::new();
     for &load in &opts.loads {
         let trace = port_trace(opts, load, opts.packets, &mut rng);
-        let truth: Vec<f64> = trace.iter().map(|u| (UTILIZATION_SCALE * u).ceil().max(1.0) / UTILIZATION_SCALE).collect();
+        let truth: Vec<f64> = trace
+            .iter()
+            .map(|u| (UTILIZATION_SCALE * u).ceil().max(1.0) / UTILIZATION_SCALE)
+            .collect();
         for &bits in &opts.bits {
             let c = compressor(bits);
-            let decoded: Vec<f64> =
-                trace.iter().enumerate().map(|(i, &u)| c.decompress(code(&c, u, hash32(3, &[i as u64]))) / UTILIZATION_SCALE).collect();
+            let decoded: Vec<f64> = trace
+                .iter()
+                .enumerate()
+                .map(|(i, &u)| {
+                    c.decompress(code(&c, u, hash32(3, &[i as u64]))) / UTILIZATION_SCALE
+                })
+                .collect();
             single.push(stats(load, bits, &c, &truth, &decoded));
         }
     }
     // Path maximum: hop loads spread from 0.3 to the top load.
     let mut path_max = Vec::new();
     let top = opts.loads.iter().copied().fold(0.0, f64::max);
-    let loads: Vec<f64> = (0..opts.hops).map(|h| 0.3 + (top - 0.3) * h as f64 / (opts.hops.max(2) - 1) as f64).collect();
-    let traces: Vec<Vec<f64>> = loads.iter().map(|&l| port_trace(opts, l, opts.packets, &mut rng)).collect();
-    let truth: Vec<f64> =
-        (0..opts.packets as usize).map(|i| traces.iter().map(|t| (UTILIZATION_SCALE * t[i]).ceil().max(1.0) / UTILIZATION_SCALE).fold(0.0, f64::max)).collect();
+    let loads: Vec<f64> = (0..opts.hops)
+        .map(|h| 0.3 + (top - 0.3) * h as f64 / (opts.hops.max(2) - 1) as f64)
+        .collect();
+    let traces: Vec<Vec<f64>> = loads
+        .iter()
+        .map(|&l| port_trace(opts, l, opts.packets, &mut rng))
+        .collect();
+    let truth: Vec<f64> = (0..opts.packets as usize)
+        .map(|i| {
+            traces
+                .iter()
+                .map(|t| (UTILIZATION_SCALE * t[i]).ceil().max(1.0) / UTILIZATION_SCALE)
+                .fold(0.0, f64::max)
+        })
+        .collect();
     for &bits in &opts.bits {
         let c = compressor(bits);
         let decoded: Vec<f64> = (0..opts.packets as usize)
             .map(|i| {
-                let m = traces.iter().enumerate().map(|(h, t)| code(&c, t[i], hash32(5, &[i as u64, h as u64]))).max().unwrap_or(0);
+                let m = traces
+                    .iter()
+                    .enumerate()
+                    .map(|(h, t)| code(&c, t[i], hash32(5, &[i as u64, h as u64])))
+                    .max()
+                    .unwrap_or(0);
                 c.decompress(m) / UTILIZATION_SCALE
             })
             .collect();
         path_max.push(stats(top, bits, &c, &truth, &decoded));
     }
-    HpccResult { single, path_max, hops: opts.hops }
+    HpccResult {
+        single,
+        path_max,
+        hops: opts.hops,
+    }
 }
 
 /// Prints the tables.
 pub fn print_table(r: &HpccResult) {
-    let header = || println!("{:>6} {:>5} {:>7} {:>10} {:>10} {:>8} {:>10} {:>10}", "load", "bits", "eps", "true U", "decoded U", "bias", "mean err", "p99 err");
+    let header = || {
+        println!(
+            "{:>6} {:>5} {:>7} {:>10} {:>10} {:>8} {:>10} {:>10}",
+            "load", "bits", "eps", "true U", "decoded U", "bias", "mean err", "p99 err"
+        )
+    };
     let line = |x: &HpccRow| {
         println!(
             "{:>6.2} {:>5} {:>7.4} {:>10.4} {:>10.4} {:>7.2}% {:>9.2}% {:>9.2}%",
@@ -170,7 +215,10 @@ pub fn print_table(r: &HpccResult) {
     println!("HPCC utilization on one port (100 Gbit/s, Poisson arrivals, 64-1500 B packets):");
     header();
     r.single.iter().for_each(line);
-    println!("per-packet maximum over {} hops (loads from 0.3 to the top load):", r.hops);
+    println!(
+        "per-packet maximum over {} hops (loads from 0.3 to the top load):",
+        r.hops
+    );
     header();
     r.path_max.iter().for_each(line);
 }

@@ -75,7 +75,13 @@ fn latency(h: usize, rng: &mut SimRng) -> f64 {
     1000.0 * h as f64 * (0.5 * rng.normal()).exp()
 }
 
-fn one(opts: &LatencyOptions, c: &LogCompressor, sketch: bool, z: u64, rng: &mut SimRng) -> ErrorPoint {
+fn one(
+    opts: &LatencyOptions,
+    c: &LogCompressor,
+    sketch: bool,
+    z: u64,
+    rng: &mut SimRng,
+) -> ErrorPoint {
     let k = opts.hops;
     let sampling = PathCoding::new(32, 1, 1.0, &[]);
     let (mut med, mut p99) = (0.0, 0.0);
@@ -98,13 +104,19 @@ fn one(opts: &LatencyOptions, c: &LogCompressor, sketch: bool, z: u64, rng: &mut
             }
         }
         for h in 1..=k {
-            let (tm, tp) = (percentile(&truth[h - 1], 0.5), percentile(&truth[h - 1], 0.99));
+            let (tm, tp) = (
+                percentile(&truth[h - 1], 0.5),
+                percentile(&truth[h - 1], 0.99),
+            );
             let (em, ep) = if sketch {
                 (sk.quantile(h, 0.5), sk.quantile(h, 0.99))
             } else if samples[h - 1].is_empty() {
                 (None, None)
             } else {
-                (Some(percentile(&samples[h - 1], 0.5)), Some(percentile(&samples[h - 1], 0.99)))
+                (
+                    Some(percentile(&samples[h - 1], 0.5)),
+                    Some(percentile(&samples[h - 1], 0.99)),
+                )
             };
             // No sample for the hop counts as a 100% error.
             med += em.map_or(1.0, |e| ((e - tm) / tm).abs());
@@ -112,7 +124,10 @@ fn one(opts: &LatencyOptions, c: &LogCompressor, sketch: bool, z: u64, rng: &mut
         }
     }
     let n = f64::from(opts.runs) * k as f64;
-    ErrorPoint { median: med / n, p99: p99 / n }
+    ErrorPoint {
+        median: med / n,
+        p99: p99 / n,
+    }
 }
 
 /// Runs the experiment.
@@ -148,9 +163,19 @@ pub fn print_table(r: &LatencyResult) {
         r.hops, r.runs, r.model, r.eps.0, r.eps.1, r.sketch_items
     );
     println!("relative error (mean over hops and runs): median / p99");
-    println!("{:>8} | {:>15} | {:>15} | {:>15} | {:>15}", "packets", "b=4", "b=4 + KLL", "b=8", "b=8 + KLL");
+    println!(
+        "{:>8} | {:>15} | {:>15} | {:>15} | {:>15}",
+        "packets", "b=4", "b=4 + KLL", "b=8", "b=8 + KLL"
+    );
     let cell = |e: &ErrorPoint| format!("{:6.1}% / {:5.1}%", 100.0 * e.median, 100.0 * e.p99);
     for row in &r.rows {
-        println!("{:>8} | {} | {} | {} | {}", row.packets, cell(&row.b4), cell(&row.b4_sketch), cell(&row.b8), cell(&row.b8_sketch));
+        println!(
+            "{:>8} | {} | {} | {} | {}",
+            row.packets,
+            cell(&row.b4),
+            cell(&row.b4_sketch),
+            cell(&row.b8),
+            cell(&row.b8_sketch)
+        );
     }
 }

@@ -64,8 +64,16 @@ impl<'a> Fabric<'a> {
     /// Sends one packet of `flow` with IPv4 identification `ident`. `measure(hop, node)`
     /// gives what each switch measures (latency, queue, utilization); the fabric fills in
     /// the packet ID, hop index, switch ID and ports.
-    pub fn send(&self, flow: &EmulatedFlow, ident: u16, mut measure: impl FnMut(usize, u32) -> HopInput) -> Delivery {
-        let fields = PacketFields { ident, ..flow.fields };
+    pub fn send(
+        &self,
+        flow: &EmulatedFlow,
+        ident: u16,
+        mut measure: impl FnMut(usize, u32) -> HopInput,
+    ) -> Delivery {
+        let fields = PacketFields {
+            ident,
+            ..flow.fields
+        };
         let pid = fields.packet_id();
         let mut ttl = HOST_TTL;
         let mut digest = 0u64;
@@ -75,7 +83,9 @@ impl<'a> Fabric<'a> {
             let next = flow.nodes.get(pos + 1).copied();
             let prev = pos.checked_sub(1).map(|p| flow.nodes[p]);
             let port_to = |other: Option<u32>| -> u32 {
-                other.and_then(|o| self.topology.neighbours(node).iter().position(|&n| n == o)).map_or(0, |p| p as u32 + 1)
+                other
+                    .and_then(|o| self.topology.neighbours(node).iter().position(|&n| n == o))
+                    .map_or(0, |p| p as u32 + 1)
             };
             let mut input = measure(hop, node);
             input.pid = pid;
@@ -87,7 +97,14 @@ impl<'a> Fabric<'a> {
             k = hop;
             ttl -= 1;
         }
-        Delivery { pid, k, digest, sink_switch: self.topology.switch_id(*flow.nodes.last().expect("path has a hop")) }
+        Delivery {
+            pid,
+            k,
+            digest,
+            sink_switch: self
+                .topology
+                .switch_id(*flow.nodes.last().expect("path has a hop")),
+        }
     }
 }
 
@@ -117,7 +134,15 @@ mod tests {
             if dst == src {
                 dst = edges[(edges.iter().position(|&e| e == src).unwrap() + 1) % 32];
             }
-            let fields = PacketFields { src: 0x0a00_0000 + f, dst: 0x0a10_0000 + f, protocol: 6, src_port: 1000, dst_port: 80, ident: 0, tcp_seq: 0 };
+            let fields = PacketFields {
+                src: 0x0a00_0000 + f,
+                dst: 0x0a10_0000 + f,
+                protocol: 6,
+                src_port: 1000,
+                dst_port: 80,
+                ident: 0,
+                tcp_seq: 0,
+            };
             let flow = fabric.flow(src, dst, fields).unwrap();
             let k = flow.nodes.len();
             let mut rec = FlowRecorder::new(&plan, k, Space::Topology(&t), Some(t.switch_id(dst)));
@@ -137,11 +162,22 @@ mod tests {
             for hop in 1..=k {
                 let m = sk.quantile(hop, 0.5).unwrap();
                 let truth = 2000.0 * hop as f64;
-                assert!((m - truth).abs() / truth < 0.1, "flow {f} hop {hop}: median {m} vs {truth}");
+                assert!(
+                    (m - truth).abs() / truth < 0.1,
+                    "flow {f} hop {hop}: median {m} vs {truth}"
+                );
             }
             let u = rec.aggregate(util_q).unwrap();
-            assert!(u.count > 100 && u.count < 280, "utilization on about 1/16 of 3000 packets: {}", u.count);
-            assert!((u.mean - 0.9).abs() < 0.03, "bottleneck utilization {}", u.mean);
+            assert!(
+                u.count > 100 && u.count < 280,
+                "utilization on about 1/16 of 3000 packets: {}",
+                u.count
+            );
+            assert!(
+                (u.mean - 0.9).abs() < 0.03,
+                "bottleneck utilization {}",
+                u.mean
+            );
         }
     }
 }

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod emulator;
+pub mod flowradar;
 pub mod hash;
 pub mod packet_id;
 pub mod pint;

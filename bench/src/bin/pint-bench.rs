@@ -91,7 +91,11 @@ enum Cmd {
         #[arg(long, default_value_t = 50)]
         runs: u32,
         /// Packet counts (comma-separated).
-        #[arg(long, value_delimiter = ',', default_value = "10,20,50,100,200,500,1000,2000,5000,10000")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "10,20,50,100,200,500,1000,2000,5000,10000"
+        )]
         packets: Vec<u64>,
         /// Items per hop the KLL sketches keep (about).
         #[arg(long, default_value_t = 100)]
@@ -106,7 +110,11 @@ enum Cmd {
     /// PINT HPCC utilization encoding: error and bias.
     PintHpcc {
         /// Offered loads (comma-separated).
-        #[arg(long, value_delimiter = ',', default_value = "0.2,0.4,0.6,0.8,0.9,0.95")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "0.2,0.4,0.6,0.8,0.9,0.95"
+        )]
         loads: Vec<f64>,
         /// Packets per load.
         #[arg(long, default_value_t = 200_000)]
@@ -211,22 +219,59 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 bench::pint_path::print_table(&r);
             }
         }
-        Cmd::PintLatency { hops, runs, packets, sketch_items, seed, json } => {
+        Cmd::PintLatency {
+            hops,
+            runs,
+            packets,
+            sketch_items,
+            seed,
+            json,
+        } => {
             if hops == 0 || hops > 64 || runs == 0 || packets.is_empty() || sketch_items < 8 {
-                anyhow::bail!("--hops must be 1 to 64, --runs and --packets non-empty, --sketch-items at least 8");
+                anyhow::bail!(
+                    "--hops must be 1 to 64, --runs and --packets non-empty, --sketch-items at least 8"
+                );
             }
-            let r = bench::pint_latency::run(&bench::pint_latency::LatencyOptions { hops, runs, packets, sketch_items, seed });
+            let r = bench::pint_latency::run(&bench::pint_latency::LatencyOptions {
+                hops,
+                runs,
+                packets,
+                sketch_items,
+                seed,
+            });
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
                 bench::pint_latency::print_table(&r);
             }
         }
-        Cmd::PintHpcc { loads, packets, bits, hops, rtt_ns, seed, json } => {
-            if loads.iter().any(|l| !(*l > 0.0 && *l < 1.0)) || packets == 0 || bits.iter().any(|b| !(2..=16).contains(b)) || hops == 0 {
-                anyhow::bail!("--loads must be in (0, 1), --bits 2 to 16, --packets and --hops positive");
+        Cmd::PintHpcc {
+            loads,
+            packets,
+            bits,
+            hops,
+            rtt_ns,
+            seed,
+            json,
+        } => {
+            if loads.iter().any(|l| !(*l > 0.0 && *l < 1.0))
+                || packets == 0
+                || bits.iter().any(|b| !(2..=16).contains(b))
+                || hops == 0
+            {
+                anyhow::bail!(
+                    "--loads must be in (0, 1), --bits 2 to 16, --packets and --hops positive"
+                );
             }
-            let r = bench::pint_hpcc::run(&bench::pint_hpcc::HpccOptions { capacity_bps: 100_000_000_000, rtt_ns, loads, packets, bits, hops, seed });
+            let r = bench::pint_hpcc::run(&bench::pint_hpcc::HpccOptions {
+                capacity_bps: 100_000_000_000,
+                rtt_ns,
+                loads,
+                packets,
+                bits,
+                hops,
+                seed,
+            });
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {

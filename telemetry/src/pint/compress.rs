@@ -11,7 +11,18 @@
 pub struct LogCompressor {
     base: f64,
     ln_base: f64,
+    log2_base: f64,
     max_code: u32,
+}
+
+/// A rough log2 (error below 0.01) from the float's exponent and a quadratic in its
+/// mantissa: a starting guess that [`LogCompressor::compress`] corrects exactly.
+#[inline(always)]
+fn rough_log2(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000) - 1.0;
+    exponent as f64 + m * (1.346_57 - 0.346_57 * m)
 }
 
 impl LogCompressor {
@@ -22,6 +33,7 @@ impl LogCompressor {
         LogCompressor {
             base,
             ln_base: base.ln(),
+            log2_base: base.log2(),
             max_code: ((1u64 << bits) - 1) as u32,
         }
     }
@@ -50,15 +62,28 @@ impl LogCompressor {
         if x.is_nan() || x <= 1.0 {
             return 0;
         }
-        let l = x.ln() / self.ln_base;
-        let lo = l.floor();
-        if lo >= f64::from(self.max_code) {
+        // A guess of floor(log_base x) from a cheap log2, corrected against exact powers so
+        // that base^lo <= x < base^(lo + 1).
+        let guess = (rough_log2(x) / self.log2_base).floor().max(0.0);
+        if guess >= f64::from(self.max_code) + 1.0 {
             return self.max_code;
         }
-        let lo_v = self.base.powf(lo);
+        let mut lo = guess as i32;
+        let mut lo_v = self.base.powi(lo);
+        while lo > 0 && x < lo_v {
+            lo -= 1;
+            lo_v /= self.base;
+        }
+        while x >= lo_v * self.base {
+            lo += 1;
+            lo_v *= self.base;
+        }
+        if lo as u32 >= self.max_code {
+            return self.max_code;
+        }
         let p = (x - lo_v) / (lo_v * self.base - lo_v);
         let up = f64::from(r) < p * 4_294_967_296.0;
-        (lo as u32 + u32::from(up)).min(self.max_code)
+        lo as u32 + u32::from(up)
     }
 
     /// The value a code stands for.
@@ -141,6 +166,31 @@ mod tests {
         for x in [3.0, 17.0, 200.0] {
             let m = mean_decoded(&coarse, x, 200_000);
             assert!((m - x).abs() / x < 0.01, "x {x}: mean {m}");
+        }
+    }
+
+    #[test]
+    fn rough_log2_is_close() {
+        for x in [1.0, 1.5, 2.0, 3.7, 1000.0, 123_456.0, 1e12] {
+            assert!((rough_log2(x) - f64::log2(x)).abs() < 0.01, "{x}");
+        }
+    }
+
+    #[test]
+    fn codes_bracket_the_value() {
+        // The code is floor or ceil of log_base(x), never further.
+        let c = LogCompressor::with_epsilon(0.022, 8);
+        for i in 0..20_000u32 {
+            let x = 1.0 + f64::from(i) * 3.3;
+            let exact = x.ln() / c.ln_base;
+            for r in [0, u32::MAX / 2, u32::MAX] {
+                let code = f64::from(c.compress(x, r));
+                assert!(
+                    code >= exact.floor().min(255.0) - 1e-9
+                        && code <= exact.ceil().min(255.0) + 1e-9,
+                    "{x}: {code} vs {exact}"
+                );
+            }
         }
     }
 

@@ -1,0 +1,282 @@
+//! The encoded flowset of one switch (and one worker core) for one epoch: the flow filter and
+//! the counting table (an invertible Bloom lookup table of `k` sub-tables).
+//!
+//! A packet of a new flow (the filter had not seen it) adds the key to FlowXor, one to
+//! FlowCount, and its packet and bytes to PacketCount and ByteCount of one cell in each
+//! sub-table; a later packet of the flow only adds to PacketCount and ByteCount. Cell `j` of
+//! a key: with `H_0 = hash64(seed_table, key)` and `H_(i+1) = mix64(H_i)`, the 32-bit value
+//! `u_j` is the low (even `j`) or high (odd `j`) half of `H_(j/2)`, and the index in
+//! sub-table `j` is `u_j * m >> 32` for `m` cells per sub-table: independent positions, so
+//! two flows share all their cells only by chance (1 in m^k).
+
+use crate::flowradar::filter::FlowFilter;
+use crate::flowradar::key::FlowKey;
+use crate::hash::{hash64, mix64};
+
+/// Largest number of sub-tables.
+pub const MAX_HASHES: u8 = 8;
+
+/// How a flowset is sized and seeded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlowSetConfig {
+    /// Flows expected per epoch.
+    pub expected_flows: u32,
+    /// Counting-table cells per expected flow (peeling succeeds above about 1.222 for k = 3).
+    pub cells_per_flow: f64,
+    /// Sub-tables, one cell each per flow (`k`, default 3).
+    pub hashes: u8,
+    /// Flow-filter bits per expected flow.
+    pub filter_bits_per_flow: f64,
+    /// Seed; each switch (and core) needs its own for network-wide decoding.
+    pub seed: u64,
+}
+
+impl FlowSetConfig {
+    /// The defaults for `expected_flows` flows: 1.3 cells per flow, k = 3, 16 filter bits per
+    /// flow, seed derived from `switch_id`.
+    pub fn for_flows(expected_flows: u32, switch_id: u32) -> FlowSetConfig {
+        FlowSetConfig {
+            expected_flows,
+            cells_per_flow: 1.3,
+            hashes: 3,
+            filter_bits_per_flow: 16.0,
+            seed: seed_for_switch(switch_id),
+        }
+    }
+}
+
+/// A per-switch seed, so that switches hash flows to different cells.
+pub fn seed_for_switch(switch_id: u32) -> u64 {
+    mix64(0x464c_4f57_5241_4452 ^ u64::from(switch_id))
+}
+
+/// One counting-table cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C, align(32))]
+pub struct Cell {
+    /// XOR of the keys of the flows in the cell (104 bits used).
+    pub key_xor: u128,
+    /// Number of flows in the cell.
+    pub flow_count: u32,
+    /// Packets of those flows.
+    pub packets: u32,
+    /// Bytes of those flows.
+    pub bytes: u64,
+}
+
+impl Cell {
+    /// Whether nothing was counted in the cell.
+    pub fn is_empty(&self) -> bool {
+        self.flow_count == 0 && self.key_xor == 0 && self.packets == 0 && self.bytes == 0
+    }
+}
+
+/// The encoded flowset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSet {
+    filter: FlowFilter,
+    cells: Vec<Cell>,
+    per_table: u32,
+    hashes: u8,
+    table_seed: u64,
+    flows: u64,
+    packets: u64,
+}
+
+impl FlowSet {
+    /// An empty flowset sized by `cfg`.
+    pub fn new(cfg: &FlowSetConfig) -> FlowSet {
+        assert!(
+            (1..=MAX_HASHES).contains(&cfg.hashes),
+            "hashes must be 1 to {MAX_HASHES}"
+        );
+        let cells = (f64::from(cfg.expected_flows.max(1)) * cfg.cells_per_flow).ceil() as u64;
+        let per_table = cells.div_ceil(u64::from(cfg.hashes)).max(1) as u32;
+        let filter_bits =
+            (f64::from(cfg.expected_flows.max(1)) * cfg.filter_bits_per_flow).ceil() as usize;
+        FlowSet::from_parts(
+            FlowFilter::new(filter_bits, mix64(cfg.seed ^ 0x66)),
+            vec![Cell::default(); per_table as usize * usize::from(cfg.hashes)],
+            cfg.hashes,
+            mix64(cfg.seed ^ 0x74),
+        )
+        .expect("consistent sizes")
+    }
+
+    /// A flowset from its parts (the wire form); None if the sizes disagree.
+    pub fn from_parts(
+        filter: FlowFilter,
+        cells: Vec<Cell>,
+        hashes: u8,
+        table_seed: u64,
+    ) -> Option<FlowSet> {
+        if hashes == 0
+            || hashes > MAX_HASHES
+            || cells.is_empty()
+            || cells.len() % usize::from(hashes) != 0
+        {
+            return None;
+        }
+        let per_table = u32::try_from(cells.len() / usize::from(hashes)).ok()?;
+        let flows = cells[..per_table as usize]
+            .iter()
+            .map(|c| u64::from(c.flow_count))
+            .sum();
+        let packets = cells[..per_table as usize]
+            .iter()
+            .map(|c| u64::from(c.packets))
+            .sum();
+        Some(FlowSet {
+            filter,
+            cells,
+            per_table,
+            hashes,
+            table_seed,
+            flows,
+            packets,
+        })
+    }
+
+    /// Counts one packet of `bytes` bytes of flow `key`; returns whether the flow was new in
+    /// this epoch. No allocation.
+    #[inline]
+    pub fn update(&mut self, key: &FlowKey, bytes: u32) -> bool {
+        let words = key.words();
+        let mut new = self.filter.insert(&words);
+        let idx = self.indices(&words);
+        let idx = &idx[..usize::from(self.hashes)];
+        // A flow already counted has a flow in each of its cells: an empty one proves the
+        // filter's "seen" a false positive, which would otherwise drop the flow's key and
+        // leave its packets in other flows' counters.
+        if !new && idx.iter().any(|&i| self.cells[i].flow_count == 0) {
+            new = true;
+        }
+        let x = key.to_u128();
+        for &i in idx {
+            let c = &mut self.cells[i];
+            if new {
+                c.key_xor ^= x;
+                c.flow_count += 1;
+            }
+            c.packets = c.packets.wrapping_add(1);
+            c.bytes = c.bytes.wrapping_add(u64::from(bytes));
+        }
+        self.flows += u64::from(new);
+        self.packets += 1;
+        new
+    }
+
+    /// The cell of the key in each sub-table (the first `hashes` entries are used).
+    #[inline(always)]
+    fn indices(&self, words: &[u64; 2]) -> [usize; MAX_HASHES as usize] {
+        let mut out = [0usize; MAX_HASHES as usize];
+        let mut h = hash64(self.table_seed, words);
+        let m = u64::from(self.per_table);
+        for j in 0..usize::from(self.hashes) {
+            if j > 0 && j % 2 == 0 {
+                h = mix64(h);
+            }
+            let u = if j % 2 == 0 { h & 0xffff_ffff } else { h >> 32 };
+            out[j] = j * self.per_table as usize + ((u * m) >> 32) as usize;
+        }
+        out
+    }
+
+    /// The cell of `key` in sub-table `j`, as an index into [`FlowSet::cells`].
+    pub fn cell_of(&self, key: &FlowKey, j: u32) -> usize {
+        self.indices(&key.words())[j as usize]
+    }
+
+    /// The cells of `key`, one per sub-table.
+    pub fn cells_of(&self, key: &FlowKey) -> impl Iterator<Item = usize> + use<> {
+        let idx = self.indices(&key.words());
+        idx.into_iter().take(usize::from(self.hashes))
+    }
+
+    /// Which sub-table cell `i` belongs to.
+    pub fn table_of(&self, i: usize) -> u32 {
+        (i / self.per_table as usize) as u32
+    }
+
+    /// Clears the flowset for a new epoch.
+    pub fn clear(&mut self) {
+        self.filter.clear();
+        self.cells.fill(Cell::default());
+        self.flows = 0;
+        self.packets = 0;
+    }
+
+    /// The flow filter.
+    pub fn filter(&self) -> &FlowFilter {
+        &self.filter
+    }
+
+    /// The counting table, sub-table after sub-table.
+    pub fn cells(&self) -> &[Cell] {
+        &self.cells
+    }
+
+    /// Sub-tables (`k`).
+    pub fn hashes(&self) -> u8 {
+        self.hashes
+    }
+
+    /// Cells per sub-table.
+    pub fn cells_per_table(&self) -> u32 {
+        self.per_table
+    }
+
+    /// Seed of the counting table's hash.
+    pub fn table_seed(&self) -> u64 {
+        self.table_seed
+    }
+
+    /// Flows counted (new flows seen by the filter).
+    pub fn flows(&self) -> u64 {
+        self.flows
+    }
+
+    /// Packets counted.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Memory of the filter and the table in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.filter.bits() / 8 + self.cells.len() * std::mem::size_of::<Cell>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_counts_new_flows_once() {
+        let mut fs = FlowSet::new(&FlowSetConfig::for_flows(1000, 1));
+        let k = FlowKey {
+            src: 1,
+            dst: 2,
+            src_port: 3,
+            dst_port: 4,
+            protocol: 6,
+        };
+        assert!(fs.update(&k, 100));
+        assert!(!fs.update(&k, 200));
+        let cells: Vec<usize> = fs.cells_of(&k).collect();
+        assert_eq!(cells.len(), 3);
+        for (j, &i) in cells.iter().enumerate() {
+            assert_eq!(fs.table_of(i), j as u32);
+            let c = fs.cells()[i];
+            assert_eq!(
+                (c.key_xor, c.flow_count, c.packets, c.bytes),
+                (k.to_u128(), 1, 2, 300)
+            );
+        }
+        assert_eq!((fs.flows(), fs.packets()), (1, 2));
+        fs.clear();
+        assert!(fs.cells().iter().all(Cell::is_empty));
+        assert!(fs.update(&k, 1), "new again after an epoch");
+        assert_eq!(std::mem::size_of::<Cell>(), 32);
+    }
+}
