@@ -113,7 +113,7 @@ impl FlowSet {
         if hashes == 0
             || hashes > MAX_HASHES
             || cells.is_empty()
-            || cells.len() % usize::from(hashes) != 0
+            || !cells.len().is_multiple_of(usize::from(hashes))
         {
             return None;
         }
@@ -172,12 +172,12 @@ impl FlowSet {
         let mut out = [0usize; MAX_HASHES as usize];
         let mut h = hash64(self.table_seed, words);
         let m = u64::from(self.per_table);
-        for j in 0..usize::from(self.hashes) {
+        for (j, slot) in out.iter_mut().enumerate().take(usize::from(self.hashes)) {
             if j > 0 && j % 2 == 0 {
                 h = mix64(h);
             }
             let u = if j % 2 == 0 { h & 0xffff_ffff } else { h >> 32 };
-            out[j] = j * self.per_table as usize + ((u * m) >> 32) as usize;
+            *slot = j * self.per_table as usize + ((u * m) >> 32) as usize;
         }
         out
     }

@@ -132,11 +132,11 @@ pub fn simulate(cfg: &SimConfig) -> SimEpoch {
             for (i, &node) in path.iter().enumerate() {
                 if i > 0 {
                     let link = (path[i - 1], node);
-                    if let Some(&p) = loss.get(&link) {
-                        if rng.unit() < p {
-                            *lost.entry((link.0 as usize, link.1 as usize)).or_default() += 1;
-                            break;
-                        }
+                    if let Some(&p) = loss.get(&link)
+                        && rng.unit() < p
+                    {
+                        *lost.entry((link.0 as usize, link.1 as usize)).or_default() += 1;
+                        break;
                     }
                 }
                 let e = truth[node as usize].entry(key).or_default();

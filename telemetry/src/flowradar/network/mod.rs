@@ -409,8 +409,7 @@ fn full_column_rank_prime(cols: &[Vec<usize>], rows: usize) -> bool {
             m[r * n + j] += 1;
         }
     }
-    let mut rank = 0;
-    for col in 0..n {
+    for (rank, col) in (0..n).enumerate() {
         let Some(p) = (rank..rows).find(|&r| m[r * n + col] != 0) else {
             return false;
         };
@@ -432,7 +431,6 @@ fn full_column_rank_prime(cols: &[Vec<usize>], rows: usize) -> bool {
                 m[r * n + k] = if v >= sub { v - sub } else { v + P - sub };
             }
         }
-        rank += 1;
     }
     true
 }
@@ -505,10 +503,10 @@ fn solve_integer(
             .then_some(xi)
     };
     for it in 0..(4 * n + 100) {
-        if it % 4 == 0 {
-            if let Some(sol) = check(&x) {
-                return Some(sol);
-            }
+        if it % 4 == 0
+            && let Some(sol) = check(&x)
+        {
+            return Some(sol);
         }
         if gamma < 1e-18 {
             break;

@@ -32,7 +32,7 @@ fn assert_exact(epoch: &crate::flowradar::sim::SimEpoch, r: &NetworkResult) {
 fn exact_counts_and_localised_loss() {
     // K = 4: 20 switches, 16 hosts. Drop 10% on one aggregation -> core link and 30% on one
     // core -> aggregation link.
-    let (agg, core) = (4 + 0, 0);
+    let (agg, core) = (4, 0);
     let (core2, agg2) = (3, 4 + 4 + 1);
     let cfg = SimConfig {
         k: 4,
