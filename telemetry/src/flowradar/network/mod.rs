@@ -348,8 +348,9 @@ fn full_column_rank_gf2(cols: &[Vec<usize>], rows: usize) -> bool {
             m[r * words + j / 64] ^= 1 << (j % 64);
         }
     }
-    let mut rank = 0;
+    // Every column must give a pivot, so the rank so far equals the column number.
     for col in 0..n {
+        let rank = col;
         let (w, bit) = (col / 64, 1u64 << (col % 64));
         let Some(p) = (rank..rows).find(|&r| m[r * words + w] & bit != 0) else {
             return false;
@@ -367,7 +368,6 @@ fn full_column_rank_gf2(cols: &[Vec<usize>], rows: usize) -> bool {
                 }
             }
         }
-        rank += 1;
     }
     true
 }
