@@ -2,6 +2,7 @@
 
 #![warn(missing_docs)]
 
+pub mod flowradar;
 pub mod forward;
 pub mod pint_hpcc;
 pub mod pint_latency;

@@ -135,6 +135,46 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// FlowRadar on a K = 8 fat tree: SingleDecode against network-wide decoding, per load.
+    Flowradar {
+        /// Fat-tree arity.
+        #[arg(long, default_value_t = 8)]
+        k: u32,
+        /// Flows per switch the memory is sized for.
+        #[arg(long, default_value_t = 10_000)]
+        flows_per_switch: u32,
+        /// Counting-table cells per provisioned flow.
+        #[arg(long, default_value_t = 1.3)]
+        cells_per_flow: f64,
+        /// Sub-tables (hash functions).
+        #[arg(long, default_value_t = 3)]
+        hashes: u8,
+        /// Loads: average flows per switch over provisioned flows (comma-separated).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "0.8,0.9,1.0,1.05,1.1,1.2,1.3,1.4,1.5,1.6"
+        )]
+        loads: Vec<f64>,
+        /// Drop rate on the lossy links.
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        /// Lossy links as FROM-TO node numbers (comma-separated), e.g. 16-0.
+        #[arg(long, value_delimiter = ',')]
+        lossy_links: Vec<String>,
+        /// Instead: decode success of one flowset against cells per flow.
+        #[arg(long)]
+        sweep: bool,
+        /// Seeds per point of the sweep.
+        #[arg(long, default_value_t = 20)]
+        seeds: u32,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Runs the switch (the same code as pint-switch); the benchmarks start it this way.
     #[command(hide = true)]
     Switch {
@@ -276,6 +316,70 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
                 bench::pint_hpcc::print_table(&r);
+            }
+        }
+        Cmd::Flowradar {
+            k,
+            flows_per_switch,
+            cells_per_flow,
+            hashes,
+            loads,
+            loss,
+            lossy_links,
+            sweep,
+            seeds,
+            seed,
+            json,
+        } => {
+            if !(1..=8).contains(&hashes)
+                || !(cells_per_flow > 0.5)
+                || flows_per_switch == 0
+                || k < 2
+                || k % 2 == 1
+            {
+                anyhow::bail!(
+                    "--hashes must be 1 to 8, --cells-per-flow above 0.5, --flows-per-switch positive, --k even"
+                );
+            }
+            if sweep {
+                let opts = bench::flowradar::SweepOptions {
+                    flows: flows_per_switch,
+                    hashes,
+                    cells_per_flow: (0..=12)
+                        .map(|i| 1.16 + 0.01 * f64::from(i))
+                        .chain([1.3, 1.35])
+                        .collect(),
+                    seeds,
+                };
+                let rows = bench::flowradar::sweep(&opts);
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&rows)?);
+                } else {
+                    bench::flowradar::print_sweep(&opts, &rows);
+                }
+                return Ok(());
+            }
+            let mut links = Vec::new();
+            for l in &lossy_links {
+                let (a, b) = l
+                    .split_once('-')
+                    .ok_or_else(|| anyhow::anyhow!("--lossy-links: `{l}` is not FROM-TO"))?;
+                links.push((a.parse()?, b.parse()?));
+            }
+            let r = bench::flowradar::run(&bench::flowradar::FlowRadarOptions {
+                k,
+                provisioned: flows_per_switch,
+                cells_per_flow,
+                hashes,
+                loads,
+                loss_rate: loss,
+                lossy_links: links,
+                seed,
+            });
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                bench::flowradar::print_table(&r);
             }
         }
         Cmd::Switch {

@@ -44,7 +44,11 @@ pub fn link_losses(result: &NetworkResult, paths: &HashMap<FlowKey, Vec<usize>>)
                 flows_vanished: 0,
             });
             let up = counts.get(a).and_then(|m| m.get(key)).copied().flatten();
-            let down_known = result.switches.get(b).is_some_and(|s| s.keys_complete);
+            // Absent downstream means lost only if that switch's flows are all accounted for.
+            let down_known = result
+                .switches
+                .get(b)
+                .is_some_and(|s| s.keys_complete && s.counters_complete);
             match (up, counts.get(b).and_then(|m| m.get(key)).copied()) {
                 (Some(u), Some(Some(d))) => {
                     e.flows_measured += 1;

@@ -13,6 +13,9 @@ use crate::flowradar::filter::FlowFilter;
 use crate::flowradar::key::FlowKey;
 use crate::hash::{hash64, mix64};
 
+/// Flow-filter bits per expected flow by default.
+pub const DEFAULT_FILTER_BITS: f64 = 32.0;
+
 /// Largest number of sub-tables.
 pub const MAX_HASHES: u8 = 8;
 
@@ -50,24 +53,32 @@ pub fn seed_for_switch(switch_id: u32) -> u64 {
     mix64(0x464c_4f57_5241_4452 ^ u64::from(switch_id))
 }
 
-/// One counting-table cell.
+/// One counting-table cell (32 bytes: two per cache line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(C, align(32))]
 pub struct Cell {
     /// XOR of the keys of the flows in the cell (104 bits used).
     pub key_xor: u128,
-    /// Number of flows in the cell.
-    pub flow_count: u32,
-    /// Packets of those flows.
-    pub packets: u32,
     /// Bytes of those flows.
     pub bytes: u64,
+    /// Packets of those flows.
+    pub packets: u32,
+    /// Number of flows in the cell.
+    pub flow_count: u16,
+    /// Sum over packets of the 16-bit fingerprint of the packet's flow (wrapping). A cell
+    /// that holds one known flow has `check = packets * fingerprint`; packets of a flow whose
+    /// key the filter hid break that, so they cannot pass for another flow's.
+    pub check: u16,
 }
 
 impl Cell {
     /// Whether nothing was counted in the cell.
     pub fn is_empty(&self) -> bool {
-        self.flow_count == 0 && self.key_xor == 0 && self.packets == 0 && self.bytes == 0
+        self.flow_count == 0
+            && self.key_xor == 0
+            && self.packets == 0
+            && self.bytes == 0
+            && self.check == 0
     }
 }
 
@@ -143,7 +154,7 @@ impl FlowSet {
     pub fn update(&mut self, key: &FlowKey, bytes: u32) -> bool {
         let words = key.words();
         let mut new = self.filter.insert(&words);
-        let idx = self.indices(&words);
+        let (idx, fp) = self.indices(&words);
         let idx = &idx[..usize::from(self.hashes)];
         // A flow already counted has a flow in each of its cells: an empty one proves the
         // filter's "seen" a false positive, which would otherwise drop the flow's key and
@@ -156,21 +167,24 @@ impl FlowSet {
             let c = &mut self.cells[i];
             if new {
                 c.key_xor ^= x;
-                c.flow_count += 1;
+                c.flow_count = c.flow_count.wrapping_add(1);
             }
             c.packets = c.packets.wrapping_add(1);
             c.bytes = c.bytes.wrapping_add(u64::from(bytes));
+            c.check = c.check.wrapping_add(fp);
         }
         self.flows += u64::from(new);
         self.packets += 1;
         new
     }
 
-    /// The cell of the key in each sub-table (the first `hashes` entries are used).
+    /// The cell of the key in each sub-table (the first `hashes` entries are used), and the
+    /// key's 16-bit fingerprint (the top bits of `mix64(H_0 ^ 0xf1)`).
     #[inline(always)]
-    fn indices(&self, words: &[u64; 2]) -> [usize; MAX_HASHES as usize] {
+    fn indices(&self, words: &[u64; 2]) -> ([usize; MAX_HASHES as usize], u16) {
         let mut out = [0usize; MAX_HASHES as usize];
         let mut h = hash64(self.table_seed, words);
+        let fp = (mix64(h ^ 0xf1) >> 48) as u16;
         let m = u64::from(self.per_table);
         for (j, slot) in out.iter_mut().enumerate().take(usize::from(self.hashes)) {
             if j > 0 && j % 2 == 0 {
@@ -179,17 +193,22 @@ impl FlowSet {
             let u = if j % 2 == 0 { h & 0xffff_ffff } else { h >> 32 };
             *slot = j * self.per_table as usize + ((u * m) >> 32) as usize;
         }
-        out
+        (out, fp)
+    }
+
+    /// The key's 16-bit fingerprint (see [`Cell::check`]).
+    pub fn fingerprint(&self, key: &FlowKey) -> u16 {
+        self.indices(&key.words()).1
     }
 
     /// The cell of `key` in sub-table `j`, as an index into [`FlowSet::cells`].
     pub fn cell_of(&self, key: &FlowKey, j: u32) -> usize {
-        self.indices(&key.words())[j as usize]
+        self.indices(&key.words()).0[j as usize]
     }
 
     /// The cells of `key`, one per sub-table.
     pub fn cells_of(&self, key: &FlowKey) -> impl Iterator<Item = usize> + use<> {
-        let idx = self.indices(&key.words());
+        let idx = self.indices(&key.words()).0;
         idx.into_iter().take(usize::from(self.hashes))
     }
 
@@ -269,8 +288,8 @@ mod tests {
             assert_eq!(fs.table_of(i), j as u32);
             let c = fs.cells()[i];
             assert_eq!(
-                (c.key_xor, c.flow_count, c.packets, c.bytes),
-                (k.to_u128(), 1, 2, 300)
+                (c.key_xor, c.flow_count, c.packets, c.bytes, c.check),
+                (k.to_u128(), 1, 2, 300, fs.fingerprint(&k).wrapping_mul(2))
             );
         }
         assert_eq!((fs.flows(), fs.packets()), (1, 2));

@@ -41,7 +41,7 @@ impl Default for SimConfig {
             provisioned_flows: None,
             cells_per_flow: 1.3,
             hashes: 3,
-            filter_bits_per_flow: 16.0,
+            filter_bits_per_flow: crate::flowradar::flowset::DEFAULT_FILTER_BITS,
             max_packets: 20,
             lossy_links: Vec::new(),
             seed: 1,

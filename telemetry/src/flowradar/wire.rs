@@ -15,7 +15,8 @@
 //! 44      4     non-empty cells
 //! 48      ...   filter blocks, each 8 little-endian u64 words
 //! then per non-empty cell, in index order: varint gap to the previous index (first: the
-//! index), 13 bytes of FlowXor (the key layout), varints FlowCount, PacketCount, ByteCount
+//! index), 13 bytes of FlowXor (the key layout), 2 bytes of Check (big-endian), varints
+//! FlowCount, PacketCount, ByteCount
 //! ```
 //!
 //! Varints are LEB128 (7 bits per byte, low first, at most 10 bytes).
@@ -148,6 +149,7 @@ pub fn encode(e: &EpochFlowSet) -> Vec<u8> {
         put_varint(&mut out, (i - prev) as u64);
         prev = i;
         out.extend_from_slice(&c.key_xor.to_be_bytes()[3..]);
+        out.extend_from_slice(&c.check.to_be_bytes());
         put_varint(&mut out, u64::from(c.flow_count));
         put_varint(&mut out, u64::from(c.packets));
         put_varint(&mut out, c.bytes);
@@ -215,7 +217,8 @@ pub fn decode(bytes: &[u8]) -> Result<EpochFlowSet, FlowSetWireError> {
         }
         let mut key = [0u8; 16];
         key[3..].copy_from_slice(r.take(13)?);
-        let flow_count = u32::try_from(r.varint()?).map_err(|_| FlowSetWireError::BadCounter)?;
+        let check = u16::from_be_bytes(r.take(2)?.try_into().expect("2 bytes"));
+        let flow_count = u16::try_from(r.varint()?).map_err(|_| FlowSetWireError::BadCounter)?;
         let packets = u32::try_from(r.varint()?).map_err(|_| FlowSetWireError::BadCounter)?;
         let bytes = r.varint()?;
         cells[index] = Cell {
@@ -223,6 +226,7 @@ pub fn decode(bytes: &[u8]) -> Result<EpochFlowSet, FlowSetWireError> {
             flow_count,
             packets,
             bytes,
+            check,
         };
     }
     if r.at != bytes.len() {
