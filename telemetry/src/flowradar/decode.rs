@@ -2,7 +2,7 @@
 //! (FlowCount 1) and the key in FlowXor hashes back to that very cell; its counters are then
 //! the flow's, and the flow is removed from its other cells, which may become pure in turn.
 
-use crate::flowradar::flowset::FlowSet;
+use crate::flowradar::flowset::{Cell, FlowSet, MAX_HASHES};
 use crate::flowradar::key::FlowKey;
 
 /// A decoded flow and its counters at one switch.
@@ -28,84 +28,197 @@ pub struct DecodeResult {
     pub remaining_cells: usize,
 }
 
-/// A working copy of a counting table with wide signed counters, for peeling.
-#[derive(Debug, Clone)]
+/// A working copy of a counting table for peeling. Counters use wrapping arithmetic: a value
+/// "below zero" wraps, and only comparisons with zero and one (and exact reads from pure
+/// cells) matter. One struct per cell keeps a flow's updates to one cache line per cell.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Work {
-    pub xor: Vec<u128>,
-    pub count: Vec<i64>,
-    pub packets: Vec<i64>,
-    pub bytes: Vec<i64>,
-    pub check: Vec<u16>,
+    pub cells: Vec<Cell>,
 }
 
 impl Work {
-    pub fn of(fs: &FlowSet) -> Work {
-        let c = fs.cells();
-        Work {
-            xor: c.iter().map(|c| c.key_xor).collect(),
-            count: c.iter().map(|c| i64::from(c.flow_count)).collect(),
-            packets: c.iter().map(|c| i64::from(c.packets)).collect(),
-            bytes: c.iter().map(|c| c.bytes as i64).collect(),
-            check: c.iter().map(|c| c.check).collect(),
-        }
-    }
-
-    /// The key of cell `i` if its key part is pure: one flow whose key hashes back to it.
+    /// The key of cell `i`, its cells and its fingerprint, if its key part is pure: one flow
+    /// whose key hashes back to this cell.
     #[inline]
-    pub fn pure(&self, fs: &FlowSet, i: usize) -> Option<FlowKey> {
-        if self.count[i] != 1 {
+    pub fn pure(
+        &self,
+        fs: &FlowSet,
+        i: usize,
+    ) -> Option<(FlowKey, [usize; MAX_HASHES as usize], u16)> {
+        let c = &self.cells[i];
+        if c.flow_count != 1 {
             return None;
         }
-        let key = FlowKey::from_u128(self.xor[i])?;
-        (fs.cell_of(&key, fs.table_of(i)) == i).then_some(key)
+        let key = FlowKey::from_u128(c.key_xor)?;
+        let (cells, fp) = fs.locate(&key);
+        (cells[fs.table_of(i) as usize] == i).then_some((key, cells, fp))
+    }
+
+    /// Cells whose key part is not empty.
+    pub fn key_cells(&self) -> usize {
+        self.cells
+            .iter()
+            .filter(|c| c.flow_count != 0 || c.key_xor != 0)
+            .count()
+    }
+
+    /// Cells whose counters are not empty.
+    pub fn counter_cells(&self) -> usize {
+        self.cells
+            .iter()
+            .filter(|c| c.packets != 0 || c.bytes != 0 || c.check != 0)
+            .count()
     }
 }
 
 /// Decodes one flowset on its own.
 ///
-/// Keys are peeled from cells that hold one flow. A flow's counters are read from one of its
-/// cells whose check shows that cell's counters are the flow's alone; packets of a flow the
-/// filter hid (a false positive on its first packet) then stay where they are instead of
-/// being credited to another flow, and show as an incomplete decode.
+/// Keys are peeled from cells that hold one flow; a flow's counters are taken from that cell
+/// when its check shows the counters are the flow's alone. Packets of a flow the filter hid
+/// (a false positive on its first packet) fail that check: the flows they touch get their
+/// counters from other cells afterwards, and the hidden packets stay behind, marking the
+/// decode incomplete instead of corrupting other flows' counters.
 pub fn single_decode(fs: &FlowSet) -> DecodeResult {
-    let mut w = Work::of(fs);
-    let mut queue: Vec<usize> = (0..w.count.len()).filter(|&i| w.count[i] == 1).collect();
-    let mut keys: Vec<FlowKey> = Vec::new();
-    while let Some(i) = queue.pop() {
-        let Some(key) = w.pure(fs, i) else { continue };
-        keys.push(key);
-        let x = key.to_u128();
-        for c in fs.cells_of(&key) {
-            w.xor[c] ^= x;
-            w.count[c] -= 1;
-            if w.count[c] == 1 {
-                queue.push(c);
+    SingleDecoder::default().decode(fs)
+}
+
+/// The first pass of decoding a flowset: keys peeled from pure cells, with their counters
+/// when the peeling cell's check confirms them, and what is left in the table.
+#[derive(Debug, Clone)]
+pub(crate) struct Peeled {
+    pub keys: Vec<FlowKey>,
+    pub counters: Vec<Option<(i64, i64)>>,
+    pub work: Work,
+}
+
+pub(crate) fn peel(fs: &FlowSet) -> Peeled {
+    let mut d = SingleDecoder::default();
+    d.peel(fs);
+    Peeled {
+        keys: std::mem::take(&mut d.keys),
+        counters: std::mem::take(&mut d.counters),
+        work: std::mem::take(&mut d.work),
+    }
+}
+
+/// A SingleDecode that keeps its buffers between flowsets (a collector decodes one flowset
+/// per switch per epoch; reusing the working copy avoids faulting in megabytes each time).
+#[derive(Debug, Clone, Default)]
+pub struct SingleDecoder {
+    work: Work,
+    queue: Vec<usize>,
+    keys: Vec<FlowKey>,
+    counters: Vec<Option<(i64, i64)>>,
+}
+
+impl SingleDecoder {
+    /// Decodes one flowset (see [`single_decode`]).
+    pub fn decode(&mut self, fs: &FlowSet) -> DecodeResult {
+        self.peel(fs);
+        let key_cells = self.work.key_cells();
+        let pending: Vec<usize> = (0..self.keys.len())
+            .filter(|&f| self.counters[f].is_none())
+            .collect();
+        let leftover = if pending.is_empty() && key_cells == 0 {
+            self.work.counter_cells()
+        } else {
+            let keys: Vec<FlowKey> = pending.iter().map(|&f| self.keys[f]).collect();
+            let cp = CounterPeel::from_residual(fs, &keys, &self.work);
+            for (i, &f) in pending.iter().enumerate() {
+                self.counters[f] = cp.value[i];
+            }
+            cp.leftover_cells()
+        };
+        let flows = self
+            .keys
+            .iter()
+            .zip(&self.counters)
+            .filter_map(|(k, v)| {
+                v.filter(|v| v.0 >= 0 && v.1 >= 0)
+                    .map(|(a, b)| DecodedFlow {
+                        key: *k,
+                        packets: a as u64,
+                        bytes: b as u64,
+                    })
+            })
+            .collect::<Vec<_>>();
+        let complete = key_cells == 0 && leftover == 0 && flows.len() == self.keys.len();
+        DecodeResult {
+            complete,
+            flows,
+            remaining_cells: key_cells + leftover,
+        }
+    }
+
+    fn peel(&mut self, fs: &FlowSet) {
+        /// Pure cells examined together, so that their flows' cells are fetched from memory
+        /// in parallel rather than one cache miss after another.
+        const BATCH: usize = 16;
+        let w = &mut self.work;
+        w.cells.clear();
+        w.cells.extend_from_slice(fs.cells());
+        let k = usize::from(fs.hashes());
+        let queue = &mut self.queue;
+        queue.clear();
+        queue.extend((0..w.cells.len()).filter(|&i| w.cells[i].flow_count == 1));
+        self.keys.clear();
+        self.counters.clear();
+        let mut batch: [(usize, FlowKey, [usize; MAX_HASHES as usize], u16); BATCH] =
+            [(0, FlowKey::default(), [0; MAX_HASHES as usize], 0); BATCH];
+        while !queue.is_empty() {
+            let mut n = 0;
+            while n < BATCH {
+                let Some(i) = queue.pop() else { break };
+                if let Some((key, cells, fp)) = w.pure(fs, i) {
+                    for &c in &cells[..k] {
+                        prefetch(&w.cells[c]);
+                    }
+                    batch[n] = (i, key, cells, fp);
+                    n += 1;
+                }
+            }
+            for &(i, key, cells, fp) in &batch[..n] {
+                // An earlier flow of the batch may have shared this cell: check again.
+                let pc = w.cells[i];
+                let x = key.to_u128();
+                if pc.flow_count != 1 || pc.key_xor != x {
+                    continue;
+                }
+                let counts = (pc.check == (pc.packets as u16).wrapping_mul(fp))
+                    .then_some((pc.packets, pc.bytes));
+                for &c in &cells[..k] {
+                    let cell = &mut w.cells[c];
+                    cell.key_xor ^= x;
+                    cell.flow_count = cell.flow_count.wrapping_sub(1);
+                    if let Some((p, b)) = counts {
+                        cell.packets = cell.packets.wrapping_sub(p);
+                        cell.bytes = cell.bytes.wrapping_sub(b);
+                        cell.check = cell.check.wrapping_sub((p as u16).wrapping_mul(fp));
+                    }
+                    if cell.flow_count == 1 {
+                        queue.push(c);
+                    }
+                }
+                self.keys.push(key);
+                self.counters
+                    .push(counts.map(|(p, b)| (i64::from(p), b as i64)));
             }
         }
     }
-    let key_cells = (0..w.count.len())
-        .filter(|&i| w.count[i] != 0 || w.xor[i] != 0)
-        .count();
-    // Counters: with every key of a cell known, peel counters cell by cell.
-    let peel = CounterPeel::run(fs, &keys);
-    let flows = keys
-        .iter()
-        .zip(&peel.value)
-        .filter_map(|(k, v)| {
-            v.filter(|v| v.0 >= 0 && v.1 >= 0)
-                .map(|(p, b)| DecodedFlow {
-                    key: *k,
-                    packets: p as u64,
-                    bytes: b as u64,
-                })
-        })
-        .collect::<Vec<_>>();
-    let leftover = peel.leftover_cells();
-    DecodeResult {
-        complete: key_cells == 0 && leftover == 0 && flows.len() == keys.len(),
-        flows,
-        remaining_cells: key_cells + leftover,
+}
+
+#[inline(always)]
+fn prefetch(c: &Cell) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching a valid reference never faults.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(
+            (c as *const Cell).cast::<i8>(),
+            core::arch::x86_64::_MM_HINT_T0,
+        );
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = c;
 }
 
 /// Counters of known flows by peeling: a cell whose unresolved flows are down to one flow,
@@ -129,33 +242,50 @@ pub(crate) struct CounterPeel {
 }
 
 impl CounterPeel {
-    pub fn run(fs: &FlowSet, keys: &[FlowKey]) -> CounterPeel {
-        let w = Work::of(fs);
-        let fps: Vec<u16> = keys.iter().map(|k| fs.fingerprint(k)).collect();
-        let cells_of: Vec<Vec<usize>> = keys.iter().map(|k| fs.cells_of(k).collect()).collect();
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(); w.count.len()];
+    /// Peels the counters of `keys`, which with the flows already subtracted from `rest`
+    /// are all the flows of the table.
+    pub fn from_residual(fs: &FlowSet, keys: &[FlowKey], rest: &Work) -> CounterPeel {
+        let k = usize::from(fs.hashes());
+        let mut fps = Vec::with_capacity(keys.len());
+        let mut cells_of = Vec::with_capacity(keys.len());
+        for key in keys {
+            let (cells, fp) = fs.locate(key);
+            fps.push(fp);
+            cells_of.push(cells[..k].to_vec());
+        }
+        let mut members: rustc_hash::FxHashMap<usize, Vec<u32>> = rustc_hash::FxHashMap::default();
         for (f, cs) in cells_of.iter().enumerate() {
             for &c in cs {
-                members[c].push(f as u32);
+                members.entry(c).or_default().push(f as u32);
             }
+        }
+        let mut unknown = vec![0u32; rest.cells.len()];
+        for (c, m) in &members {
+            unknown[*c] = m.len() as u32;
         }
         let mut p = CounterPeel {
             value: vec![None; keys.len()],
-            unknown: members.iter().map(|m| m.len() as u32).collect(),
+            unknown,
             cells_of,
             fps,
-            packets: w.packets,
-            bytes: w.bytes,
-            check: w.check,
+            packets: rest
+                .cells
+                .iter()
+                .map(|c| i64::from(c.packets as i32))
+                .collect(),
+            bytes: rest.cells.iter().map(|c| c.bytes as i64).collect(),
+            check: rest.cells.iter().map(|c| c.check).collect(),
         };
-        let mut queue: Vec<usize> = (0..p.unknown.len())
-            .filter(|&c| p.unknown[c] == 1)
+        let mut queue: Vec<usize> = members
+            .iter()
+            .filter(|(_, m)| m.len() == 1)
+            .map(|(c, _)| *c)
             .collect();
         while let Some(c) = queue.pop() {
             if p.unknown[c] != 1 {
                 continue;
             }
-            let Some(&f) = members[c].iter().find(|&&f| p.value[f as usize].is_none()) else {
+            let Some(&f) = members[&c].iter().find(|&&f| p.value[f as usize].is_none()) else {
                 continue;
             };
             let f = f as usize;

@@ -11,7 +11,7 @@ pub mod network;
 pub mod sim;
 pub mod wire;
 
-pub use decode::{DecodeResult, DecodedFlow, single_decode};
+pub use decode::{DecodeResult, DecodedFlow, SingleDecoder, single_decode};
 pub use flowset::{Cell, FlowSet, FlowSetConfig};
 pub use key::FlowKey;
 pub use network::{NetworkResult, network_decode};

@@ -17,7 +17,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::time::{Duration, Instant};
 
-use crate::flowradar::decode::{CounterPeel, DecodeResult, Work, single_decode};
+use crate::flowradar::decode::{CounterPeel, DecodeResult, single_decode};
 use crate::flowradar::flowset::FlowSet;
 use crate::flowradar::key::FlowKey;
 
@@ -75,7 +75,9 @@ impl NetworkResult {
 
 struct State<'a> {
     fs: &'a FlowSet,
-    work: Work,
+    /// The key part of the table: FlowXor and FlowCount.
+    xor: Vec<u128>,
+    count: Vec<i32>,
     known: HashSet<FlowKey>,
     /// Flows removed because another switch decoded them (not peeled here).
     borrowed: HashSet<FlowKey>,
@@ -88,16 +90,16 @@ struct State<'a> {
 
 impl<'a> State<'a> {
     fn new(fs: &'a FlowSet) -> State<'a> {
-        let work = Work::of(fs);
-        let queue = (0..work.count.len())
-            .filter(|&i| work.count[i] == 1)
-            .collect();
-        let nonzero = (0..work.count.len())
-            .filter(|&i| work.count[i] != 0 || work.xor[i] != 0)
+        let xor: Vec<u128> = fs.cells().iter().map(|c| c.key_xor).collect();
+        let count: Vec<i32> = fs.cells().iter().map(|c| i32::from(c.flow_count)).collect();
+        let queue = (0..count.len()).filter(|&i| count[i] == 1).collect();
+        let nonzero = (0..count.len())
+            .filter(|&i| count[i] != 0 || xor[i] != 0)
             .count();
         State {
             fs,
-            work,
+            xor,
+            count,
             known: HashSet::default(),
             borrowed: HashSet::default(),
             rejected: HashSet::default(),
@@ -107,22 +109,31 @@ impl<'a> State<'a> {
     }
 
     /// Adds (`delta` = 1) or removes (-1) a key in its cells.
-    fn apply(&mut self, key: &FlowKey, delta: i64) {
+    fn apply(&mut self, key: &FlowKey, delta: i32) {
         let x = key.to_u128();
         for c in self.fs.cells_of(key) {
-            let before = self.work.count[c] != 0 || self.work.xor[c] != 0;
-            self.work.xor[c] ^= x;
-            self.work.count[c] += delta;
-            let after = self.work.count[c] != 0 || self.work.xor[c] != 0;
+            let before = self.count[c] != 0 || self.xor[c] != 0;
+            self.xor[c] ^= x;
+            self.count[c] += delta;
+            let after = self.count[c] != 0 || self.xor[c] != 0;
             match (before, after) {
                 (true, false) => self.nonzero -= 1,
                 (false, true) => self.nonzero += 1,
                 _ => {}
             }
-            if self.work.count[c] == 1 {
+            if self.count[c] == 1 {
                 self.queue.push(c);
             }
         }
+    }
+
+    /// The key of cell `i` if it holds one flow whose key hashes back to it.
+    fn pure(&self, i: usize) -> Option<FlowKey> {
+        if self.count[i] != 1 {
+            return None;
+        }
+        let key = FlowKey::from_u128(self.xor[i])?;
+        (self.fs.cell_of(&key, self.fs.table_of(i)) == i).then_some(key)
     }
 
     fn keys_complete(&self) -> bool {
@@ -133,9 +144,7 @@ impl<'a> State<'a> {
     fn peel(&mut self) -> Vec<FlowKey> {
         let mut found = Vec::new();
         while let Some(i) = self.queue.pop() {
-            let Some(key) = self.work.pure(self.fs, i) else {
-                continue;
-            };
+            let Some(key) = self.pure(i) else { continue };
             if !self.known.insert(key) {
                 continue;
             }
@@ -157,7 +166,7 @@ impl<'a> State<'a> {
         {
             return false;
         }
-        if self.fs.cells_of(key).any(|c| self.work.count[c] < 1) {
+        if self.fs.cells_of(key).any(|c| self.count[c] < 1) {
             return false;
         }
         self.known.insert(*key);
@@ -177,7 +186,7 @@ impl<'a> State<'a> {
     /// A borrowed key left alone in one of `key`'s cells that holds no flow or fewer than none.
     fn suspect(&self, key: &FlowKey) -> Option<FlowKey> {
         self.fs.cells_of(key).find_map(|c| {
-            let (n, x) = (self.work.count[c], self.work.xor[c]);
+            let (n, x) = (self.count[c], self.xor[c]);
             if n > 0 || x == 0 {
                 return None;
             }
@@ -202,11 +211,10 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
     // Every key decoded anywhere is offered once to every other switch; a switch that takes
     // it may peel more keys, which are offered in turn.
     while let Some((from, key)) = offers.pop_front() {
-        for t in 0..states.len() {
+        for (t, st) in states.iter_mut().enumerate() {
             if t == from {
                 continue;
             }
-            let st = &mut states[t];
             if st.borrow(&key) {
                 offers.extend(st.peel().into_iter().map(|k| (t, k)));
             }
@@ -256,8 +264,22 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
 /// Solves a switch's counters given all of its flows. Returns per flow (packets, bytes), and
 /// whether every flow was solved and every cell explained.
 pub fn counter_decode(fs: &FlowSet, keys: &[FlowKey]) -> (Vec<Option<(u64, u64)>>, bool) {
-    let mut peel = CounterPeel::run(fs, keys);
-    let n = keys.len();
+    // First what the table peels on its own (fast, no per-flow allocation), then the flows it
+    // could not reach or whose counters its checks rejected.
+    let first = crate::flowradar::decode::peel(fs);
+    let mut found: HashMap<FlowKey, Option<(i64, i64)>> = first
+        .keys
+        .iter()
+        .copied()
+        .zip(first.counters.iter().copied())
+        .collect();
+    let open: Vec<FlowKey> = keys
+        .iter()
+        .filter(|k| !matches!(found.get(k), Some(Some(_))))
+        .copied()
+        .collect();
+    let mut peel = CounterPeel::from_residual(fs, &open, &first.work);
+    let n = open.len();
     // What peeling left: conjugate gradients on the remaining unknowns.
     let rest: Vec<usize> = (0..n).filter(|&f| peel.value[f].is_none()).collect();
     if !rest.is_empty() {
@@ -287,11 +309,17 @@ pub fn counter_decode(fs: &FlowSet, keys: &[FlowKey]) -> (Vec<Option<(u64, u64)>
         }
     }
     let leftover = peel.leftover_cells();
-    let out: Vec<Option<(u64, u64)>> = peel
-        .value
+    for (key, v) in open.iter().zip(&peel.value) {
+        found.insert(*key, *v);
+    }
+    let out: Vec<Option<(u64, u64)>> = keys
         .iter()
-        .map(|v| {
-            v.filter(|v| v.0 >= 0 && v.1 >= 0)
+        .map(|k| {
+            found
+                .get(k)
+                .copied()
+                .flatten()
+                .filter(|v| v.0 >= 0 && v.1 >= 0)
                 .map(|v| (v.0 as u64, v.1 as u64))
         })
         .collect();

@@ -1,0 +1,61 @@
+//! FlowRadar per-packet update cost at 10K and 100K flows, and SingleDecode of 100K flows
+//! (`cargo bench -p bench --bench flowradar`).
+
+use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use telemetry::flowradar::{FlowKey, FlowSet, FlowSetConfig, single_decode};
+use telemetry::sim_rng::SimRng;
+
+fn keys(n: u32, seed: u64) -> Vec<FlowKey> {
+    let mut rng = SimRng::new(seed);
+    (0..n)
+        .map(|_| FlowKey {
+            src: rng.next_u32(),
+            dst: rng.next_u32(),
+            src_port: rng.next_u32() as u16,
+            dst_port: 443,
+            protocol: 6,
+        })
+        .collect()
+}
+
+fn updates(c: &mut Criterion) {
+    let mut g = c.benchmark_group("flowset_update");
+    for n in [10_000u32, 100_000] {
+        let ks = keys(n, 1);
+        // Packets of flows in a random order, 8 per flow on average.
+        let mut rng = SimRng::new(2);
+        let order: Vec<u32> = (0..8 * n).map(|_| rng.below(u64::from(n)) as u32).collect();
+        g.throughput(Throughput::Elements(order.len() as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
+            let mut fs = FlowSet::new(&FlowSetConfig::for_flows(n, 1));
+            b.iter(|| {
+                fs.clear();
+                for &i in &order {
+                    fs.update(&ks[i as usize], 1000);
+                }
+                black_box(fs.packets())
+            })
+        });
+    }
+    g.finish();
+}
+
+fn decode(c: &mut Criterion) {
+    let n = 100_000u32;
+    let mut fs = FlowSet::new(&FlowSetConfig::for_flows(n, 3));
+    for (i, k) in keys(n, 3).iter().enumerate() {
+        for _ in 0..(1 + i % 5) {
+            fs.update(k, 700);
+        }
+    }
+    let mut g = c.benchmark_group("single_decode");
+    g.throughput(Throughput::Elements(u64::from(n)));
+    g.sample_size(20);
+    g.bench_function("100k_flows", |b| {
+        b.iter(|| black_box(single_decode(&fs).flows.len()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, updates, decode);
+criterion_main!(benches);
