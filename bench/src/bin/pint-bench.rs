@@ -332,7 +332,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         } => {
             if !(1..=8).contains(&hashes)
-                || !(cells_per_flow > 0.5)
+                || cells_per_flow.is_nan()
+                || cells_per_flow <= 0.5
                 || flows_per_switch == 0
                 || k < 2
                 || k % 2 == 1
