@@ -52,6 +52,8 @@ pub struct LoadRow {
     pub network_share: f64,
     /// Switches SingleDecode decoded completely.
     pub single_complete: usize,
+    /// Switches whose flows network-wide decoding recovered completely.
+    pub network_keys_complete: usize,
     /// Switches whose flows and counters network-wide decoding recovered completely.
     pub network_complete: usize,
     /// Switches.
@@ -83,7 +85,9 @@ pub struct FlowRadarResult {
     pub rows: Vec<LoadRow>,
     /// Largest load at which SingleDecode decoded every switch completely.
     pub single_max_load: Option<f64>,
-    /// Largest load at which network-wide decoding did.
+    /// Largest load at which network-wide decoding recovered every switch's flows.
+    pub network_keys_max_load: Option<f64>,
+    /// Largest load at which network-wide decoding recovered every switch's flows and counters.
     pub network_max_load: Option<f64>,
 }
 
@@ -128,6 +132,7 @@ pub fn run(opts: &FlowRadarOptions) -> FlowRadarResult {
             single_share: single_pairs as f64 / total.max(1) as f64,
             network_share: r.network_pairs() as f64 / total.max(1) as f64,
             single_complete: r.single.iter().filter(|s| s.complete).count(),
+            network_keys_complete: r.switches.iter().filter(|s| s.keys_complete).count(),
             network_complete: r
                 .switches
                 .iter()
@@ -156,6 +161,7 @@ pub fn run(opts: &FlowRadarOptions) -> FlowRadarResult {
         cells_per_flow: opts.cells_per_flow,
         memory_per_switch: memory,
         single_max_load: max_load(&|r: &LoadRow| r.single_complete == r.switches),
+        network_keys_max_load: max_load(&|r: &LoadRow| r.network_keys_complete == r.switches),
         network_max_load: max_load(&|r: &LoadRow| r.network_complete == r.switches),
         rows,
     }
@@ -187,7 +193,7 @@ pub fn print_table(r: &FlowRadarResult) {
     );
     for x in &r.rows {
         println!(
-            "{:>5.2} {:>9} {:>7.0}/{:<5} | {:>7.2}% {:>7.2}% | {:>5}/{:<3} {:>5}/{:<3} | {:>9.1} {:>9.1} {:>9.1} | {:>6}/{:<6} {:>6}",
+            "{:>5.2} {:>9} {:>7.0}/{:<5} | {:>7.2}% {:>7.2}% | {:>5}/{:<3} {:>5}/{:<3} {:>5}/{:<3} | {:>9.1} {:>9.1} {:>9.1} | {:>6}/{:<6} {:>6}",
             x.load,
             x.flows,
             x.flows_per_switch.0,
@@ -195,6 +201,8 @@ pub fn print_table(r: &FlowRadarResult) {
             100.0 * x.single_share,
             100.0 * x.network_share,
             x.single_complete,
+            x.switches,
+            x.network_keys_complete,
             x.switches,
             x.network_complete,
             x.switches,
@@ -206,13 +214,21 @@ pub fn print_table(r: &FlowRadarResult) {
             x.undone
         );
     }
-    match (r.single_max_load, r.network_max_load) {
-        (Some(s), Some(n)) => println!(
-            "every switch decodes completely up to load {s:.2} with SingleDecode and {n:.2} network-wide: {:.1}% more flows with the same memory",
+    let gain = |n: Option<f64>| match (r.single_max_load, n) {
+        (Some(s), Some(n)) => format!(
+            "{n:.2} ({:+.1}% flows with the same memory)",
             100.0 * (n / s - 1.0)
         ),
-        _ => println!("no load decoded completely with one of the methods; widen --loads"),
-    }
+        (_, Some(n)) => format!("{n:.2}"),
+        _ => "none of the loads run".into(),
+    };
+    println!(
+        "every switch decodes completely: SingleDecode up to load {}; network-wide, flows up to load {}; flows and counters up to load {}",
+        r.single_max_load
+            .map_or("none of the loads run".into(), |l| format!("{l:.2}")),
+        gain(r.network_keys_max_load),
+        gain(r.network_max_load)
+    );
 }
 
 /// Options of the decode-success sweep.

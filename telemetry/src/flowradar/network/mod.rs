@@ -89,6 +89,15 @@ struct State<'a> {
 }
 
 impl<'a> State<'a> {
+    /// Marks the switch decoded with these keys (SingleDecode finished it).
+    fn settle(&mut self, keys: impl Iterator<Item = FlowKey>) {
+        self.known.extend(keys);
+        self.xor.iter_mut().for_each(|x| *x = 0);
+        self.count.iter_mut().for_each(|c| *c = 0);
+        self.queue.clear();
+        self.nonzero = 0;
+    }
+
     fn new(fs: &'a FlowSet) -> State<'a> {
         let xor: Vec<u128> = fs.cells().iter().map(|c| c.key_xor).collect();
         let count: Vec<i32> = fs.cells().iter().map(|c| i32::from(c.flow_count)).collect();
@@ -202,22 +211,52 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
     let single_time = t0.elapsed();
 
     let t1 = Instant::now();
+    // Switches SingleDecode finished need no more work: their keys are known.
     let mut states: Vec<State<'_>> = flowsets.iter().map(|fs| State::new(fs)).collect();
+    for (st, r) in states.iter_mut().zip(&single) {
+        if r.complete {
+            st.settle(r.flows.iter().map(|f| f.key));
+        }
+    }
     let mut offers: std::collections::VecDeque<(usize, FlowKey)> =
         std::collections::VecDeque::new();
-    for (s, st) in states.iter_mut().enumerate() {
-        offers.extend(st.peel().into_iter().map(|k| (s, k)));
+    let mut offered: HashSet<FlowKey> = HashSet::default();
+    for (s, (st, r)) in states.iter_mut().zip(&single).enumerate() {
+        let keys = if r.complete {
+            r.flows.iter().map(|f| f.key).collect()
+        } else {
+            st.peel()
+        };
+        for k in keys {
+            if offered.insert(k) {
+                offers.push_back((s, k));
+            }
+        }
     }
-    // Every key decoded anywhere is offered once to every other switch; a switch that takes
-    // it may peel more keys, which are offered in turn.
+    // Every distinct key decoded anywhere is offered once to every switch still missing
+    // flows; a switch that takes it may peel more keys, which are offered in turn.
+    let mut incomplete: Vec<usize> = (0..states.len())
+        .filter(|&s| !states[s].keys_complete())
+        .collect();
+    let mut since_prune = 0;
     while let Some((from, key)) = offers.pop_front() {
-        for (t, st) in states.iter_mut().enumerate() {
+        for &t in &incomplete {
             if t == from {
                 continue;
             }
+            let st = &mut states[t];
             if st.borrow(&key) {
-                offers.extend(st.peel().into_iter().map(|k| (t, k)));
+                for k in st.peel() {
+                    if offered.insert(k) {
+                        offers.push_back((t, k));
+                    }
+                }
             }
+        }
+        since_prune += 1;
+        if since_prune >= 1024 {
+            since_prune = 0;
+            incomplete.retain(|&s| !states[s].keys_complete());
         }
     }
     let undone_removals = states.iter().map(|s| s.rejected.len()).sum();
@@ -282,7 +321,7 @@ pub fn counter_decode(fs: &FlowSet, keys: &[FlowKey]) -> (Vec<Option<(u64, u64)>
     let n = open.len();
     // What peeling left: conjugate gradients on the remaining unknowns.
     let rest: Vec<usize> = (0..n).filter(|&f| peel.value[f].is_none()).collect();
-    if !rest.is_empty() {
+    if !rest.is_empty() && rest.len() <= MAX_CG_UNKNOWNS {
         let residual: Vec<[i64; 2]> = peel
             .packets
             .iter()
@@ -329,6 +368,10 @@ pub fn counter_decode(fs: &FlowSet, keys: &[FlowKey]) -> (Vec<Option<(u64, u64)>
 
 /// Most conjugate-gradient iterations per solve.
 const MAX_CG_ITERATIONS: usize = 5000;
+/// Unknowns beyond which the conjugate-gradient stage is not tried (their counters are left
+/// unknown): near the linear-system threshold a core this large rarely converges and would
+/// take seconds.
+const MAX_CG_UNKNOWNS: usize = 20_000;
 
 /// Solves `A x = b` for the unknown flows `rest` (columns; rows are the cells they touch):
 /// the unique non-negative integer solution, or None. CGLS runs from two starts, zero and a
@@ -423,11 +466,21 @@ fn cgls_integer(
     };
     // A unique solution shows within a few hundred iterations on these well-spread sparse
     // systems; a system that does not converge by then is left unsolved.
+    let mut gamma_before = gamma;
     for it in 0..(4 * n + 100).min(MAX_CG_ITERATIONS) {
         if it % 4 == 0
             && let Some(sol) = check(&x)
         {
             return Some(sol);
+        }
+        // A system with a unique solution converges steadily; one whose normal-equation
+        // residual has not fallen tenfold in 250 iterations is not going to give an exact
+        // integer solution in time.
+        if it > 0 && it % 250 == 0 {
+            if gamma > 0.1 * gamma_before {
+                break;
+            }
+            gamma_before = gamma;
         }
         if gamma < 1e-18 {
             break;
