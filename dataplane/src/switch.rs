@@ -246,6 +246,7 @@ fn run_with_eal(
             tx,
             idle: config.dataplane.idle,
             idle_sleep: Duration::from_micros(config.dataplane.idle_sleep_us),
+            prefetch: config.dataplane.prefetch,
         });
     }
     let shared: Vec<SharedCounters> = (0..workers.len())

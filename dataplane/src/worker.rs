@@ -33,6 +33,8 @@ pub struct Worker<'p> {
     pub idle: IdleMode,
     /// How long it sleeps in `sleep` idle mode.
     pub idle_sleep: Duration,
+    /// Prefetch packet data a few packets ahead.
+    pub prefetch: bool,
 }
 
 #[inline(always)]
@@ -117,11 +119,13 @@ impl Worker<'_> {
                 let mut verdicts = [0u16; BURST_SIZE];
                 let mut all_same = true;
                 let (mut rx_bytes, mut tx_bytes) = (0u64, 0u64);
-                for i in 0..n.min(PREFETCH_AHEAD) {
-                    prefetch(rx_burst.raw(i));
+                if self.prefetch {
+                    for i in 0..n.min(PREFETCH_AHEAD) {
+                        prefetch(rx_burst.raw(i));
+                    }
                 }
                 for i in 0..n {
-                    if i + PREFETCH_AHEAD < n {
+                    if self.prefetch && i + PREFETCH_AHEAD < n {
                         prefetch(rx_burst.raw(i + PREFETCH_AHEAD));
                     }
                     let m = rx_burst.get_mut(i).expect("received");

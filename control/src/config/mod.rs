@@ -101,6 +101,8 @@ pub struct DataplaneConfig {
     pub mbuf_cache: u32,
     /// Seed of the ECMP flow hash (switches with the same seed pick alike).
     pub ecmp_seed: u64,
+    /// Prefetch packet data a few packets ahead of the pipeline.
+    pub prefetch: bool,
 }
 
 /// Statistics output.
@@ -275,6 +277,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         mbufs: raw.dataplane.mbufs,
         mbuf_cache: raw.dataplane.mbuf_cache.unwrap_or(256),
         ecmp_seed: raw.dataplane.ecmp_seed.unwrap_or(0x5049_4e54_4543_4d50),
+        prefetch: raw.dataplane.prefetch.unwrap_or(false),
     };
     if dataplane.idle_sleep_us == 0 || dataplane.idle_sleep_us > 1_000_000 {
         return Err(key_err(

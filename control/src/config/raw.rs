@@ -41,6 +41,7 @@ pub(super) struct RawDataplane {
     pub mbufs: Option<u32>,
     pub mbuf_cache: Option<u32>,
     pub ecmp_seed: Option<u64>,
+    pub prefetch: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

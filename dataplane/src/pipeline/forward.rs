@@ -8,7 +8,7 @@
 
 use control::Config;
 use telemetry::hash::flow_hash;
-use telemetry::wire::checksum::{ones_complement_sum, update_word};
+use telemetry::wire::checksum::ones_complement_sum;
 use telemetry::wire::ipv4::protocol;
 use telemetry::wire::{EtherType, EthernetFrame, Ipv4Packet, MacAddr, TransportPorts};
 
@@ -47,12 +47,23 @@ pub struct Ipv4Offsets {
 pub struct Forwarder {
     fib: Fib,
     ports: Vec<PortView>,
+    /// Bit `i` set: port `i` is not promiscuous (checked on the fast path without indexing).
+    strict_ports: u32,
     ecmp_seed: u64,
 }
 
 #[inline(always)]
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// The header checksum after the TTL drops by one: RFC 1624 eqn. 3, `HC' = ~(~HC + ~m + m')`,
+/// where the word `m = TTL << 8 | protocol` becomes `m' = m - 0x100`, so `~m + m'` is the
+/// constant 0xfeff and one end-around carry suffices.
+#[inline(always)]
+pub fn ttl_decrement_checksum(hc: u16) -> u16 {
+    let sum = u32::from(!hc) + 0xfeff;
+    !(((sum & 0xffff) + (sum >> 16)) as u16)
 }
 
 /// Bytes of an untagged Ethernet header plus an IPv4 header without options.
@@ -74,7 +85,7 @@ fn sum20(h: &[u8; 20]) -> u16 {
 impl Forwarder {
     /// Builds the forwarder from a validated configuration.
     pub fn from_config(config: &Config) -> Result<Forwarder, LpmError> {
-        let ports = config
+        let ports: Vec<PortView> = config
             .ports
             .iter()
             .map(|p| PortView {
@@ -82,9 +93,15 @@ impl Forwarder {
                 promiscuous: p.promiscuous,
             })
             .collect();
+        let strict_ports = ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.promiscuous)
+            .fold(0u32, |m, (i, _)| m | (1 << i));
         Ok(Forwarder {
             fib: Fib::from_config(config)?,
             ports,
+            strict_ports,
             ecmp_seed: config.dataplane.ecmp_seed,
         })
     }
@@ -197,7 +214,7 @@ impl Forwarder {
             // Fast path: untagged IPv4, IHL 5, promiscuous port.
             if head[12..14] == EtherType::IPV4.to_be_bytes()
                 && head[14] == 0x45
-                && self.ports[rx_port].promiscuous
+                && self.strict_ports & (1 << (rx_port & 31)) == 0
             {
                 let ip: &mut [u8; 20] = (&mut head[14..]).try_into().expect("20 bytes");
                 let total = u16::from_be_bytes([ip[2], ip[3]]);
@@ -246,14 +263,8 @@ impl Forwarder {
             return Verdict::Drop(DropReason::MtuExceeded);
         }
         let ip = &mut frame[at.l3..at.l3 + 12];
-        let (ttl, proto) = (ip[8], ip[9]);
-        let sum = u16::from_be_bytes([ip[10], ip[11]]);
-        let sum = update_word(
-            sum,
-            u16::from_be_bytes([ttl, proto]),
-            u16::from_be_bytes([ttl - 1, proto]),
-        );
-        ip[8] = ttl - 1;
+        let sum = ttl_decrement_checksum(u16::from_be_bytes([ip[10], ip[11]]));
+        ip[8] -= 1;
         ip[10..12].copy_from_slice(&sum.to_be_bytes());
         frame[..12].copy_from_slice(&hop.macs);
         Verdict::Forward(hop.port)

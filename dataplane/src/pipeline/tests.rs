@@ -364,3 +364,20 @@ mod props {
         }
     }
 }
+
+mod ttl_checksum {
+    use super::super::forward::ttl_decrement_checksum;
+    use proptest::prelude::*;
+    use telemetry::wire::checksum::update_word;
+
+    proptest! {
+        /// The specialised update equals RFC 1624's general form for every checksum, TTL
+        /// above 0 and protocol.
+        #[test]
+        fn equals_the_general_update(hc in any::<u16>(), ttl in 1u8..=255, proto in any::<u8>()) {
+            let old = u16::from_be_bytes([ttl, proto]);
+            let new = u16::from_be_bytes([ttl - 1, proto]);
+            prop_assert_eq!(ttl_decrement_checksum(hc), update_word(hc, old, new));
+        }
+    }
+}
