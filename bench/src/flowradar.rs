@@ -8,12 +8,12 @@
 use std::time::Instant;
 
 use serde::Serialize;
+use telemetry::flowradar::SingleDecoder;
 use telemetry::flowradar::analysis::link_losses;
 use telemetry::flowradar::flowset::{FlowSet, FlowSetConfig};
 use telemetry::flowradar::key::FlowKey;
 use telemetry::flowradar::network::network_decode;
 use telemetry::flowradar::sim::{SimConfig, simulate};
-use telemetry::flowradar::single_decode;
 use telemetry::sim_rng::SimRng;
 
 /// Options of the network experiment.
@@ -259,6 +259,8 @@ pub struct SweepRow {
 
 /// Runs the sweep: one flowset of `flows` flows per seed, decoded alone.
 pub fn sweep(opts: &SweepOptions) -> Vec<SweepRow> {
+    // One decoder for every flowset, as a collector keeps it: buffers are reused.
+    let mut decoder = SingleDecoder::default();
     opts.cells_per_flow
         .iter()
         .map(|&cpf| {
@@ -283,7 +285,7 @@ pub fn sweep(opts: &SweepOptions) -> Vec<SweepRow> {
                     fs.update(&k, 100);
                 }
                 let t = Instant::now();
-                let r = single_decode(&fs);
+                let r = decoder.decode(&fs);
                 ms += t.elapsed().as_secs_f64() * 1e3;
                 ok += u32::from(r.complete);
                 share += r.flows.len() as f64 / fs.flows().max(1) as f64;
