@@ -55,8 +55,9 @@ impl FlowFilter {
         self.blocks.len() * BLOCK_BITS
     }
 
+    /// The block and probe bits of a key: (block index, probe word).
     #[inline(always)]
-    fn locate(&self, words: &[u64; 2]) -> (usize, u64) {
+    pub fn locate(&self, words: &[u64; 2]) -> (usize, u64) {
         let h = hash64(self.seed, words);
         let block = ((h >> 32) * self.blocks.len() as u64) >> 32;
         (block as usize, mix64(h))
@@ -65,6 +66,12 @@ impl FlowFilter {
     #[inline(always)]
     fn mask(m: u64, j: u32) -> u64 {
         1u64 << ((m >> (6 * j)) & 63)
+    }
+
+    /// Whether `block` has every probe bit of probe word `m` set.
+    #[inline(always)]
+    pub fn block_contains(block: &Block, m: u64) -> bool {
+        (0..PROBES).all(|j| block.0[j as usize] & Self::mask(m, j) != 0)
     }
 
     /// Whether the key may have been inserted (false positives possible, no false negatives).

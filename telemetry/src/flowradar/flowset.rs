@@ -18,6 +18,11 @@ use crate::hash::{hash64, mix64};
 /// 1e-7, so 100K-flow flowsets decode completely for practically every seed.
 pub const DEFAULT_FILTER_BITS: f64 = 64.0;
 
+/// The flow filter's hash seed, the same on every switch: membership needs no per-switch
+/// hashing (the counting tables do), and a shared hash lets the collector test a flow against
+/// every switch's filter with one hash and one block position.
+pub const FILTER_SEED: u64 = 0x464c_5452_4649_4c54;
+
 /// Largest number of sub-tables.
 pub const MAX_HASHES: u8 = 8;
 
@@ -108,7 +113,7 @@ impl FlowSet {
         let filter_bits =
             (f64::from(cfg.expected_flows.max(1)) * cfg.filter_bits_per_flow).ceil() as usize;
         FlowSet::from_parts(
-            FlowFilter::new(filter_bits, mix64(cfg.seed ^ 0x66)),
+            FlowFilter::new(filter_bits, FILTER_SEED),
             vec![Cell::default(); per_table as usize * usize::from(cfg.hashes)],
             cfg.hashes,
             mix64(cfg.seed ^ 0x74),

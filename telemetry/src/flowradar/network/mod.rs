@@ -18,6 +18,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::time::{Duration, Instant};
 
 use crate::flowradar::decode::{CounterPeel, DecodeResult, single_decode};
+use crate::flowradar::filter::{Block, FlowFilter};
 use crate::flowradar::flowset::FlowSet;
 use crate::flowradar::key::FlowKey;
 
@@ -163,13 +164,14 @@ impl<'a> State<'a> {
         found
     }
 
-    /// Removes a flow another switch decoded, if this switch's filter says it passed here and
-    /// each of its cells holds a flow. A removal that leaves a borrowed key alone in an
+    /// Removes a flow another switch decoded, if this switch's filter says it passed here
+    /// (`in_filter`: the caller's test, or None to test here) and each of its cells holds a
+    /// flow. A removal that leaves a borrowed key alone in an
     /// emptied (or negative) cell was a filter false positive and is undone at once.
-    fn borrow(&mut self, key: &FlowKey) -> bool {
+    fn borrow(&mut self, key: &FlowKey, in_filter: Option<bool>) -> bool {
         // Cheapest tests first: most offers go to switches the flow never crossed.
         if self.keys_complete()
-            || !self.fs.filter().contains(&key.words())
+            || !in_filter.unwrap_or_else(|| self.fs.filter().contains(&key.words()))
             || self.known.contains(key)
             || self.rejected.contains(key)
         {
@@ -201,6 +203,38 @@ impl<'a> State<'a> {
             }
             FlowKey::from_u128(x).filter(|k| self.borrowed.contains(k))
         })
+    }
+}
+
+/// Every switch's filter blocks, block by block: `blocks[b * switches + s]`.
+struct Transposed {
+    blocks: Vec<Block>,
+    switches: usize,
+}
+
+impl Transposed {
+    /// Built when all filters share seed and size (the default configuration).
+    fn build(flowsets: &[&FlowSet]) -> Option<Transposed> {
+        let first = flowsets.first()?.filter();
+        let same = flowsets.iter().all(|f| {
+            f.filter().seed() == first.seed() && f.filter().blocks().len() == first.blocks().len()
+        });
+        if !same {
+            return None;
+        }
+        let switches = flowsets.len();
+        let mut blocks = vec![Block::default(); first.blocks().len() * switches];
+        for (s, fs) in flowsets.iter().enumerate() {
+            for (b, block) in fs.filter().blocks().iter().enumerate() {
+                blocks[b * switches + s] = *block;
+            }
+        }
+        Some(Transposed { blocks, switches })
+    }
+
+    #[inline(always)]
+    fn block(&self, b: usize, s: usize) -> &Block {
+        &self.blocks[b * self.switches + s]
     }
 }
 
@@ -238,14 +272,26 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
     let mut incomplete: Vec<usize> = (0..states.len())
         .filter(|&s| !states[s].keys_complete())
         .collect();
+    // With one filter geometry everywhere, lay the switches' filter blocks side by side so a
+    // flow is tested against every switch by one hash and one contiguous read.
+    let shared = Transposed::build(flowsets);
     let mut since_prune = 0;
     while let Some((from, key)) = offers.pop_front() {
+        let words = key.words();
+        let located = shared
+            .as_ref()
+            .map(|t| (t, flowsets[0].filter().locate(&words)));
         for &t in &incomplete {
             if t == from {
                 continue;
             }
+            let in_filter =
+                located.map(|(tr, (b, m))| FlowFilter::block_contains(tr.block(b, t), m));
+            if in_filter == Some(false) {
+                continue;
+            }
             let st = &mut states[t];
-            if st.borrow(&key) {
+            if st.borrow(&key, in_filter) {
                 for k in st.peel() {
                     if offered.insert(k) {
                         offers.push_back((t, k));
