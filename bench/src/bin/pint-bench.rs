@@ -197,6 +197,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// Prints a result as JSON or with its table printer.
+fn emit<T: serde::Serialize>(json: bool, result: &T, table: impl FnOnce(&T)) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(result)?);
+    } else {
+        table(result);
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Cmd::Forward {
@@ -217,11 +227,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 rounds,
                 hugepages,
             })?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                forward::print_table(&r);
-            }
+            emit(json, &r, forward::print_table)?;
         }
         Cmd::PintPath {
             topology,
@@ -253,11 +259,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 max_packets,
             };
             let r = bench::pint_path::run(&opts)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                bench::pint_path::print_table(&r);
-            }
+            emit(json, &r, bench::pint_path::print_table)?;
         }
         Cmd::PintLatency {
             hops,
@@ -279,11 +281,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 sketch_items,
                 seed,
             });
-            if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                bench::pint_latency::print_table(&r);
-            }
+            emit(json, &r, bench::pint_latency::print_table)?;
         }
         Cmd::PintHpcc {
             loads,
@@ -312,11 +310,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 hops,
                 seed,
             });
-            if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                bench::pint_hpcc::print_table(&r);
-            }
+            emit(json, &r, bench::pint_hpcc::print_table)?;
         }
         Cmd::Flowradar {
             k,
@@ -353,11 +347,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     seeds,
                 };
                 let rows = bench::flowradar::sweep(&opts);
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&rows)?);
-                } else {
-                    bench::flowradar::print_sweep(&opts, &rows);
-                }
+                emit(json, &rows, |rows| {
+                    bench::flowradar::print_sweep(&opts, rows)
+                })?;
                 return Ok(());
             }
             let mut links = Vec::new();
@@ -377,11 +369,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 lossy_links: links,
                 seed,
             });
-            if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                bench::flowradar::print_table(&r);
-            }
+            emit(json, &r, bench::flowradar::print_table)?;
         }
         Cmd::Switch {
             config,
