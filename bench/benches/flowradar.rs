@@ -2,7 +2,7 @@
 //! (`cargo bench -p bench --bench flowradar`).
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
-use telemetry::flowradar::{FlowKey, FlowSet, FlowSetConfig, single_decode};
+use telemetry::flowradar::{FlowKey, FlowSet, FlowSetConfig, SingleDecoder, single_decode};
 use telemetry::sim_rng::SimRng;
 
 fn keys(n: u32, seed: u64) -> Vec<FlowKey> {
@@ -53,6 +53,11 @@ fn decode(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("100k_flows", |b| {
         b.iter(|| black_box(single_decode(&fs).flows.len()))
+    });
+    // As a collector runs it: one decoder, its buffers reused epoch after epoch.
+    let mut decoder = SingleDecoder::default();
+    g.bench_function("100k_flows_reused_decoder", |b| {
+        b.iter(|| black_box(decoder.decode(&fs).flows.len()))
     });
     g.finish();
 }

@@ -68,6 +68,9 @@ pub struct LoadRow {
     pub lost: (u64, u64),
     /// Filter false positives undone during FlowDecode.
     pub undone: usize,
+    /// (switch, flow) pairs reported wrongly: a flow that did not pass the switch, or
+    /// counters that differ from what the switch counted. Should always be zero.
+    pub wrong: usize,
 }
 
 /// The result.
@@ -122,6 +125,22 @@ pub fn run(opts: &FlowRadarOptions) -> FlowRadarResult {
         let r = network_decode(&refs);
         let single_pairs = r.single_pairs();
         let losses = link_losses(&r, &epoch.paths);
+        let wrong = r
+            .switches
+            .iter()
+            .zip(&epoch.truth)
+            .map(|(sw, truth)| {
+                sw.flows
+                    .iter()
+                    .filter(|f| match truth.get(&f.key) {
+                        None => true,
+                        Some(&(p, b)) => {
+                            f.packets.is_some_and(|x| x != p) || f.bytes.is_some_and(|x| x != b)
+                        }
+                    })
+                    .count()
+            })
+            .sum();
         rows.push(LoadRow {
             load,
             flows,
@@ -147,6 +166,7 @@ pub fn run(opts: &FlowRadarOptions) -> FlowRadarResult {
                 losses.iter().map(|l| l.packets_lost).sum(),
             ),
             undone: r.undone_removals,
+            wrong,
         });
     }
     let max_load = |f: &dyn Fn(&LoadRow) -> bool| {
@@ -177,7 +197,7 @@ pub fn print_table(r: &FlowRadarResult) {
         r.memory_per_switch as f64 / 1e6
     );
     println!(
-        "{:>5} {:>9} {:>13} | {:>8} {:>8} | {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>13} {:>6}",
+        "{:>5} {:>9} {:>13} | {:>8} {:>8} | {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>13} {:>6} {:>5}",
         "load",
         "flows",
         "per switch",
@@ -189,11 +209,12 @@ pub fn print_table(r: &FlowRadarResult) {
         "flow ms",
         "count ms",
         "lost/found",
-        "undone"
+        "undone",
+        "wrong"
     );
     for x in &r.rows {
         println!(
-            "{:>5.2} {:>9} {:>7.0}/{:<5} | {:>7.2}% {:>7.2}% | {:>5}/{:<3} {:>5}/{:<3} {:>5}/{:<3} | {:>9.1} {:>9.1} {:>9.1} | {:>6}/{:<6} {:>6}",
+            "{:>5.2} {:>9} {:>7.0}/{:<5} | {:>7.2}% {:>7.2}% | {:>5}/{:<3} {:>5}/{:<3} {:>5}/{:<3} | {:>9.1} {:>9.1} {:>9.1} | {:>6}/{:<6} {:>6} {:>5}",
             x.load,
             x.flows,
             x.flows_per_switch.0,
@@ -211,7 +232,8 @@ pub fn print_table(r: &FlowRadarResult) {
             x.counter_decode_ms,
             x.lost.0,
             x.lost.1,
-            x.undone
+            x.undone,
+            x.wrong
         );
     }
     let gain = |n: Option<f64>| match (r.single_max_load, n) {
@@ -220,12 +242,12 @@ pub fn print_table(r: &FlowRadarResult) {
             100.0 * (n / s - 1.0)
         ),
         (_, Some(n)) => format!("{n:.2}"),
-        _ => "none of the loads run".into(),
+        _ => "none of those run".into(),
     };
     println!(
         "every switch decodes completely: SingleDecode up to load {}; network-wide, flows up to load {}; flows and counters up to load {}",
         r.single_max_load
-            .map_or("none of the loads run".into(), |l| format!("{l:.2}")),
+            .map_or("none of those run".into(), |l| format!("{l:.2}")),
         gain(r.network_keys_max_load),
         gain(r.network_max_load)
     );

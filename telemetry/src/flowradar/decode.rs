@@ -82,25 +82,6 @@ pub fn single_decode(fs: &FlowSet) -> DecodeResult {
     SingleDecoder::default().decode(fs)
 }
 
-/// The first pass of decoding a flowset: keys peeled from pure cells, with their counters
-/// when the peeling cell's check confirms them, and what is left in the table.
-#[derive(Debug, Clone)]
-pub(crate) struct Peeled {
-    pub keys: Vec<FlowKey>,
-    pub counters: Vec<Option<(i64, i64)>>,
-    pub work: Work,
-}
-
-pub(crate) fn peel(fs: &FlowSet) -> Peeled {
-    let mut d = SingleDecoder::default();
-    d.peel(fs);
-    Peeled {
-        keys: std::mem::take(&mut d.keys),
-        counters: std::mem::take(&mut d.counters),
-        work: std::mem::take(&mut d.work),
-    }
-}
-
 /// A SingleDecode that keeps its buffers between flowsets (a collector decodes one flowset
 /// per switch per epoch; reusing the working copy avoids faulting in megabytes each time).
 #[derive(Debug, Clone, Default)]

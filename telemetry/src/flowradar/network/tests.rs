@@ -141,3 +141,70 @@ fn counter_decode_solves_a_system_peeling_cannot() {
     }
     assert!(stalled < epoch.flowsets.len(), "most systems solve");
 }
+
+/// A burst so deep that a busy switch's counters alone are underdetermined (fewer than about
+/// 1.09 cells per flow): the counters decoded at the other switches on the flows' paths,
+/// verified against every cell, still give every switch exact counters.
+#[test]
+fn counters_of_a_deep_burst_come_from_other_switches() {
+    let cfg = SimConfig {
+        k: 4,
+        flows: 6500,
+        provisioned_flows: Some(1000),
+        cells_per_flow: 1.3,
+        seed: 5,
+        ..SimConfig::default()
+    };
+    let epoch = simulate(&cfg);
+    let refs: Vec<&FlowSet> = epoch.flowsets.iter().collect();
+    // Per switch, with every key given, counters alone do not solve somewhere.
+    let alone_fails = epoch.flowsets.iter().enumerate().any(|(s, fs)| {
+        let keys: Vec<FlowKey> = epoch.truth[s].keys().copied().collect();
+        !counter_decode(fs, &keys).1
+    });
+    assert!(
+        alone_fails,
+        "the burst is deep enough to need other switches"
+    );
+    let r = network_decode(&refs);
+    assert!(
+        r.single.iter().all(|s| !s.complete),
+        "SingleDecode fails everywhere"
+    );
+    assert_exact(&epoch, &r);
+}
+
+/// Loss in a deep burst: hints from switches before the lossy link are wrong after it. They
+/// are rejected by the cells' checks, never taken: whatever is reported is exact.
+#[test]
+fn wrong_hints_are_never_taken() {
+    let cfg = SimConfig {
+        k: 4,
+        flows: 6000,
+        provisioned_flows: Some(1000),
+        cells_per_flow: 1.3,
+        lossy_links: vec![((4, 0), 0.2), ((0, 5), 0.2), ((8, 2), 0.2)],
+        max_packets: 30,
+        seed: 9,
+        ..SimConfig::default()
+    };
+    let epoch = simulate(&cfg);
+    assert!(epoch.lost.values().sum::<u64>() > 50);
+    let refs: Vec<&FlowSet> = epoch.flowsets.iter().collect();
+    let r = network_decode(&refs);
+    let mut reported = 0;
+    for (s, sw) in r.switches.iter().enumerate() {
+        for f in &sw.flows {
+            let (p, b) = epoch.truth[s][&f.key];
+            if let (Some(fp), Some(fb)) = (f.packets, f.bytes) {
+                assert_eq!((fp, fb), (p, b), "switch {s} flow {}", f.key);
+                reported += 1;
+            }
+        }
+    }
+    let total: usize = epoch.truth.iter().map(|t| t.len()).sum();
+    assert!(
+        reported * 10 > total * 9,
+        "most counters are found: {reported} of {total}"
+    );
+}
