@@ -4,6 +4,7 @@
 
 pub mod flowradar;
 pub mod forward;
+pub mod generator;
 pub mod pint_hpcc;
 pub mod pint_latency;
 pub mod pint_path;

@@ -1,0 +1,250 @@
+//! `pint-gen`: the traffic generator for testing the PINT switch. This version writes the
+//! traffic to a capture (`--write-pcap`), with nanosecond timestamps from the traffic
+//! model's clock, for replay through `pint-switch` (net_pcap) or inspection in Wireshark.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use pcap_file::TsResolution;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use serde::Serialize;
+
+use bench::generator::frame::PacketFields;
+use bench::generator::probe::ProbePayload;
+use bench::generator::{
+    FlowSizes, PacketSizes, Popularity, Rate, Traffic, TrafficSpec, emit_frame,
+};
+use telemetry::wire::MacAddr;
+
+/// Command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "pint-gen",
+    version,
+    about = "Traffic generator for the PINT switch"
+)]
+struct Cli {
+    /// Distinct flows (5-tuples) in the pool.
+    #[arg(long, default_value_t = 1024)]
+    flows: u32,
+    /// Flow popularity: uniform or zipf:S.
+    #[arg(long, default_value = "uniform")]
+    popularity: Popularity,
+    /// Flow sizes: web-search, hadoop or fixed:BYTES. With them, flows arrive as a Poisson
+    /// process at --load; without, every packet picks a flow.
+    #[arg(long)]
+    flow_sizes: Option<FlowSizes>,
+    /// Offered load as a share of --link-rate (with --flow-sizes).
+    #[arg(long, default_value_t = 0.5)]
+    load: f64,
+    /// Link rate, bits per second (suffixes K, M, G).
+    #[arg(long, default_value = "10G", value_parser = parse_si)]
+    link_rate: f64,
+    /// Frame size without FCS (60 to 1514), or imix.
+    #[arg(long, default_value = "60")]
+    packet_size: PacketSizes,
+    /// Rate without --flow-sizes: max, or a number with pps or bps (e.g. 1Mpps, 5Gbps).
+    #[arg(long, default_value = "max", value_parser = parse_rate)]
+    rate: Rate,
+    /// Stop after this many packets.
+    #[arg(long, conflicts_with = "duration")]
+    count: Option<u64>,
+    /// Stop after this many seconds of traffic (the model's clock).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Share of flows that are TCP (the rest UDP).
+    #[arg(long, default_value_t = 0.0)]
+    tcp_share: f64,
+    /// IPv4 TTL.
+    #[arg(long, default_value_t = 64)]
+    ttl: u8,
+    /// Probe streams (UDP, sequence number and send time in the payload).
+    #[arg(long, default_value_t = 0)]
+    probes: u32,
+    /// Probes per second per stream.
+    #[arg(long, default_value_t = 10.0)]
+    probe_hz: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Destination MAC of every frame.
+    #[arg(long, default_value = "02:00:00:00:00:01")]
+    dst_mac: MacAddr,
+    /// Write the traffic to this capture.
+    #[arg(long, required = true)]
+    write_pcap: PathBuf,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_si(s: &str) -> Result<f64, String> {
+    let (num, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1e3),
+        Some('M') => (&s[..s.len() - 1], 1e6),
+        Some('G') => (&s[..s.len() - 1], 1e9),
+        _ => (s, 1.0),
+    };
+    num.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(|v| v * mult)
+        .ok_or_else(|| format!("`{s}`: expected a positive number with an optional K, M or G"))
+}
+
+fn parse_rate(s: &str) -> Result<Rate, String> {
+    if s == "max" {
+        return Ok(Rate::Max);
+    }
+    if let Some(n) = s.strip_suffix("pps") {
+        return parse_si(n).map(Rate::Pps);
+    }
+    if let Some(n) = s.strip_suffix("bps") {
+        return parse_si(n).map(Rate::Bps);
+    }
+    Err(format!(
+        "rate `{s}`: expected max, or a number with pps or bps (e.g. 1Mpps, 5Gbps)"
+    ))
+}
+
+/// What was generated.
+#[derive(Debug, Serialize)]
+struct Summary {
+    packets: u64,
+    /// Frame bytes (without FCS).
+    bytes: u64,
+    /// Distinct 5-tuples that sent at least one packet (probes included).
+    flows_used: usize,
+    probes: u64,
+    /// Model time of the last packet, seconds.
+    seconds: f64,
+    /// Packets per second over that time.
+    pps: f64,
+    /// Bits per second on the wire (frames plus 24 bytes each) over that time.
+    wire_bps: f64,
+    capture: PathBuf,
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("pint-gen: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if cli.count.is_none() && cli.duration.is_none() {
+        bail!("say how much: --count PACKETS or --duration SECONDS");
+    }
+    if let Some(d) = cli.duration
+        && !(d.is_finite() && d > 0.0)
+    {
+        bail!("--duration {d}: must be above 0");
+    }
+    let spec = TrafficSpec {
+        flows: cli.flows,
+        popularity: cli.popularity.clone(),
+        flow_sizes: cli.flow_sizes,
+        load: cli.load,
+        link_bps: cli.link_rate,
+        packet_sizes: cli.packet_size,
+        rate: cli.rate,
+        tcp_share: cli.tcp_share,
+        ttl: cli.ttl,
+        probe_streams: cli.probes,
+        probe_hz: cli.probe_hz,
+        seed: cli.seed,
+    };
+    let mut traffic = Traffic::new(spec).map_err(anyhow::Error::msg)?;
+    let tuples = traffic.tuples().to_vec();
+    let file = File::create(&cli.write_pcap)
+        .with_context(|| format!("cannot create {}", cli.write_pcap.display()))?;
+    let header = PcapHeader {
+        ts_resolution: TsResolution::NanoSecond,
+        ..PcapHeader::default()
+    };
+    let mut w = PcapWriter::with_header(BufWriter::new(file), header)?;
+    let limit_ns = cli.duration.map(|d| (d * 1e9) as u64);
+    let mut buf = [0u8; 2048];
+    let src_mac = MacAddr([0x02, 0, 0, 0, 0xaa, 0x01]);
+    let (mut packets, mut bytes, mut probes, mut last_ns) = (0u64, 0u64, 0u64, 0u64);
+    let mut used: HashSet<u32> = HashSet::new();
+    loop {
+        if cli.count.is_some_and(|c| packets >= c) {
+            break;
+        }
+        let p = traffic.next_packet();
+        if limit_ns.is_some_and(|l| p.time_ns >= l) {
+            break;
+        }
+        let probe_bytes;
+        let payload: &[u8] = match p.probe {
+            Some((stream, seq)) => {
+                probes += 1;
+                probe_bytes = ProbePayload {
+                    stream,
+                    seq,
+                    sent_ns: p.time_ns,
+                }
+                .encode();
+                &probe_bytes
+            }
+            None => &[],
+        };
+        let fields = PacketFields {
+            dst_mac: cli.dst_mac,
+            src_mac,
+            frame_len: usize::from(p.frame_len),
+            ttl: cli.ttl,
+            ident: packets as u16,
+            tcp_seq: p.tcp_seq,
+            payload,
+        };
+        let n = emit_frame(&mut buf, &tuples[p.tuple as usize], &fields)
+            .context("frame does not fit its headers")?;
+        w.write_packet(&PcapPacket::new(
+            Duration::from_nanos(p.time_ns),
+            n as u32,
+            &buf[..n],
+        ))?;
+        used.insert(p.tuple);
+        packets += 1;
+        bytes += n as u64;
+        last_ns = p.time_ns;
+    }
+    drop(w);
+    let seconds = last_ns as f64 / 1e9;
+    let per_s = |x: f64| if seconds > 0.0 { x / seconds } else { 0.0 };
+    let s = Summary {
+        packets,
+        bytes,
+        flows_used: used.len(),
+        probes,
+        seconds,
+        pps: per_s(packets as f64),
+        wire_bps: per_s(8.0 * (bytes + 24 * packets) as f64),
+        capture: cli.write_pcap.clone(),
+    };
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        println!(
+            "pint-gen: {} packets ({} bytes, {} flows, {} probes) over {:.6} s of traffic: {:.3} Mpps, {:.3} Gbit/s on the wire -> {}",
+            s.packets,
+            s.bytes,
+            s.flows_used,
+            s.probes,
+            s.seconds,
+            s.pps / 1e6,
+            s.wire_bps / 1e9,
+            s.capture.display()
+        );
+    }
+    Ok(())
+}

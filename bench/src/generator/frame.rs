@@ -1,0 +1,204 @@
+//! The bytes of a generated packet, written straight into a buffer (an mbuf's data room or
+//! a capture record): Ethernet II, IPv4 without options, then UDP or TCP, then the payload
+//! (a probe's fields, then zeros). Checksums are computed, so every frame is valid on the
+//! wire and in a capture.
+//!
+//! Layout (offsets in bytes): Ethernet 0..14 (destination, source, EtherType 0x0800);
+//! IPv4 14..34 (version 4, IHL 5, DSCP 0, total length, identification, no flags, TTL,
+//! protocol, checksum, source, destination); UDP 34..42 (ports, length, checksum) or TCP
+//! 34..54 (ports, sequence number, acknowledgment 0, data offset 5, flags PSH+ACK, window
+//! 65535, checksum, urgent 0); payload after that.
+
+use std::net::Ipv4Addr;
+
+use telemetry::wire::MacAddr;
+use telemetry::wire::checksum::{checksum, fold, ones_complement_sum};
+
+const ETH_LEN: usize = 14;
+const IP_LEN: usize = 20;
+const IP_AT: usize = ETH_LEN;
+const L4_AT: usize = ETH_LEN + IP_LEN;
+/// UDP header length.
+pub const UDP_LEN: usize = 8;
+/// TCP header length (no options).
+pub const TCP_LEN: usize = 20;
+
+/// A flow's addresses, ports and protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FlowTuple {
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// TCP (else UDP).
+    pub tcp: bool,
+}
+
+impl FlowTuple {
+    /// Bytes of Ethernet, IPv4 and transport headers.
+    pub fn header_len(&self) -> usize {
+        L4_AT + if self.tcp { TCP_LEN } else { UDP_LEN }
+    }
+}
+
+/// What varies per packet.
+#[derive(Debug, Clone, Copy)]
+pub struct PacketFields<'a> {
+    /// Destination MAC.
+    pub dst_mac: MacAddr,
+    /// Source MAC.
+    pub src_mac: MacAddr,
+    /// Frame length without FCS (at least 60 and the headers plus `payload`).
+    pub frame_len: usize,
+    /// IPv4 time to live.
+    pub ttl: u8,
+    /// IPv4 identification.
+    pub ident: u16,
+    /// TCP sequence number (ignored for UDP).
+    pub tcp_seq: u32,
+    /// The payload's first bytes; the rest is zeros.
+    pub payload: &'a [u8],
+}
+
+/// Writes the frame into `buf` and returns its length, or None if `buf` is too short or the
+/// frame cannot hold the headers and the payload.
+pub fn emit_frame(buf: &mut [u8], flow: &FlowTuple, p: &PacketFields<'_>) -> Option<usize> {
+    let len = p.frame_len;
+    let payload_at = flow.header_len();
+    if len < 60 || len < payload_at + p.payload.len() || len > buf.len() || len - ETH_LEN > 65535 {
+        return None;
+    }
+    let f = &mut buf[..len];
+    f[0..6].copy_from_slice(&p.dst_mac.0);
+    f[6..12].copy_from_slice(&p.src_mac.0);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip_total = (len - ETH_LEN) as u16;
+    let proto: u8 = if flow.tcp { 6 } else { 17 };
+    {
+        let ip = &mut f[IP_AT..L4_AT];
+        ip[0] = 0x45;
+        ip[1] = 0;
+        ip[2..4].copy_from_slice(&ip_total.to_be_bytes());
+        ip[4..6].copy_from_slice(&p.ident.to_be_bytes());
+        ip[6..8].copy_from_slice(&[0, 0]);
+        ip[8] = p.ttl;
+        ip[9] = proto;
+        ip[10..12].copy_from_slice(&[0, 0]);
+        ip[12..16].copy_from_slice(&flow.src.octets());
+        ip[16..20].copy_from_slice(&flow.dst.octets());
+        let c = checksum(ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    let l4_len = len - L4_AT;
+    {
+        let l4 = &mut f[L4_AT..];
+        l4[0..2].copy_from_slice(&flow.sport.to_be_bytes());
+        l4[2..4].copy_from_slice(&flow.dport.to_be_bytes());
+        if flow.tcp {
+            l4[4..8].copy_from_slice(&p.tcp_seq.to_be_bytes());
+            l4[8..12].copy_from_slice(&[0, 0, 0, 0]);
+            l4[12] = 5 << 4;
+            l4[13] = 0x18;
+            l4[14..16].copy_from_slice(&65535u16.to_be_bytes());
+            l4[16..20].copy_from_slice(&[0, 0, 0, 0]);
+        } else {
+            l4[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+            l4[6..8].copy_from_slice(&[0, 0]);
+        }
+    }
+    f[payload_at..payload_at + p.payload.len()].copy_from_slice(p.payload);
+    f[payload_at + p.payload.len()..].fill(0);
+    // Transport checksum over the pseudo-header and the segment.
+    let mut sum = u64::from(ones_complement_sum(&f[L4_AT..]));
+    sum += u64::from(ones_complement_sum(&flow.src.octets()));
+    sum += u64::from(ones_complement_sum(&flow.dst.octets()));
+    sum += u64::from(proto) + l4_len as u64;
+    let mut c = !fold(sum);
+    if !flow.tcp && c == 0 {
+        c = 0xffff; // UDP: zero means "no checksum"
+    }
+    let at = L4_AT + if flow.tcp { 16 } else { 6 };
+    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    Some(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::{SlicedPacket, TransportSlice};
+
+    fn fields(frame_len: usize, payload: &[u8]) -> PacketFields<'_> {
+        PacketFields {
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            src_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            frame_len,
+            ttl: 17,
+            ident: 0x1234,
+            tcp_seq: 99,
+            payload,
+        }
+    }
+
+    #[test]
+    fn frames_parse_with_valid_checksums() {
+        let mut buf = [0xeeu8; 1600];
+        for tcp in [false, true] {
+            for len in [60usize, 61, 64, 128, 590, 1514] {
+                let flow = FlowTuple {
+                    src: Ipv4Addr::new(10, 0, 1, 2),
+                    dst: Ipv4Addr::new(10, 1, 3, 4),
+                    sport: 4000,
+                    dport: 80,
+                    tcp,
+                };
+                let n = emit_frame(&mut buf, &flow, &fields(len, &[1, 2, 3])).unwrap();
+                assert_eq!(n, len);
+                let pkt = SlicedPacket::from_ethernet(&buf[..n]).unwrap();
+                let Some(etherparse::NetSlice::Ipv4(ip)) = pkt.net else {
+                    panic!("IPv4")
+                };
+                let h = ip.header().to_header();
+                assert_eq!(h.header_checksum, h.calc_header_checksum());
+                assert_eq!(usize::from(h.total_len), len - 14);
+                assert_eq!((h.time_to_live, h.identification), (17, 0x1234));
+                let payload = match pkt.transport.unwrap() {
+                    TransportSlice::Udp(u) => {
+                        assert!(!tcp);
+                        let uh = u.to_header();
+                        assert_eq!(uh.checksum, uh.calc_checksum_ipv4(&h, u.payload()).unwrap());
+                        u.payload().to_vec()
+                    }
+                    TransportSlice::Tcp(t) => {
+                        assert!(tcp);
+                        let th = t.to_header();
+                        assert_eq!(th.checksum, th.calc_checksum_ipv4(&h, t.payload()).unwrap());
+                        assert_eq!(th.sequence_number, 99);
+                        t.payload().to_vec()
+                    }
+                    _ => panic!("transport"),
+                };
+                assert_eq!(&payload[..3], &[1, 2, 3]);
+                assert!(payload[3..].iter().all(|&b| b == 0));
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_what_does_not_fit() {
+        let mut buf = [0u8; 100];
+        let flow = FlowTuple {
+            src: Ipv4Addr::LOCALHOST,
+            dst: Ipv4Addr::LOCALHOST,
+            sport: 1,
+            dport: 2,
+            tcp: true,
+        };
+        assert!(emit_frame(&mut buf, &flow, &fields(59, &[])).is_none());
+        assert!(emit_frame(&mut buf, &flow, &fields(101, &[])).is_none());
+        assert!(emit_frame(&mut buf, &flow, &fields(60, &[0; 7])).is_none());
+    }
+}

@@ -1,0 +1,13 @@
+//! `pint-gen`'s traffic: what a tester asks for (flows, popularity, flow sizes, arrivals,
+//! packet sizes, rate, probes) turned into a deterministic sequence of timed packets, and
+//! the packets' bytes. DPDK-free, so the same traffic can be written to a capture.
+
+pub mod dist;
+pub mod frame;
+pub mod probe;
+pub mod traffic;
+
+pub use dist::{FlowSizes, PacketSizes, Popularity};
+pub use frame::{FlowTuple, emit_frame};
+pub use probe::{ProbePayload, ProbeReceiver, ProbeReport};
+pub use traffic::{GenPacket, Rate, Traffic, TrafficSpec};

@@ -1,0 +1,158 @@
+//! Probe packets: UDP packets whose payload starts with a magic value, the probe stream, a
+//! sequence number and the send time, so that the receiver can measure per-stream loss
+//! (sequence gaps), reordering and one-way latency.
+//!
+//! Payload layout (big-endian): magic `PINTPRB1` (8 bytes), stream (4), reserved zero (4),
+//! sequence number (8), send time in nanoseconds (8): 32 bytes.
+
+/// Bytes of a probe payload.
+pub const PROBE_LEN: usize = 32;
+const MAGIC: [u8; 8] = *b"PINTPRB1";
+
+/// A probe's payload fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbePayload {
+    /// Probe stream (one per path probed).
+    pub stream: u32,
+    /// Sequence number in the stream, from 0.
+    pub seq: u64,
+    /// Send time, nanoseconds on the sender's clock.
+    pub sent_ns: u64,
+}
+
+impl ProbePayload {
+    /// The payload bytes.
+    pub fn encode(&self) -> [u8; PROBE_LEN] {
+        let mut b = [0u8; PROBE_LEN];
+        b[0..8].copy_from_slice(&MAGIC);
+        b[8..12].copy_from_slice(&self.stream.to_be_bytes());
+        b[16..24].copy_from_slice(&self.seq.to_be_bytes());
+        b[24..32].copy_from_slice(&self.sent_ns.to_be_bytes());
+        b
+    }
+
+    /// The fields, if `payload` starts with a probe.
+    pub fn decode(payload: &[u8]) -> Option<ProbePayload> {
+        let b = payload.get(..PROBE_LEN)?;
+        if b[0..8] != MAGIC {
+            return None;
+        }
+        Some(ProbePayload {
+            stream: u32::from_be_bytes(b[8..12].try_into().ok()?),
+            seq: u64::from_be_bytes(b[16..24].try_into().ok()?),
+            sent_ns: u64::from_be_bytes(b[24..32].try_into().ok()?),
+        })
+    }
+}
+
+/// Per-stream receive state.
+#[derive(Debug, Clone, Default)]
+struct Stream {
+    received: u64,
+    /// Highest sequence number seen, plus one.
+    next: u64,
+    reordered: u64,
+    duplicates: u64,
+    seen: Vec<u64>,
+}
+
+/// Counts probes as they arrive.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeReceiver {
+    streams: Vec<Stream>,
+    latencies: Vec<u64>,
+}
+
+/// What the receiver measured.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ProbeReport {
+    /// Probes received.
+    pub received: u64,
+    /// Probes missing: sequence numbers below the highest seen that never arrived.
+    pub lost: u64,
+    /// Probes that arrived after a higher sequence number of their stream.
+    pub reordered: u64,
+    /// Probes that arrived more than once.
+    pub duplicates: u64,
+    /// One-way latency in nanoseconds: min, median, p99, max (None without probes).
+    pub latency_ns: Option<[u64; 4]>,
+}
+
+impl ProbeReceiver {
+    /// Records a probe received at `now_ns` (same clock as the sender's).
+    pub fn record(&mut self, p: &ProbePayload, now_ns: u64) {
+        let i = p.stream as usize;
+        if i >= self.streams.len() {
+            self.streams.resize_with(i + 1, Stream::default);
+        }
+        let s = &mut self.streams[i];
+        let word = (p.seq / 64) as usize;
+        if word >= s.seen.len() {
+            s.seen.resize(word + 1, 0);
+        }
+        let bit = 1u64 << (p.seq % 64);
+        if s.seen[word] & bit != 0 {
+            s.duplicates += 1;
+            return;
+        }
+        s.seen[word] |= bit;
+        s.received += 1;
+        if p.seq < s.next {
+            s.reordered += 1;
+        } else {
+            s.next = p.seq + 1;
+        }
+        self.latencies.push(now_ns.saturating_sub(p.sent_ns));
+    }
+
+    /// The totals over all streams.
+    pub fn report(&self) -> ProbeReport {
+        let mut lat = self.latencies.clone();
+        lat.sort_unstable();
+        let q = |f: f64| lat[((lat.len() - 1) as f64 * f).round() as usize];
+        ProbeReport {
+            received: self.streams.iter().map(|s| s.received).sum(),
+            lost: self.streams.iter().map(|s| s.next - s.received).sum(),
+            reordered: self.streams.iter().map(|s| s.reordered).sum(),
+            duplicates: self.streams.iter().map(|s| s.duplicates).sum(),
+            latency_ns: (!lat.is_empty()).then(|| [lat[0], q(0.5), q(0.99), lat[lat.len() - 1]]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_reordering_and_latency() {
+        let mut r = ProbeReceiver::default();
+        let p = |stream, seq| ProbePayload {
+            stream,
+            seq,
+            sent_ns: 1000 * seq,
+        };
+        // Stream 0: 0 1 3 2 5 (4 lost), 5 again. Stream 1: 0 2 (1 lost).
+        for (s, q) in [
+            (0, 0),
+            (0, 1),
+            (0, 3),
+            (0, 2),
+            (0, 5),
+            (0, 5),
+            (1, 0),
+            (1, 2),
+        ] {
+            let pp = p(s, q);
+            assert_eq!(ProbePayload::decode(&pp.encode()), Some(pp));
+            r.record(&pp, pp.sent_ns + 100 + q);
+        }
+        let rep = r.report();
+        assert_eq!(
+            (rep.received, rep.lost, rep.reordered, rep.duplicates),
+            (7, 2, 1, 1)
+        );
+        assert_eq!(rep.latency_ns, Some([100, 102, 105, 105]));
+        assert!(ProbePayload::decode(&[0u8; 40]).is_none());
+    }
+}

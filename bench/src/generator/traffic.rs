@@ -1,0 +1,432 @@
+//! The traffic model: a pool of flows, chosen by popularity, sending on one link.
+//!
+//! Two modes. With flow sizes and a load, flows arrive as a Poisson process whose rate makes
+//! the offered payload bytes the given share of the link; each arriving flow takes a 5-tuple
+//! from the pool by popularity and sends its bytes in packets, the active flows taking turns
+//! on the link (serialised at the link rate). Without flow sizes every packet picks its flow
+//! by popularity and packets follow each other at the requested rate. Probe streams, if
+//! asked for, send one packet per stream at a fixed rate in either mode.
+//!
+//! Times are nominal (the model's clock, in nanoseconds from 0): a capture gets them as
+//! timestamps; a DPDK sender paces by them, or ignores them to send as fast as it can.
+
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+
+use telemetry::sim_rng::SimRng;
+
+use super::dist::{FlowPicker, FlowSizes, PacketSizes, Popularity};
+use super::frame::{FlowTuple, UDP_LEN};
+use super::probe::PROBE_LEN;
+
+/// Bytes a frame occupies on the wire beyond its length without FCS: FCS 4, preamble and
+/// start delimiter 8, inter-frame gap 12.
+pub const WIRE_OVERHEAD: u64 = 24;
+
+/// Sending rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    /// As fast as possible (nominal times at the link rate).
+    Max,
+    /// Packets per second.
+    Pps(f64),
+    /// Bits per second on the wire (frames plus [`WIRE_OVERHEAD`]).
+    Bps(f64),
+}
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct TrafficSpec {
+    /// Distinct flows (5-tuples) in the pool.
+    pub flows: u32,
+    /// Which flow a new flow (or packet) takes.
+    pub popularity: Popularity,
+    /// Flow sizes in payload bytes; None: packets pick flows directly.
+    pub flow_sizes: Option<FlowSizes>,
+    /// Offered load as a share of the link (with flow sizes).
+    pub load: f64,
+    /// Link rate in bits per second.
+    pub link_bps: f64,
+    /// Frame sizes.
+    pub packet_sizes: PacketSizes,
+    /// Rate (without flow sizes).
+    pub rate: Rate,
+    /// Share of flows that are TCP (the rest UDP).
+    pub tcp_share: f64,
+    /// IPv4 TTL of every packet.
+    pub ttl: u8,
+    /// Probe streams (each its own UDP flow).
+    pub probe_streams: u32,
+    /// Probes per second per stream.
+    pub probe_hz: f64,
+    /// Seed: the same spec and seed give the same packets.
+    pub seed: u64,
+}
+
+impl Default for TrafficSpec {
+    fn default() -> Self {
+        TrafficSpec {
+            flows: 1024,
+            popularity: Popularity::Uniform,
+            flow_sizes: None,
+            load: 0.5,
+            link_bps: 10e9,
+            packet_sizes: PacketSizes::Fixed(60),
+            rate: Rate::Max,
+            tcp_share: 0.0,
+            ttl: 64,
+            probe_streams: 0,
+            probe_hz: 10.0,
+            seed: 1,
+        }
+    }
+}
+
+impl TrafficSpec {
+    /// Checks the spec; the error names the setting and why.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.flows == 0 {
+            return Err("flows: must be at least 1".into());
+        }
+        if !(self.link_bps.is_finite() && self.link_bps > 0.0) {
+            return Err("link rate: must be above 0".into());
+        }
+        if self.flow_sizes.is_some() && !(self.load > 0.0 && self.load <= 1.0) {
+            return Err(format!("load {}: must be above 0 and at most 1", self.load));
+        }
+        match self.rate {
+            Rate::Pps(r) | Rate::Bps(r) if !(r.is_finite() && r > 0.0) => {
+                return Err("rate: must be above 0".into());
+            }
+            _ => {}
+        }
+        if !(0.0..=1.0).contains(&self.tcp_share) {
+            return Err(format!("tcp share {}: must be from 0 to 1", self.tcp_share));
+        }
+        if self.probe_streams > 0 && !(self.probe_hz.is_finite() && self.probe_hz > 0.0) {
+            return Err("probe rate: must be above 0".into());
+        }
+        if self.ttl == 0 {
+            return Err("ttl: must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The pool's 5-tuples (flows from 10.0.0.0/16 to 10.1.0.0/16), then one UDP tuple per
+    /// probe stream (from 10.2.0.0/16 to 10.3.0.0/16, destination port [`PROBE_PORT`]).
+    pub fn tuples(&self) -> Vec<FlowTuple> {
+        let mut rng = SimRng::new(self.seed ^ 0x7475_706c_6573);
+        let mut out: Vec<FlowTuple> = (0..self.flows)
+            .map(|i| {
+                let tcp = rng.unit() < self.tcp_share;
+                FlowTuple {
+                    src: Ipv4Addr::from(0x0a00_0000 | (i & 0xffff)),
+                    dst: Ipv4Addr::from(0x0a01_0000 | (i.wrapping_mul(2_654_435_761) >> 16)),
+                    // Distinct for up to 2^16 x 60000 flows.
+                    sport: 1024 + ((i >> 16) % 60_000) as u16,
+                    dport: if tcp { 443 } else { 9000 },
+                    tcp,
+                }
+            })
+            .collect();
+        out.extend((0..self.probe_streams).map(|s| FlowTuple {
+            src: Ipv4Addr::from(0x0a02_0000 | (s & 0xffff)),
+            dst: Ipv4Addr::from(0x0a03_0000 | (s & 0xffff)),
+            sport: 10_000 + (s % 50_000) as u16,
+            dport: PROBE_PORT,
+            tcp: false,
+        }));
+        out
+    }
+}
+
+/// UDP destination port of probe streams.
+pub const PROBE_PORT: u16 = 0x5054;
+
+/// One generated packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GenPacket {
+    /// Nominal send time, ns.
+    pub time_ns: u64,
+    /// Index into [`TrafficSpec::tuples`].
+    pub tuple: u32,
+    /// Frame length without FCS.
+    pub frame_len: u16,
+    /// TCP sequence number (the flow's bytes sent before this packet).
+    pub tcp_seq: u32,
+    /// For a probe: stream and sequence number.
+    pub probe: Option<(u32, u64)>,
+}
+
+/// An active flow in flow-size mode.
+#[derive(Debug, Clone, Copy)]
+struct Active {
+    tuple: u32,
+    left: u64,
+    sent: u64,
+}
+
+/// Generates the packets of a spec, in time order.
+#[derive(Debug, Clone)]
+pub struct Traffic {
+    spec: TrafficSpec,
+    tuples: Vec<FlowTuple>,
+    rng: SimRng,
+    picker: FlowPicker,
+    clock_ns: f64,
+    next_arrival_ns: f64,
+    arrival_mean_ns: f64,
+    active: VecDeque<Active>,
+    /// Per pool flow, bytes sent so far (TCP sequence numbers).
+    sent: Vec<u32>,
+    next_probe_ns: Vec<f64>,
+    probe_seq: Vec<u64>,
+}
+
+impl Traffic {
+    /// The generator of a valid spec.
+    pub fn new(spec: TrafficSpec) -> Result<Traffic, String> {
+        spec.validate()?;
+        let tuples = spec.tuples();
+        let picker = FlowPicker::new(spec.flows, &spec.popularity);
+        let arrival_mean_ns = match spec.flow_sizes {
+            Some(sizes) => 1e9 * 8.0 * sizes.mean() / (spec.load * spec.link_bps),
+            None => 0.0,
+        };
+        let mut rng = SimRng::new(spec.seed);
+        let next_arrival_ns = if spec.flow_sizes.is_some() {
+            rng.exponential(arrival_mean_ns)
+        } else {
+            0.0
+        };
+        // Probe streams start spread over one period.
+        let period = 1e9 / spec.probe_hz.max(f64::MIN_POSITIVE);
+        let streams = spec.probe_streams as usize;
+        let next_probe_ns = (0..streams)
+            .map(|s| period * s as f64 / streams as f64)
+            .collect();
+        Ok(Traffic {
+            sent: vec![0; spec.flows as usize],
+            tuples,
+            picker,
+            rng,
+            clock_ns: 0.0,
+            next_arrival_ns,
+            arrival_mean_ns,
+            active: VecDeque::new(),
+            next_probe_ns,
+            probe_seq: vec![0; streams],
+            spec,
+        })
+    }
+
+    /// The 5-tuples packets refer to.
+    pub fn tuples(&self) -> &[FlowTuple] {
+        &self.tuples
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &TrafficSpec {
+        &self.spec
+    }
+
+    fn wire_ns(&self, frame_len: u16, bps: f64) -> f64 {
+        (u64::from(frame_len) + WIRE_OVERHEAD) as f64 * 8.0 * 1e9 / bps
+    }
+
+    /// Advances the clock past a packet of `frame_len` bytes.
+    fn advance(&mut self, frame_len: u16) {
+        self.clock_ns += match (self.spec.flow_sizes, self.spec.rate) {
+            (None, Rate::Pps(r)) => 1e9 / r,
+            (None, Rate::Bps(b)) => self.wire_ns(frame_len, b),
+            _ => self.wire_ns(frame_len, self.spec.link_bps),
+        };
+    }
+
+    /// The probe due now, if any.
+    fn due_probe(&mut self, until_ns: f64) -> Option<GenPacket> {
+        let (s, &t) = self
+            .next_probe_ns
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))?;
+        if t > until_ns {
+            return None;
+        }
+        self.clock_ns = self.clock_ns.max(t);
+        let seq = self.probe_seq[s];
+        self.probe_seq[s] += 1;
+        self.next_probe_ns[s] = t + 1e9 / self.spec.probe_hz;
+        let frame_len = (34 + UDP_LEN + PROBE_LEN).max(60) as u16;
+        let p = GenPacket {
+            time_ns: self.clock_ns as u64,
+            tuple: self.spec.flows + s as u32,
+            frame_len,
+            tcp_seq: 0,
+            probe: Some((s as u32, seq)),
+        };
+        self.advance(frame_len);
+        Some(p)
+    }
+
+    /// A data packet of pool flow `tuple` carrying at most `left` payload bytes.
+    fn data_packet(&mut self, tuple: u32, left: Option<u64>) -> (GenPacket, u64) {
+        let t = self.tuples[tuple as usize];
+        let header = t.header_len() as u64;
+        let mut frame_len = u64::from(self.spec.packet_sizes.sample(&mut self.rng));
+        let mut payload = frame_len.saturating_sub(header);
+        if let Some(left) = left {
+            payload = payload.min(left).max(1);
+            frame_len = (header + payload).max(60);
+        }
+        let sent = &mut self.sent[tuple as usize];
+        let p = GenPacket {
+            time_ns: self.clock_ns as u64,
+            tuple,
+            frame_len: frame_len as u16,
+            tcp_seq: *sent,
+            probe: None,
+        };
+        *sent = sent.wrapping_add(payload as u32);
+        self.advance(p.frame_len);
+        (p, payload)
+    }
+
+    /// The next packet (the sequence is endless).
+    pub fn next_packet(&mut self) -> GenPacket {
+        if self.spec.flow_sizes.is_none() {
+            if let Some(p) = self.due_probe(self.clock_ns) {
+                return p;
+            }
+            let tuple = self.picker.pick(&mut self.rng);
+            return self.data_packet(tuple, None).0;
+        }
+        loop {
+            // Flows that have arrived join the round.
+            while self.next_arrival_ns <= self.clock_ns {
+                let sizes = self.spec.flow_sizes.expect("flow-size mode");
+                let left = sizes.sample(&mut self.rng);
+                let tuple = self.picker.pick(&mut self.rng);
+                self.active.push_back(Active {
+                    tuple,
+                    left,
+                    sent: 0,
+                });
+                self.next_arrival_ns += self.rng.exponential(self.arrival_mean_ns);
+            }
+            if let Some(p) = self.due_probe(self.clock_ns) {
+                return p;
+            }
+            let Some(mut a) = self.active.pop_front() else {
+                // Idle link: jump to the next arrival or probe.
+                let probe = self
+                    .next_probe_ns
+                    .iter()
+                    .copied()
+                    .fold(f64::INFINITY, f64::min);
+                self.clock_ns = self.next_arrival_ns.min(probe).max(self.clock_ns);
+                continue;
+            };
+            let (p, payload) = self.data_packet(a.tuple, Some(a.left));
+            a.left -= payload.min(a.left);
+            a.sent += payload;
+            if a.left > 0 {
+                self.active.push_back(a);
+            }
+            return p;
+        }
+    }
+
+    /// Flows in progress (flow-size mode).
+    pub fn active_flows(&self) -> usize {
+        self.active.len()
+    }
+}
+
+impl Iterator for Traffic {
+    type Item = GenPacket;
+    fn next(&mut self) -> Option<GenPacket> {
+        Some(self.next_packet())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packet_mode_paces_at_the_rate() {
+        let mut t = Traffic::new(TrafficSpec {
+            rate: Rate::Pps(1e6),
+            flows: 10,
+            ..TrafficSpec::default()
+        })
+        .unwrap();
+        let ps: Vec<GenPacket> = t.by_ref().take(1001).collect();
+        assert_eq!(ps[1000].time_ns, 1_000_000);
+        assert!(ps.iter().all(|p| p.tuple < 10 && p.frame_len == 60));
+    }
+
+    #[test]
+    fn flow_mode_offers_the_load() {
+        let spec = TrafficSpec {
+            flow_sizes: Some(FlowSizes::Hadoop),
+            load: 0.3,
+            link_bps: 10e9,
+            packet_sizes: PacketSizes::Fixed(1514),
+            flows: 5000,
+            seed: 4,
+            ..TrafficSpec::default()
+        };
+        let mut t = Traffic::new(spec).unwrap();
+        let mut payload = 0u64;
+        let mut last = 0;
+        for p in t.by_ref().take(400_000) {
+            payload += u64::from(p.frame_len) - 42; // UDP pool
+            last = p.time_ns;
+        }
+        let offered = payload as f64 * 8.0 / (last as f64 / 1e9) / 10e9;
+        assert!((offered - 0.3).abs() < 0.06, "offered load {offered}");
+    }
+
+    #[test]
+    fn probes_come_at_their_rate_with_sequence_numbers() {
+        let mut t = Traffic::new(TrafficSpec {
+            rate: Rate::Pps(1e5),
+            probe_streams: 2,
+            probe_hz: 1000.0,
+            ..TrafficSpec::default()
+        })
+        .unwrap();
+        let probes: Vec<GenPacket> = t
+            .by_ref()
+            .take_while(|p| p.time_ns < 100_000_000)
+            .filter(|p| p.probe.is_some())
+            .collect();
+        // 100 ms at 1 kHz, two streams.
+        assert!((199..=201).contains(&probes.len()), "{}", probes.len());
+        let s0: Vec<u64> = probes
+            .iter()
+            .filter_map(|p| p.probe.filter(|x| x.0 == 0).map(|x| x.1))
+            .collect();
+        assert_eq!(s0, (0..s0.len() as u64).collect::<Vec<_>>());
+        assert!(probes.iter().all(|p| p.tuple >= 1024));
+    }
+
+    #[test]
+    fn bad_specs_name_the_setting() {
+        let e = Traffic::new(TrafficSpec {
+            flows: 0,
+            ..TrafficSpec::default()
+        })
+        .unwrap_err();
+        assert!(e.contains("flows"));
+        let e = Traffic::new(TrafficSpec {
+            flow_sizes: Some(FlowSizes::WebSearch),
+            load: 1.5,
+            ..TrafficSpec::default()
+        })
+        .unwrap_err();
+        assert!(e.contains("load"));
+    }
+}

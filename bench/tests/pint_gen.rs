@@ -1,0 +1,189 @@
+//! `pint-gen --write-pcap`: the capture, read back by tshark, holds exactly the traffic the
+//! summary reports, with valid checksums and the probes' sequence numbers.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::process::Command;
+
+fn tshark(pcap: &Path, args: &[&str]) -> String {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args([
+            "-o",
+            "ip.check_checksum:TRUE",
+            "-o",
+            "tcp.check_checksum:TRUE",
+            "-o",
+            "udp.check_checksum:TRUE",
+        ])
+        .args(args)
+        .output()
+        .expect("tshark runs (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn generate(dir: &Path, name: &str, args: &[&str]) -> (std::path::PathBuf, serde_json::Value) {
+    let pcap = dir.join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+        .args(args)
+        .arg("--write-pcap")
+        .arg(&pcap)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (pcap, serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn capture_holds_the_flows_and_sizes_asked_for() {
+    let dir = std::env::temp_dir().join(format!("pint-gen-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, summary) = generate(
+        &dir,
+        "mix.pcap",
+        &[
+            "--flows",
+            "40",
+            "--count",
+            "3000",
+            "--packet-size",
+            "imix",
+            "--tcp-share",
+            "0.5",
+            "--probes",
+            "3",
+            "--probe-hz",
+            "50000",
+            "--rate",
+            "1Mpps",
+        ],
+    );
+    let rows = tshark(
+        &pcap,
+        &[
+            "-T",
+            "fields",
+            "-e",
+            "frame.len",
+            "-e",
+            "ip.src",
+            "-e",
+            "ip.dst",
+            "-e",
+            "ip.proto",
+            "-e",
+            "tcp.srcport",
+            "-e",
+            "udp.srcport",
+            "-e",
+            "tcp.dstport",
+            "-e",
+            "udp.dstport",
+        ],
+    );
+    let lines: Vec<Vec<&str>> = rows.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(lines.len() as u64, summary["packets"].as_u64().unwrap());
+    assert_eq!(lines.len(), 3000);
+    let bytes: u64 = lines.iter().map(|l| l[0].parse::<u64>().unwrap()).sum();
+    assert_eq!(bytes, summary["bytes"].as_u64().unwrap());
+    let sizes: BTreeSet<&str> = lines.iter().map(|l| l[0]).collect();
+    // IMIX frames, and 74-byte probes.
+    assert_eq!(sizes, BTreeSet::from(["60", "590", "1514", "74"]));
+    let flows: BTreeSet<Vec<&str>> = lines.iter().map(|l| l[1..].to_vec()).collect();
+    assert_eq!(flows.len() as u64, summary["flows_used"].as_u64().unwrap());
+    assert_eq!(flows.len(), 43, "40 flows and 3 probe streams");
+    let tcp = flows.iter().filter(|f| f[2] == "6").count();
+    assert!((8..=32).contains(&tcp), "about half TCP: {tcp}");
+    // Every checksum verifies.
+    let bad = tshark(
+        &pcap,
+        &[
+            "-Y",
+            "ip.checksum.status == 0 || tcp.checksum.status == 0 || udp.checksum.status == 0",
+        ],
+    );
+    assert_eq!(bad.lines().count(), 0, "bad checksums:\n{bad}");
+    // Probes: 3000 packets at 1 Mpps are 3 ms: 150 per stream at 50 kHz, numbered from 0.
+    let probes = tshark(
+        &pcap,
+        &[
+            "-Y",
+            "udp.dstport == 20564",
+            "-T",
+            "fields",
+            "-e",
+            "udp.srcport",
+            "-e",
+            "data.data",
+        ],
+    );
+    let mut per_stream: HashMap<&str, Vec<u64>> = HashMap::new();
+    for l in probes.lines() {
+        let (port, data) = l.split_once('\t').unwrap();
+        assert!(
+            data.starts_with("50494e5450524231"),
+            "magic PINTPRB1: {data}"
+        );
+        let seq = u64::from_str_radix(&data[32..48], 16).unwrap();
+        per_stream.entry(port).or_default().push(seq);
+    }
+    assert_eq!(per_stream.len(), 3);
+    let total: usize = per_stream.values().map(Vec::len).sum();
+    assert_eq!(total as u64, summary["probes"].as_u64().unwrap());
+    for seqs in per_stream.values() {
+        assert_eq!(*seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+        assert!((149..=151).contains(&seqs.len()), "{}", seqs.len());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn fixed_size_flows_are_cut_into_packets() {
+    let dir = std::env::temp_dir().join(format!("pint-gen-test-f-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // 3000-byte flows in 1514-byte frames of UDP: 1472 + 1472 + 56 payload bytes.
+    let (pcap, summary) = generate(
+        &dir,
+        "flows.pcap",
+        &[
+            "--flows",
+            "100000",
+            "--flow-sizes",
+            "fixed:3000",
+            "--load",
+            "0.5",
+            "--packet-size",
+            "1514",
+            "--duration",
+            "0.01",
+        ],
+    );
+    let rows = tshark(&pcap, &["-T", "fields", "-e", "frame.len"]);
+    let mut count: HashMap<&str, u64> = HashMap::new();
+    for l in rows.lines() {
+        *count.entry(l).or_default() += 1;
+    }
+    assert_eq!(
+        count.keys().copied().collect::<BTreeSet<_>>(),
+        BTreeSet::from(["1514", "98"])
+    );
+    let (full, tail) = (count["1514"], count["98"]);
+    // Flows still in progress at the end account for the difference.
+    assert!(
+        full >= 2 * tail && full <= 2 * tail + 2 * 50,
+        "{full} full, {tail} tails"
+    );
+    assert_eq!(full + tail, summary["packets"].as_u64().unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+}
