@@ -8,5 +8,6 @@ pub mod generator;
 pub mod pint_hpcc;
 pub mod pint_latency;
 pub mod pint_path;
+pub mod sender;
 pub mod stats;
 pub mod testpmd;

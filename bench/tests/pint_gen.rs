@@ -187,3 +187,114 @@ fn fixed_size_flows_are_cut_into_packets() {
     assert_eq!(full + tail, summary["packets"].as_u64().unwrap());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+fn eal(prefix: &str, lcore: &str) -> Vec<String> {
+    [
+        "--",
+        "-l",
+        lcore,
+        "--no-huge",
+        "-m",
+        "512",
+        "--no-shconf",
+        "--no-pci",
+        "--no-telemetry",
+        "--log-level",
+        "error",
+        "--file-prefix",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([format!("{prefix}-{}", std::process::id())])
+    .collect()
+}
+
+/// Two pint-gens over memif: what one sends, the other receives, exactly: packet and byte
+/// counts, and every probe in order.
+#[test]
+fn memif_receiver_counts_exactly_what_was_sent() {
+    let dir = std::env::temp_dir().join(format!("pint-gen-memif-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("memif.sock");
+    let dev = |role: &str| {
+        format!(
+            "net_memif0,role={role},socket={},socket-abstract=no",
+            sock.display()
+        )
+    };
+    let receiver = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+        .args([
+            "--port",
+            &dev("server"),
+            "--mode",
+            "receive",
+            // Generous: on a busy 2-core machine the sender may stall for a moment.
+            "--until-idle",
+            "5",
+            "--json",
+        ])
+        .args(eal("pg-rx", "0"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The client connects to the server's socket: wait for it.
+    let t0 = std::time::Instant::now();
+    while !sock.exists() {
+        assert!(
+            t0.elapsed().as_secs() < 30,
+            "the receiver never created its socket"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let sender = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+        .args([
+            "--port",
+            &dev("client"),
+            "--count",
+            "300000",
+            "--packet-size",
+            "imix",
+            "--tcp-share",
+            "0.3",
+            "--probes",
+            "4",
+            "--probe-hz",
+            "20000",
+            "--rate",
+            "2Mpps",
+            "--json",
+        ])
+        .args(eal("pg-tx", "1"))
+        .output()
+        .unwrap();
+    assert!(
+        sender.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sender.stderr)
+    );
+    let rx = receiver.wait_with_output().unwrap();
+    assert!(
+        rx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rx.stderr)
+    );
+    let sent: serde_json::Value = serde_json::from_slice(&sender.stdout).unwrap();
+    let got: serde_json::Value = serde_json::from_slice(&rx.stdout).unwrap();
+    let (s, r) = (&sent["sent"], &got["received"]);
+    assert_eq!(s["packets"].as_u64(), Some(300_000));
+    assert_eq!(r["packets"], s["packets"]);
+    assert_eq!(r["bytes"], s["bytes"]);
+    let probes = &r["probes"];
+    assert!(s["probes"].as_u64().unwrap() > 100);
+    assert_eq!(probes["received"], s["probes"]);
+    assert_eq!(
+        (&probes["lost"], &probes["reordered"], &probes["duplicates"]),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!(0),
+            &serde_json::json!(0)
+        )
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,6 +1,7 @@
-//! `pint-gen`: the traffic generator for testing the PINT switch. This version writes the
-//! traffic to a capture (`--write-pcap`), with nanosecond timestamps from the traffic
-//! model's clock, for replay through `pint-switch` (net_pcap) or inspection in Wireshark.
+//! `pint-gen`: the traffic generator for testing the PINT switch. It sends its traffic on a
+//! DPDK port (`--port`, e.g. a memif to the switch) and/or receives there (rates, probe loss,
+//! reordering, latency), or writes the same traffic to a capture (`--write-pcap`) with
+//! nanosecond timestamps from the traffic model's clock, without DPDK.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -75,12 +76,36 @@ struct Cli {
     /// Destination MAC of every frame.
     #[arg(long, default_value = "02:00:00:00:00:01")]
     dst_mac: MacAddr,
-    /// Write the traffic to this capture.
-    #[arg(long, required = true)]
-    write_pcap: PathBuf,
+    /// Write the traffic to this capture (no DPDK).
+    #[arg(long, required_unless_present = "port", conflicts_with = "port")]
+    write_pcap: Option<PathBuf>,
+    /// Send/receive on this DPDK device: a virtual device's arguments (e.g.
+    /// net_memif0,role=client,socket=/tmp/pint.sock,socket-abstract=no) or a PCI address.
+    #[arg(long)]
+    port: Option<String>,
+    /// On the port: send, receive, or both.
+    #[arg(long, value_enum, default_value = "send")]
+    mode: Mode,
+    /// Receiving: stop once nothing arrived for this many seconds (after sending is done).
+    #[arg(long, default_value_t = 1.0)]
+    until_idle: f64,
+    /// Source MAC of every frame.
+    #[arg(long, default_value = "02:00:00:00:aa:01")]
+    src_mac: MacAddr,
+    /// EAL arguments (after `--`); default: one core, no hugepages.
+    #[arg(last = true)]
+    eal: Vec<String>,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// What to do on the port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    Send,
+    Receive,
+    Both,
 }
 
 fn parse_si(s: &str) -> Result<f64, String> {
@@ -139,7 +164,7 @@ fn main() {
 
 fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if cli.count.is_none() && cli.duration.is_none() {
+    if cli.count.is_none() && cli.duration.is_none() && cli.mode != Mode::Receive {
         bail!("say how much: --count PACKETS or --duration SECONDS");
     }
     if let Some(d) = cli.duration
@@ -162,9 +187,11 @@ fn run() -> anyhow::Result<()> {
         seed: cli.seed,
     };
     let mut traffic = Traffic::new(spec).map_err(anyhow::Error::msg)?;
+    let Some(pcap) = cli.write_pcap.clone() else {
+        return on_port(&cli, traffic);
+    };
     let tuples = traffic.tuples().to_vec();
-    let file = File::create(&cli.write_pcap)
-        .with_context(|| format!("cannot create {}", cli.write_pcap.display()))?;
+    let file = File::create(&pcap).with_context(|| format!("cannot create {}", pcap.display()))?;
     let header = PcapHeader {
         ts_resolution: TsResolution::NanoSecond,
         ..PcapHeader::default()
@@ -172,7 +199,7 @@ fn run() -> anyhow::Result<()> {
     let mut w = PcapWriter::with_header(BufWriter::new(file), header)?;
     let limit_ns = cli.duration.map(|d| (d * 1e9) as u64);
     let mut buf = [0u8; 2048];
-    let src_mac = MacAddr([0x02, 0, 0, 0, 0xaa, 0x01]);
+    let src_mac = cli.src_mac;
     let (mut packets, mut bytes, mut probes, mut last_ns) = (0u64, 0u64, 0u64, 0u64);
     let mut used: HashSet<u32> = HashSet::new();
     loop {
@@ -229,7 +256,7 @@ fn run() -> anyhow::Result<()> {
         seconds,
         pps: per_s(packets as f64),
         wire_bps: per_s(8.0 * (bytes + 24 * packets) as f64),
-        capture: cli.write_pcap.clone(),
+        capture: pcap,
     };
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
@@ -245,6 +272,86 @@ fn run() -> anyhow::Result<()> {
             s.wire_bps / 1e9,
             s.capture.display()
         );
+    }
+    Ok(())
+}
+
+/// Sends and/or receives on a DPDK port.
+fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
+    let devargs = cli.port.clone().expect("--port or --write-pcap");
+    let eal = if cli.eal.is_empty() {
+        vec![
+            "-l".into(),
+            "0".into(),
+            "--no-huge".into(),
+            "-m".into(),
+            "512".into(),
+            "--no-shconf".into(),
+            "--no-pci".into(),
+            "--no-telemetry".into(),
+            "--log-level".into(),
+            "warning".into(),
+            "--file-prefix".into(),
+            format!("pint-gen-{}", std::process::id()),
+        ]
+    } else {
+        cli.eal.clone()
+    };
+    if !(cli.until_idle.is_finite() && cli.until_idle >= 0.0) {
+        bail!("--until-idle {}: must be 0 or more seconds", cli.until_idle);
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    let opts = bench::sender::PortRun {
+        send: cli.mode != Mode::Receive,
+        receive: cli.mode != Mode::Send,
+        count: cli.count,
+        duration: cli.duration,
+        until_idle: Duration::from_secs_f64(cli.until_idle),
+        macs: (cli.dst_mac, cli.src_mac),
+        ttl: cli.ttl,
+        progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    let r = bench::sender::run(&eal, &devargs, traffic, &opts, &stop)?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    if let Some(s) = &r.sent {
+        println!(
+            "pint-gen: sent {} packets ({} bytes, {} probes) in {:.3} s: {:.3} Mpps",
+            s.packets,
+            s.bytes,
+            s.probes,
+            s.seconds,
+            s.pps / 1e6
+        );
+    }
+    if let Some(x) = &r.received {
+        println!(
+            "pint-gen: received {} packets ({} bytes) over {:.3} s: {:.3} Mpps",
+            x.packets,
+            x.bytes,
+            x.seconds,
+            x.pps / 1e6
+        );
+        if let Some(p) = &x.probes {
+            let lat = p.latency_ns.map_or("-".into(), |l| {
+                format!(
+                    "min {:.1} / median {:.1} / p99 {:.1} us",
+                    l[0] as f64 / 1e3,
+                    l[1] as f64 / 1e3,
+                    l[2] as f64 / 1e3
+                )
+            });
+            println!(
+                "pint-gen: probes received {}, lost {}, reordered {}, duplicated {}; one-way latency {lat}",
+                p.received, p.lost, p.reordered, p.duplicates
+            );
+        }
     }
     Ok(())
 }

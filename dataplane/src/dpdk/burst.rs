@@ -119,6 +119,25 @@ impl<const N: usize> Burst<N> {
         }
     }
 
+    /// Fills the free slots with fresh mbufs from `pool` in one bulk call; returns how many
+    /// were added (0 when the pool cannot give them all).
+    #[inline]
+    pub fn alloc_fill(&mut self, pool: &super::Mempool<'_>) -> usize {
+        let (ptr, room) = self.spare_raw();
+        if room == 0 {
+            return 0;
+        }
+        // SAFETY: the pool is alive; ptr has `room` free slots; on success every slot holds
+        // an owned mbuf, on failure none was taken.
+        let rc = unsafe { dpdk_sys::rte_pktmbuf_alloc_bulk(pool.as_ptr(), ptr, room as u32) };
+        if rc != 0 {
+            return 0;
+        }
+        // SAFETY: filled above.
+        unsafe { self.commit(room) };
+        room
+    }
+
     /// Frees every mbuf in one bulk call.
     #[inline]
     pub fn clear(&mut self) {
