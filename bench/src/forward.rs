@@ -14,7 +14,7 @@ use crate::stats::{median, steady};
 use crate::testpmd::TestpmdRun;
 
 /// The switch port's MAC; the capture is addressed to it.
-const SWITCH_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
+pub(crate) const SWITCH_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
 
 /// Options of the forwarding benchmark.
 #[derive(Debug, Clone)]
@@ -56,14 +56,14 @@ pub struct ForwardResult {
     pub rounds: Vec<(f64, f64)>,
 }
 
-fn lcores() -> (u32, u32) {
+pub(crate) fn lcores() -> (u32, u32) {
     let cpus = dataplane::resources::available_cpus();
     let main = cpus.first().copied().unwrap_or(0);
     let worker = cpus.last().copied().unwrap_or(0);
     (main, worker)
 }
 
-fn switch_config(capture: &Path, worker: u32, main: u32, hugepages: bool) -> String {
+pub(crate) fn switch_config(capture: &Path, worker: u32, main: u32, hugepages: bool) -> String {
     format!(
         r#"switch_id = 1
 [eal]
@@ -92,9 +92,45 @@ next_hops = [{{ port = "out", mac = "02:00:00:00:02:00" }}]
     )
 }
 
+/// A scratch directory (removed on drop) holding the benchmark's capture of `flows` 64-byte
+/// UDP flows: (directory, capture path, frame bytes).
+pub(crate) fn bench_capture(tag: &str, flows: u32) -> anyhow::Result<(Scratch, PathBuf, usize)> {
+    let scratch =
+        Scratch(std::env::temp_dir().join(format!("pint-bench-{tag}-{}", std::process::id())));
+    std::fs::create_dir_all(&scratch.0)?;
+    let capture = scratch.0.join("udp64.pcap");
+    let frames = dataplane::capture::bench_udp(flows, SWITCH_MAC);
+    let frame_bytes = frames.first().map_or(0, Vec::len);
+    dataplane::capture::write_pcap(&capture, frames.iter().map(Vec::as_slice))?;
+    Ok((scratch, capture, frame_bytes))
+}
+
+/// testpmd forwarding in `mode` from the replayed capture into the sink, on the same cores
+/// as the switch.
+pub(crate) fn capture_reference(
+    capture: &Path,
+    mode: &str,
+    seconds: u64,
+    hugepages: bool,
+) -> TestpmdRun {
+    let (main, worker) = lcores();
+    TestpmdRun {
+        mode: mode.to_owned(),
+        vdevs: vec![
+            format!("net_pcap0,rx_pcap={},infinite_rx=1", capture.display()),
+            "net_null0,no-rx=1".into(),
+        ],
+        lcores: (main, worker),
+        mbufs: 32767,
+        seconds,
+        hugepages,
+        name: "fwd",
+    }
+}
+
 /// Runs the switch as a child process (this executable's hidden `switch` subcommand, which
 /// is the same code as `pint-switch`) and reads its JSON summary.
-fn run_switch(
+pub(crate) fn run_switch(
     dir: &Path,
     config: &str,
     seconds: u64,
@@ -164,7 +200,7 @@ fn parse_summary(text: &str) -> anyhow::Result<dataplane::switch::Summary> {
 }
 
 /// A scratch directory removed on drop.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -174,15 +210,8 @@ impl Drop for Scratch {
 
 /// Runs the benchmark.
 pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
-    let testpmd = crate::testpmd::binary()?;
-    let _ = testpmd;
-    let scratch =
-        Scratch(std::env::temp_dir().join(format!("pint-bench-forward-{}", std::process::id())));
-    std::fs::create_dir_all(&scratch.0)?;
-    let capture = scratch.0.join("udp64.pcap");
-    let frames = dataplane::capture::bench_udp(opts.flows, SWITCH_MAC);
-    let frame_bytes = frames.first().map_or(0, Vec::len);
-    dataplane::capture::write_pcap(&capture, frames.iter().map(Vec::as_slice))?;
+    crate::testpmd::binary()?;
+    let (scratch, capture, frame_bytes) = bench_capture("forward", opts.flows)?;
     let (main, worker) = lcores();
 
     let mut rounds = Vec::new();
@@ -208,18 +237,8 @@ pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
             opts.reference_mode,
             opts.seconds
         );
-        let r = TestpmdRun {
-            mode: opts.reference_mode.clone(),
-            vdevs: vec![
-                format!("net_pcap0,rx_pcap={},infinite_rx=1", capture.display()),
-                "net_null0,no-rx=1".into(),
-            ],
-            lcores: (main, worker),
-            mbufs: 32767,
-            seconds: opts.seconds,
-            hugepages: opts.hugepages,
-        }
-        .run()?;
+        let r = capture_reference(&capture, &opts.reference_mode, opts.seconds, opts.hugepages)
+            .run()?;
         let rf = median(steady(&r.rx_mpps, 1));
         eprintln!(
             "round {}: switch {sw:.2} Mpps, reference {rf:.2} Mpps",

@@ -11,3 +11,4 @@ pub mod pint_path;
 pub mod sender;
 pub mod stats;
 pub mod testpmd;
+pub mod throughput;

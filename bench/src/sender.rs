@@ -169,55 +169,59 @@ pub fn run(
                 let now_ns = start.elapsed().as_nanos() as u64;
                 let room = tx.alloc_fill(&pool);
                 let mut built = 0;
-                for i in 0..room {
-                    if let Some(c) = &mut cycle {
-                        let over = opts.count.is_some_and(|n| sent.packets + built as u64 >= n)
-                            || limit_ns.is_some_and(|l| now_ns >= l);
-                        if over {
-                            sending = false;
-                            break;
-                        }
-                        let m = tx.get_mut(i).expect("allocated");
-                        let len = match c.probes.due(now_ns) {
-                            Some((stream, seq)) => {
-                                sent.probes += 1;
-                                let payload = ProbePayload {
-                                    stream,
-                                    seq,
-                                    sent_ns: wall_ns(),
-                                }
-                                .encode();
-                                let len = 60.max(42 + payload.len());
-                                m.set_len(len);
-                                let fields = PacketFields {
-                                    dst_mac: opts.macs.0,
-                                    src_mac: opts.macs.1,
-                                    frame_len: len,
-                                    ttl: opts.ttl,
-                                    ident: 0,
-                                    tcp_seq: 0,
-                                    payload: &payload,
-                                };
-                                emit_frame(m.data_mut(), &tuples[c.probe_tuple(stream)], &fields)
-                                    .context("probe frame")?;
-                                len
-                            }
-                            None => {
-                                let frame = c.next_frame();
-                                if !m.set_len(frame.len()) {
-                                    anyhow::bail!(
-                                        "a {}-byte frame does not fit an mbuf",
-                                        frame.len()
-                                    );
-                                }
-                                m.data_mut().copy_from_slice(frame);
-                                frame.len()
-                            }
-                        };
-                        sent.bytes += len as u64;
-                        built += 1;
-                        continue;
+                if let Some(c) = &mut cycle {
+                    // Replay: how many this burst may still send, then copies.
+                    let mut n = room;
+                    if let Some(cnt) = opts.count {
+                        n = n.min(cnt.saturating_sub(sent.packets) as usize);
                     }
+                    if limit_ns.is_some_and(|l| now_ns >= l) {
+                        n = 0;
+                    }
+                    if n < room {
+                        sending = false;
+                    }
+                    let mut i = 0;
+                    // At most one probe per burst (probe rates are low).
+                    if n > 0
+                        && let Some((stream, seq)) = c.probes.due(now_ns)
+                    {
+                        let payload = ProbePayload {
+                            stream,
+                            seq,
+                            sent_ns: wall_ns(),
+                        }
+                        .encode();
+                        let len = 60.max(42 + payload.len());
+                        let m = tx.get_mut(0).expect("allocated");
+                        m.set_len(len);
+                        let fields = PacketFields {
+                            dst_mac: opts.macs.0,
+                            src_mac: opts.macs.1,
+                            frame_len: len,
+                            ttl: opts.ttl,
+                            ident: 0,
+                            tcp_seq: 0,
+                            payload: &payload,
+                        };
+                        emit_frame(m.data_mut(), &tuples[c.probe_tuple(stream)], &fields)
+                            .context("probe frame")?;
+                        sent.probes += 1;
+                        sent.bytes += len as u64;
+                        i = 1;
+                    }
+                    for slot in i..n {
+                        let frame = c.next_frame();
+                        let m = tx.get_mut(slot).expect("allocated");
+                        if !m.set_len(frame.len()) {
+                            anyhow::bail!("a {}-byte frame does not fit an mbuf", frame.len());
+                        }
+                        m.data_mut().copy_from_slice(frame);
+                        sent.bytes += frame.len() as u64;
+                    }
+                    built = n;
+                }
+                for i in 0..if cycle.is_some() { 0 } else { room } {
                     let p = match pending.take() {
                         Some(p) => p,
                         None => traffic.next_packet(),
@@ -302,9 +306,8 @@ pub fn run(
                 rx.clear();
             }
         }
-        let now = Instant::now();
-        if opts.progress && now - last_progress >= Duration::from_secs(1) {
-            last_progress = now;
+        if opts.progress && last_progress.elapsed() >= Duration::from_secs(1) {
+            last_progress = Instant::now();
             eprint!(
                 "\rpint-gen: {:.1} s  sent {} ({:.2} Mpps)  received {}   ",
                 start.elapsed().as_secs_f64(),

@@ -22,6 +22,8 @@ pub struct TestpmdRun {
     pub seconds: u64,
     /// Use hugepages instead of `--no-huge`.
     pub hugepages: bool,
+    /// Distinguishes testpmds running at the same time (their EAL file prefixes).
+    pub name: &'static str,
 }
 
 /// What testpmd measured.
@@ -54,7 +56,7 @@ impl TestpmdRun {
             "--main-lcore".into(),
             self.lcores.0.to_string(),
             "--file-prefix".into(),
-            format!("pint-ref-{}", std::process::id()),
+            format!("pint-ref-{}-{}", self.name, std::process::id()),
             "--no-pci".into(),
             "--no-telemetry".into(),
         ];

@@ -40,6 +40,29 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Every variant side by side: dpdk-testpmd (io, 5tswap) and pint-switch on a replayed
+    /// capture; dpdk-testpmd txonly and pint-gen over memif into a testpmd sink. Each with
+    /// its ratio to its topology's reference, measured in the same run.
+    Throughput {
+        /// Seconds each variant runs per round (the first second is warm-up).
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Flows in the traffic.
+        #[arg(long, default_value_t = 10_000)]
+        flows: u32,
+        /// Rounds (all variants in turn); the best round of each is reported.
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// Use hugepages (they must be set up) in the capture topology.
+        #[arg(long)]
+        hugepages: bool,
+        /// Leave out the memif topology (generators).
+        #[arg(long)]
+        no_memif: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// PINT path tracing: packets needed to decode a path, per path length.
     PintPath {
         /// `line:N`, `fattree:K`, or a Topology Zoo GraphML file.
@@ -228,6 +251,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 hugepages,
             })?;
             emit(json, &r, forward::print_table)?;
+        }
+        Cmd::Throughput {
+            seconds,
+            flows,
+            rounds,
+            hugepages,
+            no_memif,
+            json,
+        } => {
+            if seconds < 3 {
+                anyhow::bail!("--seconds must be at least 3 (the first second is warm-up)");
+            }
+            let r = bench::throughput::run(&bench::throughput::ThroughputOptions {
+                seconds,
+                flows,
+                rounds,
+                hugepages,
+                no_memif,
+            })?;
+            emit(json, &r, bench::throughput::print_table)?;
         }
         Cmd::PintPath {
             topology,
