@@ -331,6 +331,11 @@ pub fn run(
     if opts.progress {
         eprintln!();
     }
+    // A virtual link's rings may live in this process's memory (a memif client's do): keep
+    // the port open a moment so that the peer drains what was sent before it goes.
+    if opts.send && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(SEND_LINGER);
+    }
     if opts.send {
         if tx_done_at.is_none() {
             sent.seconds = start.elapsed().as_secs_f64();
@@ -369,6 +374,9 @@ fn probe_of(f: &[u8]) -> Option<ProbePayload> {
     }
     ProbePayload::decode(f.get(udp + 8..)?)
 }
+
+/// How long a sender keeps its port open after the last packet.
+const SEND_LINGER: Duration = Duration::from_secs(1);
 
 /// Most packets, and most bytes, in a replay cycle.
 const CYCLE_PACKETS: usize = 1 << 16;

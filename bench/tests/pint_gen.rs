@@ -209,11 +209,10 @@ fn eal(prefix: &str, lcore: &str) -> Vec<String> {
     .collect()
 }
 
-/// Two pint-gens over memif: what one sends, the other receives, exactly: packet and byte
-/// counts, and every probe in order.
-#[test]
-fn memif_receiver_counts_exactly_what_was_sent() {
-    let dir = std::env::temp_dir().join(format!("pint-gen-memif-{}", std::process::id()));
+/// Runs a receiving pint-gen (memif server) and a sending one (client, with `send_args`);
+/// returns their JSON summaries (sender, receiver).
+fn memif_pair(tag: &str, send_args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let dir = std::env::temp_dir().join(format!("pint-gen-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("memif.sock");
     let dev = |role: &str| {
@@ -233,7 +232,7 @@ fn memif_receiver_counts_exactly_what_was_sent() {
             "5",
             "--json",
         ])
-        .args(eal("pg-rx", "0"))
+        .args(eal(&format!("{tag}-rx"), "0"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -248,9 +247,56 @@ fn memif_receiver_counts_exactly_what_was_sent() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let sender = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
-        .args([
-            "--port",
-            &dev("client"),
+        .args(["--port", &dev("client"), "--json"])
+        .args(send_args)
+        .args(eal(&format!("{tag}-tx"), "1"))
+        .output()
+        .unwrap();
+    assert!(
+        sender.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sender.stderr)
+    );
+    let rx = receiver.wait_with_output().unwrap();
+    assert!(
+        rx.status.success(),
+        "receiver: {}: {}{}",
+        rx.status,
+        String::from_utf8_lossy(&rx.stdout),
+        String::from_utf8_lossy(&rx.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    (
+        serde_json::from_slice(&sender.stdout).unwrap(),
+        serde_json::from_slice(&rx.stdout).unwrap(),
+    )
+}
+
+/// The receiver's counts equal the sender's, and every probe arrived once, in order.
+fn assert_all_arrived(sent: &serde_json::Value, got: &serde_json::Value, min_probes: u64) {
+    let (s, r) = (&sent["sent"], &got["received"]);
+    assert_eq!(r["packets"], s["packets"]);
+    assert_eq!(r["bytes"], s["bytes"]);
+    let probes = &r["probes"];
+    assert!(s["probes"].as_u64().unwrap() >= min_probes, "{s}");
+    assert_eq!(probes["received"], s["probes"]);
+    assert_eq!(
+        (&probes["lost"], &probes["reordered"], &probes["duplicates"]),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!(0),
+            &serde_json::json!(0)
+        )
+    );
+}
+
+/// Two pint-gens over memif, paced: what one sends, the other receives, exactly: packet and
+/// byte counts, and every probe in order.
+#[test]
+fn memif_receiver_counts_exactly_what_was_sent() {
+    let (sent, got) = memif_pair(
+        "pg-paced",
+        &[
             "--count",
             "300000",
             "--packet-size",
@@ -263,38 +309,31 @@ fn memif_receiver_counts_exactly_what_was_sent() {
             "20000",
             "--rate",
             "2Mpps",
-            "--json",
-        ])
-        .args(eal("pg-tx", "1"))
-        .output()
-        .unwrap();
+        ],
+    );
+    assert_eq!(sent["sent"]["packets"].as_u64(), Some(300_000));
+    assert_all_arrived(&sent, &got, 100);
+}
+
+/// The same at full rate (the replayed cycle, probes built live on the wall clock).
+#[test]
+fn memif_full_rate_with_live_probes() {
+    let (sent, got) = memif_pair(
+        "pg-max",
+        &[
+            "--duration",
+            "1",
+            "--flows",
+            "5000",
+            "--probes",
+            "2",
+            "--probe-hz",
+            "200",
+        ],
+    );
     assert!(
-        sender.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sender.stderr)
+        sent["sent"]["packets"].as_u64().unwrap() > 100_000,
+        "{sent}"
     );
-    let rx = receiver.wait_with_output().unwrap();
-    assert!(
-        rx.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rx.stderr)
-    );
-    let sent: serde_json::Value = serde_json::from_slice(&sender.stdout).unwrap();
-    let got: serde_json::Value = serde_json::from_slice(&rx.stdout).unwrap();
-    let (s, r) = (&sent["sent"], &got["received"]);
-    assert_eq!(s["packets"].as_u64(), Some(300_000));
-    assert_eq!(r["packets"], s["packets"]);
-    assert_eq!(r["bytes"], s["bytes"]);
-    let probes = &r["probes"];
-    assert!(s["probes"].as_u64().unwrap() > 100);
-    assert_eq!(probes["received"], s["probes"]);
-    assert_eq!(
-        (&probes["lost"], &probes["reordered"], &probes["duplicates"]),
-        (
-            &serde_json::json!(0),
-            &serde_json::json!(0),
-            &serde_json::json!(0)
-        )
-    );
-    std::fs::remove_dir_all(&dir).ok();
+    assert_all_arrived(&sent, &got, 100);
 }
