@@ -220,56 +220,57 @@ pub fn run(
                         sent.bytes += frame.len() as u64;
                     }
                     built = n;
-                }
-                for i in 0..if cycle.is_some() { 0 } else { room } {
-                    let p = match pending.take() {
-                        Some(p) => p,
-                        None => traffic.next_packet(),
-                    };
-                    let over = opts.count.is_some_and(|c| sent.packets + built as u64 >= c)
-                        || limit_ns
-                            .is_some_and(|l| if paced { p.time_ns >= l } else { now_ns >= l });
-                    if over {
-                        sending = false;
-                        break;
-                    }
-                    if paced && p.time_ns > now_ns {
-                        pending = Some(p);
-                        break;
-                    }
-                    let probe_bytes;
-                    let payload: &[u8] = match p.probe {
-                        Some((stream, seq)) => {
-                            probe_bytes = ProbePayload {
-                                stream,
-                                seq,
-                                sent_ns: wall_ns(),
-                            }
-                            .encode();
-                            &probe_bytes
+                } else {
+                    for i in 0..room {
+                        let p = match pending.take() {
+                            Some(p) => p,
+                            None => traffic.next_packet(),
+                        };
+                        let over = opts.count.is_some_and(|c| sent.packets + built as u64 >= c)
+                            || limit_ns
+                                .is_some_and(|l| if paced { p.time_ns >= l } else { now_ns >= l });
+                        if over {
+                            sending = false;
+                            break;
                         }
-                        None => &[],
-                    };
-                    let m = tx.get_mut(i).expect("allocated");
-                    let len = usize::from(p.frame_len);
-                    if !m.set_len(len) {
-                        anyhow::bail!("a {len}-byte frame does not fit an mbuf");
+                        if paced && p.time_ns > now_ns {
+                            pending = Some(p);
+                            break;
+                        }
+                        let probe_bytes;
+                        let payload: &[u8] = match p.probe {
+                            Some((stream, seq)) => {
+                                probe_bytes = ProbePayload {
+                                    stream,
+                                    seq,
+                                    sent_ns: wall_ns(),
+                                }
+                                .encode();
+                                &probe_bytes
+                            }
+                            None => &[],
+                        };
+                        let m = tx.get_mut(i).expect("allocated");
+                        let len = usize::from(p.frame_len);
+                        if !m.set_len(len) {
+                            anyhow::bail!("a {len}-byte frame does not fit an mbuf");
+                        }
+                        let fields = PacketFields {
+                            dst_mac: opts.macs.0,
+                            src_mac: opts.macs.1,
+                            frame_len: len,
+                            ttl: opts.ttl,
+                            ident,
+                            tcp_seq: p.tcp_seq,
+                            payload,
+                        };
+                        emit_frame(m.data_mut(), &tuples[p.tuple as usize], &fields)
+                            .context("frame does not fit its headers")?;
+                        ident = ident.wrapping_add(1);
+                        sent.probes += u64::from(p.probe.is_some());
+                        sent.bytes += len as u64;
+                        built += 1;
                     }
-                    let fields = PacketFields {
-                        dst_mac: opts.macs.0,
-                        src_mac: opts.macs.1,
-                        frame_len: len,
-                        ttl: opts.ttl,
-                        ident,
-                        tcp_seq: p.tcp_seq,
-                        payload,
-                    };
-                    emit_frame(m.data_mut(), &tuples[p.tuple as usize], &fields)
-                        .context("frame does not fit its headers")?;
-                    ident = ident.wrapping_add(1);
-                    sent.probes += u64::from(p.probe.is_some());
-                    sent.bytes += len as u64;
-                    built += 1;
                 }
                 // Unused mbufs go back to the pool.
                 while tx.len() > built {

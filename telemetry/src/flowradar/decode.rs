@@ -4,6 +4,7 @@
 
 use crate::flowradar::flowset::{Cell, FlowSet, MAX_HASHES};
 use crate::flowradar::key::FlowKey;
+use crate::flowradar::prefetch;
 
 /// A decoded flow and its counters at one switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -186,20 +187,6 @@ impl SingleDecoder {
             }
         }
     }
-}
-
-#[inline(always)]
-fn prefetch(c: &Cell) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching a valid reference never faults.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(
-            (c as *const Cell).cast::<i8>(),
-            core::arch::x86_64::_MM_HINT_T0,
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = c;
 }
 
 /// Counters of known flows by peeling: a cell whose unresolved flows are down to one flow,

@@ -20,6 +20,7 @@ use rustc_hash::FxHashMap;
 
 use crate::flowradar::flowset::FlowSet;
 use crate::flowradar::key::FlowKey;
+use crate::flowradar::prefetch;
 
 /// A switch's counters as a linear system over its known flows, with the peeling state.
 #[derive(Debug, Clone)]
@@ -47,20 +48,6 @@ struct Residual {
 
 /// How many flows ahead a sweep over flows prefetches their cells.
 const PREFETCH_AHEAD: usize = 8;
-
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching a valid reference never faults.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(
-            (x as *const T).cast::<i8>(),
-            core::arch::x86_64::_MM_HINT_T0,
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
-}
 
 /// Marks a flow not yet resolved in [`PeelState::value`].
 const UNRESOLVED: (i64, i64) = (i64::MIN, i64::MIN);
@@ -234,16 +221,7 @@ impl CounterSystem {
             self.resolve(f as usize, v, &mut queue);
         }
         self.peel(queue);
-        let exact = self.solved()
-            && self
-                .state
-                .value
-                .iter()
-                .all(|v| *v != UNRESOLVED && v.0 >= 0 && v.1 >= 0);
-        if !exact {
-            self.state = saved;
-        }
-        exact
+        self.keep_if_exact(saved)
     }
 
     /// Like [`CounterSystem::solve_with_hints`], for hints that may be wrong for some flows
@@ -304,6 +282,12 @@ impl CounterSystem {
                 break;
             }
         }
+        self.keep_if_exact(saved)
+    }
+
+    /// Keeps the current state if the system is solved with non-negative counters
+    /// everywhere; otherwise goes back to `saved`. Returns whether it kept it.
+    fn keep_if_exact(&mut self, saved: PeelState) -> bool {
         let exact = self.solved()
             && self
                 .state

@@ -22,6 +22,7 @@ use rustc_hash::FxHashMap;
 use crate::flowradar::filter::{BLOCK_BITS, PROBES};
 use crate::flowradar::flowset::{FlowSet, MAX_HASHES};
 use crate::flowradar::key::FlowKey;
+use crate::flowradar::prefetch;
 
 /// Bit position of the flow count in a packed working cell (above the 104-bit key).
 const COUNT_SHIFT: u32 = 104;
@@ -483,20 +484,6 @@ fn sw_pure(sw: &Switch<'_>, i: u32) -> Option<Found> {
         block: 0,
         probes: 0,
     })
-}
-
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching a valid reference never faults.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(
-            (x as *const T).cast::<i8>(),
-            core::arch::x86_64::_MM_HINT_T0,
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 #[cfg(test)]
