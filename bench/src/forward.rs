@@ -125,6 +125,7 @@ pub(crate) fn capture_reference(
         seconds,
         hugepages,
         name: "fwd",
+        extra: Vec::new(),
     }
 }
 
@@ -156,6 +157,83 @@ pub(crate) fn run_switch(
     }
     let text = std::fs::read_to_string(&summary).context("reading the switch's summary")?;
     parse_summary(&text)
+}
+
+/// The switch forwarding in its own process until [`RunningSwitch::finish`].
+pub(crate) struct RunningSwitch {
+    child: std::process::Child,
+    summary: PathBuf,
+    log: PathBuf,
+}
+
+/// Starts the switch on `config` (written into `dir`, with its log and summary).
+pub(crate) fn spawn_switch(dir: &Path, config: &str) -> anyhow::Result<RunningSwitch> {
+    let cfg = dir.join("switch.toml");
+    std::fs::write(&cfg, config)?;
+    let summary = dir.join("summary.json");
+    let _ = std::fs::remove_file(&summary);
+    let log = dir.join("switch.log");
+    let out = std::fs::File::create(&log)?;
+    let exe = std::env::current_exe().context("locating pint-bench")?;
+    let child = Command::new(exe)
+        .args(["switch", "--config"])
+        .arg(&cfg)
+        .args(["--duration", "86400", "--summary-json"])
+        .arg(&summary)
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .context("starting the switch")?;
+    Ok(RunningSwitch {
+        child,
+        summary,
+        log,
+    })
+}
+
+impl RunningSwitch {
+    /// Waits until the switch has started its ports (it prints its routes then).
+    pub(crate) fn wait_ready(&mut self, limit: std::time::Duration) -> anyhow::Result<()> {
+        let start = std::time::Instant::now();
+        loop {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if log.lines().any(|l| l.starts_with("routes:")) {
+                return Ok(());
+            }
+            if let Some(status) = self.child.try_wait()? {
+                anyhow::bail!("the switch stopped ({status}):\n{log}");
+            }
+            if start.elapsed() > limit {
+                anyhow::bail!("the switch did not start in {limit:?}:\n{log}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the switch (SIGINT) and reads its summary.
+    pub(crate) fn finish(mut self) -> anyhow::Result<dataplane::switch::Summary> {
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait()? {
+                break s;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(20) {
+                let _ = self.child.kill();
+                break self.child.wait()?;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        if !status.success() {
+            anyhow::bail!("the switch failed ({status}):\n{log}");
+        }
+        let text = std::fs::read_to_string(&self.summary)
+            .with_context(|| format!("reading the switch's summary; its log:\n{log}"))?;
+        parse_summary(&text)
+    }
 }
 
 fn parse_summary(text: &str) -> anyhow::Result<dataplane::switch::Summary> {

@@ -1,18 +1,20 @@
 //! `pint-gen` on a DPDK port: sends a [`Traffic`] (paced by its clock, or as fast as the
-//! port takes it) and/or receives, counting packets, bytes and probes (loss, reordering,
-//! one-way latency). One core, one rx and one tx queue; bursts of 32 mbufs allocated in bulk
-//! and built in place.
+//! port takes it) and/or receives, counting packets, bytes, probes (loss, reordering,
+//! one-way latency) and flow tags (loss and reordering per flow); or searches for the
+//! highest rate that a device under test forwards back without loss (RFC 2544 style). One
+//! core, one rx and one tx queue; bursts of 32 mbufs allocated in bulk and built in place.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
-use dataplane::dpdk::{Burst, Eal, Mempool, Port, PortSetup};
+use dataplane::dpdk::{Burst, Eal, Mempool, Port, PortSetup, RxQueue, TxQueue};
 use serde::Serialize;
 use telemetry::wire::MacAddr;
 
 use crate::generator::frame::{FlowTuple, PacketFields};
-use crate::generator::probe::{ProbePayload, ProbeReceiver, ProbeReport};
+use crate::generator::probe::{PROBE_LEN, ProbePayload, ProbeReceiver, ProbeReport};
+use crate::generator::tag::{FlowLossCounter, FlowLossReport, FlowTag, TagPatch, Transport};
 use crate::generator::traffic::{GenPacket, PROBE_PORT};
 use crate::generator::{Rate, Traffic, emit_frame};
 
@@ -67,6 +69,8 @@ pub struct ReceiveReport {
     /// Probe loss, reordering and latency (latency meaningful when sender and receiver share
     /// a clock: the same machine).
     pub probes: Option<ProbeReport>,
+    /// Loss and reordering per flow, from the flow tags of data packets.
+    pub flows: Option<FlowLossReport>,
 }
 
 /// The whole run.
@@ -76,6 +80,60 @@ pub struct PortReportOut {
     pub sent: Option<SendReport>,
     /// Receiving.
     pub received: Option<ReceiveReport>,
+    /// Sent but not received (sending and receiving on the same port: what the device under
+    /// test lost).
+    pub lost: Option<u64>,
+}
+
+/// The zero-loss rate search.
+#[derive(Debug, Clone)]
+pub struct SearchOptions {
+    /// Seconds each trial sends.
+    pub trial_seconds: f64,
+    /// Stop when the bracket around the zero-loss rate is narrower than this share of its
+    /// upper end.
+    pub precision: f64,
+    /// Share of packets a trial may lose and still pass (RFC 2544: 0).
+    pub loss_tolerance: f64,
+    /// Most trials.
+    pub max_trials: u32,
+    /// After a trial's last packet, wait this long with nothing arriving before counting.
+    pub drain: Duration,
+}
+
+/// One trial of the search.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trial {
+    /// Offered rate, packets per second (None: as fast as the port takes them).
+    pub offered_pps: Option<f64>,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets received back.
+    pub received: u64,
+    /// Sent and not received.
+    pub lost: u64,
+    /// The rate the sender reached, packets per second.
+    pub sent_pps: f64,
+    /// Passed: loss within the tolerance.
+    pub passed: bool,
+}
+
+/// The search's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchReport {
+    /// The highest rate that passed, packets per second, as sent (0: none passed).
+    pub zero_loss_pps: f64,
+    /// The same in bits per second on the wire (frames plus 24 bytes each).
+    pub zero_loss_wire_bps: f64,
+    /// The sender could not go faster: the rate that passed was as fast as it sends, so the
+    /// device's zero-loss rate is at least this.
+    pub sender_limited: bool,
+    /// Mean frame bytes of the traffic.
+    pub mean_frame_bytes: f64,
+    /// Every trial, in order.
+    pub trials: Vec<Trial>,
+    /// What the receiver saw over all trials.
+    pub received: ReceiveReport,
 }
 
 /// Nanoseconds since the Unix epoch, the clock probes carry (sender and receiver processes
@@ -91,13 +149,184 @@ fn wall_ns() -> u64 {
 pub fn run(
     eal_args: &[String],
     devargs: &str,
-    mut traffic: Traffic,
+    traffic: Traffic,
     opts: &PortRun,
     stop: &AtomicBool,
 ) -> anyhow::Result<PortReportOut> {
+    let room = tx_room(&traffic);
+    with_port(eal_args, devargs, opts.macs.1, room, stop, |io| {
+        let mut sender = if opts.send {
+            Some(Sender::new(traffic, opts, None)?)
+        } else {
+            None
+        };
+        let mut rx = Receiver::default();
+        let phase = Phase {
+            count: opts.count,
+            duration_ns: opts.duration.map(|d| (d * 1e9) as u64),
+            pace: Pace::Max,
+            receive: opts.receive,
+            until_idle: opts.until_idle,
+            progress: opts.progress,
+        };
+        let sent = run_phase(io, sender.as_mut(), &mut rx, &phase, stop)?;
+        // A virtual link's rings may live in this process's memory (a memif client's do):
+        // keep the port open a moment so that the peer drains what was sent before it goes.
+        if opts.send && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(SEND_LINGER);
+        }
+        let received = opts.receive.then(|| rx.report());
+        Ok(PortReportOut {
+            lost: (opts.send && opts.receive).then(|| {
+                sent.packets
+                    .saturating_sub(received.as_ref().map_or(0, |r| r.packets))
+            }),
+            sent: opts.send.then_some(sent),
+            received,
+        })
+    })
+}
+
+/// Searches for the highest rate at which what is sent on the port all comes back (a device
+/// under test forwarding it back to this port): a first trial as fast as the port takes
+/// packets (or at `traffic`'s rate, if it has one) sets the upper end, then the rate is
+/// halved between the highest that passed and the lowest that failed.
+pub fn search_zero_loss(
+    eal_args: &[String],
+    devargs: &str,
+    traffic: Traffic,
+    opts: &PortRun,
+    search: &SearchOptions,
+    stop: &AtomicBool,
+) -> anyhow::Result<SearchReport> {
+    if traffic.spec().flow_sizes.is_some() {
+        anyhow::bail!(
+            "the zero-loss search varies the packet rate: leave out --flow-sizes (and --load)"
+        );
+    }
+    let top = traffic.spec().rate;
+    let room = tx_room(&traffic);
+    with_port(eal_args, devargs, opts.macs.1, room, stop, |io| {
+        let mut sender = Sender::new(traffic, opts, Some(()))?;
+        let mean_frame = sender.mean_frame_bytes();
+        let mut rx = Receiver::default();
+        let mut trials: Vec<Trial> = Vec::new();
+        let first = match top {
+            Rate::Max => Pace::Max,
+            Rate::Pps(r) => Pace::Pps(r),
+            Rate::Bps(b) => Pace::Pps(b / 8.0 / (mean_frame + 24.0)),
+        };
+        let top = trial(io, &mut sender, &mut rx, first, search, stop)?;
+        // Passing at the top rate leaves nothing above to search.
+        let sender_limited = top.passed && top.offered_pps.is_none_or(|r| top.sent_pps < 0.99 * r);
+        let (mut lo, mut hi) = (0.0f64, top.sent_pps);
+        let mut best = top.passed.then(|| top.clone());
+        trials.push(top);
+        if best.is_none() {
+            while hi - lo > search.precision * hi
+                && hi > 1.0
+                && (trials.len() as u32) < search.max_trials
+                && !stop.load(Ordering::Relaxed)
+            {
+                let mid = (lo + hi) / 2.0;
+                let t = trial(io, &mut sender, &mut rx, Pace::Pps(mid), search, stop)?;
+                if t.passed {
+                    lo = mid;
+                    best = Some(t.clone());
+                } else {
+                    hi = mid;
+                }
+                trials.push(t);
+            }
+        }
+        if !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(SEND_LINGER);
+        }
+        let zero_loss_pps = best.as_ref().map_or(0.0, |b| b.sent_pps);
+        Ok(SearchReport {
+            zero_loss_pps,
+            zero_loss_wire_bps: zero_loss_pps * (mean_frame + 24.0) * 8.0,
+            sender_limited,
+            mean_frame_bytes: mean_frame,
+            trials,
+            received: rx.report(),
+        })
+    })
+}
+
+/// One trial: `search.trial_seconds` at `pace`, then the drain; loss against the tolerance.
+fn trial(
+    io: &mut Io<'_>,
+    sender: &mut Sender,
+    rx: &mut Receiver,
+    pace: Pace,
+    search: &SearchOptions,
+    stop: &AtomicBool,
+) -> anyhow::Result<Trial> {
+    let before = rx.packets;
+    let phase = Phase {
+        count: None,
+        duration_ns: Some((search.trial_seconds * 1e9) as u64),
+        pace,
+        receive: true,
+        until_idle: search.drain,
+        progress: false,
+    };
+    let s = run_phase(io, Some(sender), rx, &phase, stop)?;
+    let received = rx.packets - before;
+    let lost = s.packets.saturating_sub(received);
+    Ok(Trial {
+        offered_pps: match pace {
+            Pace::Max => None,
+            Pace::Pps(r) => Some(r),
+        },
+        sent: s.packets,
+        received,
+        lost,
+        sent_pps: s.pps,
+        passed: s.packets > 0 && lost as f64 <= search.loss_tolerance * s.packets as f64,
+    })
+}
+
+/// Data room of the mbufs packets are built in: the traffic's largest frame (or probe), in
+/// whole copy chunks. Small mbufs keep the buffers a sender cycles through in cache.
+fn tx_room(traffic: &Traffic) -> u16 {
+    let largest = usize::from(traffic.spec().packet_sizes.max()).max(PROBE_FRAME);
+    (largest.div_ceil(CHUNK) * CHUNK) as u16
+}
+
+/// Bytes of a probe frame.
+const PROBE_FRAME: usize = 42 + PROBE_LEN;
+
+/// The port's queues and bursts, for the phases run on it.
+struct Io<'a> {
+    /// Mbufs that sent packets are built in.
+    pool: &'a Mempool<'a>,
+    rxq: RxQueue<'a>,
+    txq: TxQueue<'a>,
+    tx: Burst,
+    rx: Burst,
+    clock: TscClock,
+}
+
+/// Brings up EAL, a pool and the port (waiting for its link), runs `f` on it, then takes
+/// everything down in order.
+fn with_port<T>(
+    eal_args: &[String],
+    devargs: &str,
+    mac: MacAddr,
+    tx_room: u16,
+    stop: &AtomicBool,
+    f: impl FnOnce(&mut Io<'_>) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let eal = Eal::init(eal_args)?;
-    let pool = Mempool::new(&eal, "pint_gen", 8191, 256, 2048, eal.socket_id() as i32)
-        .context("creating the mbuf pool")?;
+    let socket = eal.socket_id() as i32;
+    // Received frames may be as large as the MTU; sent ones are built in mbufs just large
+    // enough for them.
+    let rx_pool = Mempool::new(&eal, "pint_gen_rx", 4095, 256, 2048, socket)
+        .context("creating the receive mbuf pool")?;
+    let pool = Mempool::new(&eal, "pint_gen_tx", 8191, 256, tx_room, socket)
+        .context("creating the send mbuf pool")?;
     let name = dataplane::dpdk::port::device_name(devargs);
     let mut port = Port::probe(&eal, &name, devargs).with_context(|| format!("port {devargs}"))?;
     port.configure(
@@ -107,18 +336,18 @@ pub fn run(
             rx_descriptors: 1024,
             tx_descriptors: 1024,
             mtu: 1500,
-            mac: opts.macs.1.0,
+            mac: mac.0,
             promiscuous: true,
         },
-        &pool,
+        &rx_pool,
     )
     .with_context(|| format!("configuring {devargs}"))?;
     // A virtual link (memif) comes up when the peer connects. A memif client whose server
     // is not there or not ready yet is refused (start fails, or the link stays down) and
     // does not try again by itself: restart the port until it connects.
-    let t0 = Instant::now();
+    let t0 = std::time::Instant::now();
     let mut started = port.start();
-    let mut tried = Instant::now();
+    let mut tried = std::time::Instant::now();
     loop {
         let connected = started.is_ok() && port.link().up;
         if connected || stop.load(Ordering::Relaxed) {
@@ -131,249 +360,437 @@ pub fn run(
         if tried.elapsed() > Duration::from_secs(1) {
             port.stop();
             started = port.start();
-            tried = Instant::now();
+            tried = std::time::Instant::now();
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let mut rxq = port.rx_queue(0)?;
-    let mut txq = port.tx_queue(0)?;
-    let tuples: Vec<FlowTuple> = traffic.tuples().to_vec();
-    let paced = traffic.spec().flow_sizes.is_some() || traffic.spec().rate != Rate::Max;
-    // As fast as possible: the traffic's first packets are built once and replayed in a
-    // cycle (a memcpy per packet); probes are built live on the wall clock.
-    let mut cycle = if paced || !opts.send {
-        None
-    } else {
-        Some(Cycle::build(&traffic, &tuples, opts)?)
+    let out = {
+        let mut io = Io {
+            pool: &pool,
+            rxq: port.rx_queue(0)?,
+            txq: port.tx_queue(0)?,
+            tx: Burst::new(),
+            rx: Burst::new(),
+            clock: TscClock::new(eal.tsc_hz()),
+        };
+        f(&mut io)
+        // Held mbufs go back to the pool before the port, the pool and EAL go.
     };
-    let mut out = PortReportOut::default();
+    drop(port);
+    drop(pool);
+    drop(rx_pool);
+    drop(eal);
+    out
+}
+
+/// How fast a phase sends replayed traffic.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Pace {
+    /// As fast as the port takes packets.
+    Max,
+    /// Packets per second.
+    Pps(f64),
+}
+
+/// One stretch of sending and/or receiving.
+struct Phase {
+    count: Option<u64>,
+    duration_ns: Option<u64>,
+    pace: Pace,
+    receive: bool,
+    until_idle: Duration,
+    progress: bool,
+}
+
+/// Sends (if `sender`) and receives (if the phase says so) until the phase is over: sending
+/// done and, receiving, nothing arrived for `until_idle`. Returns what was sent.
+fn run_phase(
+    io: &mut Io<'_>,
+    mut sender: Option<&mut Sender>,
+    rx: &mut Receiver,
+    phase: &Phase,
+    stop: &AtomicBool,
+) -> anyhow::Result<SendReport> {
     let mut sent = SendReport::default();
-    let mut recv = ReceiveReport::default();
-    let mut probes = ProbeReceiver::default();
-    let mut tx: Burst = Burst::new();
-    let mut rx: Burst = Burst::new();
-    let mut pending: Option<GenPacket> = None;
-    let mut sending = opts.send;
-    let start = Instant::now();
-    let limit_ns = opts.duration.map(|d| (d * 1e9) as u64);
-    let (mut first_rx, mut last_rx) = (None::<Instant>, None::<Instant>);
-    let mut last_progress = Instant::now();
-    let mut tx_done_at: Option<Instant> = None;
-    let mut ident: u16 = 0;
+    let mut sending = sender.is_some();
+    let start_ns = io.clock.ns();
+    let idle_ns = phase.until_idle.as_nanos() as u64;
+    let mut tx_done_ns: Option<u64> = None;
+    let mut last_progress = start_ns;
+    let rx_before = rx.last_ns;
     loop {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        if sending {
-            if tx.is_empty() {
-                let now_ns = start.elapsed().as_nanos() as u64;
-                let room = tx.alloc_fill(&pool);
-                let mut built = 0;
-                if let Some(c) = &mut cycle {
-                    // Replay: how many this burst may still send, then copies.
-                    let mut n = room;
-                    if let Some(cnt) = opts.count {
-                        n = n.min(cnt.saturating_sub(sent.packets) as usize);
-                    }
-                    if limit_ns.is_some_and(|l| now_ns >= l) {
-                        n = 0;
-                    }
-                    if n < room {
-                        sending = false;
-                    }
-                    let mut i = 0;
-                    // At most one probe per burst (probe rates are low).
-                    if n > 0
-                        && let Some((stream, seq)) = c.probes.due(now_ns)
-                    {
-                        let payload = ProbePayload {
-                            stream,
-                            seq,
-                            sent_ns: wall_ns(),
-                        }
-                        .encode();
-                        let len = 60.max(42 + payload.len());
-                        let m = tx.get_mut(0).expect("allocated");
-                        m.set_len(len);
-                        let fields = PacketFields {
-                            dst_mac: opts.macs.0,
-                            src_mac: opts.macs.1,
-                            frame_len: len,
-                            ttl: opts.ttl,
-                            ident: 0,
-                            tcp_seq: 0,
-                            payload: &payload,
-                        };
-                        emit_frame(m.data_mut(), &tuples[c.probe_tuple(stream)], &fields)
-                            .context("probe frame")?;
-                        sent.probes += 1;
-                        sent.bytes += len as u64;
-                        i = 1;
-                    }
-                    for slot in i..n {
-                        let frame = c.next_frame();
-                        let m = tx.get_mut(slot).expect("allocated");
-                        if !m.set_len(frame.len()) {
-                            anyhow::bail!("a {}-byte frame does not fit an mbuf", frame.len());
-                        }
-                        m.data_mut().copy_from_slice(frame);
-                        sent.bytes += frame.len() as u64;
-                    }
-                    built = n;
+        if let Some(s) = sender.as_deref_mut()
+            && sending
+        {
+            if io.tx.is_empty() {
+                let now_ns = io.clock.ns();
+                let elapsed = now_ns - start_ns;
+                let mut budget = io.tx.alloc_fill(io.pool);
+                if let Some(c) = phase.count {
+                    budget = budget.min(c.saturating_sub(sent.packets) as usize);
+                }
+                // Replayed traffic runs for the phase's time; live traffic until its own
+                // clock passes it (see `Sender::done`).
+                let over = phase.count.is_some_and(|c| sent.packets >= c)
+                    || (s.replays() && phase.duration_ns.is_some_and(|d| elapsed >= d));
+                let built = if over {
+                    sending = false;
+                    0
                 } else {
-                    for i in 0..room {
-                        let p = match pending.take() {
-                            Some(p) => p,
-                            None => traffic.next_packet(),
-                        };
-                        let over = opts.count.is_some_and(|c| sent.packets + built as u64 >= c)
-                            || limit_ns
-                                .is_some_and(|l| if paced { p.time_ns >= l } else { now_ns >= l });
-                        if over {
-                            sending = false;
-                            break;
-                        }
-                        if paced && p.time_ns > now_ns {
-                            pending = Some(p);
-                            break;
-                        }
-                        let probe_bytes;
-                        let payload: &[u8] = match p.probe {
-                            Some((stream, seq)) => {
-                                probe_bytes = ProbePayload {
-                                    stream,
-                                    seq,
-                                    sent_ns: wall_ns(),
-                                }
-                                .encode();
-                                &probe_bytes
-                            }
-                            None => &[],
-                        };
-                        let m = tx.get_mut(i).expect("allocated");
-                        let len = usize::from(p.frame_len);
-                        if !m.set_len(len) {
-                            anyhow::bail!("a {len}-byte frame does not fit an mbuf");
-                        }
-                        let fields = PacketFields {
-                            dst_mac: opts.macs.0,
-                            src_mac: opts.macs.1,
-                            frame_len: len,
-                            ttl: opts.ttl,
-                            ident,
-                            tcp_seq: p.tcp_seq,
-                            payload,
-                        };
-                        emit_frame(m.data_mut(), &tuples[p.tuple as usize], &fields)
-                            .context("frame does not fit its headers")?;
-                        ident = ident.wrapping_add(1);
-                        sent.probes += u64::from(p.probe.is_some());
-                        sent.bytes += len as u64;
-                        built += 1;
+                    if let Pace::Pps(r) = phase.pace {
+                        let due = (r * elapsed as f64 / 1e9) as u64 + 1;
+                        budget = budget.min(due.saturating_sub(sent.packets) as usize);
                     }
+                    s.fill(&mut io.tx, budget, now_ns, elapsed, phase, &mut sent)?
+                };
+                if s.done() {
+                    sending = false;
                 }
                 // Unused mbufs go back to the pool.
-                while tx.len() > built {
-                    drop(tx.pop());
+                while io.tx.len() > built {
+                    drop(io.tx.pop());
                 }
                 sent.packets += built as u64;
             }
-            txq.tx(&mut tx);
+            io.txq.tx(&mut io.tx);
             if !sending {
                 // Flush what was built.
-                while !tx.is_empty() && !stop.load(Ordering::Relaxed) {
-                    txq.tx(&mut tx);
-                }
-                sent.seconds = start.elapsed().as_secs_f64();
-                tx_done_at = Some(Instant::now());
-            }
-        }
-        if opts.receive {
-            let n = rxq.rx(&mut rx);
-            if n > 0 {
-                let now = Instant::now();
-                first_rx.get_or_insert(now);
-                last_rx = Some(now);
-                let now_ns = wall_ns();
-                for i in 0..n {
-                    let m = rx.get(i).expect("received");
-                    let data = m.data();
-                    recv.packets += 1;
-                    recv.bytes += m.pkt_len() as u64;
-                    if let Some(p) = probe_of(data) {
-                        probes.record(&p, now_ns);
+                while !io.tx.is_empty() && !stop.load(Ordering::Relaxed) {
+                    io.txq.tx(&mut io.tx);
+                    if phase.receive {
+                        rx.poll(io);
                     }
                 }
-                rx.clear();
+                let now = io.clock.ns();
+                sent.seconds = io.clock.seconds(now - start_ns);
+                tx_done_ns = Some(now);
             }
         }
-        if opts.progress && last_progress.elapsed() >= Duration::from_secs(1) {
-            last_progress = Instant::now();
-            eprint!(
-                "\rpint-gen: {:.1} s  sent {} ({:.2} Mpps)  received {}   ",
-                start.elapsed().as_secs_f64(),
-                sent.packets,
-                sent.packets as f64 / start.elapsed().as_secs_f64() / 1e6,
-                recv.packets
-            );
+        if phase.receive {
+            rx.poll(io);
         }
-        let quiet_since = match (opts.send, tx_done_at, last_rx) {
-            (true, None, _) => None,
-            (true, Some(t), Some(r)) => Some(t.max(r)),
-            (true, Some(t), None) => Some(t),
-            (false, _, r) => r,
-        };
-        if !sending
-            && (!opts.receive || quiet_since.is_some_and(|q| q.elapsed() >= opts.until_idle))
-        {
-            break;
+        if phase.progress {
+            let now = io.clock.ns();
+            if now - last_progress >= 1_000_000_000 {
+                last_progress = now;
+                let secs = io.clock.seconds(now - start_ns);
+                eprint!(
+                    "\rpint-gen: {secs:.1} s  sent {} ({:.2} Mpps)  received {}   ",
+                    sent.packets,
+                    sent.packets as f64 / secs / 1e6,
+                    rx.packets
+                );
+            }
+        }
+        if !sending {
+            if !phase.receive {
+                break;
+            }
+            // Quiet since the later of the last packet sent and the last received in this
+            // phase (receiving only: since the first packet arrived).
+            let last_rx = rx.last_ns.filter(|_| rx.last_ns != rx_before);
+            let quiet_since = match (sender.is_some(), tx_done_ns, last_rx) {
+                (true, Some(t), Some(r)) => Some(t.max(r)),
+                (true, t, None) => t,
+                (true, None, r) | (false, _, r) => r,
+            };
+            if quiet_since.is_some_and(|q| io.clock.ns().saturating_sub(q) >= idle_ns) {
+                break;
+            }
         }
     }
-    if opts.progress {
+    if phase.progress {
         eprintln!();
     }
-    // A virtual link's rings may live in this process's memory (a memif client's do): keep
-    // the port open a moment so that the peer drains what was sent before it goes.
-    if opts.send && !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(SEND_LINGER);
-    }
-    if opts.send {
-        if tx_done_at.is_none() {
-            sent.seconds = start.elapsed().as_secs_f64();
+    if sender.is_some() {
+        if tx_done_ns.is_none() {
+            sent.seconds = io.clock.seconds(io.clock.ns() - start_ns);
         }
         sent.pps = sent.packets as f64 / sent.seconds.max(1e-9);
-        out.sent = Some(sent);
     }
-    if opts.receive {
-        if let (Some(a), Some(b)) = (first_rx, last_rx) {
-            recv.seconds = (b - a).as_secs_f64();
-            recv.pps = recv.packets as f64 / recv.seconds.max(1e-9);
-        }
-        let rep = probes.report();
-        recv.probes = (rep.received + rep.duplicates > 0).then_some(rep);
-        out.received = Some(recv);
-    }
-    // Held mbufs go back to the pool before the port, the pool and EAL go.
-    drop(tx);
-    drop(rx);
-    drop(port);
-    drop(pool);
-    drop(eal);
-    Ok(out)
+    Ok(sent)
 }
 
-/// The probe fields of an untagged IPv4/UDP frame to the probe port, if it is one.
-fn probe_of(f: &[u8]) -> Option<ProbePayload> {
-    if f.len() < 42 || f[12..14] != [0x08, 0x00] || f[23] != 17 {
-        return None;
+/// Counts what arrives.
+#[derive(Default)]
+struct Receiver {
+    packets: u64,
+    bytes: u64,
+    first_ns: Option<u64>,
+    last_ns: Option<u64>,
+    probes: ProbeReceiver,
+    flows: FlowLossCounter,
+}
+
+impl Receiver {
+    /// Receives one burst, if any, and counts it.
+    #[inline]
+    fn poll(&mut self, io: &mut Io<'_>) {
+        let n = io.rxq.rx(&mut io.rx);
+        if n == 0 {
+            return;
+        }
+        let now = io.clock.ns();
+        self.first_ns.get_or_insert(now);
+        self.last_ns = Some(now);
+        let wall = wall_ns();
+        for i in 0..n {
+            let m = io.rx.get(i).expect("received");
+            self.packets += 1;
+            self.bytes += m.pkt_len() as u64;
+            let data = m.data();
+            let Some(t) = Transport::parse(data) else {
+                continue;
+            };
+            let payload = &data[t.payload_at..];
+            if !t.tcp
+                && t.dport == PROBE_PORT
+                && let Some(p) = ProbePayload::decode(payload)
+            {
+                self.probes.record(&p, wall);
+            } else if let Some(tag) = FlowTag::decode(payload) {
+                self.flows.record(tag);
+            }
+        }
+        io.rx.clear();
     }
-    let ihl = usize::from(f[14] & 0x0f) * 4;
-    let udp = 14 + ihl;
-    let dport = u16::from_be_bytes([*f.get(udp + 2)?, *f.get(udp + 3)?]);
-    if dport != PROBE_PORT {
-        return None;
+
+    fn report(&self) -> ReceiveReport {
+        let seconds = match (self.first_ns, self.last_ns) {
+            (Some(a), Some(b)) => (b - a) as f64 / 1e9,
+            _ => 0.0,
+        };
+        let probes = self.probes.report();
+        let flows = self.flows.report();
+        ReceiveReport {
+            packets: self.packets,
+            bytes: self.bytes,
+            seconds,
+            pps: if seconds > 0.0 {
+                self.packets as f64 / seconds
+            } else {
+                0.0
+            },
+            probes: (probes.received + probes.duplicates + probes.foreign > 0).then_some(probes),
+            flows: (flows.tagged + flows.foreign > 0).then_some(flows),
+        }
     }
-    ProbePayload::decode(f.get(udp + 8..)?)
+}
+
+/// Where sent packets come from.
+enum Source {
+    /// As fast as possible (or at a phase's pace): the traffic's first packets, built once.
+    Replay(Cycle),
+    /// Paced by the traffic's own clock: every packet built as it is due.
+    Live {
+        traffic: Box<Traffic>,
+        pending: Option<GenPacket>,
+        /// The traffic's clock passed the phase's duration.
+        ended: bool,
+    },
+}
+
+/// Builds the packets to send.
+struct Sender {
+    source: Source,
+    tuples: Vec<FlowTuple>,
+    macs: (MacAddr, MacAddr),
+    ttl: u8,
+    ident: u16,
+    /// Replay: tagged packets sent so far per pool flow.
+    tag_seq: Vec<u32>,
+    probes: ProbeClock,
+}
+
+impl Sender {
+    /// `replay`: Some to replay whatever the traffic's rate (the search paces it itself).
+    fn new(traffic: Traffic, opts: &PortRun, replay: Option<()>) -> anyhow::Result<Sender> {
+        let tuples = traffic.tuples().to_vec();
+        let spec = traffic.spec();
+        let live = replay.is_none() && (spec.flow_sizes.is_some() || spec.rate != Rate::Max);
+        let probes = if live {
+            ProbeClock::new(0, 1.0)
+        } else {
+            ProbeClock::new(spec.probe_streams, spec.probe_hz)
+        };
+        let flows = spec.flows as usize;
+        let source = if live {
+            Source::Live {
+                traffic: Box::new(traffic),
+                pending: None,
+                ended: false,
+            }
+        } else {
+            Source::Replay(Cycle::build(&traffic, &tuples, opts)?)
+        };
+        Ok(Sender {
+            source,
+            tuples,
+            macs: opts.macs,
+            ttl: opts.ttl,
+            ident: 0,
+            tag_seq: vec![0; flows],
+            probes,
+        })
+    }
+
+    /// Mean frame bytes of what is replayed (or of the traffic's packet sizes).
+    fn mean_frame_bytes(&self) -> f64 {
+        match &self.source {
+            Source::Replay(c) => {
+                c.frames.iter().map(|f| f64::from(f.len)).sum::<f64>() / c.frames.len() as f64
+            }
+            Source::Live { traffic, .. } => traffic.spec().packet_sizes.mean(),
+        }
+    }
+
+    /// Sends replayed traffic.
+    fn replays(&self) -> bool {
+        matches!(self.source, Source::Replay(_))
+    }
+
+    /// Sending is over by the traffic's own clock.
+    fn done(&self) -> bool {
+        matches!(self.source, Source::Live { ended: true, .. })
+    }
+
+    /// Builds up to `budget` packets into the burst's first slots; returns how many.
+    #[inline]
+    fn fill(
+        &mut self,
+        tx: &mut Burst,
+        budget: usize,
+        now_ns: u64,
+        elapsed_ns: u64,
+        phase: &Phase,
+        sent: &mut SendReport,
+    ) -> anyhow::Result<usize> {
+        let mut slot = 0;
+        // At most one probe per burst (probe rates are low), on the wall clock.
+        if budget > 0
+            && let Some((stream, seq)) = self.probes.due(now_ns)
+        {
+            let payload = ProbePayload {
+                stream,
+                seq,
+                sent_ns: wall_ns(),
+            }
+            .encode();
+            let len = 60.max(PROBE_FRAME);
+            let m = tx.get_mut(0).expect("allocated");
+            m.set_len(len);
+            let fields = PacketFields {
+                dst_mac: self.macs.0,
+                src_mac: self.macs.1,
+                frame_len: len,
+                ttl: self.ttl,
+                ident: 0,
+                tcp_seq: 0,
+                payload: &payload,
+            };
+            let tuple = self.tuples.len() - self.probes.streams() + stream as usize;
+            emit_frame(m.data_mut(), &self.tuples[tuple], &fields).context("probe frame")?;
+            sent.probes += 1;
+            sent.bytes += len as u64;
+            slot = 1;
+        }
+        match &mut self.source {
+            Source::Replay(c) => {
+                for i in slot..budget {
+                    let (chunks, meta) = c.next_frame();
+                    let len = usize::from(meta.len);
+                    let m = tx.get_mut(i).expect("allocated");
+                    let room = m.room_mut();
+                    if room.len() < chunks.len() * CHUNK {
+                        anyhow::bail!("a {len}-byte frame does not fit an mbuf");
+                    }
+                    // Whole 64-byte chunks: fixed-size copies the compiler inlines.
+                    for (to, from) in room.chunks_exact_mut(CHUNK).zip(chunks) {
+                        to.copy_from_slice(from);
+                    }
+                    if let Some(patch) = &meta.tag {
+                        let seq = &mut self.tag_seq[meta.flow as usize];
+                        patch.apply(room, *seq);
+                        *seq = seq.wrapping_add(1);
+                    }
+                    m.set_len(len);
+                    sent.bytes += len as u64;
+                }
+                Ok(budget.max(slot))
+            }
+            Source::Live {
+                traffic,
+                pending,
+                ended,
+            } => {
+                let mut built = slot;
+                while built < budget {
+                    let p = match pending.take() {
+                        Some(p) => p,
+                        None => traffic.next_packet(),
+                    };
+                    if phase.duration_ns.is_some_and(|d| p.time_ns >= d) {
+                        *ended = true;
+                        break;
+                    }
+                    if p.time_ns > elapsed_ns {
+                        *pending = Some(p);
+                        break;
+                    }
+                    let payload = p.payload(wall_ns());
+                    let m = tx.get_mut(built).expect("allocated");
+                    let len = usize::from(p.frame_len);
+                    if !m.set_len(len) {
+                        anyhow::bail!("a {len}-byte frame does not fit an mbuf");
+                    }
+                    let fields = PacketFields {
+                        dst_mac: self.macs.0,
+                        src_mac: self.macs.1,
+                        frame_len: len,
+                        ttl: self.ttl,
+                        ident: self.ident,
+                        tcp_seq: p.tcp_seq,
+                        payload: payload.as_slice(),
+                    };
+                    emit_frame(m.data_mut(), &self.tuples[p.tuple as usize], &fields)
+                        .context("frame does not fit its headers")?;
+                    self.ident = self.ident.wrapping_add(1);
+                    sent.probes += u64::from(p.probe.is_some());
+                    sent.bytes += len as u64;
+                    built += 1;
+                }
+                Ok(built)
+            }
+        }
+    }
+}
+
+/// Nanoseconds since it was made, from the time-stamp counter (a few cycles to read, once
+/// per burst).
+struct TscClock {
+    t0: u64,
+    ns_per_cycle: f64,
+}
+
+impl TscClock {
+    fn new(hz: u64) -> TscClock {
+        TscClock {
+            t0: dataplane::dpdk::tsc(),
+            ns_per_cycle: 1e9 / hz.max(1) as f64,
+        }
+    }
+
+    #[inline(always)]
+    fn ns(&self) -> u64 {
+        (dataplane::dpdk::tsc().wrapping_sub(self.t0) as f64 * self.ns_per_cycle) as u64
+    }
+
+    fn seconds(&self, ns: u64) -> f64 {
+        ns as f64 / 1e9
+    }
 }
 
 /// How long a sender keeps its port open after the last packet.
@@ -383,30 +800,47 @@ const SEND_LINGER: Duration = Duration::from_secs(1);
 const CYCLE_PACKETS: usize = 1 << 16;
 const CYCLE_BYTES: usize = 16 << 20;
 
-/// The first packets of a traffic (probes left out), built once, replayed in a loop.
+/// Bytes per copy chunk of a replayed frame.
+const CHUNK: usize = 64;
+
+/// Where a replayed frame is and what is patched in it.
+#[derive(Debug, Clone, Copy)]
+struct FrameMeta {
+    /// First chunk in the arena.
+    chunk: u32,
+    /// Frame bytes.
+    len: u16,
+    /// Pool flow.
+    flow: u32,
+    /// Its flow tag's sequence number, set as it is sent.
+    tag: Option<TagPatch>,
+}
+
+/// The first packets of a traffic (probes left out), built once, replayed in a loop with
+/// each flow tag's sequence number set as it is sent. Frames start on chunk boundaries and
+/// are padded to whole chunks, so that each is copied into its mbuf in fixed-size chunks.
 struct Cycle {
-    arena: Vec<u8>,
-    /// (offset, length) per frame.
-    frames: Vec<(u32, u16)>,
+    arena: Vec<[u8; CHUNK]>,
+    frames: Vec<FrameMeta>,
     next: usize,
-    probes: ProbeClock,
-    pool_flows: u32,
 }
 
 impl Cycle {
     fn build(traffic: &Traffic, tuples: &[FlowTuple], opts: &PortRun) -> anyhow::Result<Cycle> {
         let mut spec = traffic.spec().clone();
-        let (streams, hz) = (spec.probe_streams, spec.probe_hz);
         spec.probe_streams = 0;
         let mut data = Traffic::new(spec).map_err(anyhow::Error::msg)?;
-        let mut arena = Vec::new();
+        let mut arena: Vec<[u8; CHUNK]> = Vec::new();
         let mut frames = Vec::new();
         let limit = opts
             .count
             .map_or(CYCLE_PACKETS, |c| (c as usize).min(CYCLE_PACKETS));
         let mut buf = [0u8; 2048];
-        while frames.len() < limit.max(1) && arena.len() < CYCLE_BYTES {
-            let p = data.next_packet();
+        while frames.len() < limit.max(1) && arena.len() * CHUNK < CYCLE_BYTES {
+            let mut p = data.next_packet();
+            // Tags are built with sequence number zero and set as they are sent.
+            p.flow_seq = p.flow_seq.map(|_| 0);
+            let payload = p.payload(0);
             let fields = PacketFields {
                 dst_mac: opts.macs.0,
                 src_mac: opts.macs.1,
@@ -414,34 +848,48 @@ impl Cycle {
                 ttl: opts.ttl,
                 ident: frames.len() as u16,
                 tcp_seq: p.tcp_seq,
-                payload: &[],
+                payload: payload.as_slice(),
             };
             let n = emit_frame(&mut buf, &tuples[p.tuple as usize], &fields)
                 .context("frame does not fit its headers")?;
-            frames.push((arena.len() as u32, n as u16));
-            arena.extend_from_slice(&buf[..n]);
+            let tag = match p.flow_seq {
+                Some(_) => {
+                    let t =
+                        Transport::parse(&buf[..n]).context("a generated frame does not parse")?;
+                    Some(TagPatch::new(&buf[..n], t.payload_at).context("a generated tag")?)
+                }
+                None => None,
+            };
+            frames.push(FrameMeta {
+                chunk: arena.len() as u32,
+                len: n as u16,
+                flow: p.tuple,
+                tag,
+            });
+            for chunk in buf[..n.div_ceil(CHUNK) * CHUNK].chunks_exact(CHUNK) {
+                arena.push(chunk.try_into().expect("whole chunk"));
+            }
         }
         Ok(Cycle {
             arena,
             frames,
             next: 0,
-            probes: ProbeClock::new(streams, hz),
-            pool_flows: traffic.spec().flows,
         })
     }
 
+    /// The next frame: its chunks and where it is.
     #[inline(always)]
-    fn next_frame(&mut self) -> &[u8] {
-        let (at, len) = self.frames[self.next];
+    fn next_frame(&mut self) -> (&[[u8; CHUNK]], FrameMeta) {
+        let meta = self.frames[self.next];
         self.next += 1;
         if self.next == self.frames.len() {
             self.next = 0;
         }
-        &self.arena[at as usize..at as usize + usize::from(len)]
-    }
-
-    fn probe_tuple(&self, stream: u32) -> usize {
-        (self.pool_flows + stream) as usize
+        let at = meta.chunk as usize;
+        (
+            &self.arena[at..at + usize::from(meta.len).div_ceil(CHUNK)],
+            meta,
+        )
     }
 }
 
@@ -467,6 +915,11 @@ impl ProbeClock {
             seq: vec![0; streams as usize],
             period_ns: period_ns.max(1),
         }
+    }
+
+    /// Streams.
+    fn streams(&self) -> usize {
+        self.seq.len()
     }
 
     /// The probe due at `now_ns`, if any: (stream, sequence number).

@@ -24,6 +24,14 @@ pub struct TestpmdRun {
     pub hugepages: bool,
     /// Distinguishes testpmds running at the same time (their EAL file prefixes).
     pub name: &'static str,
+    /// Further testpmd arguments (e.g. `--port-topology=loop`).
+    pub extra: Vec<String>,
+}
+
+/// A testpmd that is forwarding; [`Running::finish`] stops it and reads its rates.
+pub struct Running {
+    child: std::process::Child,
+    reader: std::thread::JoinHandle<String>,
 }
 
 /// What testpmd measured.
@@ -50,6 +58,13 @@ pub fn binary() -> anyhow::Result<String> {
 impl TestpmdRun {
     /// Runs testpmd for `seconds`, stops it with SIGINT, and parses its rates.
     pub fn run(&self) -> anyhow::Result<TestpmdResult> {
+        let running = self.spawn()?;
+        std::thread::sleep(Duration::from_secs(self.seconds + 1));
+        running.finish()
+    }
+
+    /// Starts testpmd (it forwards until [`Running::finish`]).
+    pub fn spawn(&self) -> anyhow::Result<Running> {
         let mut args: Vec<String> = vec![
             "-l".into(),
             format!("{},{}", self.lcores.0, self.lcores.1),
@@ -83,6 +98,7 @@ impl TestpmdRun {
             "--no-lsc-interrupt".into(),
             "--burst=32".into(),
         ]);
+        args.extend(self.extra.iter().cloned());
         let mut child = Command::new(binary()?)
             .args(&args)
             .stdin(Stdio::null())
@@ -96,13 +112,19 @@ impl TestpmdRun {
             let _ = stdout.read_to_string(&mut s);
             s
         });
-        std::thread::sleep(Duration::from_secs(self.seconds + 1));
+        Ok(Running { child, reader })
+    }
+}
+
+impl Running {
+    /// Stops testpmd with SIGINT and parses its rates.
+    pub fn finish(mut self) -> anyhow::Result<TestpmdResult> {
         // SAFETY: sending a signal to our own child process.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        let status = wait_timeout(&mut child, Duration::from_secs(20))?;
-        let out = reader.join().unwrap_or_default();
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let status = wait_timeout(&mut self.child, Duration::from_secs(20))?;
+        let out = self.reader.join().unwrap_or_default();
         let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
+        if let Some(mut e) = self.child.stderr.take() {
             let _ = e.read_to_string(&mut err);
         }
         let result = parse_rates(&out);

@@ -10,6 +10,11 @@
 //! - memif: a generator sending 64-byte packets over memif into a `dpdk-testpmd
 //!   --forward-mode=rxonly` sink, which measures the rate. Variants: `dpdk-testpmd
 //!   --forward-mode=txonly` (the reference) and `pint-gen --rate max`.
+//! - loop: `pint-gen` and the device under test as two processes over one memif, the
+//!   generator sending as fast as it can and receiving what comes back (rate, loss).
+//!   Variants: `dpdk-testpmd` 5tswap (the reference) and `pint-switch` routing the traffic
+//!   back out of the port it came in on. With `--zero-loss`, each also gets an RFC 2544
+//!   style search for the highest rate it returns without loss.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -18,7 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::forward::{bench_capture, capture_reference, lcores, run_switch, switch_config};
+use crate::forward::{
+    SWITCH_MAC, bench_capture, capture_reference, lcores, run_switch, switch_config,
+};
 use crate::stats::{median, steady};
 use crate::testpmd::{TestpmdResult, TestpmdRun};
 
@@ -35,6 +42,10 @@ pub struct ThroughputOptions {
     pub hugepages: bool,
     /// Leave out the memif topology.
     pub no_memif: bool,
+    /// Leave out the loop topology.
+    pub no_loop: bool,
+    /// Search for each loop variant's zero-loss rate, with trials of this many seconds.
+    pub zero_loss: Option<f64>,
 }
 
 /// One variant's figures.
@@ -56,6 +67,12 @@ pub struct Variant {
     pub cycles_per_packet: Option<f64>,
     /// Packets dropped (pint-switch only; 0 expected).
     pub drops: Option<u64>,
+    /// Loop topology: packets sent and not received back, all rounds.
+    pub lost: Option<u64>,
+    /// Loop topology with `--zero-loss`: the highest rate returned without loss, Mpps.
+    pub zero_loss_mpps: Option<f64>,
+    /// The zero-loss rate was as fast as the generator sends (the device may go faster).
+    pub zero_loss_sender_limited: Option<bool>,
 }
 
 /// The result (`--json` prints it).
@@ -73,6 +90,11 @@ pub struct ThroughputResult {
 
 const REF_CAPTURE: &str = "dpdk-testpmd 5tswap";
 const REF_MEMIF: &str = "dpdk-testpmd txonly";
+const REF_LOOP: &str = "dpdk-testpmd 5tswap";
+const SWITCH: &str = "pint-switch (forwarding)";
+
+/// The generator's MAC in the loop topology (the switch's next hop back to it).
+const GEN_MAC: &str = "02:00:00:00:aa:01";
 
 /// The rate a receiver saw while the sender ran: per-second rates above zero, the first and
 /// last (partial seconds) left out, median.
@@ -94,12 +116,7 @@ fn memif_round(
     let (main, worker) = lcores();
     let sock = dir.join(format!("{tag}.sock"));
     let _ = std::fs::remove_file(&sock);
-    let dev = |role: &str| {
-        format!(
-            "net_memif0,role={role},socket={},socket-abstract=no",
-            sock.display()
-        )
-    };
+    let dev = |role: &str| memif_dev(role, &sock);
     let sink = TestpmdRun {
         mode: "rxonly".into(),
         vdevs: vec![dev("server")],
@@ -108,6 +125,7 @@ fn memif_round(
         seconds: seconds + 4,
         hugepages: false,
         name: "sink",
+        extra: Vec::new(),
     };
     let sink = std::thread::spawn(move || sink.run());
     let t0 = Instant::now();
@@ -136,32 +154,177 @@ fn pint_gen_binary() -> anyhow::Result<PathBuf> {
     Ok(generator)
 }
 
+/// The switch routing everything back out of the memif it came in on (the loop topology).
+fn loop_switch_config(sock: &std::path::Path, worker: u32, main: u32) -> String {
+    format!(
+        r#"switch_id = 1
+[eal]
+main_lcore = {main}
+hugepages = false
+[stats]
+interval_ms = 1000
+[[ports]]
+name = "gen"
+device = "net_memif0,role=server,socket={sock},socket-abstract=no"
+role = "edge"
+mac = "{SWITCH_MAC}"
+[[workers]]
+lcore = {worker}
+rx = ["gen"]
+[[routes]]
+prefix = "10.0.0.0/8"
+next_hops = [{{ port = "gen", mac = "{GEN_MAC}" }}]
+"#,
+        sock = sock.display()
+    )
+}
+
+/// A memif device's arguments: `role` (server or client) on the socket file `sock`.
+fn memif_dev(role: &str, sock: &std::path::Path) -> String {
+    format!(
+        "net_memif0,role={role},socket={},socket-abstract=no",
+        sock.display()
+    )
+}
+
+/// A device under test in the loop topology, started as the memif server at `sock`.
+enum Dut {
+    Testpmd(crate::testpmd::Running),
+    Switch(crate::forward::RunningSwitch),
+}
+
+impl Dut {
+    fn start(name: &str, dir: &std::path::Path, sock: &std::path::Path) -> anyhow::Result<Dut> {
+        let (main, worker) = lcores();
+        let _ = std::fs::remove_file(sock);
+        let dev = memif_dev("server", sock);
+        let dut = if name == REF_LOOP {
+            Dut::Testpmd(
+                TestpmdRun {
+                    mode: "5tswap".into(),
+                    vdevs: vec![dev],
+                    lcores: (main, worker),
+                    mbufs: 16384,
+                    seconds: 0,
+                    hugepages: false,
+                    name: "loop",
+                    extra: vec!["--port-topology=loop".into()],
+                }
+                .spawn()?,
+            )
+        } else {
+            let mut s = crate::forward::spawn_switch(dir, &loop_switch_config(sock, worker, main))?;
+            s.wait_ready(Duration::from_secs(60))?;
+            Dut::Switch(s)
+        };
+        let t0 = Instant::now();
+        while !sock.exists() {
+            if t0.elapsed() > Duration::from_secs(30) {
+                dut.stop()?;
+                anyhow::bail!("{name} did not create {}", sock.display());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Give the server's port time to start before the client connects.
+        std::thread::sleep(Duration::from_millis(500));
+        Ok(dut)
+    }
+
+    /// Stops it; the switch's cycles per packet, if it is the switch.
+    fn stop(self) -> anyhow::Result<Option<f64>> {
+        match self {
+            Dut::Testpmd(t) => t.finish().map(|_| None),
+            Dut::Switch(s) => {
+                let sum = s.finish()?;
+                let cpp: Vec<f64> = sum
+                    .intervals
+                    .iter()
+                    .filter(|i| i.rx_mpps > 0.01)
+                    .map(|i| i.cycles_per_packet)
+                    .collect();
+                Ok(Some(median(&cpp)))
+            }
+        }
+    }
+}
+
+/// Runs pint-gen on the port `dev` with `args` (and --json); its report.
+fn run_gen(
+    generator: &std::path::Path,
+    dev: &str,
+    args: &[String],
+) -> anyhow::Result<serde_json::Value> {
+    let (main, _) = lcores();
+    let out = Command::new(generator)
+        .args(["--port", dev, "--json"])
+        .args(args)
+        .args(["--", "-l"])
+        .arg(main.to_string())
+        .args(["--no-huge", "-m", "512", "--no-shconf", "--no-pci"])
+        .args(["--no-telemetry", "--log-level", "error", "--file-prefix"])
+        .arg(format!("pint-bench-gen-{}", std::process::id()))
+        .output()
+        .context("starting pint-gen")?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "pint-gen failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("reading pint-gen's JSON")
+}
+
+/// Every variant's figures as they come in.
+#[derive(Default)]
+struct Tally {
+    /// (name, topology, per-round Mpps), in first-seen order.
+    rates: Vec<(String, &'static str, Vec<f64>)>,
+    /// Loop topology: lost packets per variant.
+    lost: std::collections::BTreeMap<String, u64>,
+    /// Loop topology: (zero-loss Mpps, sender-limited) per variant.
+    zero_loss: std::collections::BTreeMap<String, (f64, bool)>,
+}
+
+impl Tally {
+    fn record(&mut self, name: &str, topo: &'static str, v: f64) {
+        eprintln!("  {name} ({topo}): {v:.2} Mpps");
+        match self.rates.iter_mut().find(|r| r.0 == name && r.1 == topo) {
+            Some(r) => r.2.push(v),
+            None => self.rates.push((name.to_owned(), topo, vec![v])),
+        }
+    }
+
+    fn best(&self, name: &str, topo: &str) -> f64 {
+        self.rates
+            .iter()
+            .find(|r| r.0 == name && r.1 == topo)
+            .map_or(0.0, |r| r.2.iter().copied().fold(0.0, f64::max))
+    }
+}
+
 /// Runs every variant for `opts.rounds` rounds.
 pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
     crate::testpmd::binary()?;
-    let generator = if opts.no_memif {
+    let generator = if opts.no_memif && opts.no_loop {
         None
     } else {
         Some(pint_gen_binary()?)
     };
     let (scratch, capture, frame_bytes) = bench_capture("throughput", opts.flows)?;
     let (main, worker) = lcores();
-    let mut rates: Vec<(String, &'static str, Vec<f64>)> = Vec::new();
-    let mut record = |name: &str, topo: &'static str, v: f64| {
-        eprintln!("  {name}: {v:.2} Mpps");
-        match rates.iter_mut().find(|r| r.0 == name) {
-            Some(r) => r.2.push(v),
-            None => rates.push((name.to_owned(), topo, vec![v])),
-        }
-    };
+    let mut tally = Tally::default();
     let mut switch_cpp = 0.0f64;
+    let mut loop_cpp = 0.0f64;
     let mut switch_drops = 0u64;
     let mut best_switch = 0.0f64;
+    let loop_sock = scratch.0.join("loop.sock");
+    let loop_variants = [REF_LOOP, SWITCH];
     for round in 1..=opts.rounds.max(1) {
         eprintln!("round {round}:");
         for mode in ["io", "5tswap"] {
             let r = capture_reference(&capture, mode, opts.seconds, opts.hugepages).run()?;
-            record(
+            tally.record(
                 &format!("dpdk-testpmd {mode}"),
                 "capture",
                 median(steady(&r.rx_mpps, 1)),
@@ -187,8 +350,11 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
                 1,
             ));
         }
-        record("pint-switch (forwarding)", "capture", sw);
-        if let Some(generator) = &generator {
+        tally.record(SWITCH, "capture", sw);
+        let Some(generator) = &generator else {
+            continue;
+        };
+        if !opts.no_memif {
             let secs = opts.seconds;
             let v = memif_round(
                 &scratch.0,
@@ -203,54 +369,99 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
                         seconds: secs,
                         hugepages: false,
                         name: "txonly",
+                        extra: Vec::new(),
                     }
                     .run()
                     .map(|_| ())
                 },
                 "txonly",
             )?;
-            record(REF_MEMIF, "memif", v);
+            tally.record(REF_MEMIF, "memif", v);
             let v = memif_round(
                 &scratch.0,
                 secs,
                 |dev| {
-                    let out = Command::new(generator)
-                        .args(["--port", dev, "--rate", "max", "--flows"])
-                        .arg(opts.flows.to_string())
-                        .args(["--duration", &(secs + 1).to_string(), "--", "-l"])
-                        .arg(main.to_string())
-                        .args(["--no-huge", "-m", "512", "--no-shconf", "--no-pci"])
-                        .args(["--no-telemetry", "--log-level", "error", "--file-prefix"])
-                        .arg(format!("pint-bench-gen-{}", std::process::id()))
-                        .output()
-                        .context("starting pint-gen")?;
-                    if !out.status.success() {
-                        anyhow::bail!("pint-gen failed: {}", String::from_utf8_lossy(&out.stderr));
-                    }
-                    Ok(())
+                    let args = [
+                        "--rate".to_string(),
+                        "max".into(),
+                        "--flows".into(),
+                        opts.flows.to_string(),
+                        "--duration".into(),
+                        (secs + 1).to_string(),
+                    ];
+                    run_gen(generator, dev, &args).map(|_| ())
                 },
                 "gen",
             )?;
-            record("pint-gen --rate max", "memif", v);
+            tally.record("pint-gen --rate max", "memif", v);
+        }
+        if !opts.no_loop {
+            for name in loop_variants {
+                let dut = Dut::start(name, &scratch.0, &loop_sock)?;
+                let gen_args: Vec<String> = vec![
+                    "--mode".into(),
+                    "both".into(),
+                    "--rate".into(),
+                    "max".into(),
+                    "--flows".into(),
+                    opts.flows.to_string(),
+                    "--duration".into(),
+                    opts.seconds.to_string(),
+                ];
+                let r = run_gen(generator, &memif_dev("client", &loop_sock), &gen_args);
+                let cpp = dut.stop()?;
+                let r = r?;
+                let mpps = r["received"]["pps"].as_f64().unwrap_or(0.0) / 1e6;
+                *tally.lost.entry(name.to_owned()).or_default() += r["lost"].as_u64().unwrap_or(0);
+                if let Some(c) = cpp
+                    && mpps >= tally.best(name, "loop")
+                {
+                    loop_cpp = c;
+                }
+                tally.record(name, "loop", mpps);
+            }
         }
     }
-    let best = |name: &str| {
-        rates
-            .iter()
-            .find(|r| r.0 == name)
-            .map_or(0.0, |r| r.2.iter().copied().fold(0.0, f64::max))
-    };
-    let variants = rates
+    if let (Some(generator), Some(trial)) = (&generator, opts.zero_loss)
+        && !opts.no_loop
+    {
+        eprintln!("zero-loss search:");
+        for name in loop_variants {
+            let dut = Dut::start(name, &scratch.0, &loop_sock)?;
+            let gen_args: Vec<String> = vec![
+                "--zero-loss".into(),
+                "--flows".into(),
+                opts.flows.to_string(),
+                "--trial-seconds".into(),
+                trial.to_string(),
+                "--precision".into(),
+                "0.02".into(),
+                "--max-trials".into(),
+                "12".into(),
+            ];
+            let r = run_gen(generator, &memif_dev("client", &loop_sock), &gen_args);
+            dut.stop()?;
+            let r = r?;
+            let mpps = r["zero_loss_pps"].as_f64().unwrap_or(0.0) / 1e6;
+            let limited = r["sender_limited"].as_bool().unwrap_or(false);
+            eprintln!("  {name}: {mpps:.3} Mpps without loss");
+            tally.zero_loss.insert(name.to_owned(), (mpps, limited));
+        }
+    }
+    let variants = tally
+        .rates
         .iter()
         .map(|(name, topo, rounds)| {
-            let reference = if *topo == "capture" {
-                REF_CAPTURE
-            } else {
-                REF_MEMIF
+            let reference = match *topo {
+                "capture" => REF_CAPTURE,
+                "memif" => REF_MEMIF,
+                _ => REF_LOOP,
             };
             let mpps = rounds.iter().copied().fold(0.0, f64::max);
-            let r = best(reference);
-            let is_switch = name.starts_with("pint-switch");
+            let r = tally.best(reference, topo);
+            let is_switch = name == SWITCH;
+            let in_loop = *topo == "loop";
+            let zl = tally.zero_loss.get(name).filter(|_| in_loop);
             Variant {
                 name: name.clone(),
                 topology: topo,
@@ -258,8 +469,11 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
                 rounds: rounds.clone(),
                 reference: reference.into(),
                 ratio: if r > 0.0 { mpps / r } else { 0.0 },
-                cycles_per_packet: is_switch.then_some(switch_cpp),
-                drops: is_switch.then_some(switch_drops),
+                cycles_per_packet: is_switch.then_some(if in_loop { loop_cpp } else { switch_cpp }),
+                drops: (is_switch && !in_loop).then_some(switch_drops),
+                lost: in_loop.then(|| tally.lost.get(name).copied().unwrap_or(0)),
+                zero_loss_mpps: zl.map(|z| z.0),
+                zero_loss_sender_limited: zl.map(|z| z.1),
             }
         })
         .collect();
@@ -278,25 +492,47 @@ pub fn print_table(r: &ThroughputResult) {
         r.frame_bytes, r.flows, r.seconds
     );
     println!(
-        "{:<26} {:<8} {:>8} {:>22} {:>7} {:>8} {:>6}  rounds",
-        "variant", "topology", "Mpps", "reference", "ratio", "cyc/pkt", "drops"
+        "{:<26} {:<8} {:>8} {:>20} {:>7} {:>8} {:>6} {:>8} {:>10}  rounds",
+        "variant",
+        "topology",
+        "Mpps",
+        "reference",
+        "ratio",
+        "cyc/pkt",
+        "drops",
+        "lost",
+        "zero-loss"
     );
+    let dash = || "-".to_string();
     for v in &r.variants {
         println!(
-            "{:<26} {:<8} {:>8.2} {:>22} {:>7.3} {:>8} {:>6}  {}",
+            "{:<26} {:<8} {:>8.2} {:>20} {:>7.3} {:>8} {:>6} {:>8} {:>10}  {}",
             v.name,
             v.topology,
             v.mpps,
             v.reference,
             v.ratio,
-            v.cycles_per_packet
-                .map_or("-".into(), |c| format!("{c:.0}")),
-            v.drops.map_or("-".into(), |d| d.to_string()),
+            v.cycles_per_packet.map_or_else(dash, |c| format!("{c:.0}")),
+            v.drops.map_or_else(dash, |d| d.to_string()),
+            v.lost.map_or_else(dash, |d| d.to_string()),
+            v.zero_loss_mpps.map_or_else(dash, |z| format!(
+                "{z:.2}{}",
+                if v.zero_loss_sender_limited == Some(true) {
+                    "+"
+                } else {
+                    ""
+                }
+            )),
             v.rounds
                 .iter()
                 .map(|x| format!("{x:.2}"))
                 .collect::<Vec<_>>()
                 .join(" ")
+        );
+    }
+    if r.variants.iter().any(|v| v.zero_loss_mpps.is_some()) {
+        println!(
+            "zero-loss: the highest rate returned without loss (RFC 2544 style search); + : as fast as the generator sends"
         );
     }
 }

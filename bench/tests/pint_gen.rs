@@ -288,6 +288,21 @@ fn assert_all_arrived(sent: &serde_json::Value, got: &serde_json::Value, min_pro
             &serde_json::json!(0)
         )
     );
+    // Data packets carry flow tags: nothing missing or late in any flow.
+    let flows = &r["flows"];
+    assert_eq!(
+        (&flows["lost"], &flows["late"], &flows["foreign"]),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!(0),
+            &serde_json::json!(0)
+        ),
+        "{flows}"
+    );
+    assert!(
+        flows["tagged"].as_u64().unwrap()
+            <= s["packets"].as_u64().unwrap() - s["probes"].as_u64().unwrap()
+    );
 }
 
 /// Two pint-gens over memif, paced: what one sends, the other receives, exactly: packet and
@@ -336,4 +351,216 @@ fn memif_full_rate_with_live_probes() {
         "{sent}"
     );
     assert_all_arrived(&sent, &got, 100);
+    // 60-byte UDP frames all carry a tag; the replayed cycle (65536 frames) wrapped, and the
+    // sequence numbers set as they were sent still run on without a gap.
+    let s = &sent["sent"];
+    let flows = &got["received"]["flows"];
+    assert_eq!(
+        flows["tagged"].as_u64().unwrap(),
+        s["packets"].as_u64().unwrap() - s["probes"].as_u64().unwrap()
+    );
+    assert_eq!(flows["flows"].as_u64(), Some(5000));
+}
+
+/// The switch routing everything back out of the memif it came in on.
+fn loop_switch_config(sock: &Path) -> String {
+    format!(
+        r#"switch_id = 1
+[eal]
+main_lcore = 0
+hugepages = false
+[stats]
+interval_ms = 1000
+[[ports]]
+name = "gen"
+device = "net_memif0,role=server,socket={},socket-abstract=no"
+role = "edge"
+mac = "02:00:00:00:00:01"
+[[workers]]
+lcore = 1
+rx = ["gen"]
+[[routes]]
+prefix = "10.0.0.0/8"
+next_hops = [{{ port = "gen", mac = "02:00:00:00:aa:01" }}]
+"#,
+        sock.display()
+    )
+}
+
+/// pint-gen sending and receiving through pint-switch over one memif: every packet sent is
+/// accounted for by the switch's counters (received there; sent back, or dropped and
+/// counted), what the switch sent back all arrived, and a zero-loss search's trials follow
+/// the bisection with each trial's loss counted exactly.
+#[test]
+fn loop_through_the_switch() {
+    let dir = std::env::temp_dir().join(format!("pint-gen-loop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("loop.sock");
+    let cfg = dir.join("switch.toml");
+    std::fs::write(&cfg, loop_switch_config(&sock)).unwrap();
+    let summary = dir.join("summary.json");
+    let mut switch = Command::new(env!("CARGO_BIN_EXE_pint-bench"))
+        .args(["switch", "--config"])
+        .arg(&cfg)
+        .args(["--duration", "120", "--summary-json"])
+        .arg(&summary)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The switch prints its routes once its ports are started: connect after that.
+    let stdout = switch.stdout.take().unwrap();
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let log = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.starts_with("routes:") {
+                let _ = ready_tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    if ready
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .is_err()
+    {
+        let _ = switch.kill();
+        panic!("the switch did not start: {}", log.join().unwrap());
+    }
+    let dev = format!(
+        "net_memif0,role=client,socket={},socket-abstract=no",
+        sock.display()
+    );
+    let gen_run = |tag: &str, args: &[&str]| -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+            .args(["--port", &dev, "--json"])
+            .args(args)
+            .args(eal(tag, "0"))
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            panic!(
+                "pint-gen {tag}: {}: {}",
+                out.status,
+                &err[err.len().saturating_sub(1500)..]
+            );
+        }
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let run = gen_run(
+        "loop-both",
+        &[
+            "--mode",
+            "both",
+            "--rate",
+            "200Kpps",
+            "--duration",
+            "1",
+            "--packet-size",
+            "imix",
+            "--tcp-share",
+            "0.3",
+            "--probes",
+            "4",
+            "--probe-hz",
+            "1000",
+        ],
+    );
+    let search = gen_run(
+        "loop-search",
+        &[
+            "--zero-loss",
+            "--rate",
+            "300Kpps",
+            "--trial-seconds",
+            "0.3",
+            "--max-trials",
+            "4",
+            "--precision",
+            "0.05",
+        ],
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(switch.id() as i32, libc::SIGINT) };
+    let out = switch.wait_with_output().unwrap();
+    let log = log.join().unwrap();
+    assert!(
+        out.status.success(),
+        "switch: {}: {log}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+
+    let u = |v: &serde_json::Value| v.as_u64().unwrap();
+    let (sent, received, lost) = (
+        u(&run["sent"]["packets"]),
+        u(&run["received"]["packets"]),
+        u(&run["lost"]),
+    );
+    assert_eq!(sent, 200_000);
+    assert_eq!(lost, sent - received);
+    let trials = search["trials"].as_array().unwrap();
+    let trial_sent: u64 = trials.iter().map(|t| u(&t["sent"])).sum();
+    let trial_received: u64 = trials.iter().map(|t| u(&t["received"])).sum();
+    // The switch received all that was sent, and what it sent back arrived.
+    assert_eq!(u(&sw["rx_packets"]), sent + trial_sent, "{sw}");
+    assert_eq!(u(&sw["tx_packets"]), received + trial_received, "{sw}");
+    let dropped: u64 = sw["drops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(u)
+        .sum::<u64>()
+        + u(&sw["tx_full_drops"]);
+    assert_eq!(lost + trial_sent - trial_received, dropped, "{sw}");
+    assert_eq!(u(&sw["drops"]["ttl_expired"]), 0);
+    if lost == 0 {
+        let f = &run["received"]["flows"];
+        assert_eq!((u(&f["lost"]), u(&f["late"])), (0, 0), "{f}");
+        assert!(u(&f["tagged"]) > 100_000, "{f}");
+        let p = &run["received"]["probes"];
+        assert_eq!(u(&p["received"]), u(&run["sent"]["probes"]));
+    }
+
+    // The search: each trial's loss, pass by zero loss, then halving the bracket.
+    let (mut lo, mut hi) = (0.0f64, trials[0]["sent_pps"].as_f64().unwrap());
+    let mut best = 0.0f64;
+    for (i, t) in trials.iter().enumerate() {
+        assert_eq!(u(&t["lost"]), u(&t["sent"]) - u(&t["received"]));
+        let passed = t["passed"].as_bool().unwrap();
+        assert_eq!(passed, u(&t["lost"]) == 0, "{t}");
+        let rate = if i == 0 {
+            assert_eq!(t["offered_pps"].as_f64(), Some(300_000.0));
+            hi
+        } else {
+            let mid = (lo + hi) / 2.0;
+            let offered = t["offered_pps"].as_f64().unwrap();
+            assert!(
+                (offered - mid).abs() < 1e-6 * mid,
+                "trial {i}: {offered} vs {mid}"
+            );
+            mid
+        };
+        if passed {
+            lo = rate;
+            best = t["sent_pps"].as_f64().unwrap();
+        } else {
+            hi = rate;
+        }
+        if i == 0 && passed {
+            assert_eq!(trials.len(), 1, "nothing above the top rate to search");
+        }
+    }
+    assert!(trials.len() <= 4);
+    assert_eq!(search["zero_loss_pps"].as_f64(), Some(best));
 }

@@ -38,20 +38,6 @@ pub struct Worker<'p> {
 }
 
 #[inline(always)]
-fn tsc() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: rdtsc has no preconditions on x86_64.
-    unsafe {
-        core::arch::x86_64::_rdtsc()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    // SAFETY: EAL is initialised before workers start.
-    unsafe {
-        dpdk_sys::rte_rdtsc()
-    }
-}
-
-#[inline(always)]
 fn prefetch(m: *mut dpdk_sys::rte_mbuf) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults; the mbuf header is valid (just received).
@@ -105,7 +91,7 @@ impl Worker<'_> {
         let mut dropped: Burst = Burst::new();
         let mut out: [Burst; MAX_PORTS] = core::array::from_fn(|_| Burst::new());
         let mut idle_polls = 0u32;
-        let mut last = tsc();
+        let mut last = crate::dpdk::tsc();
         let mut bursts = 0u32;
         while !stop.load(Ordering::Relaxed) {
             let mut got = 0;
@@ -186,7 +172,7 @@ impl Worker<'_> {
             }
             // One TSC read per loop: the time since the previous read counts as busy when
             // this loop received packets (so it includes the rx, pipeline and tx work).
-            let now = tsc();
+            let now = crate::dpdk::tsc();
             if got > 0 {
                 c.busy_cycles += now - last;
             }

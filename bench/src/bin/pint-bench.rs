@@ -41,8 +41,9 @@ enum Cmd {
         json: bool,
     },
     /// Every variant side by side: dpdk-testpmd (io, 5tswap) and pint-switch on a replayed
-    /// capture; dpdk-testpmd txonly and pint-gen over memif into a testpmd sink. Each with
-    /// its ratio to its topology's reference, measured in the same run.
+    /// capture; dpdk-testpmd txonly and pint-gen over memif into a testpmd sink; pint-gen
+    /// sending and receiving through dpdk-testpmd 5tswap and pint-switch over memif (loop).
+    /// Each with its ratio to its topology's reference, measured in the same run.
     Throughput {
         /// Seconds each variant runs per round (the first second is warm-up).
         #[arg(long, default_value_t = 5)]
@@ -59,6 +60,13 @@ enum Cmd {
         /// Leave out the memif topology (generators).
         #[arg(long)]
         no_memif: bool,
+        /// Leave out the loop topology (pint-gen through the devices under test).
+        #[arg(long)]
+        no_loop: bool,
+        /// In the loop topology, also search each device's zero-loss rate (RFC 2544 style),
+        /// with trials of this many seconds.
+        #[arg(long, num_args = 0..=1, default_missing_value = "1")]
+        zero_loss: Option<f64>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -258,10 +266,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rounds,
             hugepages,
             no_memif,
+            no_loop,
+            zero_loss,
             json,
         } => {
             if seconds < 3 {
                 anyhow::bail!("--seconds must be at least 3 (the first second is warm-up)");
+            }
+            if let Some(t) = zero_loss
+                && !(t.is_finite() && t > 0.0)
+            {
+                anyhow::bail!("--zero-loss {t}: trial seconds must be above 0");
             }
             let r = bench::throughput::run(&bench::throughput::ThroughputOptions {
                 seconds,
@@ -269,6 +284,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 rounds,
                 hugepages,
                 no_memif,
+                no_loop,
+                zero_loss,
             })?;
             emit(json, &r, bench::throughput::print_table)?;
         }

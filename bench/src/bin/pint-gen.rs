@@ -16,7 +16,6 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use serde::Serialize;
 
 use bench::generator::frame::PacketFields;
-use bench::generator::probe::ProbePayload;
 use bench::generator::{
     FlowSizes, PacketSizes, Popularity, Rate, Traffic, TrafficSpec, emit_frame,
 };
@@ -86,7 +85,8 @@ struct Cli {
     /// On the port: send, receive, or both.
     #[arg(long, value_enum, default_value = "send")]
     mode: Mode,
-    /// Receiving: stop once nothing arrived for this many seconds (after sending is done).
+    /// Receiving: stop once nothing arrived for this many seconds (after sending is done);
+    /// a search trial waits for at most 0.25 s of quiet.
     #[arg(long, default_value_t = 1.0)]
     until_idle: f64,
     /// Source MAC of every frame.
@@ -98,6 +98,23 @@ struct Cli {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+    /// Search for the highest rate a device under test sends back without loss (RFC 2544
+    /// style, on --port, sending and receiving): trials of --trial-seconds, the first at
+    /// --rate (max: as fast as the port takes packets), then halving the bracket.
+    #[arg(long, requires = "port", conflicts_with_all = ["count", "duration", "flow_sizes"])]
+    zero_loss: bool,
+    /// Seconds per search trial.
+    #[arg(long, default_value_t = 2.0)]
+    trial_seconds: f64,
+    /// Search: stop when the bracket is narrower than this share of its upper end.
+    #[arg(long, default_value_t = 0.01)]
+    precision: f64,
+    /// Search: share of packets a trial may lose and still pass.
+    #[arg(long, default_value_t = 0.0)]
+    loss_tolerance: f64,
+    /// Search: most trials.
+    #[arg(long, default_value_t = 20)]
+    max_trials: u32,
 }
 
 /// What to do on the port.
@@ -164,7 +181,8 @@ fn main() {
 
 fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if cli.count.is_none() && cli.duration.is_none() && cli.mode != Mode::Receive {
+    if cli.count.is_none() && cli.duration.is_none() && cli.mode != Mode::Receive && !cli.zero_loss
+    {
         bail!("say how much: --count PACKETS or --duration SECONDS");
     }
     if let Some(d) = cli.duration
@@ -210,20 +228,8 @@ fn run() -> anyhow::Result<()> {
         if limit_ns.is_some_and(|l| p.time_ns >= l) {
             break;
         }
-        let probe_bytes;
-        let payload: &[u8] = match p.probe {
-            Some((stream, seq)) => {
-                probes += 1;
-                probe_bytes = ProbePayload {
-                    stream,
-                    seq,
-                    sent_ns: p.time_ns,
-                }
-                .encode();
-                &probe_bytes
-            }
-            None => &[],
-        };
+        probes += u64::from(p.probe.is_some());
+        let payload = p.payload(p.time_ns);
         let fields = PacketFields {
             dst_mac: cli.dst_mac,
             src_mac,
@@ -231,7 +237,7 @@ fn run() -> anyhow::Result<()> {
             ttl: cli.ttl,
             ident: packets as u16,
             tcp_seq: p.tcp_seq,
-            payload,
+            payload: payload.as_slice(),
         };
         let n = emit_frame(&mut buf, &tuples[p.tuple as usize], &fields)
             .context("frame does not fit its headers")?;
@@ -315,6 +321,9 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
         ttl: cli.ttl,
         progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };
+    if cli.zero_loss {
+        return zero_loss(cli, &eal, &devargs, traffic, &opts, &stop);
+    }
     let r = bench::sender::run(&eal, &devargs, traffic, &opts, &stop)?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -352,6 +361,110 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
                 p.received, p.lost, p.reordered, p.duplicates
             );
         }
+        if let Some(f) = &x.flows {
+            print_flows(f);
+        }
+    }
+    if let Some(lost) = r.lost {
+        println!("pint-gen: sent and not received back: {lost}");
+    }
+    Ok(())
+}
+
+fn print_flows(f: &bench::generator::FlowLossReport) {
+    println!(
+        "pint-gen: flows {}: tagged packets {}, lost {} (from sequence gaps), late {}, flows with loss {}{}",
+        f.flows,
+        f.tagged,
+        f.lost,
+        f.late,
+        f.flows_with_loss,
+        if f.worst.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; most lost: {}",
+                f.worst
+                    .iter()
+                    .map(|(flow, lost, got)| format!("flow {flow} {lost} of {}", lost + got))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+}
+
+/// The zero-loss rate search.
+fn zero_loss(
+    cli: &Cli,
+    eal: &[String],
+    devargs: &str,
+    traffic: Traffic,
+    opts: &bench::sender::PortRun,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<()> {
+    if !(cli.trial_seconds.is_finite() && cli.trial_seconds > 0.0) {
+        bail!("--trial-seconds {}: must be above 0", cli.trial_seconds);
+    }
+    if !(cli.precision > 0.0 && cli.precision < 1.0) {
+        bail!("--precision {}: must be above 0 and below 1", cli.precision);
+    }
+    if !(0.0..1.0).contains(&cli.loss_tolerance) {
+        bail!(
+            "--loss-tolerance {}: must be from 0 to below 1",
+            cli.loss_tolerance
+        );
+    }
+    if cli.max_trials == 0 {
+        bail!("--max-trials: must be at least 1");
+    }
+    let search = bench::sender::SearchOptions {
+        trial_seconds: cli.trial_seconds,
+        precision: cli.precision,
+        loss_tolerance: cli.loss_tolerance,
+        max_trials: cli.max_trials,
+        drain: Duration::from_secs_f64(cli.until_idle.min(0.25)),
+    };
+    let opts = bench::sender::PortRun {
+        send: true,
+        receive: true,
+        ..opts.clone()
+    };
+    let r = bench::sender::search_zero_loss(eal, devargs, traffic, &opts, &search, stop)?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "{:>6} {:>12} {:>12} {:>12} {:>12} {:>10}  result",
+        "trial", "offered Mpps", "sent Mpps", "sent", "received", "lost"
+    );
+    for (i, t) in r.trials.iter().enumerate() {
+        println!(
+            "{:>6} {:>12} {:>12.3} {:>12} {:>12} {:>10}  {}",
+            i + 1,
+            t.offered_pps
+                .map_or("max".into(), |p| format!("{:.3}", p / 1e6)),
+            t.sent_pps / 1e6,
+            t.sent,
+            t.received,
+            t.lost,
+            if t.passed { "pass" } else { "fail" }
+        );
+    }
+    println!(
+        "pint-gen: zero-loss rate {:.3} Mpps ({:.3} Gbit/s on the wire, {:.0}-byte frames on average){}",
+        r.zero_loss_pps / 1e6,
+        r.zero_loss_wire_bps / 1e9,
+        r.mean_frame_bytes,
+        if r.sender_limited {
+            ": every packet came back at the sender's top rate (the device may go faster)"
+        } else {
+            ""
+        }
+    );
+    if let Some(f) = &r.received.flows {
+        print_flows(f);
     }
     Ok(())
 }

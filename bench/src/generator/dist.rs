@@ -221,6 +221,14 @@ impl PacketSizes {
         }
     }
 
+    /// The largest frame.
+    pub fn max(self) -> u16 {
+        match self {
+            PacketSizes::Fixed(n) => n,
+            PacketSizes::Imix => 1514,
+        }
+    }
+
     /// Mean frame size.
     pub fn mean(self) -> f64 {
         match self {

@@ -5,9 +5,11 @@
 pub mod dist;
 pub mod frame;
 pub mod probe;
+pub mod tag;
 pub mod traffic;
 
 pub use dist::{FlowSizes, PacketSizes, Popularity};
 pub use frame::{FlowTuple, emit_frame};
 pub use probe::{ProbePayload, ProbeReceiver, ProbeReport};
-pub use traffic::{GenPacket, Rate, Traffic, TrafficSpec};
+pub use tag::{FlowLossCounter, FlowLossReport, FlowTag, TagPatch, Transport};
+pub use traffic::{GenPacket, Payload, Rate, Traffic, TrafficSpec};

@@ -61,7 +61,13 @@ struct Stream {
 pub struct ProbeReceiver {
     streams: Vec<Stream>,
     latencies: Vec<u64>,
+    foreign: u64,
 }
+
+/// Most probe streams a receiver tracks.
+pub const MAX_PROBE_STREAMS: u32 = 1024;
+/// Sequence numbers a receiver tracks per stream (19 days at 10 Hz).
+const MAX_PROBE_SEQ: u64 = 1 << 24;
 
 /// What the receiver measured.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -74,6 +80,9 @@ pub struct ProbeReport {
     pub reordered: u64,
     /// Probes that arrived more than once.
     pub duplicates: u64,
+    /// Probes with a stream or sequence number beyond what a receiver tracks (not counted
+    /// above).
+    pub foreign: u64,
     /// One-way latency in nanoseconds: min, median, p99, max (None without probes).
     pub latency_ns: Option<[u64; 4]>,
 }
@@ -81,6 +90,10 @@ pub struct ProbeReport {
 impl ProbeReceiver {
     /// Records a probe received at `now_ns` (same clock as the sender's).
     pub fn record(&mut self, p: &ProbePayload, now_ns: u64) {
+        if p.stream >= MAX_PROBE_STREAMS || p.seq >= MAX_PROBE_SEQ {
+            self.foreign += 1;
+            return;
+        }
         let i = p.stream as usize;
         if i >= self.streams.len() {
             self.streams.resize_with(i + 1, Stream::default);
@@ -115,6 +128,7 @@ impl ProbeReceiver {
             lost: self.streams.iter().map(|s| s.next - s.received).sum(),
             reordered: self.streams.iter().map(|s| s.reordered).sum(),
             duplicates: self.streams.iter().map(|s| s.duplicates).sum(),
+            foreign: self.foreign,
             latency_ns: (!lat.is_empty()).then(|| [lat[0], q(0.5), q(0.99), lat[lat.len() - 1]]),
         }
     }
@@ -153,6 +167,11 @@ mod tests {
             (7, 2, 1, 1)
         );
         assert_eq!(rep.latency_ns, Some([100, 102, 105, 105]));
+        // Numbers beyond what is tracked are counted apart, without growing the state.
+        r.record(&p(MAX_PROBE_STREAMS, 0), 0);
+        r.record(&p(0, MAX_PROBE_SEQ), 0);
+        assert_eq!(r.report().foreign, 2);
+        assert_eq!(r.report().received, 7);
         assert!(ProbePayload::decode(&[0u8; 40]).is_none());
     }
 }

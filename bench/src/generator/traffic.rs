@@ -17,7 +17,8 @@ use telemetry::sim_rng::SimRng;
 
 use super::dist::{FlowPicker, FlowSizes, PacketSizes, Popularity};
 use super::frame::{FlowTuple, UDP_LEN};
-use super::probe::PROBE_LEN;
+use super::probe::{MAX_PROBE_STREAMS, PROBE_LEN, ProbePayload};
+use super::tag::{FlowTag, MAX_TRACKED_FLOWS, TAG_LEN};
 
 /// Bytes a frame occupies on the wire beyond its length without FCS: FCS 4, preamble and
 /// start delimiter 8, inter-frame gap 12.
@@ -85,8 +86,17 @@ impl Default for TrafficSpec {
 impl TrafficSpec {
     /// Checks the spec; the error names the setting and why.
     pub fn validate(&self) -> Result<(), String> {
-        if self.flows == 0 {
-            return Err("flows: must be at least 1".into());
+        if self.flows == 0 || self.flows > MAX_TRACKED_FLOWS {
+            return Err(format!(
+                "flows {}: must be from 1 to {MAX_TRACKED_FLOWS} (what a receiver tracks per flow)",
+                self.flows
+            ));
+        }
+        if self.probe_streams > MAX_PROBE_STREAMS {
+            return Err(format!(
+                "probe streams {}: at most {MAX_PROBE_STREAMS}",
+                self.probe_streams
+            ));
         }
         if !(self.link_bps.is_finite() && self.link_bps > 0.0) {
             return Err("link rate: must be above 0".into());
@@ -156,6 +166,50 @@ pub struct GenPacket {
     pub tcp_seq: u32,
     /// For a probe: stream and sequence number.
     pub probe: Option<(u32, u64)>,
+    /// For a data packet with room for a flow tag: its number in its flow.
+    pub flow_seq: Option<u32>,
+}
+
+impl GenPacket {
+    /// The first bytes of the packet's transport payload (the rest is zeros): a probe's
+    /// fields, sent at `probe_sent_ns`, or the flow tag.
+    pub fn payload(&self, probe_sent_ns: u64) -> Payload {
+        let mut p = Payload {
+            bytes: [0; PROBE_LEN],
+            len: 0,
+        };
+        if let Some((stream, seq)) = self.probe {
+            p.bytes = ProbePayload {
+                stream,
+                seq,
+                sent_ns: probe_sent_ns,
+            }
+            .encode();
+            p.len = PROBE_LEN;
+        } else if let Some(seq) = self.flow_seq {
+            let tag = FlowTag {
+                flow: self.tuple,
+                seq,
+            };
+            p.bytes[..TAG_LEN].copy_from_slice(&tag.encode());
+            p.len = TAG_LEN;
+        }
+        p
+    }
+}
+
+/// A packet's payload bytes (see [`GenPacket::payload`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Payload {
+    bytes: [u8; PROBE_LEN],
+    len: usize,
+}
+
+impl Payload {
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 /// An active flow in flow-size mode.
@@ -179,6 +233,8 @@ pub struct Traffic {
     active: VecDeque<Active>,
     /// Per pool flow, bytes sent so far (TCP sequence numbers).
     sent: Vec<u32>,
+    /// Per pool flow, tagged packets sent so far.
+    tagged: Vec<u32>,
     next_probe_ns: Vec<f64>,
     probe_seq: Vec<u64>,
 }
@@ -207,6 +263,7 @@ impl Traffic {
             .collect();
         Ok(Traffic {
             sent: vec![0; spec.flows as usize],
+            tagged: vec![0; spec.flows as usize],
             tuples,
             picker,
             rng,
@@ -264,6 +321,7 @@ impl Traffic {
             frame_len,
             tcp_seq: 0,
             probe: Some((s as u32, seq)),
+            flow_seq: None,
         };
         self.advance(frame_len);
         Some(p)
@@ -280,12 +338,18 @@ impl Traffic {
             frame_len = (header + payload).max(60);
         }
         let sent = &mut self.sent[tuple as usize];
+        let flow_seq = (frame_len >= header + TAG_LEN as u64).then(|| {
+            let n = &mut self.tagged[tuple as usize];
+            *n = n.wrapping_add(1);
+            n.wrapping_sub(1)
+        });
         let p = GenPacket {
             time_ns: self.clock_ns as u64,
             tuple,
             frame_len: frame_len as u16,
             tcp_seq: *sent,
             probe: None,
+            flow_seq,
         };
         *sent = sent.wrapping_add(payload as u32);
         self.advance(p.frame_len);

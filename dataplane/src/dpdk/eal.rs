@@ -113,3 +113,19 @@ impl Drop for ThreadRegistration {
         unsafe { dpdk_sys::rte_thread_unregister() };
     }
 }
+
+/// The CPU's time-stamp counter: a clock that costs a few cycles to read, for the poll
+/// loops (its rate is [`Eal::tsc_hz`]).
+#[inline(always)]
+pub fn tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: rdtsc has no preconditions on x86_64.
+    unsafe {
+        core::arch::x86_64::_rdtsc()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: EAL is initialised before a poll loop runs.
+    unsafe {
+        dpdk_sys::rte_rdtsc()
+    }
+}

@@ -102,6 +102,22 @@ impl Mbuf {
         }
     }
 
+    /// The first segment's whole writable room, from the data's start to the buffer's end
+    /// (the data and the tailroom): a frame built in place may be written in whole chunks
+    /// past its length, then sized with [`Mbuf::set_len`].
+    #[inline(always)]
+    pub fn room_mut(&mut self) -> &mut [u8] {
+        // SAFETY: buf_addr + data_off .. buf_addr + buf_len lies inside the mbuf's buffer,
+        // which we own exclusively; mbuf buffers are initialised memory from the pool.
+        unsafe {
+            let m = self.raw.as_mut();
+            core::slice::from_raw_parts_mut(
+                (m.buf_addr as *mut u8).add(usize::from(m.data_off)),
+                usize::from(m.buf_len) - usize::from(m.data_off),
+            )
+        }
+    }
+
     /// Free room after the data in the first segment.
     pub fn tailroom(&self) -> usize {
         let m = self.m();
@@ -110,6 +126,7 @@ impl Mbuf {
 
     /// Sets the length of a single-segment packet (for packets built in place). Returns
     /// false, changing nothing, if `len` does not fit in the buffer.
+    #[inline(always)]
     pub fn set_len(&mut self, len: usize) -> bool {
         // SAFETY: we own the mbuf.
         let m = unsafe { self.raw.as_mut() };

@@ -9,7 +9,7 @@ pub mod mempool;
 pub mod port;
 
 pub use burst::{BURST_SIZE, Burst};
-pub use eal::{Eal, ThreadRegistration};
+pub use eal::{Eal, ThreadRegistration, tsc};
 pub use error::{DpdkError, Errno};
 pub use mbuf::Mbuf;
 pub use mempool::Mempool;

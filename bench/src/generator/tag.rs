@@ -1,0 +1,381 @@
+//! Flow tags: every data packet with room for one carries its flow's number and a per-flow
+//! sequence number at the start of its transport payload, so that a receiver can count loss
+//! per flow from sequence gaps and see reordering within a flow, whatever the switches in
+//! between did to the headers.
+//!
+//! Tag layout (big-endian): magic `PGT1` (4 bytes), flow (4), sequence number (4): 12 bytes,
+//! at an even offset of the segment, so that changing the sequence number changes whole
+//! 16-bit words of the transport checksum (patched incrementally, RFC 1624).
+
+use serde::Serialize;
+
+/// Bytes of a flow tag.
+pub const TAG_LEN: usize = 12;
+const MAGIC: [u8; 4] = *b"PGT1";
+
+/// Most flows a receiver tracks (higher flow numbers are counted as foreign).
+pub const MAX_TRACKED_FLOWS: u32 = 1 << 22;
+
+/// A data packet's tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowTag {
+    /// The flow's number in the sender's pool.
+    pub flow: u32,
+    /// The packet's number in its flow (tagged packets only), from 0.
+    pub seq: u32,
+}
+
+impl FlowTag {
+    /// The tag's bytes.
+    pub fn encode(&self) -> [u8; TAG_LEN] {
+        let mut b = [0u8; TAG_LEN];
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4..8].copy_from_slice(&self.flow.to_be_bytes());
+        b[8..12].copy_from_slice(&self.seq.to_be_bytes());
+        b
+    }
+
+    /// The tag `payload` starts with, if any.
+    pub fn decode(payload: &[u8]) -> Option<FlowTag> {
+        let b = payload.get(..TAG_LEN)?;
+        if b[0..4] != MAGIC {
+            return None;
+        }
+        Some(FlowTag {
+            flow: u32::from_be_bytes(b[4..8].try_into().ok()?),
+            seq: u32::from_be_bytes(b[8..12].try_into().ok()?),
+        })
+    }
+}
+
+/// Where a frame's transport payload is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transport {
+    /// TCP (else UDP).
+    pub tcp: bool,
+    /// Destination port.
+    pub dport: u16,
+    /// Offset of the transport header in the frame.
+    pub l4_at: usize,
+    /// Offset of the payload in the frame.
+    pub payload_at: usize,
+}
+
+impl Transport {
+    /// The transport layer of an untagged Ethernet II / IPv4 frame carrying UDP or TCP (the
+    /// first fragment or an unfragmented packet), if it is one and its headers are whole.
+    pub fn parse(f: &[u8]) -> Option<Transport> {
+        if f.get(12..14)? != [0x08, 0x00] || f.get(14)? >> 4 != 4 {
+            return None;
+        }
+        let ihl = usize::from(f[14] & 0x0f) * 4;
+        let frag_offset = u16::from_be_bytes([*f.get(20)?, *f.get(21)?]) & 0x1fff;
+        if ihl < 20 || frag_offset != 0 {
+            return None;
+        }
+        let l4_at = 14 + ihl;
+        let tcp = match f.get(23)? {
+            6 => true,
+            17 => false,
+            _ => return None,
+        };
+        let header = if tcp {
+            usize::from(f.get(l4_at + 12)? >> 4) * 4
+        } else {
+            8
+        };
+        if header < 8 || f.len() < l4_at + header {
+            return None;
+        }
+        Some(Transport {
+            tcp,
+            dport: u16::from_be_bytes([f[l4_at + 2], f[l4_at + 3]]),
+            l4_at,
+            payload_at: l4_at + header,
+        })
+    }
+
+    /// Offset of the transport checksum.
+    pub fn checksum_at(&self) -> usize {
+        self.l4_at + if self.tcp { 16 } else { 6 }
+    }
+}
+
+/// One's-complement addition of 16-bit words.
+#[inline(always)]
+fn add16(a: u16, b: u16) -> u16 {
+    let s = u32::from(a) + u32::from(b);
+    ((s & 0xffff) + (s >> 16)) as u16
+}
+
+/// A tag whose sequence number is set as its frame is sent: where it is, and the frame's
+/// transport checksum with the sequence number at zero (the frame is built that way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagPatch {
+    /// Offset of the tag's sequence number.
+    pub seq_at: u16,
+    /// Offset of the transport checksum.
+    pub checksum_at: u16,
+    /// One's-complement sum the checksum stands for, sequence number zero (the checksum
+    /// inverted).
+    pub sum_at_zero: u16,
+}
+
+impl TagPatch {
+    /// The patch for `frame`, built with the tag at `tag_at` and sequence number zero; None
+    /// when the frame is not UDP or TCP, or its UDP checksum is off (zero).
+    pub fn new(frame: &[u8], tag_at: usize) -> Option<TagPatch> {
+        let t = Transport::parse(frame)?;
+        let c = u16::from_be_bytes([
+            *frame.get(t.checksum_at())?,
+            *frame.get(t.checksum_at() + 1)?,
+        ]);
+        let seq = frame.get(tag_at + 8..tag_at + 12)?;
+        if (!t.tcp && c == 0) || seq != [0; 4] || tag_at % 2 != t.l4_at % 2 {
+            return None;
+        }
+        Some(TagPatch {
+            seq_at: (tag_at + 8) as u16,
+            checksum_at: t.checksum_at() as u16,
+            sum_at_zero: !c,
+        })
+    }
+
+    /// Writes `seq` and the checksum that goes with it (RFC 1624: adding the new words to the
+    /// sum; a result of zero is sent as 0xffff, which UDP needs and TCP accepts as the same
+    /// value). No byte of the frame is read.
+    #[inline(always)]
+    pub fn apply(&self, frame: &mut [u8], seq: u32) {
+        let sum = add16(add16(self.sum_at_zero, (seq >> 16) as u16), seq as u16);
+        let mut c = !sum;
+        if c == 0 {
+            c = 0xffff;
+        }
+        let at = usize::from(self.seq_at);
+        frame[at..at + 4].copy_from_slice(&seq.to_be_bytes());
+        let at = usize::from(self.checksum_at);
+        frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// Receive state of one flow.
+#[derive(Debug, Clone, Copy, Default)]
+struct FlowRx {
+    /// Highest sequence number seen, plus one.
+    next: u32,
+    received: u64,
+    /// Sequence numbers skipped over (lost, or late).
+    skipped: u64,
+    /// Packets that came after a higher sequence number of their flow.
+    late: u64,
+}
+
+impl FlowRx {
+    /// Packets missing: skipped over and never seen late.
+    fn lost(&self) -> u64 {
+        self.skipped.saturating_sub(self.late)
+    }
+}
+
+/// Counts tagged packets per flow as they arrive. Loss is counted from sequence gaps (a
+/// packet lost after a flow's last received packet is not seen here: the sender's totals
+/// show it); a packet that arrives after a higher sequence number of its flow is late
+/// (reordered), and fills the gap it was counted in. Sequence numbers start at 0 when the
+/// sender starts, so a receiver should start first.
+#[derive(Debug, Clone, Default)]
+pub struct FlowLossCounter {
+    flows: Vec<FlowRx>,
+    tagged: u64,
+    foreign: u64,
+}
+
+/// Per-flow loss and reordering of tagged packets.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct FlowLossReport {
+    /// Tagged packets received.
+    pub tagged: u64,
+    /// Tags with a flow number above what a receiver tracks.
+    pub foreign: u64,
+    /// Flows that sent at least one tagged packet here.
+    pub flows: u64,
+    /// Packets missing from sequence gaps, all flows.
+    pub lost: u64,
+    /// Packets that arrived after a later one of their flow.
+    pub late: u64,
+    /// Flows with at least one packet missing.
+    pub flows_with_loss: u64,
+    /// The flows that lost most: (flow, lost, received), most first, at most 10.
+    pub worst: Vec<(u32, u64, u64)>,
+}
+
+impl FlowLossCounter {
+    /// Counts one tagged packet.
+    #[inline]
+    pub fn record(&mut self, tag: FlowTag) {
+        if tag.flow >= MAX_TRACKED_FLOWS {
+            self.foreign += 1;
+            return;
+        }
+        let i = tag.flow as usize;
+        if i >= self.flows.len() {
+            self.flows
+                .resize((i + 1).next_power_of_two(), FlowRx::default());
+        }
+        self.tagged += 1;
+        let f = &mut self.flows[i];
+        f.received += 1;
+        if tag.seq >= f.next {
+            f.skipped += u64::from(tag.seq - f.next);
+            f.next = tag.seq.wrapping_add(1);
+        } else {
+            f.late += 1;
+        }
+    }
+
+    /// The counts so far.
+    pub fn report(&self) -> FlowLossReport {
+        let mut r = FlowLossReport {
+            tagged: self.tagged,
+            foreign: self.foreign,
+            ..FlowLossReport::default()
+        };
+        let mut worst = Vec::new();
+        for (i, f) in self.flows.iter().enumerate() {
+            if f.received == 0 {
+                continue;
+            }
+            r.flows += 1;
+            r.lost += f.lost();
+            r.late += f.late;
+            if f.lost() > 0 {
+                r.flows_with_loss += 1;
+                worst.push((i as u32, f.lost(), f.received));
+            }
+        }
+        worst.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        worst.truncate(10);
+        r.worst = worst;
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generator::frame::{FlowTuple, PacketFields, emit_frame};
+    use std::net::Ipv4Addr;
+    use telemetry::wire::MacAddr;
+
+    fn frame(tcp: bool, len: usize, tag: FlowTag) -> Vec<u8> {
+        let mut buf = vec![0u8; 2048];
+        let flow = FlowTuple {
+            src: Ipv4Addr::new(10, 0, 0, 7),
+            dst: Ipv4Addr::new(10, 1, 0, 9),
+            sport: 1234,
+            dport: 80,
+            tcp,
+        };
+        let f = PacketFields {
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            src_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            frame_len: len,
+            ttl: 64,
+            ident: 5,
+            tcp_seq: 77,
+            payload: &tag.encode(),
+        };
+        let n = emit_frame(&mut buf, &flow, &f).expect("fits");
+        buf.truncate(n);
+        buf
+    }
+
+    /// The transport checksum of `f` verifies (the sum over the pseudo-header and segment
+    /// is all ones).
+    fn checksum_ok(f: &[u8]) -> bool {
+        use telemetry::wire::checksum::{fold, ones_complement_sum};
+        let t = Transport::parse(f).unwrap();
+        let mut sum = u64::from(ones_complement_sum(&f[t.l4_at..]));
+        sum += u64::from(ones_complement_sum(&f[26..34]));
+        sum += u64::from(f[23]) + (f.len() - t.l4_at) as u64;
+        fold(sum) == 0xffff
+    }
+
+    #[test]
+    fn patched_sequence_numbers_keep_the_checksum_right() {
+        for tcp in [false, true] {
+            for len in [60usize, 66, 61, 1514] {
+                if len < if tcp { 54 } else { 42 } + TAG_LEN {
+                    continue;
+                }
+                let mut f = frame(tcp, len, FlowTag { flow: 3, seq: 0 });
+                let t = Transport::parse(&f).expect("parses");
+                assert_eq!((t.tcp, t.dport), (tcp, 80));
+                let patch = TagPatch::new(&f, t.payload_at).expect("patchable");
+                for seq in [1u32, 0xffff, 0x1_0000, 0xdead_beef, u32::MAX, 0, 42] {
+                    patch.apply(&mut f, seq);
+                    let fresh = frame(tcp, len, FlowTag { flow: 3, seq });
+                    // The same bytes as a frame built with that number, but for the two
+                    // spellings of a zero sum.
+                    let at = t.checksum_at();
+                    assert_eq!(f[..at], fresh[..at], "seq {seq}");
+                    assert_eq!(f[at + 2..], fresh[at + 2..], "seq {seq}");
+                    assert!(checksum_ok(&f), "seq {seq}");
+                    let tag = FlowTag::decode(&f[t.payload_at..]).expect("tag");
+                    assert_eq!(tag, FlowTag { flow: 3, seq });
+                }
+            }
+        }
+        // Not built at zero: refused.
+        let f = frame(false, 60, FlowTag { flow: 3, seq: 9 });
+        assert!(TagPatch::new(&f, 42).is_none());
+    }
+
+    #[test]
+    fn parse_refuses_other_frames() {
+        let f = frame(false, 60, FlowTag { flow: 1, seq: 1 });
+        assert!(Transport::parse(&f[..40]).is_none());
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert!(Transport::parse(&arp).is_none());
+        let mut frag = f.clone();
+        frag[21] = 1;
+        assert!(Transport::parse(&frag).is_none());
+        let mut icmp = f;
+        icmp[23] = 1;
+        assert!(Transport::parse(&icmp).is_none());
+        assert!(FlowTag::decode(&[0u8; 12]).is_none());
+        assert!(FlowTag::decode(b"PGT1").is_none());
+    }
+
+    #[test]
+    fn loss_and_lateness_per_flow() {
+        let mut c = FlowLossCounter::default();
+        let tag = |flow, seq| FlowTag { flow, seq };
+        // Flow 0: 0 1 2 3 4, nothing missing.
+        for s in 0..5 {
+            c.record(tag(0, s));
+        }
+        // Flow 5: 0 2 3 5 (1 and 4 lost).
+        for s in [0, 2, 3, 5] {
+            c.record(tag(5, s));
+        }
+        // Flow 9: 0 2 1 3 (1 late, nothing lost).
+        for s in [0, 2, 1, 3] {
+            c.record(tag(9, s));
+        }
+        c.record(tag(MAX_TRACKED_FLOWS, 0));
+        let r = c.report();
+        assert_eq!(
+            r,
+            FlowLossReport {
+                tagged: 13,
+                foreign: 1,
+                flows: 3,
+                lost: 2,
+                late: 1,
+                flows_with_loss: 1,
+                worst: vec![(5, 2, 4)],
+            }
+        );
+    }
+}
