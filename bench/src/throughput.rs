@@ -40,12 +40,21 @@ pub struct ThroughputOptions {
     pub rounds: u32,
     /// Hugepages for the capture topology.
     pub hugepages: bool,
-    /// Leave out the memif topology.
-    pub no_memif: bool,
-    /// Leave out the loop topology.
-    pub no_loop: bool,
+    /// The topologies to run.
+    pub topologies: Vec<Topology>,
     /// Search for each loop variant's zero-loss rate, with trials of this many seconds.
     pub zero_loss: Option<f64>,
+}
+
+/// A topology of devices (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Topology {
+    /// A replayed capture into a pure sink.
+    Capture,
+    /// A generator into a testpmd sink over memif.
+    Memif,
+    /// pint-gen through the device under test and back over one memif.
+    Loop,
 }
 
 /// One variant's figures.
@@ -306,10 +315,11 @@ impl Tally {
 /// Runs every variant for `opts.rounds` rounds.
 pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
     crate::testpmd::binary()?;
-    let generator = if opts.no_memif && opts.no_loop {
-        None
-    } else {
+    let has = |t: Topology| opts.topologies.contains(&t);
+    let generator = if has(Topology::Memif) || has(Topology::Loop) {
         Some(pint_gen_binary()?)
+    } else {
+        None
     };
     let (scratch, capture, frame_bytes) = bench_capture("throughput", opts.flows)?;
     let (main, worker) = lcores();
@@ -322,39 +332,41 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
     let loop_variants = [REF_LOOP, SWITCH];
     for round in 1..=opts.rounds.max(1) {
         eprintln!("round {round}:");
-        for mode in ["io", "5tswap"] {
-            let r = capture_reference(&capture, mode, opts.seconds, opts.hugepages).run()?;
-            tally.record(
-                &format!("dpdk-testpmd {mode}"),
-                "capture",
-                median(steady(&r.rx_mpps, 1)),
-            );
-        }
-        let s = run_switch(
-            &scratch.0,
-            &switch_config(&capture, worker, main, opts.hugepages),
-            opts.seconds,
-        )?;
-        let sw = median(steady(
-            &s.intervals.iter().map(|i| i.rx_mpps).collect::<Vec<_>>(),
-            1,
-        ));
-        switch_drops += s.drops.values().sum::<u64>();
-        if sw > best_switch {
-            best_switch = sw;
-            switch_cpp = median(steady(
-                &s.intervals
-                    .iter()
-                    .map(|i| i.cycles_per_packet)
-                    .collect::<Vec<_>>(),
+        if has(Topology::Capture) {
+            for mode in ["io", "5tswap"] {
+                let r = capture_reference(&capture, mode, opts.seconds, opts.hugepages).run()?;
+                tally.record(
+                    &format!("dpdk-testpmd {mode}"),
+                    "capture",
+                    median(steady(&r.rx_mpps, 1)),
+                );
+            }
+            let s = run_switch(
+                &scratch.0,
+                &switch_config(&capture, worker, main, opts.hugepages),
+                opts.seconds,
+            )?;
+            let sw = median(steady(
+                &s.intervals.iter().map(|i| i.rx_mpps).collect::<Vec<_>>(),
                 1,
             ));
+            switch_drops += s.drops.values().sum::<u64>();
+            if sw > best_switch {
+                best_switch = sw;
+                switch_cpp = median(steady(
+                    &s.intervals
+                        .iter()
+                        .map(|i| i.cycles_per_packet)
+                        .collect::<Vec<_>>(),
+                    1,
+                ));
+            }
+            tally.record(SWITCH, "capture", sw);
         }
-        tally.record(SWITCH, "capture", sw);
         let Some(generator) = &generator else {
             continue;
         };
-        if !opts.no_memif {
+        if has(Topology::Memif) {
             let secs = opts.seconds;
             let v = memif_round(
                 &scratch.0,
@@ -395,7 +407,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
             )?;
             tally.record("pint-gen --rate max", "memif", v);
         }
-        if !opts.no_loop {
+        if has(Topology::Loop) {
             for name in loop_variants {
                 let dut = Dut::start(name, &scratch.0, &loop_sock)?;
                 let gen_args: Vec<String> = vec![
@@ -423,7 +435,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
         }
     }
     if let (Some(generator), Some(trial)) = (&generator, opts.zero_loss)
-        && !opts.no_loop
+        && has(Topology::Loop)
     {
         eprintln!("zero-loss search:");
         for name in loop_variants {

@@ -57,12 +57,15 @@ enum Cmd {
         /// Use hugepages (they must be set up) in the capture topology.
         #[arg(long)]
         hugepages: bool,
-        /// Leave out the memif topology (generators).
-        #[arg(long)]
-        no_memif: bool,
-        /// Leave out the loop topology (pint-gen through the devices under test).
-        #[arg(long)]
-        no_loop: bool,
+        /// Topologies to run: capture (a replayed capture through the forwarders), memif (the
+        /// generators into a sink), loop (pint-gen through the devices under test and back).
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "capture,memif,loop"
+        )]
+        topologies: Vec<bench::throughput::Topology>,
         /// In the loop topology, also search each device's zero-loss rate (RFC 2544 style),
         /// with trials of this many seconds.
         #[arg(long, num_args = 0..=1, default_missing_value = "1")]
@@ -265,8 +268,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             flows,
             rounds,
             hugepages,
-            no_memif,
-            no_loop,
+            topologies,
             zero_loss,
             json,
         } => {
@@ -283,8 +285,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 flows,
                 rounds,
                 hugepages,
-                no_memif,
-                no_loop,
+                topologies,
                 zero_loss,
             })?;
             emit(json, &r, bench::throughput::print_table)?;

@@ -92,7 +92,8 @@ struct Cli {
     /// Source MAC of every frame.
     #[arg(long, default_value = "02:00:00:00:aa:01")]
     src_mac: MacAddr,
-    /// EAL arguments (after `--`); default: one core, no hugepages.
+    /// EAL arguments (after `--`); default: core 0, and no hugepages for a virtual device,
+    /// or hugepages and only this device for a NIC (PCI address).
     #[arg(last = true)]
     eal: Vec<String>,
     /// Print the summary as JSON.
@@ -282,24 +283,35 @@ fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// EAL arguments when none are given: one core; a virtual device without hugepages or the
+/// PCI bus, a PCI device (a NIC) allowed alone, with hugepages (they must be set up).
+fn default_eal(devargs: &str) -> Vec<String> {
+    let name = dataplane::dpdk::port::device_name(devargs);
+    let mut eal: Vec<String> = vec!["-l".into(), "0".into()];
+    if control::config::is_pci_address(&name) {
+        eal.extend(["-a".into(), name, "--in-memory".into()]);
+    } else {
+        eal.extend(
+            ["--no-huge", "-m", "512", "--no-shconf", "--no-pci"]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+    }
+    eal.extend([
+        "--no-telemetry".into(),
+        "--log-level".into(),
+        "warning".into(),
+        "--file-prefix".into(),
+        format!("pint-gen-{}", std::process::id()),
+    ]);
+    eal
+}
+
 /// Sends and/or receives on a DPDK port.
 fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
     let devargs = cli.port.clone().expect("--port or --write-pcap");
     let eal = if cli.eal.is_empty() {
-        vec![
-            "-l".into(),
-            "0".into(),
-            "--no-huge".into(),
-            "-m".into(),
-            "512".into(),
-            "--no-shconf".into(),
-            "--no-pci".into(),
-            "--no-telemetry".into(),
-            "--log-level".into(),
-            "warning".into(),
-            "--file-prefix".into(),
-            format!("pint-gen-{}", std::process::id()),
-        ]
+        default_eal(&devargs)
     } else {
         cli.eal.clone()
     };
