@@ -38,6 +38,11 @@ pub struct PortRun {
     pub ttl: u8,
     /// Print a progress line every second.
     pub progress: bool,
+    /// After sending, keep the port open (not polling) until the peer leaves or this long:
+    /// a memif client's rings live in its own memory, and DPDK 22.11's memif driver unmaps
+    /// a departed peer's rings under a thread that is still polling them, so the side that
+    /// is done leaves the closing to the other.
+    pub linger: Duration,
 }
 
 /// Send-side totals.
@@ -152,6 +157,7 @@ pub fn run(
     traffic: Traffic,
     opts: &PortRun,
     stop: &AtomicBool,
+    report: impl FnOnce(&PortReportOut) -> anyhow::Result<()>,
 ) -> anyhow::Result<PortReportOut> {
     let room = tx_room(&traffic);
     with_port(eal_args, devargs, opts.macs.1, room, stop, |io| {
@@ -170,20 +176,20 @@ pub fn run(
             progress: opts.progress,
         };
         let sent = run_phase(io, sender.as_mut(), &mut rx, &phase, stop)?;
-        // A virtual link's rings may live in this process's memory (a memif client's do):
-        // keep the port open a moment so that the peer drains what was sent before it goes.
-        if opts.send && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(SEND_LINGER);
-        }
         let received = opts.receive.then(|| rx.report());
-        Ok(PortReportOut {
+        let out = PortReportOut {
             lost: (opts.send && opts.receive).then(|| {
                 sent.packets
                     .saturating_sub(received.as_ref().map_or(0, |r| r.packets))
             }),
             sent: opts.send.then_some(sent),
             received,
-        })
+        };
+        report(&out)?;
+        if opts.send {
+            io.linger(opts.linger, stop);
+        }
+        Ok(out)
     })
 }
 
@@ -198,6 +204,7 @@ pub fn search_zero_loss(
     opts: &PortRun,
     search: &SearchOptions,
     stop: &AtomicBool,
+    report: impl FnOnce(&SearchReport) -> anyhow::Result<()>,
 ) -> anyhow::Result<SearchReport> {
     if traffic.spec().flow_sizes.is_some() {
         anyhow::bail!(
@@ -239,18 +246,18 @@ pub fn search_zero_loss(
                 trials.push(t);
             }
         }
-        if !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(SEND_LINGER);
-        }
         let zero_loss_pps = best.as_ref().map_or(0.0, |b| b.sent_pps);
-        Ok(SearchReport {
+        let out = SearchReport {
             zero_loss_pps,
             zero_loss_wire_bps: zero_loss_pps * (mean_frame + 24.0) * 8.0,
             sender_limited,
             mean_frame_bytes: mean_frame,
             trials,
             received: rx.report(),
-        })
+        };
+        report(&out)?;
+        io.linger(opts.linger, stop);
+        Ok(out)
     })
 }
 
@@ -300,6 +307,7 @@ const PROBE_FRAME: usize = 42 + PROBE_LEN;
 
 /// The port's queues and bursts, for the phases run on it.
 struct Io<'a> {
+    port: &'a Port<'a>,
     /// Mbufs that sent packets are built in.
     pool: &'a Mempool<'a>,
     rxq: RxQueue<'a>,
@@ -307,6 +315,16 @@ struct Io<'a> {
     tx: Burst,
     rx: Burst,
     clock: TscClock,
+}
+
+impl Io<'_> {
+    /// Waits, not polling, until the peer takes the link down, `limit` passes or `stop`.
+    fn linger(&self, limit: Duration, stop: &AtomicBool) {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < limit && !stop.load(Ordering::Relaxed) && self.port.link().up {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 /// Brings up EAL, a pool and the port (waiting for its link), runs `f` on it, then takes
@@ -366,6 +384,7 @@ fn with_port<T>(
     }
     let out = {
         let mut io = Io {
+            port: &port,
             pool: &pool,
             rxq: port.rx_queue(0)?,
             txq: port.tx_queue(0)?,
@@ -792,9 +811,6 @@ impl TscClock {
         ns as f64 / 1e9
     }
 }
-
-/// How long a sender keeps its port open after the last packet.
-const SEND_LINGER: Duration = Duration::from_secs(1);
 
 /// Most packets, and most bytes, in a replay cycle.
 const CYCLE_PACKETS: usize = 1 << 16;

@@ -7,6 +7,10 @@
 //!   into a pure sink (`net_null`, `no-rx=1`): the forwarder is CPU-bound. Variants:
 //!   `dpdk-testpmd` io and 5tswap (the reference: it touches L2-L4 headers as a switch
 //!   does), and `pint-switch` forwarding.
+//! - null: a generator sending 64-byte packets into a `net_null` port, which takes them
+//!   all: the sender's own cost per packet, no other core involved. Variants:
+//!   `dpdk-testpmd --forward-mode=txonly` (the reference) and `pint-gen --rate max`, each
+//!   reporting its own transmit rate.
 //! - memif: a generator sending 64-byte packets over memif into a `dpdk-testpmd
 //!   --forward-mode=rxonly` sink, which measures the rate. Variants: `dpdk-testpmd
 //!   --forward-mode=txonly` (the reference) and `pint-gen --rate max`.
@@ -27,7 +31,7 @@ use crate::forward::{
     SWITCH_MAC, bench_capture, capture_reference, lcores, run_switch, switch_config,
 };
 use crate::stats::{median, steady};
-use crate::testpmd::{TestpmdResult, TestpmdRun};
+use crate::testpmd::TestpmdRun;
 
 /// Options.
 #[derive(Debug, Clone)]
@@ -51,6 +55,8 @@ pub struct ThroughputOptions {
 pub enum Topology {
     /// A replayed capture into a pure sink.
     Capture,
+    /// A generator into a `net_null` port: its own cost, CPU-bound.
+    Null,
     /// A generator into a testpmd sink over memif.
     Memif,
     /// pint-gen through the device under test and back over one memif.
@@ -99,16 +105,17 @@ pub struct ThroughputResult {
 
 const REF_CAPTURE: &str = "dpdk-testpmd 5tswap";
 const REF_MEMIF: &str = "dpdk-testpmd txonly";
+const REF_NULL: &str = "dpdk-testpmd txonly";
 const REF_LOOP: &str = "dpdk-testpmd 5tswap";
 const SWITCH: &str = "pint-switch (forwarding)";
 
 /// The generator's MAC in the loop topology (the switch's next hop back to it).
 const GEN_MAC: &str = "02:00:00:00:aa:01";
 
-/// The rate a receiver saw while the sender ran: per-second rates above zero, the first and
+/// The rate while traffic flowed, from per-second rates: those above zero, the first and
 /// last (partial seconds) left out, median.
-fn sink_rate(r: &TestpmdResult) -> f64 {
-    let busy: Vec<f64> = r.rx_mpps.iter().copied().filter(|&v| v > 0.01).collect();
+fn busy_rate(per_second: &[f64]) -> f64 {
+    let busy: Vec<f64> = per_second.iter().copied().filter(|&v| v > 0.01).collect();
     if busy.len() <= 2 {
         return busy.iter().copied().fold(0.0, f64::max);
     }
@@ -148,7 +155,7 @@ fn memif_round(
     std::thread::sleep(Duration::from_millis(500));
     sender(&dev("client"))?;
     let r = sink.join().expect("sink thread")?;
-    Ok(sink_rate(&r))
+    Ok(busy_rate(&r.rx_mpps))
 }
 
 fn pint_gen_binary() -> anyhow::Result<PathBuf> {
@@ -257,31 +264,75 @@ impl Dut {
     }
 }
 
-/// Runs pint-gen on the port `dev` with `args` (and --json); its report.
+/// Runs pint-gen on the port `dev` with `args` (and --json); once it has printed its report
+/// (and lingers, not polling, until its peer leaves), runs `peer_done` (which stops the
+/// peer), then waits for pint-gen to exit. DPDK 22.11's memif driver unmaps a departed
+/// peer's rings under a thread still polling them, so the side that is not polling must be
+/// the one the other leaves.
 fn run_gen(
     generator: &std::path::Path,
     dev: &str,
+    lcore: u32,
     args: &[String],
+    peer_done: impl FnOnce() -> anyhow::Result<()>,
 ) -> anyhow::Result<serde_json::Value> {
-    let (main, _) = lcores();
-    let out = Command::new(generator)
+    use std::io::{BufRead, Read};
+    let mut child = Command::new(generator)
         .args(["--port", dev, "--json"])
         .args(args)
         .args(["--", "-l"])
-        .arg(main.to_string())
+        .arg(lcore.to_string())
         .args(["--no-huge", "-m", "512", "--no-shconf", "--no-pci"])
         .args(["--no-telemetry", "--log-level", "error", "--file-prefix"])
         .arg(format!("pint-bench-gen-{}", std::process::id()))
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .context("starting pint-gen")?;
-    if !out.status.success() {
-        anyhow::bail!(
-            "pint-gen failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+    let mut err = child.stderr.take().expect("piped");
+    let errors = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    // The report is pretty-printed JSON: it ends with a line holding only the closing brace.
+    let mut report = String::new();
+    for line in std::io::BufReader::new(child.stdout.take().expect("piped"))
+        .lines()
+        .map_while(Result::ok)
+    {
+        report.push_str(&line);
+        report.push('\n');
+        if line == "}" {
+            break;
+        }
     }
-    serde_json::from_slice(&out.stdout).context("reading pint-gen's JSON")
+    let stopped = peer_done();
+    let status = child.wait()?;
+    let errors = errors.join().unwrap_or_default();
+    stopped?;
+    if !status.success() {
+        anyhow::bail!("pint-gen failed ({status}): {errors}");
+    }
+    serde_json::from_str(&report).with_context(|| format!("reading pint-gen's JSON: {errors}"))
+}
+
+/// pint-gen's arguments to send as fast as it can over `flows` flows for `seconds`, then
+/// wait up to `linger` seconds for its peer to leave.
+fn max_rate_args(flows: u32, seconds: u64, linger: u32) -> Vec<String> {
+    [
+        "--rate",
+        "max",
+        "--flows",
+        &flows.to_string(),
+        "--duration",
+        &seconds.to_string(),
+        "--linger",
+        &linger.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 /// Every variant's figures as they come in.
@@ -316,7 +367,7 @@ impl Tally {
 pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
     crate::testpmd::binary()?;
     let has = |t: Topology| opts.topologies.contains(&t);
-    let generator = if has(Topology::Memif) || has(Topology::Loop) {
+    let generator = if has(Topology::Null) || has(Topology::Memif) || has(Topology::Loop) {
         Some(pint_gen_binary()?)
     } else {
         None
@@ -366,6 +417,24 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
         let Some(generator) = &generator else {
             continue;
         };
+        if has(Topology::Null) {
+            let r = TestpmdRun {
+                mode: "txonly".into(),
+                vdevs: vec!["net_null0".into()],
+                lcores: (main, worker),
+                mbufs: 16384,
+                seconds: opts.seconds,
+                hugepages: false,
+                name: "null",
+                extra: Vec::new(),
+            }
+            .run()?;
+            tally.record(REF_NULL, "null", busy_rate(&r.tx_mpps));
+            let args = max_rate_args(opts.flows, opts.seconds, 0);
+            let r = run_gen(generator, "net_null0", worker, &args, || Ok(()))?;
+            let mpps = r["sent"]["pps"].as_f64().unwrap_or(0.0) / 1e6;
+            tally.record("pint-gen --rate max", "null", mpps);
+        }
         if has(Topology::Memif) {
             let secs = opts.seconds;
             let v = memif_round(
@@ -393,15 +462,9 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
                 &scratch.0,
                 secs,
                 |dev| {
-                    let args = [
-                        "--rate".to_string(),
-                        "max".into(),
-                        "--flows".into(),
-                        opts.flows.to_string(),
-                        "--duration".into(),
-                        (secs + 1).to_string(),
-                    ];
-                    run_gen(generator, dev, &args).map(|_| ())
+                    // Until the sink leaves.
+                    let args = max_rate_args(opts.flows, secs + 1, 30);
+                    run_gen(generator, dev, main, &args, || Ok(())).map(|_| ())
                 },
                 "gen",
             )?;
@@ -410,19 +473,19 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
         if has(Topology::Loop) {
             for name in loop_variants {
                 let dut = Dut::start(name, &scratch.0, &loop_sock)?;
-                let gen_args: Vec<String> = vec![
-                    "--mode".into(),
-                    "both".into(),
-                    "--rate".into(),
-                    "max".into(),
-                    "--flows".into(),
-                    opts.flows.to_string(),
-                    "--duration".into(),
-                    opts.seconds.to_string(),
-                ];
-                let r = run_gen(generator, &memif_dev("client", &loop_sock), &gen_args);
-                let cpp = dut.stop()?;
-                let r = r?;
+                let mut gen_args = vec!["--mode".to_string(), "both".into()];
+                gen_args.extend(max_rate_args(opts.flows, opts.seconds, 60));
+                let mut cpp = None;
+                let r = run_gen(
+                    generator,
+                    &memif_dev("client", &loop_sock),
+                    main,
+                    &gen_args,
+                    || {
+                        cpp = dut.stop()?;
+                        Ok(())
+                    },
+                )?;
                 let mpps = r["received"]["pps"].as_f64().unwrap_or(0.0) / 1e6;
                 *tally.lost.entry(name.to_owned()).or_default() += r["lost"].as_u64().unwrap_or(0);
                 if let Some(c) = cpp
@@ -450,10 +513,16 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
                 "0.02".into(),
                 "--max-trials".into(),
                 "12".into(),
+                "--linger".into(),
+                "60".into(),
             ];
-            let r = run_gen(generator, &memif_dev("client", &loop_sock), &gen_args);
-            dut.stop()?;
-            let r = r?;
+            let r = run_gen(
+                generator,
+                &memif_dev("client", &loop_sock),
+                main,
+                &gen_args,
+                || dut.stop().map(|_| ()),
+            )?;
             let mpps = r["zero_loss_pps"].as_f64().unwrap_or(0.0) / 1e6;
             let limited = r["sender_limited"].as_bool().unwrap_or(false);
             eprintln!("  {name}: {mpps:.3} Mpps without loss");
@@ -466,6 +535,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
         .map(|(name, topo, rounds)| {
             let reference = match *topo {
                 "capture" => REF_CAPTURE,
+                "null" => REF_NULL,
                 "memif" => REF_MEMIF,
                 _ => REF_LOOP,
             };

@@ -247,7 +247,8 @@ fn memif_pair(tag: &str, send_args: &[&str]) -> (serde_json::Value, serde_json::
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let sender = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
-        .args(["--port", &dev("client"), "--json"])
+        // The receiver leaves first (after its idle time); the sender waits for that.
+        .args(["--port", &dev("client"), "--json", "--linger", "30"])
         .args(send_args)
         .args(eal(&format!("{tag}-tx"), "1"))
         .output()
@@ -387,13 +388,14 @@ next_hops = [{{ port = "gen", mac = "02:00:00:00:aa:01" }}]
     )
 }
 
-/// pint-gen sending and receiving through pint-switch over one memif: every packet sent is
-/// accounted for by the switch's counters (received there; sent back, or dropped and
-/// counted), what the switch sent back all arrived, and a zero-loss search's trials follow
-/// the bisection with each trial's loss counted exactly.
-#[test]
-fn loop_through_the_switch() {
-    let dir = std::env::temp_dir().join(format!("pint-gen-loop-{}", std::process::id()));
+/// Runs pint-gen (memif client, `args`) through a pint-switch of its own that routes
+/// everything back; returns pint-gen's report and the switch's summary. pint-gen prints its
+/// report and lingers without polling; the switch is stopped then, so that the side that
+/// leaves is never the one a polling thread depends on (DPDK 22.11's memif driver unmaps a
+/// departed peer's rings under the poller).
+fn through_switch(tag: &str, args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("pint-gen-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("loop.sock");
     let cfg = dir.join("switch.toml");
@@ -412,7 +414,6 @@ fn loop_through_the_switch() {
     let stdout = switch.stdout.take().unwrap();
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let log = std::thread::spawn(move || {
-        use std::io::BufRead;
         let mut all = String::new();
         for line in std::io::BufReader::new(stdout)
             .lines()
@@ -437,24 +438,67 @@ fn loop_through_the_switch() {
         "net_memif0,role=client,socket={},socket-abstract=no",
         sock.display()
     );
-    let gen_run = |tag: &str, args: &[&str]| -> serde_json::Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
-            .args(["--port", &dev, "--json"])
-            .args(args)
-            .args(eal(tag, "0"))
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            panic!(
-                "pint-gen {tag}: {}: {}",
-                out.status,
-                &err[err.len().saturating_sub(1500)..]
-            );
+    let mut generator = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+        .args(["--port", &dev, "--json", "--linger", "60"])
+        .args(args)
+        .args(eal(tag, "0"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut report = String::new();
+    for line in std::io::BufReader::new(generator.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+    {
+        report.push_str(&line);
+        report.push('\n');
+        if line == "}" {
+            break;
         }
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
-    let run = gen_run(
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(switch.id() as i32, libc::SIGINT) };
+    let out = switch.wait_with_output().unwrap();
+    let log = log.join().unwrap();
+    assert!(
+        out.status.success(),
+        "switch: {}: {log}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gen_out = generator.wait_with_output().unwrap();
+    if !gen_out.status.success() {
+        let err = String::from_utf8_lossy(&gen_out.stderr);
+        panic!(
+            "pint-gen {tag}: {}: {}",
+            gen_out.status,
+            &err[err.len().saturating_sub(1500)..]
+        );
+    }
+    let sw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    (serde_json::from_str(&report).unwrap(), sw)
+}
+
+/// What the switch dropped, for any reason.
+fn switch_dropped(sw: &serde_json::Value) -> u64 {
+    sw["drops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum::<u64>()
+        + sw["tx_full_drops"].as_u64().unwrap()
+}
+
+/// pint-gen sending and receiving through pint-switch over one memif: every packet sent is
+/// accounted for by the switch's counters (received there; sent back, or dropped and
+/// counted), and what the switch sent back all arrived.
+#[test]
+fn loop_through_the_switch() {
+    let (run, sw) = through_switch(
         "loop-both",
         &[
             "--mode",
@@ -473,7 +517,33 @@ fn loop_through_the_switch() {
             "1000",
         ],
     );
-    let search = gen_run(
+    let u = |v: &serde_json::Value| v.as_u64().unwrap();
+    let (sent, received, lost) = (
+        u(&run["sent"]["packets"]),
+        u(&run["received"]["packets"]),
+        u(&run["lost"]),
+    );
+    assert_eq!(sent, 200_000);
+    assert_eq!(lost, sent - received);
+    // The switch received all that was sent, and what it sent back arrived.
+    assert_eq!(u(&sw["rx_packets"]), sent, "{sw}");
+    assert_eq!(u(&sw["tx_packets"]), received, "{sw}");
+    assert_eq!(lost, switch_dropped(&sw), "{sw}");
+    assert_eq!(u(&sw["drops"]["ttl_expired"]), 0);
+    if lost == 0 {
+        let f = &run["received"]["flows"];
+        assert_eq!((u(&f["lost"]), u(&f["late"])), (0, 0), "{f}");
+        assert!(u(&f["tagged"]) > 100_000, "{f}");
+        let p = &run["received"]["probes"];
+        assert_eq!(u(&p["received"]), u(&run["sent"]["probes"]));
+    }
+}
+
+/// The zero-loss search through pint-switch: each trial's loss counted exactly (the switch's
+/// counters agree), a trial passes on zero loss, and the trials halve the bracket.
+#[test]
+fn zero_loss_search_through_the_switch() {
+    let (search, sw) = through_switch(
         "loop-search",
         &[
             "--zero-loss",
@@ -487,52 +557,13 @@ fn loop_through_the_switch() {
             "0.05",
         ],
     );
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(switch.id() as i32, libc::SIGINT) };
-    let out = switch.wait_with_output().unwrap();
-    let log = log.join().unwrap();
-    assert!(
-        out.status.success(),
-        "switch: {}: {log}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let sw: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
-    std::fs::remove_dir_all(&dir).ok();
-
     let u = |v: &serde_json::Value| v.as_u64().unwrap();
-    let (sent, received, lost) = (
-        u(&run["sent"]["packets"]),
-        u(&run["received"]["packets"]),
-        u(&run["lost"]),
-    );
-    assert_eq!(sent, 200_000);
-    assert_eq!(lost, sent - received);
     let trials = search["trials"].as_array().unwrap();
-    let trial_sent: u64 = trials.iter().map(|t| u(&t["sent"])).sum();
-    let trial_received: u64 = trials.iter().map(|t| u(&t["received"])).sum();
-    // The switch received all that was sent, and what it sent back arrived.
-    assert_eq!(u(&sw["rx_packets"]), sent + trial_sent, "{sw}");
-    assert_eq!(u(&sw["tx_packets"]), received + trial_received, "{sw}");
-    let dropped: u64 = sw["drops"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(u)
-        .sum::<u64>()
-        + u(&sw["tx_full_drops"]);
-    assert_eq!(lost + trial_sent - trial_received, dropped, "{sw}");
-    assert_eq!(u(&sw["drops"]["ttl_expired"]), 0);
-    if lost == 0 {
-        let f = &run["received"]["flows"];
-        assert_eq!((u(&f["lost"]), u(&f["late"])), (0, 0), "{f}");
-        assert!(u(&f["tagged"]) > 100_000, "{f}");
-        let p = &run["received"]["probes"];
-        assert_eq!(u(&p["received"]), u(&run["sent"]["probes"]));
-    }
-
-    // The search: each trial's loss, pass by zero loss, then halving the bracket.
+    let sent: u64 = trials.iter().map(|t| u(&t["sent"])).sum();
+    let received: u64 = trials.iter().map(|t| u(&t["received"])).sum();
+    assert_eq!(u(&sw["rx_packets"]), sent, "{sw}");
+    assert_eq!(u(&sw["tx_packets"]), received, "{sw}");
+    assert_eq!(sent - received, switch_dropped(&sw), "{sw}");
     let (mut lo, mut hi) = (0.0f64, trials[0]["sent_pps"].as_f64().unwrap());
     let mut best = 0.0f64;
     for (i, t) in trials.iter().enumerate() {
@@ -563,4 +594,70 @@ fn loop_through_the_switch() {
     }
     assert!(trials.len() <= 4);
     assert_eq!(search["zero_loss_pps"].as_f64(), Some(best));
+}
+
+/// `pint-bench throughput` with the generator topologies: every variant is there with a
+/// rate and its ratio to the reference of its topology from the same run, and each loop
+/// device gets its lost packets and a zero-loss rate.
+#[test]
+fn throughput_harness_reports_every_variant() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pint-bench"))
+        .args([
+            "throughput",
+            "--seconds",
+            "3",
+            "--rounds",
+            "1",
+            "--flows",
+            "1000",
+        ])
+        .args(["--topologies", "null,loop", "--zero-loss", "0.3", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let variants = r["variants"].as_array().unwrap();
+    let names: Vec<(String, String)> = variants
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap().to_owned(),
+                v["topology"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expect = [
+        ("dpdk-testpmd txonly", "null"),
+        ("pint-gen --rate max", "null"),
+        ("dpdk-testpmd 5tswap", "loop"),
+        ("pint-switch (forwarding)", "loop"),
+    ];
+    assert_eq!(
+        names,
+        expect.map(|(a, b)| (a.to_owned(), b.to_owned())).to_vec()
+    );
+    for v in variants {
+        let mpps = v["mpps"].as_f64().unwrap();
+        assert!(mpps > 0.0, "{v}");
+        let reference = variants
+            .iter()
+            .find(|x| x["name"] == v["reference"] && x["topology"] == v["topology"])
+            .unwrap_or_else(|| panic!("no reference for {v}"));
+        let ratio = v["ratio"].as_f64().unwrap();
+        assert!(
+            (ratio - mpps / reference["mpps"].as_f64().unwrap()).abs() < 1e-9,
+            "{v}"
+        );
+        if v["topology"] == "loop" {
+            assert!(v["lost"].as_u64().is_some(), "{v}");
+            let z = v["zero_loss_mpps"].as_f64().unwrap();
+            assert!(z >= 0.0, "{v}");
+        } else {
+            assert!(v["zero_loss_mpps"].is_null(), "{v}");
+        }
+    }
 }

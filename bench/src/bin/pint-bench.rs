@@ -41,8 +41,9 @@ enum Cmd {
         json: bool,
     },
     /// Every variant side by side: dpdk-testpmd (io, 5tswap) and pint-switch on a replayed
-    /// capture; dpdk-testpmd txonly and pint-gen over memif into a testpmd sink; pint-gen
-    /// sending and receiving through dpdk-testpmd 5tswap and pint-switch over memif (loop).
+    /// capture; dpdk-testpmd txonly and pint-gen into net_null and over memif into a testpmd
+    /// sink; pint-gen sending and receiving through dpdk-testpmd 5tswap and pint-switch over
+    /// memif (loop).
     /// Each with its ratio to its topology's reference, measured in the same run.
     Throughput {
         /// Seconds each variant runs per round (the first second is warm-up).

@@ -99,6 +99,11 @@ struct Cli {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+    /// After sending and printing the summary, keep the port open until the peer leaves, at
+    /// most this many seconds (so that it drains what was sent; a device under test or a
+    /// receiver closes first).
+    #[arg(long, default_value_t = 1.0)]
+    linger: f64,
     /// Search for the highest rate a device under test sends back without loss (RFC 2544
     /// style, on --port, sending and receiving): trials of --trial-seconds, the first at
     /// --rate (max: as fast as the port takes packets), then halving the bracket.
@@ -315,6 +320,9 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
     } else {
         cli.eal.clone()
     };
+    if !(cli.linger.is_finite() && cli.linger >= 0.0) {
+        bail!("--linger {}: must be 0 or more seconds", cli.linger);
+    }
     if !(cli.until_idle.is_finite() && cli.until_idle >= 0.0) {
         bail!("--until-idle {}: must be 0 or more seconds", cli.until_idle);
     }
@@ -332,54 +340,63 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
         macs: (cli.dst_mac, cli.src_mac),
         ttl: cli.ttl,
         progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        linger: Duration::from_secs_f64(cli.linger),
     };
     if cli.zero_loss {
         return zero_loss(cli, &eal, &devargs, traffic, &opts, &stop);
     }
-    let r = bench::sender::run(&eal, &devargs, traffic, &opts, &stop)?;
-    if cli.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-        return Ok(());
-    }
-    if let Some(s) = &r.sent {
-        println!(
-            "pint-gen: sent {} packets ({} bytes, {} probes) in {:.3} s: {:.3} Mpps",
-            s.packets,
-            s.bytes,
-            s.probes,
-            s.seconds,
-            s.pps / 1e6
-        );
-    }
-    if let Some(x) = &r.received {
-        println!(
-            "pint-gen: received {} packets ({} bytes) over {:.3} s: {:.3} Mpps",
-            x.packets,
-            x.bytes,
-            x.seconds,
-            x.pps / 1e6
-        );
-        if let Some(p) = &x.probes {
-            let lat = p.latency_ns.map_or("-".into(), |l| {
-                format!(
-                    "min {:.1} / median {:.1} / p99 {:.1} us",
-                    l[0] as f64 / 1e3,
-                    l[1] as f64 / 1e3,
-                    l[2] as f64 / 1e3
-                )
-            });
+    // The summary is printed before the port lingers (see `--linger`).
+    bench::sender::run(&eal, &devargs, traffic, &opts, &stop, |r| {
+        print_run(cli.json, r)
+    })?;
+    Ok(())
+}
+
+fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+    } else {
+        if let Some(s) = &r.sent {
             println!(
-                "pint-gen: probes received {}, lost {}, reordered {}, duplicated {}; one-way latency {lat}",
-                p.received, p.lost, p.reordered, p.duplicates
+                "pint-gen: sent {} packets ({} bytes, {} probes) in {:.3} s: {:.3} Mpps",
+                s.packets,
+                s.bytes,
+                s.probes,
+                s.seconds,
+                s.pps / 1e6
             );
         }
-        if let Some(f) = &x.flows {
-            print_flows(f);
+        if let Some(x) = &r.received {
+            println!(
+                "pint-gen: received {} packets ({} bytes) over {:.3} s: {:.3} Mpps",
+                x.packets,
+                x.bytes,
+                x.seconds,
+                x.pps / 1e6
+            );
+            if let Some(p) = &x.probes {
+                let lat = p.latency_ns.map_or("-".into(), |l| {
+                    format!(
+                        "min {:.1} / median {:.1} / p99 {:.1} us",
+                        l[0] as f64 / 1e3,
+                        l[1] as f64 / 1e3,
+                        l[2] as f64 / 1e3
+                    )
+                });
+                println!(
+                    "pint-gen: probes received {}, lost {}, reordered {}, duplicated {}; one-way latency {lat}",
+                    p.received, p.lost, p.reordered, p.duplicates
+                );
+            }
+            if let Some(f) = &x.flows {
+                print_flows(f);
+            }
+        }
+        if let Some(lost) = r.lost {
+            println!("pint-gen: sent and not received back: {lost}");
         }
     }
-    if let Some(lost) = r.lost {
-        println!("pint-gen: sent and not received back: {lost}");
-    }
+    std::io::Write::flush(&mut std::io::stdout())?;
     Ok(())
 }
 
@@ -442,9 +459,16 @@ fn zero_loss(
         receive: true,
         ..opts.clone()
     };
-    let r = bench::sender::search_zero_loss(eal, devargs, traffic, &opts, &search, stop)?;
-    if cli.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+    bench::sender::search_zero_loss(eal, devargs, traffic, &opts, &search, stop, |r| {
+        print_search(cli.json, r)
+    })?;
+    Ok(())
+}
+
+fn print_search(json: bool, r: &bench::sender::SearchReport) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        std::io::Write::flush(&mut std::io::stdout())?;
         return Ok(());
     }
     println!(
@@ -478,5 +502,6 @@ fn zero_loss(
     if let Some(f) = &r.received.flows {
         print_flows(f);
     }
+    std::io::Write::flush(&mut std::io::stdout())?;
     Ok(())
 }
