@@ -58,13 +58,14 @@ enum Cmd {
         /// Use hugepages (they must be set up) in the capture topology.
         #[arg(long)]
         hugepages: bool,
-        /// Topologies to run: capture (a replayed capture through the forwarders), memif (the
-        /// generators into a sink), loop (pint-gen through the devices under test and back).
+        /// Topologies to run: capture (a replayed capture through the forwarders), null (the
+        /// generators into a port that takes everything), memif (the generators into a
+        /// sink), loop (pint-gen through the devices under test and back).
         #[arg(
             long,
             value_enum,
             value_delimiter = ',',
-            default_value = "capture,memif,loop"
+            default_value = "capture,null,memif,loop"
         )]
         topologies: Vec<bench::throughput::Topology>,
         /// In the loop topology, also search each device's zero-loss rate (RFC 2544 style),
