@@ -28,10 +28,18 @@ pub struct TestpmdRun {
     pub extra: Vec<String>,
 }
 
+/// coreutils' stdbuf, to make testpmd's output line-buffered.
+const STDBUF: &str = "/usr/bin/stdbuf";
+
+/// Seconds to wait for testpmd to start forwarding before timing its run anyway.
+const START_TIMEOUT_S: u64 = 60;
+
 /// A testpmd that is forwarding; [`Running::finish`] stops it and reads its rates.
 pub struct Running {
     child: std::process::Child,
     reader: std::thread::JoinHandle<String>,
+    /// Says when testpmd has started forwarding.
+    started: std::sync::mpsc::Receiver<()>,
 }
 
 /// What testpmd measured.
@@ -59,6 +67,9 @@ impl TestpmdRun {
     /// Runs testpmd for `seconds`, stops it with SIGINT, and parses its rates.
     pub fn run(&self) -> anyhow::Result<TestpmdResult> {
         let running = self.spawn()?;
+        // Its start-up (memory set-up) takes seconds on a busy machine: time the run from
+        // when it starts forwarding.
+        running.wait_started(Duration::from_secs(START_TIMEOUT_S));
         std::thread::sleep(Duration::from_secs(self.seconds + 1));
         running.finish()
     }
@@ -99,24 +110,53 @@ impl TestpmdRun {
             "--burst=32".into(),
         ]);
         args.extend(self.extra.iter().cloned());
-        let mut child = Command::new(binary()?)
+        // Line-buffered output (`stdbuf -oL`, where there is one), so that the line saying
+        // forwarding has started arrives when it is printed.
+        let mut cmd = if std::path::Path::new(STDBUF).exists() {
+            let mut c = Command::new(STDBUF);
+            c.arg("-oL").arg(binary()?);
+            c
+        } else {
+            Command::new(binary()?)
+        };
+        let mut child = cmd
             .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .context("starting dpdk-testpmd")?;
-        let mut stdout = child.stdout.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let (started_tx, started) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {
+            use std::io::BufRead;
             let mut s = String::new();
-            let _ = stdout.read_to_string(&mut s);
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line.contains("start packet forwarding") {
+                    let _ = started_tx.send(());
+                }
+                s.push_str(&line);
+                s.push('\n');
+            }
             s
         });
-        Ok(Running { child, reader })
+        Ok(Running {
+            child,
+            reader,
+            started,
+        })
     }
 }
 
 impl Running {
+    /// Waits until testpmd has started forwarding, at most `limit`; whether it has.
+    pub fn wait_started(&self, limit: Duration) -> bool {
+        self.started.recv_timeout(limit).is_ok()
+    }
+
     /// Stops testpmd with SIGINT and parses its rates.
     pub fn finish(mut self) -> anyhow::Result<TestpmdResult> {
         // SAFETY: sending a signal to our own child process.

@@ -226,7 +226,10 @@ impl Dut {
                     name: "loop",
                     extra: vec!["--port-topology=loop".into()],
                 }
-                .spawn()?,
+                .spawn()
+                .inspect(|t| {
+                    t.wait_started(Duration::from_secs(60));
+                })?,
             )
         } else {
             let mut s = crate::forward::spawn_switch(dir, &loop_switch_config(sock, worker, main))?;
