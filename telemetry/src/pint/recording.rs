@@ -65,13 +65,13 @@ impl HopSketches {
             .map_or(0, KllSketch::n)
     }
 
-    /// The sketches' normalized single-sided rank error at 99% confidence (DataSketches'
-    /// published fit for KLL, 2.296 / K^0.9723): a quantile answered is the true quantile of
-    /// a rank within this much of the one asked.
+    /// The sketches' normalized single-sided rank error at 99% confidence (the library's
+    /// published fit for KLL): a quantile answered is the true quantile of a rank within this
+    /// much of the one asked.
     pub fn rank_error(&self) -> f64 {
         self.sketches
             .first()
-            .map_or(0.0, |s| 2.296 / f64::from(s.k()).powf(0.9723))
+            .map_or(0.0, KllSketch::normalized_rank_error)
     }
 
     /// Items the sketches keep in all (memory is about four bytes each).
