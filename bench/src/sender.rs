@@ -141,6 +141,21 @@ pub struct SearchReport {
     pub received: ReceiveReport,
 }
 
+/// Reads one `--json` report of pint-gen from its output: pretty-printed JSON, ending with a
+/// line that holds only the closing brace. pint-gen prints it before it lingers, so a
+/// caller can act (stop the peer) while pint-gen still runs.
+pub fn read_json_report(output: impl std::io::BufRead) -> String {
+    let mut report = String::new();
+    for line in output.lines().map_while(Result::ok) {
+        report.push_str(&line);
+        report.push('\n');
+        if line == "}" {
+            break;
+        }
+    }
+    report
+}
+
 /// Nanoseconds since the Unix epoch, the clock probes carry (sender and receiver processes
 /// on one machine share it).
 fn wall_ns() -> u64 {
@@ -162,7 +177,7 @@ pub fn run(
     let room = tx_room(&traffic);
     with_port(eal_args, devargs, opts.macs.1, room, stop, |io| {
         let mut sender = if opts.send {
-            Some(Sender::new(traffic, opts, None)?)
+            Some(Sender::new(traffic, opts, false)?)
         } else {
             None
         };
@@ -214,7 +229,7 @@ pub fn search_zero_loss(
     let top = traffic.spec().rate;
     let room = tx_room(&traffic);
     with_port(eal_args, devargs, opts.macs.1, room, stop, |io| {
-        let mut sender = Sender::new(traffic, opts, Some(()))?;
+        let mut sender = Sender::new(traffic, opts, true)?;
         let mean_frame = sender.mean_frame_bytes();
         let mut rx = Receiver::default();
         let mut trials: Vec<Trial> = Vec::new();
@@ -484,7 +499,7 @@ fn run_phase(
                     }
                 }
                 let now = io.clock.ns();
-                sent.seconds = io.clock.seconds(now - start_ns);
+                sent.seconds = seconds(now - start_ns);
                 tx_done_ns = Some(now);
             }
         }
@@ -495,7 +510,7 @@ fn run_phase(
             let now = io.clock.ns();
             if now - last_progress >= 1_000_000_000 {
                 last_progress = now;
-                let secs = io.clock.seconds(now - start_ns);
+                let secs = seconds(now - start_ns);
                 eprint!(
                     "\rpint-gen: {secs:.1} s  sent {} ({:.2} Mpps)  received {}   ",
                     sent.packets,
@@ -526,7 +541,7 @@ fn run_phase(
     }
     if sender.is_some() {
         if tx_done_ns.is_none() {
-            sent.seconds = io.clock.seconds(io.clock.ns() - start_ns);
+            sent.seconds = seconds(io.clock.ns() - start_ns);
         }
         sent.pps = sent.packets as f64 / sent.seconds.max(1e-9);
     }
@@ -555,7 +570,8 @@ impl Receiver {
         let now = io.clock.ns();
         self.first_ns.get_or_insert(now);
         self.last_ns = Some(now);
-        let wall = wall_ns();
+        // The wall clock, read once per burst and only for a burst holding a probe.
+        let mut wall = None;
         for i in 0..n {
             let m = io.rx.get(i).expect("received");
             self.packets += 1;
@@ -569,7 +585,7 @@ impl Receiver {
                 && t.dport == PROBE_PORT
                 && let Some(p) = ProbePayload::decode(payload)
             {
-                self.probes.record(&p, wall);
+                self.probes.record(&p, *wall.get_or_insert_with(wall_ns));
             } else if let Some(tag) = FlowTag::decode(payload) {
                 self.flows.record(tag);
             }
@@ -625,11 +641,11 @@ struct Sender {
 }
 
 impl Sender {
-    /// `replay`: Some to replay whatever the traffic's rate (the search paces it itself).
-    fn new(traffic: Traffic, opts: &PortRun, replay: Option<()>) -> anyhow::Result<Sender> {
+    /// `always_replay`: replay whatever the traffic's rate (the search paces it itself).
+    fn new(traffic: Traffic, opts: &PortRun, always_replay: bool) -> anyhow::Result<Sender> {
         let tuples = traffic.tuples().to_vec();
         let spec = traffic.spec();
-        let live = replay.is_none() && (spec.flow_sizes.is_some() || spec.rate != Rate::Max);
+        let live = !always_replay && (spec.flow_sizes.is_some() || spec.rate != Rate::Max);
         let probes = if live {
             ProbeClock::new(0, 1.0)
         } else {
@@ -806,10 +822,11 @@ impl TscClock {
     fn ns(&self) -> u64 {
         (dataplane::dpdk::tsc().wrapping_sub(self.t0) as f64 * self.ns_per_cycle) as u64
     }
+}
 
-    fn seconds(&self, ns: u64) -> f64 {
-        ns as f64 / 1e9
-    }
+/// Nanoseconds as seconds.
+fn seconds(ns: u64) -> f64 {
+    ns as f64 / 1e9
 }
 
 /// Most packets, and most bytes, in a replay cycle.

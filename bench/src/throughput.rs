@@ -279,7 +279,7 @@ fn run_gen(
     args: &[String],
     peer_done: impl FnOnce() -> anyhow::Result<()>,
 ) -> anyhow::Result<serde_json::Value> {
-    use std::io::{BufRead, Read};
+    use std::io::Read;
     let mut child = Command::new(generator)
         .args(["--port", dev, "--json"])
         .args(args)
@@ -298,18 +298,9 @@ fn run_gen(
         let _ = err.read_to_string(&mut s);
         s
     });
-    // The report is pretty-printed JSON: it ends with a line holding only the closing brace.
-    let mut report = String::new();
-    for line in std::io::BufReader::new(child.stdout.take().expect("piped"))
-        .lines()
-        .map_while(Result::ok)
-    {
-        report.push_str(&line);
-        report.push('\n');
-        if line == "}" {
-            break;
-        }
-    }
+    let report = crate::sender::read_json_report(std::io::BufReader::new(
+        child.stdout.take().expect("piped"),
+    ));
     let stopped = peer_done();
     let status = child.wait()?;
     let errors = errors.join().unwrap_or_default();

@@ -446,17 +446,8 @@ fn through_switch(tag: &str, args: &[&str]) -> (serde_json::Value, serde_json::V
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut report = String::new();
-    for line in std::io::BufReader::new(generator.stdout.take().unwrap())
-        .lines()
-        .map_while(Result::ok)
-    {
-        report.push_str(&line);
-        report.push('\n');
-        if line == "}" {
-            break;
-        }
-    }
+    let report =
+        bench::sender::read_json_report(std::io::BufReader::new(generator.stdout.take().unwrap()));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(switch.id() as i32, libc::SIGINT) };
     let out = switch.wait_with_output().unwrap();
