@@ -6,7 +6,7 @@ use std::ffi::CString;
 
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 use dataplane::dpdk::Eal;
-use dataplane::pipeline::lpm::Lpm;
+use pipeline::lpm::Lpm;
 use telemetry::sim_rng::SimRng;
 
 fn routes(rng: &mut SimRng) -> Vec<(u32, u8, u32)> {

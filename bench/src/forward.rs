@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::Context;
+use control::summary::Summary;
 use serde::Serialize;
 use telemetry::wire::MacAddr;
 
@@ -131,11 +132,7 @@ pub(crate) fn capture_reference(
 
 /// Runs the switch as a child process (this executable's hidden `switch` subcommand, which
 /// is the same code as `pint-switch`) and reads its JSON summary.
-pub(crate) fn run_switch(
-    dir: &Path,
-    config: &str,
-    seconds: u64,
-) -> anyhow::Result<dataplane::switch::Summary> {
+pub(crate) fn run_switch(dir: &Path, config: &str, seconds: u64) -> anyhow::Result<Summary> {
     let cfg = dir.join("switch.toml");
     std::fs::write(&cfg, config)?;
     let summary = dir.join("summary.json");
@@ -212,7 +209,7 @@ impl RunningSwitch {
     }
 
     /// Stops the switch (SIGINT) and reads its summary.
-    pub(crate) fn finish(mut self) -> anyhow::Result<dataplane::switch::Summary> {
+    pub(crate) fn finish(mut self) -> anyhow::Result<Summary> {
         // SAFETY: sending a signal to our own child process.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let start = std::time::Instant::now();
@@ -236,45 +233,8 @@ impl RunningSwitch {
     }
 }
 
-fn parse_summary(text: &str) -> anyhow::Result<dataplane::switch::Summary> {
-    // The summary's types serialise only; read the fields the benchmark needs.
-    let v: serde_json::Value = serde_json::from_str(text)?;
-    let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
-    let intervals = v["intervals"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|i| dataplane::switch::Interval {
-                    t: i["t"].as_f64().unwrap_or(0.0),
-                    rx_mpps: i["rx_mpps"].as_f64().unwrap_or(0.0),
-                    tx_mpps: i["tx_mpps"].as_f64().unwrap_or(0.0),
-                    cycles_per_packet: i["cycles_per_packet"].as_f64().unwrap_or(0.0),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let drops = v["drops"]
-        .as_object()
-        .map(|o| o.values().filter_map(|x| x.as_u64()).sum::<u64>())
-        .unwrap_or(0);
-    let mut map = std::collections::BTreeMap::new();
-    map.insert("total", drops);
-    Ok(dataplane::switch::Summary {
-        switch_id: v["switch_id"].as_u64().unwrap_or(0) as u32,
-        seconds: f("seconds"),
-        rx_packets: v["rx_packets"].as_u64().unwrap_or(0),
-        rx_bytes: v["rx_bytes"].as_u64().unwrap_or(0),
-        tx_packets: v["tx_packets"].as_u64().unwrap_or(0),
-        tx_bytes: v["tx_bytes"].as_u64().unwrap_or(0),
-        drops: map,
-        tx_full_drops: v["tx_full_drops"].as_u64().unwrap_or(0),
-        tx_retries: v["tx_retries"].as_u64().unwrap_or(0),
-        rx_mpps: f("rx_mpps"),
-        cycles_per_packet: f("cycles_per_packet"),
-        intervals,
-        ports: Vec::new(),
-        worker_rx_packets: Vec::new(),
-    })
+fn parse_summary(text: &str) -> anyhow::Result<Summary> {
+    Summary::from_json(text).context("the switch's summary is not valid")
 }
 
 /// A scratch directory removed on drop.
@@ -308,7 +268,7 @@ pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
         )?;
         let rates: Vec<f64> = s.intervals.iter().map(|i| i.rx_mpps).collect();
         let sw = median(steady(&rates, 1));
-        switch_drops += s.drops.values().sum::<u64>();
+        switch_drops += s.dropped();
         eprintln!(
             "round {}: dpdk-testpmd --forward-mode={} for {} s ...",
             round + 1,

@@ -395,7 +395,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
                 &s.intervals.iter().map(|i| i.rx_mpps).collect::<Vec<_>>(),
                 1,
             ));
-            switch_drops += s.drops.values().sum::<u64>();
+            switch_drops += s.dropped();
             if sw > best_switch {
                 best_switch = sw;
                 switch_cpp = median(steady(

@@ -1,8 +1,12 @@
 //! The switch's control side, free of DPDK: the configuration file (parse, validate, resolve
-//! defaults) and, as the roadmap proceeds, plan installation, epochs and export.
+//! defaults), the tables built from it, the control thread (statistics, epochs, plan
+//! installation, digest draining, export to the sink, metrics) and the run summary.
+//! See `docs/architecture.md`.
 
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod runtime;
+pub mod summary;
 
 pub use config::{Config, ConfigError};

@@ -1,12 +1,13 @@
-//! The PINT switch's data plane: a safe DPDK layer ([`dpdk`]), the per-packet pipeline as
-//! plain Rust over packet bytes ([`pipeline`]), and the per-core poll loop.
+//! The PINT switch's data plane: a safe DPDK layer ([`dpdk`]), the per-core poll loop that
+//! runs the per-packet pipeline (the DPDK-free `pipeline` crate) over mbufs, and the
+//! `pint-switch` binary. See `docs/architecture.md`.
 
 #![warn(missing_docs)]
 
-pub mod capture;
 pub mod demo;
 pub mod dpdk;
-pub mod pipeline;
 pub mod resources;
 pub mod switch;
 pub mod worker;
+
+pub use pipeline::capture;

@@ -1,22 +1,18 @@
 //! The per-core poll loop, in the shape of DPDK's l3fwd: receive a burst, run the pipeline
-//! on each packet, buffer per egress port, send, publish counters. One worker owns its rx
-//! queues and one tx queue on every port; nothing is shared but read-only tables and the
-//! worker's own cache-padded counters.
+//! on it, hand each packet to its egress port's buffer, send, publish counters. One worker
+//! owns its rx queues and one tx queue on every port; nothing is shared but read-only tables
+//! and the worker's own cache-padded counters.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use control::config::{IdleMode, MAX_PORTS};
+use pipeline::{BurstVerdicts, DROPPED, LocalCounters, Pipeline, SharedCounters};
 
-use crate::dpdk::{BURST_SIZE, Burst, RxQueue, TxQueue};
-use crate::pipeline::{Forwarder, LocalCounters, SharedCounters, Verdict};
+use crate::dpdk::{Burst, RxQueue, TxQueue};
 
 /// Times a tx call is retried for one burst before the rest is dropped.
 const TX_RETRIES: u32 = 16;
-/// Packets ahead of the current one whose data is prefetched.
-const PREFETCH_AHEAD: usize = 3;
-/// Marks a dropped packet's verdict (the low bits hold the reason).
-const DROPPED: u16 = 0x8000;
 /// Bursts between counter publications (counters are also published whenever the worker
 /// goes idle and when it stops).
 const PUBLISH_EVERY: u32 = 8;
@@ -33,45 +29,29 @@ pub struct Worker<'p> {
     pub idle: IdleMode,
     /// How long it sleeps in `sleep` idle mode.
     pub idle_sleep: Duration,
-    /// Prefetch packet data a few packets ahead.
-    pub prefetch: bool,
-}
-
-#[inline(always)]
-fn prefetch(m: *mut dpdk_sys::rte_mbuf) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults; the mbuf header is valid (just received).
-    unsafe {
-        if m.is_null() {
-            return;
-        }
-        let m = &*m;
-        let p = (m.buf_addr as *const i8).add(usize::from(m.data_off));
-        core::arch::x86_64::_mm_prefetch(p, core::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = m;
 }
 
 /// Sends a port's buffered packets, retrying a few times; what still does not fit is
-/// dropped and counted.
+/// dropped and counted (and taken off the port's and the worker's tx totals, which the
+/// pipeline counted when it forwarded the packets).
 #[inline(always)]
-fn flush(txq: &mut TxQueue<'_>, buf: &mut Burst, c: &mut LocalCounters) {
+fn flush(port: usize, txq: &mut TxQueue<'_>, buf: &mut Burst, c: &mut LocalCounters) {
     let mut tries = 0;
     loop {
-        c.tx_packets += txq.tx(buf) as u64;
+        txq.tx(buf);
         if buf.is_empty() {
             return;
         }
         c.tx_retries += 1;
         tries += 1;
         if tries >= TX_RETRIES {
-            let mut bytes = 0;
-            for i in 0..buf.len() {
-                bytes += buf.get(i).map_or(0, |m| m.pkt_len() as u64);
-            }
+            let bytes: u64 = buf.as_slice().iter().map(|m| m.pkt_len() as u64).sum();
+            let n = buf.len() as u64;
             c.tx_bytes -= bytes;
-            c.tx_full_drops += buf.len() as u64;
+            c.tx_packets -= n;
+            c.ports[port].tx_bytes -= bytes;
+            c.ports[port].tx_packets -= n;
+            c.tx_full_drops += n;
             buf.clear();
             return;
         }
@@ -82,14 +62,14 @@ impl Worker<'_> {
     /// Polls until `stop` is set, publishing totals to `shared` every few bursts and when idle.
     pub fn run(
         mut self,
-        fwd: &Forwarder,
+        pipeline: &mut Pipeline<'_>,
         shared: &SharedCounters,
         stop: &AtomicBool,
     ) -> LocalCounters {
-        let mut c = LocalCounters::default();
         let mut rx_burst: Burst = Burst::new();
         let mut dropped: Burst = Burst::new();
         let mut out: [Burst; MAX_PORTS] = core::array::from_fn(|_| Burst::new());
+        let mut verdicts = BurstVerdicts::default();
         let mut idle_polls = 0u32;
         let mut last = crate::dpdk::tsc();
         let mut bursts = 0u32;
@@ -101,48 +81,19 @@ impl Worker<'_> {
                     continue;
                 }
                 got += n;
-                // Pass 1: run the pipeline on every packet in place, noting each verdict.
-                let mut verdicts = [0u16; BURST_SIZE];
-                let mut all_same = true;
-                let (mut rx_bytes, mut tx_bytes) = (0u64, 0u64);
-                if self.prefetch {
-                    for i in 0..n.min(PREFETCH_AHEAD) {
-                        prefetch(rx_burst.raw(i));
-                    }
-                }
-                for i in 0..n {
-                    if self.prefetch && i + PREFETCH_AHEAD < n {
-                        prefetch(rx_burst.raw(i + PREFETCH_AHEAD));
-                    }
-                    let m = rx_burst.get_mut(i).expect("received");
-                    let len = m.pkt_len();
-                    rx_bytes += len as u64;
-                    let v = match fwd.process(*port, m.data_mut(), len) {
-                        Verdict::Forward(egress) => {
-                            tx_bytes += len as u64;
-                            egress
-                        }
-                        Verdict::Drop(reason) => {
-                            c.drops[reason as usize] += 1;
-                            DROPPED | reason as u16
-                        }
-                    };
-                    verdicts[i] = v;
-                    all_same &= v == verdicts[0];
-                }
-                c.rx_packets += n as u64;
-                c.rx_bytes += rx_bytes;
-                c.tx_bytes += tx_bytes;
-                // Pass 2: hand the packets to their egress ports (the whole burst at once when
-                // every packet goes the same way, as is common) or free them in bulk.
-                let first = verdicts[0];
-                if all_same && first & DROPPED == 0 && out[usize::from(first)].is_empty() {
-                    flush(&mut self.tx[usize::from(first)], &mut rx_burst, &mut c);
-                } else if all_same && first & DROPPED != 0 {
+                pipeline.process_burst(*port, rx_burst.as_mut_slice(), &mut verdicts);
+                let c = &mut pipeline.counters;
+                // Hand the packets to their egress ports (the whole burst at once when every
+                // packet goes the same way, as is common) or free them in bulk.
+                let first = verdicts.verdicts[0];
+                if verdicts.all_same && first & DROPPED == 0 && out[usize::from(first)].is_empty() {
+                    let e = usize::from(first);
+                    flush(e, &mut self.tx[e], &mut rx_burst, c);
+                } else if verdicts.all_same && first & DROPPED != 0 {
                     rx_burst.clear();
                 } else {
                     let mut used: u32 = 0;
-                    for (m, v) in rx_burst.drain().zip(verdicts) {
+                    for (m, v) in rx_burst.drain().zip(verdicts.verdicts) {
                         if v & DROPPED != 0 {
                             if dropped.is_full() {
                                 dropped.clear();
@@ -152,7 +103,7 @@ impl Worker<'_> {
                         }
                         let e = usize::from(v);
                         if out[e].is_full() {
-                            flush(&mut self.tx[e], &mut out[e], &mut c);
+                            flush(e, &mut self.tx[e], &mut out[e], c);
                         }
                         let _ = out[e].push(m);
                         used |= 1 << e;
@@ -161,25 +112,25 @@ impl Worker<'_> {
                     while used != 0 {
                         let e = used.trailing_zeros() as usize;
                         used &= used - 1;
-                        flush(&mut self.tx[e], &mut out[e], &mut c);
+                        flush(e, &mut self.tx[e], &mut out[e], c);
                     }
                 }
                 c.busy_polls += 1;
                 bursts += 1;
                 if bursts.is_multiple_of(PUBLISH_EVERY) {
-                    shared.publish(&c);
+                    shared.publish(c);
                 }
             }
             // One TSC read per loop: the time since the previous read counts as busy when
             // this loop received packets (so it includes the rx, pipeline and tx work).
             let now = crate::dpdk::tsc();
             if got > 0 {
-                c.busy_cycles += now - last;
+                pipeline.counters.busy_cycles += now - last;
             }
             last = now;
             if got == 0 {
                 if idle_polls == 0 {
-                    shared.publish(&c);
+                    shared.publish(&pipeline.counters);
                 }
                 idle_polls = idle_polls.saturating_add(1);
                 if self.idle == IdleMode::Sleep && idle_polls >= IDLE_POLLS_BEFORE_SLEEP {
@@ -189,7 +140,7 @@ impl Worker<'_> {
                 idle_polls = 0;
             }
         }
-        shared.publish(&c);
-        c
+        shared.publish(&pipeline.counters);
+        pipeline.counters
     }
 }

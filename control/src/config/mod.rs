@@ -16,8 +16,7 @@ pub use types::{IdleMode, Ipv4Prefix, PortRole};
 
 use raw::{RawCapacity, RawConfig};
 
-/// Largest number of ports one switch drives.
-pub const MAX_PORTS: usize = 16;
+pub use pipeline::MAX_PORTS;
 /// Largest number of rx queues per port.
 pub const MAX_QUEUES: u16 = 64;
 
@@ -231,6 +230,40 @@ impl Config {
     /// Index of the port called `name`.
     pub fn port_index(&self, name: &str) -> Option<usize> {
         self.ports.iter().position(|p| p.name == name)
+    }
+
+    /// The pipeline's tables: ports and routes as plain values.
+    pub fn tables(&self) -> pipeline::Tables {
+        pipeline::Tables {
+            ports: self
+                .ports
+                .iter()
+                .map(|p| pipeline::PortSpec {
+                    mac: p.mac,
+                    promiscuous: p.promiscuous,
+                    role: p.role,
+                    mtu: p.mtu,
+                    capacity_bps: p.capacity_bps,
+                })
+                .collect(),
+            routes: self
+                .routes
+                .iter()
+                .map(|r| pipeline::RouteSpec {
+                    addr: r.prefix.addr,
+                    len: r.prefix.len,
+                    next_hops: r
+                        .next_hops
+                        .iter()
+                        .map(|h| pipeline::NextHopSpec {
+                            port: h.port_index as u16,
+                            mac: h.mac,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            ecmp_seed: self.dataplane.ecmp_seed,
+        }
     }
 }
 

@@ -73,15 +73,7 @@ impl Serialize for Ipv4Prefix {
     }
 }
 
-/// What sits behind a port: hosts (`edge`) or other PINT switches (`fabric`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PortRole {
-    /// Hosts behind the port: telemetry starts on receive and ends on transmit.
-    Edge,
-    /// Other PINT switches behind the port: telemetry passes through.
-    Fabric,
-}
+pub use pipeline::PortRole;
 
 /// What a worker does when its queues are empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

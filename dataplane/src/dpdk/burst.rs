@@ -97,14 +97,19 @@ impl<const N: usize> Burst<N> {
         Some(unsafe { &mut *(&mut self.ptrs[i] as *mut *mut rte_mbuf as *mut Mbuf) })
     }
 
-    /// The raw pointer at `i` (for prefetching); null past the end.
+    /// The held mbufs as a slice, in order.
     #[inline(always)]
-    pub fn raw(&self, i: usize) -> *mut rte_mbuf {
-        if i < self.len {
-            self.ptrs[i]
-        } else {
-            core::ptr::null_mut()
-        }
+    pub fn as_mut_slice(&mut self) -> &mut [Mbuf] {
+        // SAFETY: Mbuf is a transparent wrapper of a non-null pointer; slots below len hold
+        // owned mbufs, and the slice borrows the burst exclusively.
+        unsafe { core::slice::from_raw_parts_mut(self.ptrs.as_mut_ptr().cast::<Mbuf>(), self.len) }
+    }
+
+    /// The held mbufs as a slice, in order.
+    #[inline(always)]
+    pub fn as_slice(&self) -> &[Mbuf] {
+        // SAFETY: as in `as_mut_slice`, shared.
+        unsafe { core::slice::from_raw_parts(self.ptrs.as_ptr().cast::<Mbuf>(), self.len) }
     }
 
     /// Moves every mbuf out, in order; what the iterator does not yield is freed when it drops.

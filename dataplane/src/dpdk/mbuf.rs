@@ -118,6 +118,60 @@ impl Mbuf {
         }
     }
 
+    /// Free room in front of the data in the first segment.
+    #[inline(always)]
+    pub fn headroom(&self) -> usize {
+        usize::from(self.m().data_off)
+    }
+
+    /// Grows the packet by `n` bytes at the front (as `rte_pktmbuf_prepend`); returns the
+    /// new front bytes, or None, changing nothing, when the headroom is smaller.
+    #[inline(always)]
+    pub fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n > self.headroom() {
+            return None;
+        }
+        // SAFETY: we own the mbuf; n <= data_off, so the new start stays inside the buffer,
+        // and the lengths grow by n <= data_off <= u16::MAX.
+        unsafe {
+            let m = self.raw.as_mut();
+            m.data_off -= n as u16;
+            m.data_len += n as u16;
+            m.pkt_len += n as u32;
+        }
+        Some(&mut self.data_mut()[..n])
+    }
+
+    /// Removes `n` bytes from the front of the first segment (as `rte_pktmbuf_adj`); false,
+    /// changing nothing, when the segment is shorter.
+    #[inline(always)]
+    pub fn adj(&mut self, n: usize) -> bool {
+        if n > self.data_len() {
+            return false;
+        }
+        // SAFETY: we own the mbuf; n <= data_len, so the start stays inside the data.
+        unsafe {
+            let m = self.raw.as_mut();
+            m.data_off += n as u16;
+            m.data_len -= n as u16;
+            m.pkt_len -= n as u32;
+        }
+        true
+    }
+
+    /// Starts loading the first cache line of the packet data (the poll loop prefetches a
+    /// few packets ahead so the headers are in cache when the pipeline reads them).
+    #[inline(always)]
+    pub fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults, and the address lies inside the mbuf's buffer.
+        unsafe {
+            let m = self.m();
+            let p = (m.buf_addr as *const i8).add(usize::from(m.data_off));
+            core::arch::x86_64::_mm_prefetch(p, core::arch::x86_64::_MM_HINT_T0);
+        }
+    }
+
     /// Free room after the data in the first segment.
     pub fn tailroom(&self) -> usize {
         let m = self.m();
@@ -144,5 +198,42 @@ impl Drop for Mbuf {
     fn drop(&mut self) {
         // SAFETY: we own the mbuf; freeing returns all its segments to their pools.
         unsafe { dpdk_sys::rte_pktmbuf_free(self.raw.as_ptr()) };
+    }
+}
+
+impl pipeline::PacketBuf for Mbuf {
+    #[inline(always)]
+    fn data(&self) -> &[u8] {
+        Mbuf::data(self)
+    }
+
+    #[inline(always)]
+    fn data_mut(&mut self) -> &mut [u8] {
+        Mbuf::data_mut(self)
+    }
+
+    #[inline(always)]
+    fn pkt_len(&self) -> usize {
+        Mbuf::pkt_len(self)
+    }
+
+    #[inline(always)]
+    fn headroom(&self) -> usize {
+        Mbuf::headroom(self)
+    }
+
+    #[inline(always)]
+    fn prepend(&mut self, n: usize) -> bool {
+        Mbuf::prepend(self, n).is_some()
+    }
+
+    #[inline(always)]
+    fn adj(&mut self, n: usize) -> bool {
+        Mbuf::adj(self, n)
+    }
+
+    #[inline(always)]
+    fn prefetch(&self) {
+        Mbuf::prefetch(self)
     }
 }

@@ -51,31 +51,7 @@ pub struct LinkStatus {
     pub full_duplex: bool,
 }
 
-/// Port counters as the driver reports them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PortStats {
-    /// Packets received.
-    pub rx_packets: u64,
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Packets sent.
-    pub tx_packets: u64,
-    /// Bytes sent.
-    pub tx_bytes: u64,
-    /// Packets the device dropped because no rx descriptor was free (the switch fell behind).
-    pub rx_missed: u64,
-    /// Erroneous received packets.
-    pub rx_errors: u64,
-    /// Failed transmissions.
-    pub tx_errors: u64,
-    /// Rx failures because the mbuf pool was empty.
-    pub rx_nombuf: u64,
-    /// Packets received per rx queue (the first 16 queues; drivers that do not count per
-    /// queue report zeros).
-    pub queue_rx_packets: Vec<u64>,
-    /// Packets sent per tx queue (as above).
-    pub queue_tx_packets: Vec<u64>,
-}
+pub use control::summary::PortStats;
 
 /// One Ethernet port. Stopped and closed on drop (which frees the mbufs in its rings), so it
 /// must drop before the mempool its queues use.

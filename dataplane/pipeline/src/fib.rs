@@ -1,9 +1,9 @@
 //! The forwarding table: routes (LPM) to next-hop groups (one hop, or several for ECMP).
 
-use control::Config;
 use telemetry::wire::MacAddr;
 
-use super::lpm::{Lpm, LpmError};
+use crate::lpm::{Lpm, LpmError};
+use crate::tables::Tables;
 
 /// One next hop: the egress port (index into the configuration's ports), the MAC to send to,
 /// and what the rewrite needs from the egress port, kept together for one cache line.
@@ -39,29 +39,35 @@ pub struct Fib {
 }
 
 impl Fib {
-    /// Builds the table from the configuration's routes.
-    pub fn from_config(config: &Config) -> Result<Fib, LpmError> {
+    /// Builds the table from the routes; every next hop's port must exist and a route has
+    /// at most 64 next hops (the configuration checks both with key names).
+    pub fn new(tables: &Tables) -> Result<Fib, LpmError> {
         let mut hops = Vec::new();
-        let mut entries = Vec::with_capacity(config.routes.len());
-        for r in &config.routes {
-            // The configuration allows at most 64 next hops per route.
+        let mut entries = Vec::with_capacity(tables.routes.len());
+        for r in &tables.routes {
+            if r.next_hops.is_empty() || r.next_hops.len() >= 1 << COUNT_BITS {
+                return Err(LpmError::BadNextHops(r.next_hops.len()));
+            }
             let value = ((hops.len() as u32) << COUNT_BITS) | r.next_hops.len() as u32;
-            entries.push((r.prefix.addr, r.prefix.len, value));
-            hops.extend(r.next_hops.iter().map(|h| {
-                let egress = &config.ports[h.port_index];
+            entries.push((r.addr, r.len, value));
+            for h in &r.next_hops {
+                let egress = tables
+                    .ports
+                    .get(usize::from(h.port))
+                    .ok_or(LpmError::NoSuchPort(h.port))?;
                 let mut macs = [0u8; 12];
                 macs[..6].copy_from_slice(&h.mac.0);
                 macs[6..].copy_from_slice(&egress.mac.0);
-                NextHop {
-                    port: h.port_index as u16,
+                hops.push(NextHop {
+                    port: h.port,
                     mtu: egress.mtu,
                     macs,
-                }
-            }));
+                });
+            }
         }
         Ok(Fib {
             lpm: Lpm::build(&entries)?,
-            routes: config.routes.len(),
+            routes: tables.routes.len(),
             hops,
         })
     }

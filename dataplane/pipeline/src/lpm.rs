@@ -26,6 +26,12 @@ pub enum LpmError {
     /// A value too large to store.
     #[error("value {0} is too large")]
     BadValue(u32),
+    /// A route with no next hop or more than 127.
+    #[error("a route has {0} next hops (1 to 127)")]
+    BadNextHops(usize),
+    /// A next hop names a port the switch does not have.
+    #[error("a next hop names port {0}, which does not exist")]
+    NoSuchPort(u16),
 }
 
 impl Lpm {

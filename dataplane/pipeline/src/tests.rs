@@ -1,52 +1,60 @@
 use std::net::Ipv4Addr;
 
-use control::Config;
 use etherparse::{NetSlice, SlicedPacket};
 use telemetry::wire::{EtherType, MacAddr};
 
-use super::*;
 use crate::capture::{L4, PacketSpec, frame};
+use crate::forward::Forwarder;
+use crate::tables::{NextHopSpec, PortRole, PortSpec, RouteSpec, Tables};
+use crate::{DropReason, Verdict};
 
-const CONFIG: &str = r#"
-switch_id = 1
-[[ports]]
-name = "in"
-device = "net_null0"
-role = "edge"
-mac = "02:00:00:00:00:01"
-[[ports]]
-name = "a"
-device = "net_null1"
-role = "fabric"
-mac = "02:00:00:00:00:0a"
-[[ports]]
-name = "b"
-device = "net_null2"
-role = "fabric"
-mac = "02:00:00:00:00:0b"
-mtu = 576
-[[ports]]
-name = "strict"
-device = "net_null3"
-role = "edge"
-mac = "02:00:00:00:00:01"
-promiscuous = false
-[[workers]]
-lcore = 1
-rx = ["in"]
-[[routes]]
-prefix = "10.1.0.0/16"
-next_hops = [{ port = "a", mac = "02:00:00:00:01:0a" }]
-[[routes]]
-prefix = "10.2.0.0/16"
-next_hops = [{ port = "a", mac = "02:00:00:00:01:0a" }, { port = "b", mac = "02:00:00:00:01:0b" }]
-[[routes]]
-prefix = "10.1.5.0/24"
-next_hops = [{ port = "b", mac = "02:00:00:00:01:0b" }]
-"#;
+fn port(mac: [u8; 6], role: PortRole, mtu: u16, promiscuous: bool) -> PortSpec {
+    PortSpec {
+        mac: MacAddr(mac),
+        promiscuous,
+        role,
+        mtu,
+        capacity_bps: 10_000_000_000,
+    }
+}
+
+fn route(net: [u8; 4], len: u8, hops: &[(u16, [u8; 6])]) -> RouteSpec {
+    RouteSpec {
+        addr: u32::from(Ipv4Addr::from(net)),
+        len,
+        next_hops: hops
+            .iter()
+            .map(|&(port, mac)| NextHopSpec {
+                port,
+                mac: MacAddr(mac),
+            })
+            .collect(),
+    }
+}
+
+/// Ports `in` (0), `a` (1), `b` (2, MTU 576) and `strict` (3, not promiscuous); routes
+/// 10.1.0.0/16 via a, 10.2.0.0/16 via a or b (ECMP), 10.1.5.0/24 via b.
+fn tables() -> Tables {
+    let a_hop = [2, 0, 0, 0, 1, 0xa];
+    let b_hop = [2, 0, 0, 0, 1, 0xb];
+    Tables {
+        ports: vec![
+            port([2, 0, 0, 0, 0, 1], PortRole::Edge, 1500, true),
+            port([2, 0, 0, 0, 0, 0xa], PortRole::Fabric, 1500, true),
+            port([2, 0, 0, 0, 0, 0xb], PortRole::Fabric, 576, true),
+            port([2, 0, 0, 0, 0, 1], PortRole::Edge, 1500, false),
+        ],
+        routes: vec![
+            route([10, 1, 0, 0], 16, &[(1, a_hop)]),
+            route([10, 2, 0, 0], 16, &[(1, a_hop), (2, b_hop)]),
+            route([10, 1, 5, 0], 24, &[(2, b_hop)]),
+        ],
+        ecmp_seed: 0x5049_4e54_4543_4d50,
+    }
+}
 
 fn forwarder() -> Forwarder {
-    Forwarder::from_config(&Config::from_toml(CONFIG).unwrap()).unwrap()
+    Forwarder::new(&tables()).unwrap()
 }
 
 const IN_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);

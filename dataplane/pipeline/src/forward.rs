@@ -6,15 +6,15 @@
 //! check; everything else takes the general path. Both give the same verdict and bytes for
 //! every input (a property test checks this).
 
-use control::Config;
 use telemetry::hash::flow_hash;
 use telemetry::wire::checksum::ones_complement_sum;
 use telemetry::wire::ipv4::protocol;
 use telemetry::wire::{EtherType, EthernetFrame, Ipv4Packet, MacAddr, TransportPorts};
 
-use super::counters::DropReason;
-use super::fib::{Fib, NextHop};
-use super::lpm::LpmError;
+use crate::counters::DropReason;
+use crate::fib::{Fib, NextHop};
+use crate::lpm::LpmError;
+use crate::tables::Tables;
 
 /// What the forwarder needs to know about each port.
 #[derive(Debug, Clone, Copy)]
@@ -83,9 +83,9 @@ fn sum20(h: &[u8; 20]) -> u16 {
 }
 
 impl Forwarder {
-    /// Builds the forwarder from a validated configuration.
-    pub fn from_config(config: &Config) -> Result<Forwarder, LpmError> {
-        let ports: Vec<PortView> = config
+    /// Builds the forwarder from the switch's tables.
+    pub fn new(tables: &Tables) -> Result<Forwarder, LpmError> {
+        let ports: Vec<PortView> = tables
             .ports
             .iter()
             .map(|p| PortView {
@@ -99,10 +99,10 @@ impl Forwarder {
             .filter(|(_, p)| !p.promiscuous)
             .fold(0u32, |m, (i, _)| m | (1 << i));
         Ok(Forwarder {
-            fib: Fib::from_config(config)?,
+            fib: Fib::new(tables)?,
             ports,
             strict_ports,
-            ecmp_seed: config.dataplane.ecmp_seed,
+            ecmp_seed: tables.ecmp_seed,
         })
     }
 

@@ -1,0 +1,271 @@
+//! What a switch run did: the final statistics `pint-switch` prints and writes as JSON
+//! (`--summary-json`). The same types read the JSON back (benchmarks and tests do), so
+//! writer and reader cannot drift apart.
+
+use serde::{Deserialize, Serialize};
+
+use pipeline::{DropCounts, LocalCounters, TelemetryCounts};
+
+/// One statistics interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Seconds since forwarding started, at the end of the interval.
+    pub t: f64,
+    /// Received packets per second, in millions.
+    pub rx_mpps: f64,
+    /// Sent packets per second, in millions.
+    pub tx_mpps: f64,
+    /// TSC cycles per received packet in this interval.
+    pub cycles_per_packet: f64,
+}
+
+/// A port's driver counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortStats {
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Packets sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Packets the device dropped because no rx descriptor was free (the switch fell behind).
+    pub rx_missed: u64,
+    /// Erroneous received packets.
+    pub rx_errors: u64,
+    /// Failed transmissions.
+    pub tx_errors: u64,
+    /// Rx failures because the mbuf pool was empty.
+    pub rx_nombuf: u64,
+    /// Packets received per rx queue (the first 16 queues; drivers that do not count per
+    /// queue report zeros).
+    pub queue_rx_packets: Vec<u64>,
+    /// Packets sent per tx queue (as above).
+    pub queue_tx_packets: Vec<u64>,
+}
+
+/// One port's final statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortSummary {
+    /// Port name.
+    pub name: String,
+    /// DPDK driver.
+    pub driver: String,
+    /// Driver counters.
+    pub stats: PortStats,
+}
+
+/// What the telemetry did over the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TelemetrySummary {
+    /// Whether telemetry was on.
+    pub enabled: bool,
+    /// The plan version in use at the end (hex), if any.
+    pub plan_version: Option<String>,
+    /// Plan versions installed over the run, in order (the first at start).
+    pub plans_installed: Vec<String>,
+    /// Query-file reloads rejected (the reason was logged; nothing changed).
+    pub reloads_rejected: u64,
+    /// The data plane's telemetry events, summed over workers.
+    pub events: TelemetryCounts,
+    /// Digest records taken off the workers' rings.
+    pub digests_exported: u64,
+    /// Digest records dropped by the control thread (export queue full or no sink).
+    pub digests_dropped: u64,
+    /// Flowsets (one per worker per epoch) serialised.
+    pub flowsets_exported: u64,
+    /// Flowsets dropped (export queue full or no sink).
+    pub flowsets_dropped: u64,
+    /// Epoch deadlines the control thread missed (it woke up after the next epoch ended).
+    pub deadlines_missed: u64,
+    /// Frames written to the sink.
+    pub frames_sent: u64,
+    /// Bytes written to the sink.
+    pub bytes_sent: u64,
+    /// Connections made to the sink.
+    pub sink_connections: u64,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The switch id.
+    pub switch_id: u32,
+    /// Seconds from start of forwarding to stop.
+    pub seconds: f64,
+    /// Packets received by workers.
+    pub rx_packets: u64,
+    /// Bytes received by workers.
+    pub rx_bytes: u64,
+    /// Packets sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Pipeline drops by reason (every reason listed).
+    pub drops: DropCounts,
+    /// Packets dropped because a tx queue stayed full.
+    pub tx_full_drops: u64,
+    /// Tx retries.
+    pub tx_retries: u64,
+    /// Average received Mpps over the run.
+    pub rx_mpps: f64,
+    /// TSC cycles per packet in polls that received packets (rx, pipeline and tx).
+    pub cycles_per_packet: f64,
+    /// The statistics intervals.
+    pub intervals: Vec<Interval>,
+    /// Per-port driver statistics.
+    pub ports: Vec<PortSummary>,
+    /// Per-worker received packets.
+    pub worker_rx_packets: Vec<u64>,
+    /// Telemetry.
+    pub telemetry: TelemetrySummary,
+}
+
+impl Summary {
+    /// The totals of a run of `seconds` from the workers' summed counters.
+    pub fn from_totals(switch_id: u32, seconds: f64, t: &LocalCounters) -> Summary {
+        Summary {
+            switch_id,
+            seconds,
+            rx_packets: t.rx_packets,
+            rx_bytes: t.rx_bytes,
+            tx_packets: t.tx_packets,
+            tx_bytes: t.tx_bytes,
+            drops: t.drops,
+            tx_full_drops: t.tx_full_drops,
+            tx_retries: t.tx_retries,
+            rx_mpps: if seconds > 0.0 {
+                t.rx_packets as f64 / seconds / 1e6
+            } else {
+                0.0
+            },
+            cycles_per_packet: if t.rx_packets > 0 {
+                t.busy_cycles as f64 / t.rx_packets as f64
+            } else {
+                0.0
+            },
+            intervals: Vec::new(),
+            ports: Vec::new(),
+            worker_rx_packets: Vec::new(),
+            telemetry: TelemetrySummary {
+                events: t.telemetry,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Reads a summary written by `--summary-json`.
+    pub fn from_json(text: &str) -> Result<Summary, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    /// The summary as pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a summary always serialises")
+    }
+
+    /// Total pipeline drops.
+    pub fn dropped(&self) -> u64 {
+        self.drops.total()
+    }
+
+    /// Prints the summary for a person.
+    pub fn print(&self) {
+        println!("== summary: {:.2} s ==", self.seconds);
+        println!(
+            "rx {} packets ({} bytes), tx {} packets ({} bytes), average {:.3} Mpps, {:.1} cycles/packet",
+            self.rx_packets,
+            self.rx_bytes,
+            self.tx_packets,
+            self.tx_bytes,
+            self.rx_mpps,
+            self.cycles_per_packet
+        );
+        println!(
+            "dropped {}: {}",
+            self.dropped(),
+            pipeline::DropReason::ALL
+                .iter()
+                .map(|r| format!("{r}={}", self.drops.get(*r)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        println!(
+            "tx queue full: {} dropped, {} retries",
+            self.tx_full_drops, self.tx_retries
+        );
+        let t = &self.telemetry;
+        if t.enabled {
+            println!(
+                "telemetry: plan {} | {} | digests exported {} dropped {} | flowsets exported {} dropped {} | deadlines missed {} | sink: {} connections, {} frames, {} bytes",
+                t.plan_version.as_deref().unwrap_or("none"),
+                t.events
+                    .nonzero()
+                    .map(|(e, n)| format!("{e}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                t.digests_exported,
+                t.digests_dropped,
+                t.flowsets_exported,
+                t.flowsets_dropped,
+                t.deadlines_missed,
+                t.sink_connections,
+                t.frames_sent,
+                t.bytes_sent
+            );
+        }
+        for p in &self.ports {
+            let st = &p.stats;
+            println!(
+                "port {:<8} ({}) rx {} tx {} missed {} rx_errors {} tx_errors {} rx_nombuf {}",
+                p.name,
+                p.driver,
+                st.rx_packets,
+                st.tx_packets,
+                st.rx_missed,
+                st.rx_errors,
+                st.tx_errors,
+                st.rx_nombuf
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_reads_back_from_its_json() {
+        let mut t = LocalCounters {
+            rx_packets: 10,
+            tx_packets: 8,
+            busy_cycles: 1000,
+            ..Default::default()
+        };
+        t.drop_one(pipeline::DropReason::NoRoute);
+        t.event(pipeline::TelemetryEvent::ShimInserted);
+        let mut s = Summary::from_totals(7, 2.0, &t);
+        s.intervals.push(Interval {
+            t: 1.0,
+            rx_mpps: 1.5,
+            tx_mpps: 1.25,
+            cycles_per_packet: 99.5,
+        });
+        s.ports.push(PortSummary {
+            name: "a".into(),
+            driver: "net_null".into(),
+            stats: PortStats {
+                rx_packets: 3,
+                queue_rx_packets: vec![1, 2],
+                ..Default::default()
+            },
+        });
+        s.telemetry.plan_version = Some("0badcafe".into());
+        let back = Summary::from_json(&s.to_json()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.dropped(), 1);
+        assert_eq!(back.cycles_per_packet, 100.0);
+    }
+}
