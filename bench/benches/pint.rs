@@ -3,9 +3,11 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use telemetry::pint::coding::{PathCoding, Scheme};
+use telemetry::pint::encoder::SwitchPlan;
 use telemetry::pint::path_decoder::{PathDecoder, Space};
 use telemetry::pint::plan::{HopInput, Plan};
 use telemetry::pint::query::QueryFile;
+use telemetry::pint::tape::packet_word;
 use telemetry::topology::Topology;
 
 fn input(pid: u32, hop: usize) -> HopInput {
@@ -15,9 +17,9 @@ fn input(pid: u32, hop: usize) -> HopInput {
         switch_id: 17,
         ingress_port: 1,
         egress_port: 2,
-        hop_latency_ns: 1234.0 + f64::from(pid % 977),
-        queue_bytes: 20_000.0,
-        utilization: 0.7,
+        hop_latency_ns: 1234 + u64::from(pid % 977),
+        queue_bytes: 20_000,
+        utilization: HopInput::utilization_value(0.7),
     }
 }
 
@@ -78,6 +80,30 @@ fn encoders(c: &mut Criterion) {
             })
         });
     }
+    g.finish();
+    // What a switch runs: the plan with its own value keys precomputed, from the packet ID
+    // (the packet word included).
+    let mut g = c.benchmark_group("switch_encode_per_hop");
+    g.throughput(Throughput::Elements(1024));
+    let sp = SwitchPlan::new(
+        Plan::compile(&QueryFile::paper_example()).unwrap(),
+        String::new(),
+        17,
+    );
+    g.bench_function("paper_plan_16bit", |b| {
+        b.iter(|| {
+            let mut acc = 0u64;
+            for pid in 0..1024u32 {
+                let pid = pid.wrapping_mul(2_654_435_761);
+                acc ^= sp.encode(
+                    black_box(u64::from(pid) & 0xff),
+                    packet_word(pid),
+                    &input(pid, 1 + (pid % 5) as usize),
+                );
+            }
+            acc
+        })
+    });
     g.finish();
 }
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 use telemetry::hash::hash32;
 use telemetry::pint::compress::LogCompressor;
 use telemetry::pint::hpcc::HpccEstimator;
-use telemetry::pint::plan::UTILIZATION_SCALE;
+use telemetry::pint::plan::{HopInput, UTILIZATION_SCALE};
 use telemetry::sim_rng::SimRng;
 
 use crate::stats::percentile;
@@ -126,7 +126,7 @@ fn compressor(bits: u32) -> LogCompressor {
 }
 
 fn code(c: &LogCompressor, u: f64, r: u32) -> u32 {
-    c.compress((UTILIZATION_SCALE * u).ceil().max(1.0), r)
+    c.compress(HopInput::utilization_value(u), r >> 16)
 }
 
 /// Runs the experiment.

@@ -88,7 +88,7 @@ fn one(
     for _ in 0..opts.runs {
         let mut truth: Vec<Vec<f64>> = vec![Vec::with_capacity(z as usize); k];
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); k];
-        let mut sk = HopSketches::new(k, *c, opts.sketch_items * 4 * k as u32);
+        let mut sk = HopSketches::new(k, c.clone(), opts.sketch_items * 4 * k as u32);
         for _ in 0..z {
             let pid = rng.next_u32();
             let lat: Vec<f64> = (1..=k).map(|h| latency(h, rng)).collect();
@@ -96,7 +96,10 @@ fn one(
                 t.push(l);
             }
             let w = sampling.writer(0, pid, k);
-            let code = c.compress(lat[w - 1], hash32(7, &[u64::from(pid)]));
+            let code = c.compress(
+                lat[w - 1].round() as u64,
+                hash32(7, &[u64::from(pid)]) >> 16,
+            );
             if sketch {
                 sk.add(w, code);
             } else {

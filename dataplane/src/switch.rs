@@ -139,7 +139,7 @@ fn run_with_eal(
         drivers.push(report.driver);
         ports.push(port);
     }
-    let fwd = Forwarder::new(&config.tables()).context("building the route table")?;
+    let fwd = Arc::new(Forwarder::new(&config.tables()).context("building the route table")?);
     println!(
         "routes: {} ({} KiB table); workers: {}",
         fwd.fib().routes(),
@@ -185,7 +185,7 @@ fn run_with_eal(
                         );
                     }
                     let _reg = eal.register_thread()?;
-                    let mut pipeline = Pipeline::new(fwd, prefetch);
+                    let mut pipeline = Pipeline::new(Arc::clone(fwd), prefetch);
                     worker.run(&mut pipeline, counters, stop);
                     Ok(())
                 })

@@ -62,7 +62,7 @@ impl Worker<'_> {
     /// Polls until `stop` is set, publishing totals to `shared` every few bursts and when idle.
     pub fn run(
         mut self,
-        pipeline: &mut Pipeline<'_>,
+        pipeline: &mut Pipeline,
         shared: &SharedCounters,
         stop: &AtomicBool,
     ) -> LocalCounters {
@@ -81,7 +81,14 @@ impl Worker<'_> {
                     continue;
                 }
                 got += n;
-                pipeline.process_burst(*port, rx_burst.as_mut_slice(), &mut verdicts);
+                let rx_tsc = crate::dpdk::tsc();
+                pipeline.process_burst(
+                    *port,
+                    rx_burst.as_mut_slice(),
+                    rx_tsc,
+                    crate::dpdk::tsc,
+                    &mut verdicts,
+                );
                 let c = &mut pipeline.counters;
                 // Hand the packets to their egress ports (the whole burst at once when every
                 // packet goes the same way, as is common) or free them in bulk.
@@ -128,6 +135,7 @@ impl Worker<'_> {
                 pipeline.counters.busy_cycles += now - last;
             }
             last = now;
+            pipeline.tick(now);
             if got == 0 {
                 if idle_polls == 0 {
                     shared.publish(&pipeline.counters);

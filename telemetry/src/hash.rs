@@ -14,6 +14,20 @@
 //! All arithmetic wraps modulo 2^64. Inputs are packed into 64-bit words by the callers with
 //! documented layouts (for example [`flow_hash`]); no byte-order question arises because
 //! words are integers, not memory.
+//!
+//! The per-packet hashes the data plane computes are cheaper members built on `mix64` (one
+//! multiply to fold a word in, one `mix64` to finish), since a switch has about 20 ns for
+//! all its telemetry per packet:
+//!
+//! ```text
+//! key_hash(w0, w1)      = mix64(((w0 ^ FLOW_KEY) * 0x9e3779b97f4a7c15) ^ w1)
+//! packet_id(F, w2)      = high 32 bits of mix64(F ^ ((w2 ^ PACKET_ID) * 0xd6e8feb86659fd93))
+//! ecmp_hash(seed, F)    = high 32 bits of mix64(F ^ seed)
+//! ```
+//!
+//! where `w0 = src << 32 | dst`, `w1 = protocol << 32 | src_port << 16 | dst_port` (a flow's
+//! 5-tuple, host-order integers), `w2 = ident << 32 | tcp_seq` and `F = key_hash(w0, w1)`.
+//! One `F` per packet serves ECMP, FlowRadar and the packet ID.
 
 /// The seeds of the hash family's members. Each use has its own seed so that decisions are
 /// independent; instance `n` of a query adds `n * INSTANCE_STRIDE` to its seeds.
@@ -34,6 +48,37 @@ pub mod seeds {
     pub const ROUNDING: u64 = 0x5049_4e54_524e_4430;
     /// Added once per independent instance of a query.
     pub const INSTANCE_STRIDE: u64 = 0x9e37_79b9_7f4a_7c15;
+    /// The flow-key hash `F`.
+    pub const FLOW_KEY: u64 = 0x5049_4e54_464b_4559;
+}
+
+/// The flow-key hash `F` of a 5-tuple's two words (see the module documentation): what
+/// FlowRadar, ECMP and the packet ID start from, computed once per packet.
+#[inline(always)]
+pub const fn key_hash(w0: u64, w1: u64) -> u64 {
+    mix64(((w0 ^ seeds::FLOW_KEY).wrapping_mul(0x9e37_79b9_7f4a_7c15)) ^ w1)
+}
+
+/// The 32-bit packet ID from the flow-key hash `F` and the word `ident << 32 | tcp_seq`.
+#[inline(always)]
+pub const fn packet_id(f: u64, w2: u64) -> u32 {
+    (mix64(f ^ (w2 ^ seeds::PACKET_ID).wrapping_mul(0xd6e8_feb8_6659_fd93)) >> 32) as u32
+}
+
+/// The ECMP hash of a flow with key hash `F` on a switch with ECMP seed `seed`.
+#[inline(always)]
+pub const fn ecmp_hash(seed: u64, f: u64) -> u32 {
+    (mix64(f ^ seed) >> 32) as u32
+}
+
+/// The two words of a 5-tuple the hashes read: `src << 32 | dst` and
+/// `protocol << 32 | src_port << 16 | dst_port`.
+#[inline(always)]
+pub const fn flow_words(src: u32, dst: u32, proto: u8, src_port: u16, dst_port: u16) -> [u64; 2] {
+    [
+        ((src as u64) << 32) | dst as u64,
+        ((proto as u64) << 32) | ((src_port as u64) << 16) | dst_port as u64,
+    ]
 }
 
 /// `x < p` for a probability `p` in [0, 1], compared as integers: `x < floor(p * 2^32)`,
@@ -80,15 +125,13 @@ pub fn hash32(seed: u64, words: &[u64]) -> u32 {
     (hash64(seed, words) >> 32) as u32
 }
 
-/// Hash of an IPv4 5-tuple, for ECMP next-hop choice (it keeps every packet of a flow on one
-/// path). Words: `src << 32 | dst`, then `proto << 32 | src_port << 16 | dst_port`, with
-/// addresses as host-order integers. Fragments pass ports 0 so all fragments of a datagram
-/// hash alike.
+/// The ECMP hash of an IPv4 5-tuple (it keeps every packet of a flow on one path):
+/// [`ecmp_hash`] of the 5-tuple's [`key_hash`]. Fragments pass ports 0 so all fragments of a
+/// datagram hash alike.
 #[inline(always)]
 pub fn flow_hash(seed: u64, src: u32, dst: u32, proto: u8, src_port: u16, dst_port: u16) -> u32 {
-    let w0 = (u64::from(src) << 32) | u64::from(dst);
-    let w1 = (u64::from(proto) << 32) | (u64::from(src_port) << 16) | u64::from(dst_port);
-    hash32(seed, &[w0, w1])
+    let [w0, w1] = flow_words(src, dst, proto, src_port, dst_port);
+    ecmp_hash(seed, key_hash(w0, w1))
 }
 
 #[cfg(test)]
@@ -104,19 +147,30 @@ mod tests {
 
     #[test]
     fn pinned_vectors() {
-        // Pinned so that a change to the family is noticed: switch and sink must agree.
-        assert_eq!(hash64(0, &[]), mix64(0x9e37_79b9_7f4a_7c15));
+        // Literal values: a change to any member of the family fails here, because switch
+        // and sink (and switches of different versions) must agree bit for bit.
+        assert_eq!(mix64(0), 0);
+        assert_eq!(mix64(1), 0x5692_161d_100b_05e5);
+        assert_eq!(hash64(0, &[]), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(hash64(1, &[2]), 0x5c52_bd40_54e9_58c9);
+        assert_eq!(hash32(7, &[1, 2, 3]), 0xc5e7_e34d);
+        let [w0, w1] = flow_words(0x0a00_0001, 0x0a01_0001, 17, 1000, 2000);
+        assert_eq!(w0, 0x0a00_0001_0a01_0001);
+        assert_eq!(w1, 0x11_03e8_07d0);
+        let f = key_hash(w0, w1);
+        assert_eq!(f, 0xcd4e_6dd0_aad6_bcb1);
+        assert_eq!(packet_id(f, (42 << 32) | 7), 0xd9ff_f1bc);
+        assert_eq!(ecmp_hash(0x5049_4e54_4543_4d50, f), 0xd482_1f98);
         assert_eq!(
-            hash64(1, &[2]),
-            mix64(mix64(1 ^ 0x9e37_79b9_7f4a_7c15 ^ 2) ^ 1)
-        );
-        let h = flow_hash(7, 0x0a00_0001, 0x0a01_0001, 17, 1000, 2000);
-        assert_eq!(
-            h,
-            hash32(
-                7,
-                &[0x0a00_0001_0a01_0001, (17 << 32) | (1000 << 16) | 2000]
-            )
+            flow_hash(
+                0x5049_4e54_4543_4d50,
+                0x0a00_0001,
+                0x0a01_0001,
+                17,
+                1000,
+                2000
+            ),
+            0xd482_1f98
         );
     }
 

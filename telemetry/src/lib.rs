@@ -6,11 +6,11 @@
 
 #![warn(missing_docs)]
 
-pub mod emulator;
 pub mod flowradar;
 pub mod hash;
 pub mod packet_id;
 pub mod pint;
+pub mod protocol;
 pub mod sim_rng;
 pub mod topology;
 pub mod wire;

@@ -2,9 +2,12 @@
 //! telemetry stages), leaving each packet's verdict for the poll loop to act on. It owns the
 //! worker's mutable state and counters; the tables it reads are shared read-only.
 
+use std::sync::Arc;
+
 use crate::counters::LocalCounters;
 use crate::forward::{Forwarder, Verdict};
 use crate::frame::PacketBuf;
+use crate::inband::{Inband, Received};
 
 /// Largest burst the pipeline takes at once.
 pub const MAX_BURST: usize = 64;
@@ -35,37 +38,78 @@ impl Default for BurstVerdicts {
 }
 
 /// A worker's pipeline.
-pub struct Pipeline<'t> {
-    fwd: &'t Forwarder,
+pub struct Pipeline {
+    fwd: Arc<Forwarder>,
     prefetch: bool,
+    inband: Option<Inband>,
     /// The worker's running totals.
     pub counters: LocalCounters,
 }
 
-impl<'t> Pipeline<'t> {
+impl Pipeline {
     /// A pipeline over shared tables; `prefetch` reads packet data a few packets ahead.
-    pub fn new(fwd: &'t Forwarder, prefetch: bool) -> Pipeline<'t> {
+    pub fn new(fwd: Arc<Forwarder>, prefetch: bool) -> Pipeline {
         Pipeline {
             fwd,
             prefetch,
+            inband: None,
             counters: LocalCounters::default(),
         }
     }
 
-    /// The forwarding tables.
-    pub fn forwarder(&self) -> &Forwarder {
-        self.fwd
+    /// The same pipeline with the telemetry stages on.
+    pub fn with_inband(mut self, inband: Inband) -> Pipeline {
+        self.inband = Some(inband);
+        self
     }
 
-    /// Runs a burst received on `rx_port` (at most [`MAX_BURST`] packets): every packet is
-    /// rewritten in place or left unchanged for dropping, its verdict in `out`.
+    /// The forwarding tables.
+    pub fn forwarder(&self) -> &Forwarder {
+        &self.fwd
+    }
+
+    /// The telemetry state, when on.
+    pub fn inband(&self) -> Option<&Inband> {
+        self.inband.as_ref()
+    }
+
+    /// Work between bursts and on idle polls, at counter value `now_tsc`: plan changes and
+    /// FlowRadar epoch ends.
+    #[inline(always)]
+    pub fn tick(&mut self, now_tsc: u64) {
+        if let Some(t) = &mut self.inband {
+            t.tick(now_tsc, &mut self.counters);
+        }
+    }
+
+    /// Runs a burst received on `rx_port` at counter value `rx_tsc` (at most [`MAX_BURST`]
+    /// packets): every packet is rewritten in place or left unchanged for dropping, its
+    /// verdict in `out`. `tx_tsc` reads the counter when the burst is about to leave (the
+    /// telemetry's hop latency ends there).
     #[inline]
     pub fn process_burst<B: PacketBuf>(
         &mut self,
         rx_port: usize,
         pkts: &mut [B],
+        rx_tsc: u64,
+        tx_tsc: impl FnOnce() -> u64,
         out: &mut BurstVerdicts,
     ) {
+        if let Some(t) = &mut self.inband {
+            if self.prefetch {
+                for p in pkts.iter() {
+                    p.prefetch();
+                }
+            }
+            let rx = Received {
+                port: rx_port,
+                pkts,
+                tsc: rx_tsc,
+            };
+            t.process_burst(&self.fwd, rx, tx_tsc, out, &mut self.counters);
+            return;
+        }
+        let _ = (rx_tsc, tx_tsc);
         let n = pkts.len().min(MAX_BURST);
         let c = &mut self.counters;
         let (mut rx_bytes, mut tx_bytes, mut tx_packets) = (0u64, 0u64, 0u64);

@@ -106,6 +106,8 @@ named_counters! {
         /// The shim would push the packet past the egress MTU: forwarded without telemetry
         /// (not inserted at the edge, removed in transit).
         NoTelemetryMtu => "no_telemetry_mtu",
+        /// No headroom in the packet buffer for the shim: forwarded without telemetry.
+        NoHeadroom => "no_headroom",
         /// A shim naming a plan version this switch does not hold: forwarded without encoding
         /// (and stripped at the edge).
         UnknownPlan => "unknown_plan",

@@ -6,7 +6,7 @@
 //! check; everything else takes the general path. Both give the same verdict and bytes for
 //! every input (a property test checks this).
 
-use telemetry::hash::flow_hash;
+use telemetry::hash::{ecmp_hash, flow_hash};
 use telemetry::wire::checksum::ones_complement_sum;
 use telemetry::wire::ipv4::protocol;
 use telemetry::wire::{EtherType, EthernetFrame, Ipv4Packet, MacAddr, TransportPorts};
@@ -111,42 +111,45 @@ impl Forwarder {
         &self.fib
     }
 
-    /// Finds and validates the IPv4 header of a frame received on `rx_port`. `frame` is the
-    /// first segment's bytes; `frame_len` the whole packet's length.
+    /// Checks a frame's Ethernet header against the port and walks up to two VLAN tags:
+    /// returns the offset of the innermost EtherType field.
     #[inline]
-    pub fn parse(
-        &self,
-        rx_port: usize,
-        frame: &[u8],
-        frame_len: usize,
-    ) -> Result<Ipv4Offsets, DropReason> {
+    pub fn parse_l2(&self, rx_port: usize, frame: &[u8]) -> Result<usize, DropReason> {
         let seg = frame.len();
         let eth = EthernetFrame::new_checked(frame).map_err(|_| DropReason::Truncated)?;
         let port = &self.ports[rx_port];
         if !port.promiscuous && eth.dst() != port.mac {
             return Err(DropReason::NotForUs);
         }
-        let mut ty = eth.ethertype();
-        let mut l3 = EthernetFrame::<&[u8]>::HEADER_LEN;
+        let mut at = 12;
         let mut tags = 0;
-        while EtherType::is_vlan(ty) {
+        while EtherType::is_vlan(be16(frame, at)) {
             tags += 1;
             if tags > 2 {
                 return Err(DropReason::Malformed);
             }
-            if seg < l3 + 4 {
+            if seg < at + 6 {
                 return Err(DropReason::Truncated);
             }
-            ty = be16(frame, l3 + 2);
-            l3 += 4;
+            at += 4;
         }
+        Ok(at)
+    }
+
+    /// The drop reason of a frame whose EtherType is not IPv4 (or the shim's).
+    #[inline]
+    pub fn non_ipv4(ty: u16) -> DropReason {
         match ty {
-            EtherType::IPV4 => {}
-            EtherType::ARP => return Err(DropReason::Arp),
-            EtherType::IPV6 => return Err(DropReason::Ipv6),
-            _ => return Err(DropReason::OtherEthertype),
+            EtherType::ARP => DropReason::Arp,
+            EtherType::IPV6 => DropReason::Ipv6,
+            _ => DropReason::OtherEthertype,
         }
-        let ip_bytes = &frame[l3..];
+    }
+
+    /// Validates the IPv4 header at `l3`: returns its length.
+    #[inline]
+    pub fn parse_ipv4(frame: &[u8], l3: usize, frame_len: usize) -> Result<usize, DropReason> {
+        let ip_bytes = frame.get(l3..).ok_or(DropReason::Truncated)?;
         if ip_bytes.len() < Ipv4Packet::<&[u8]>::MIN_HEADER_LEN {
             return Err(DropReason::Truncated);
         }
@@ -168,6 +171,25 @@ impl Forwarder {
         if ones_complement_sum(&ip_bytes[..header_len]) != 0xffff {
             return Err(DropReason::BadChecksum);
         }
+        Ok(header_len)
+    }
+
+    /// Finds and validates the IPv4 header of a frame received on `rx_port`. `frame` is the
+    /// first segment's bytes; `frame_len` the whole packet's length.
+    #[inline]
+    pub fn parse(
+        &self,
+        rx_port: usize,
+        frame: &[u8],
+        frame_len: usize,
+    ) -> Result<Ipv4Offsets, DropReason> {
+        let at = self.parse_l2(rx_port, frame)?;
+        let ty = be16(frame, at);
+        if ty != EtherType::IPV4 {
+            return Err(Self::non_ipv4(ty));
+        }
+        let l3 = at + 2;
+        let header_len = Self::parse_ipv4(frame, l3, frame_len)?;
         Ok(Ipv4Offsets { l3, header_len })
     }
 
@@ -182,6 +204,18 @@ impl Forwarder {
             return Ok(&hops[0]);
         }
         Ok(&hops[self.ecmp_index(frame, at, hops.len())])
+    }
+
+    /// Picks the next hop of a packet to `dst` whose flow has key hash `f`
+    /// ([`telemetry::hash::key_hash`]): the same choice [`Forwarder::route`] makes.
+    #[inline(always)]
+    pub fn route_hashed(&self, dst: u32, f: u64) -> Result<&NextHop, DropReason> {
+        let hops = self.fib.lookup(dst).ok_or(DropReason::NoRoute)?;
+        if hops.len() == 1 {
+            return Ok(&hops[0]);
+        }
+        let h = ecmp_hash(self.ecmp_seed, f);
+        Ok(&hops[((u64::from(h) * hops.len() as u64) >> 32) as usize])
     }
 
     #[inline(never)]
@@ -258,7 +292,7 @@ impl Forwarder {
 
     /// Checks the egress MTU, decrements the TTL (RFC 1624 update) and writes the MACs.
     #[inline(always)]
-    fn rewrite(frame: &mut [u8], at: Ipv4Offsets, total: u16, hop: &NextHop) -> Verdict {
+    pub(crate) fn rewrite(frame: &mut [u8], at: Ipv4Offsets, total: u16, hop: &NextHop) -> Verdict {
         if total > hop.mtu {
             return Verdict::Drop(DropReason::MtuExceeded);
         }

@@ -7,11 +7,19 @@
 
 pub mod burst;
 pub mod capture;
+pub mod clock;
 pub mod counters;
+pub mod digest;
+pub mod emulator;
+pub mod epochs;
+pub mod fabric;
 pub mod fib;
 pub mod forward;
 pub mod frame;
+pub mod inband;
+pub mod load;
 pub mod lpm;
+pub mod plans;
 pub mod tables;
 
 pub use burst::{BurstVerdicts, DROPPED, MAX_BURST, Pipeline};

@@ -2,12 +2,13 @@
 //! this epoch. All probes of a key fall in one 64-byte block (one cache line), so a check
 //! and insert costs one memory access.
 //!
-//! A key's 64-bit hash `H` (seeded per switch) picks the block from its high 32 bits
-//! (multiply-shift); `M = mix64(H)` picks the probes: probe `j` (0..8) sets bit
+//! A key's hash is `H = F ^ seed`, where `F` is the key hash every packet already has
+//! ([`crate::hash::key_hash`]) and `seed` the filter's seed. `H` picks the block from its
+//! high 32 bits (multiply-shift); `M = mix64(H)` picks the probes: probe `j` (0..8) sets bit
 //! `(M >> 6j) & 63` of word `j` of the block (one bit per 64-bit word, as in split-block
 //! Bloom filters).
 
-use crate::hash::{hash64, mix64};
+use crate::hash::{key_hash, mix64};
 
 /// Bits per block (one cache line).
 pub const BLOCK_BITS: usize = 512;
@@ -55,12 +56,26 @@ impl FlowFilter {
         self.blocks.len() * BLOCK_BITS
     }
 
-    /// The block and probe bits of a key: (block index, probe word).
+    /// The block and probe bits of a key with key hash `f`: (block index, probe word).
     #[inline(always)]
-    pub fn locate(&self, words: &[u64; 2]) -> (usize, u64) {
-        let h = hash64(self.seed, words);
+    pub fn locate_hash(&self, f: u64) -> (usize, u64) {
+        let h = f ^ self.seed;
         let block = ((h >> 32) * self.blocks.len() as u64) >> 32;
         (block as usize, mix64(h))
+    }
+
+    /// The block and probe bits of a key's words: (block index, probe word).
+    #[inline(always)]
+    pub fn locate(&self, words: &[u64; 2]) -> (usize, u64) {
+        self.locate_hash(key_hash(words[0], words[1]))
+    }
+
+    /// Starts loading the block of a key with key hash `f`.
+    #[inline(always)]
+    pub fn prefetch(&self, block: usize) {
+        if let Some(b) = self.blocks.get(block) {
+            crate::flowradar::prefetch(b);
+        }
     }
 
     #[inline(always)]
@@ -86,6 +101,13 @@ impl FlowFilter {
     #[inline(always)]
     pub fn insert(&mut self, words: &[u64; 2]) -> bool {
         let (b, m) = self.locate(words);
+        self.insert_located(b, m)
+    }
+
+    /// Inserts a key located by [`FlowFilter::locate_hash`]; returns true if it was not
+    /// (apparently) present before.
+    #[inline(always)]
+    pub fn insert_located(&mut self, b: usize, m: u64) -> bool {
         let block = &mut self.blocks[b].0;
         let mut new = false;
         for j in 0..PROBES {

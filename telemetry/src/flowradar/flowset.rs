@@ -4,14 +4,19 @@
 //! A packet of a new flow (the filter had not seen it) adds the key to FlowXor, one to
 //! FlowCount, and its packet and bytes to PacketCount and ByteCount of one cell in each
 //! sub-table; a later packet of the flow only adds to PacketCount and ByteCount. Cell `j` of
-//! a key: with `H_0 = hash64(seed_table, key)` and `H_(i+1) = mix64(H_i)`, the 32-bit value
-//! `u_j` is the low (even `j`) or high (odd `j`) half of `H_(j/2)`, and the index in
-//! sub-table `j` is `u_j * m >> 32` for `m` cells per sub-table: independent positions, so
-//! two flows share all their cells only by chance (1 in m^k).
+//! a key: with `F` the key hash ([`crate::hash::key_hash`]), `H_0 = mix64(F ^ seed_table)` and
+//! `H_(i+1) = mix64(H_i)`, the 32-bit value `u_j` is the low (even `j`) or high (odd `j`) half
+//! of `H_(j/2)`, and the index in sub-table `j` is `u_j * m >> 32` for `m` cells per
+//! sub-table: independent positions, so two flows share all their cells only by chance (1 in
+//! m^k). The key's 16-bit fingerprint is the top 16 bits of `H_(k/2)`.
+//!
+//! The data plane computes `F` once per packet and locates the flow's block and cells
+//! ([`FlowSet::slots`]) a few packets ahead, prefetching them, before it counts the packet
+//! ([`FlowSet::update_slots`]).
 
 use crate::flowradar::filter::FlowFilter;
 use crate::flowradar::key::FlowKey;
-use crate::hash::{hash64, mix64};
+use crate::hash::{key_hash, mix64};
 
 /// Flow-filter bits per expected flow by default. A false positive on a flow's first packet
 /// hides its key; with 64 bits (8 bytes, under a fifth of the flowset) the rate is about
@@ -89,6 +94,20 @@ impl Cell {
     }
 }
 
+/// Where one flow lives in a flowset: its filter block and probes, its cells and its
+/// fingerprint, from one key hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Slots {
+    /// The filter block.
+    pub block: usize,
+    /// The filter's probe word.
+    pub probes: u64,
+    /// The cell in each sub-table (the first `hashes` entries).
+    pub cells: [u32; MAX_HASHES as usize],
+    /// The fingerprint.
+    pub fingerprint: u16,
+}
+
 /// The encoded flowset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowSet {
@@ -159,19 +178,65 @@ impl FlowSet {
     /// this epoch. No allocation.
     #[inline]
     pub fn update(&mut self, key: &FlowKey, bytes: u32) -> bool {
-        let words = key.words();
-        let mut new = self.filter.insert(&words);
-        let (idx, fp) = self.indices(&words);
-        let idx = &idx[..usize::from(self.hashes)];
+        let [w0, w1] = key.words();
+        let slots = self.slots(key_hash(w0, w1));
+        self.update_slots(&slots, key, bytes)
+    }
+
+    /// The slots of a flow with key hash `f`.
+    #[inline(always)]
+    pub fn slots(&self, f: u64) -> Slots {
+        let (block, probes) = self.filter.locate_hash(f);
+        let mut cells = [0u32; MAX_HASHES as usize];
+        let m = u64::from(self.per_table);
+        let k = usize::from(self.hashes);
+        let mut h = mix64(f ^ self.table_seed);
+        for (j, slot) in cells.iter_mut().enumerate().take(k) {
+            if j > 0 && j % 2 == 0 {
+                h = mix64(h);
+            }
+            let u = if j % 2 == 0 { h & 0xffff_ffff } else { h >> 32 };
+            *slot = (j as u64 * m + ((u * m) >> 32)) as u32;
+        }
+        if k % 2 == 0 {
+            h = mix64(h);
+        }
+        Slots {
+            block,
+            probes,
+            cells,
+            fingerprint: (h >> 48) as u16,
+        }
+    }
+
+    /// Starts loading the filter block and the cells of `slots` (the data plane calls this a
+    /// few packets before [`FlowSet::update_slots`]).
+    #[inline(always)]
+    pub fn prefetch(&self, slots: &Slots) {
+        self.filter.prefetch(slots.block);
+        for &c in &slots.cells[..usize::from(self.hashes)] {
+            if let Some(cell) = self.cells.get(c as usize) {
+                crate::flowradar::prefetch(cell);
+            }
+        }
+    }
+
+    /// Counts one packet of `bytes` bytes of flow `key` located at `slots` (from
+    /// [`FlowSet::slots`] of this flowset); returns whether the flow was new in this epoch.
+    #[inline(always)]
+    pub fn update_slots(&mut self, slots: &Slots, key: &FlowKey, bytes: u32) -> bool {
+        let mut new = self.filter.insert_located(slots.block, slots.probes);
+        let idx = &slots.cells[..usize::from(self.hashes)];
         // A flow already counted has a flow in each of its cells: an empty one proves the
         // filter's "seen" a false positive, which would otherwise drop the flow's key and
         // leave its packets in other flows' counters.
-        if !new && idx.iter().any(|&i| self.cells[i].flow_count == 0) {
+        if !new && idx.iter().any(|&i| self.cells[i as usize].flow_count == 0) {
             new = true;
         }
         let x = key.to_u128();
+        let fp = slots.fingerprint;
         for &i in idx {
-            let c = &mut self.cells[i];
+            let c = &mut self.cells[i as usize];
             if new {
                 c.key_xor ^= x;
                 c.flow_count = c.flow_count.wrapping_add(1);
@@ -186,42 +251,33 @@ impl FlowSet {
     }
 
     /// The cell of the key in each sub-table (the first `hashes` entries are used), and the
-    /// key's 16-bit fingerprint (the top bits of `mix64(H_0 ^ 0xf1)`).
+    /// key's 16-bit fingerprint.
     #[inline(always)]
-    fn indices(&self, words: &[u64; 2]) -> ([usize; MAX_HASHES as usize], u16) {
-        let mut out = [0usize; MAX_HASHES as usize];
-        let mut h = hash64(self.table_seed, words);
-        let fp = (mix64(h ^ 0xf1) >> 48) as u16;
-        let m = u64::from(self.per_table);
-        for (j, slot) in out.iter_mut().enumerate().take(usize::from(self.hashes)) {
-            if j > 0 && j % 2 == 0 {
-                h = mix64(h);
-            }
-            let u = if j % 2 == 0 { h & 0xffff_ffff } else { h >> 32 };
-            *slot = j * self.per_table as usize + ((u * m) >> 32) as usize;
-        }
-        (out, fp)
+    fn indices(&self, key: &FlowKey) -> ([usize; MAX_HASHES as usize], u16) {
+        let [w0, w1] = key.words();
+        let s = self.slots(key_hash(w0, w1));
+        (s.cells.map(|c| c as usize), s.fingerprint)
     }
 
     /// The key's cells (first [`FlowSet::hashes`] entries) and its fingerprint, in one hash.
     #[inline]
     pub fn locate(&self, key: &FlowKey) -> ([usize; MAX_HASHES as usize], u16) {
-        self.indices(&key.words())
+        self.indices(key)
     }
 
     /// The key's 16-bit fingerprint (see [`Cell::check`]).
     pub fn fingerprint(&self, key: &FlowKey) -> u16 {
-        self.indices(&key.words()).1
+        self.indices(key).1
     }
 
     /// The cell of `key` in sub-table `j`, as an index into [`FlowSet::cells`].
     pub fn cell_of(&self, key: &FlowKey, j: u32) -> usize {
-        self.indices(&key.words()).0[j as usize]
+        self.indices(key).0[j as usize]
     }
 
     /// The cells of `key`, one per sub-table.
     pub fn cells_of(&self, key: &FlowKey) -> impl Iterator<Item = usize> + use<> {
-        let idx = self.indices(&key.words()).0;
+        let idx = self.indices(key).0;
         idx.into_iter().take(usize::from(self.hashes))
     }
 

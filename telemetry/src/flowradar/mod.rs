@@ -12,7 +12,7 @@ pub mod sim;
 pub mod wire;
 
 pub use decode::{DecodeResult, DecodedFlow, SingleDecoder, single_decode};
-pub use flowset::{Cell, FlowSet, FlowSetConfig};
+pub use flowset::{Cell, FlowSet, FlowSetConfig, Slots};
 pub use key::FlowKey;
 pub use network::{NetworkResult, network_decode};
 

@@ -3,32 +3,61 @@
 //!
 //! ```text
 //! offset  size  field
-//! 0       4     magic "FRS" and version (1)
+//! 0       4     magic "FRS" and version (2)
 //! 4       4     switch id (big-endian)
 //! 8       8     epoch number
 //! 16      1     sub-tables k (1..=8)
 //! 17      3     reserved, zero
-//! 20      4     cells per sub-table (1 .. 2^28)
+//! 20      4     cells per sub-table (1 .. 2^24 / k)
 //! 24      8     table seed
 //! 32      8     filter seed
-//! 40      4     filter blocks (64 bytes each, 0 .. 2^24)
+//! 40      4     filter blocks (64 bytes each, 1 .. 2^24)
 //! 44      4     non-empty cells
-//! 48      ...   filter blocks, each 8 little-endian u64 words
+//! 48      4     non-empty filter blocks
+//! 52      ...   per non-empty filter block, in index order: varint gap to the previous
+//!               index (first: the index), then its 8 words, little-endian
 //! then per non-empty cell, in index order: varint gap to the previous index (first: the
 //! index), 13 bytes of FlowXor (the key layout), 2 bytes of Check (big-endian), varints
 //! FlowCount, PacketCount, ByteCount
 //! ```
 //!
-//! Varints are LEB128 (7 bits per byte, low first, at most 10 bytes).
+//! Varints are LEB128 (7 bits per byte, low first, at most 10 bytes). A flowset of a quiet
+//! epoch is a few dozen bytes; a decoder that knows the flowset's shape (from the switch's
+//! hello) rejects any other before allocating for it.
 
 use crate::flowradar::filter::{Block, FlowFilter};
 use crate::flowradar::flowset::{Cell, FlowSet, MAX_HASHES};
+use crate::wire::bytes::{ReadError, Reader, put_varint};
 
 /// Magic bytes and the version this code writes.
 pub const MAGIC: [u8; 3] = *b"FRS";
 /// The wire version.
-pub const VERSION: u8 = 1;
-const HEADER: usize = 48;
+pub const VERSION: u8 = 2;
+const HEADER: usize = 52;
+/// Most cells a flowset may have (sub-tables times cells per sub-table).
+pub const MAX_CELLS: usize = 1 << 24;
+
+/// The sizes of a flowset, as a switch declares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Sub-tables `k`.
+    pub hashes: u8,
+    /// Cells per sub-table.
+    pub cells_per_table: u32,
+    /// Filter blocks.
+    pub filter_blocks: u32,
+}
+
+impl Shape {
+    /// The shape of `fs`.
+    pub fn of(fs: &FlowSet) -> Shape {
+        Shape {
+            hashes: fs.hashes(),
+            cells_per_table: fs.cells_per_table(),
+            filter_blocks: fs.filter().blocks().len() as u32,
+        }
+    }
+}
 
 /// Why bytes are not a flowset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -40,8 +69,11 @@ pub enum FlowSetWireError {
     #[error("not a flowset (bad magic)")]
     BadMagic,
     /// A version this code does not read.
-    #[error("flowset version {0} is not supported (this reads version 1)")]
+    #[error("flowset version {0} is not supported (this reads version 2)")]
     UnsupportedVersion(u8),
+    /// Sizes other than the switch declared.
+    #[error("flowset sizes differ from the ones the switch declared")]
+    WrongShape,
     /// A header field is out of range.
     #[error("flowset field {0} is out of range")]
     BadField(&'static str),
@@ -67,59 +99,12 @@ pub struct EpochFlowSet {
     pub flowset: FlowSet,
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
+impl From<ReadError> for FlowSetWireError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Truncated => FlowSetWireError::Truncated,
+            ReadError::BadVarint => FlowSetWireError::BadCounter,
         }
-        out.push(b | 0x80);
-    }
-}
-
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], FlowSetWireError> {
-        let end = self.at.checked_add(n).ok_or(FlowSetWireError::Truncated)?;
-        let s = self
-            .b
-            .get(self.at..end)
-            .ok_or(FlowSetWireError::Truncated)?;
-        self.at = end;
-        Ok(s)
-    }
-
-    fn u32(&mut self) -> Result<u32, FlowSetWireError> {
-        Ok(u32::from_be_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-
-    fn u64(&mut self) -> Result<u64, FlowSetWireError> {
-        Ok(u64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-
-    fn varint(&mut self) -> Result<u64, FlowSetWireError> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let b = self.take(1)?[0];
-            if i == 9 && b > 1 {
-                return Err(FlowSetWireError::BadCounter);
-            }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(FlowSetWireError::BadCounter)
     }
 }
 
@@ -127,7 +112,9 @@ impl<'a> Reader<'a> {
 pub fn encode(e: &EpochFlowSet) -> Vec<u8> {
     let fs = &e.flowset;
     let nonempty = fs.cells().iter().filter(|c| !c.is_empty()).count();
-    let mut out = Vec::with_capacity(HEADER + fs.filter().blocks().len() * 64 + nonempty * 20);
+    let blocks = fs.filter().blocks();
+    let used_blocks = blocks.iter().filter(|b| b.0 != [0; 8]).count();
+    let mut out = Vec::with_capacity(HEADER + used_blocks * 66 + nonempty * 24);
     out.extend_from_slice(&MAGIC);
     out.push(VERSION);
     out.extend_from_slice(&e.switch_id.to_be_bytes());
@@ -139,7 +126,11 @@ pub fn encode(e: &EpochFlowSet) -> Vec<u8> {
     out.extend_from_slice(&fs.filter().seed().to_be_bytes());
     out.extend_from_slice(&(fs.filter().blocks().len() as u32).to_be_bytes());
     out.extend_from_slice(&(nonempty as u32).to_be_bytes());
-    for b in fs.filter().blocks() {
+    out.extend_from_slice(&(used_blocks as u32).to_be_bytes());
+    let mut prev = 0usize;
+    for (i, b) in blocks.iter().enumerate().filter(|(_, b)| b.0 != [0; 8]) {
+        put_varint(&mut out, (i - prev) as u64);
+        prev = i;
         for w in b.0 {
             out.extend_from_slice(&w.to_le_bytes());
         }
@@ -159,7 +150,13 @@ pub fn encode(e: &EpochFlowSet) -> Vec<u8> {
 
 /// Parses a flowset.
 pub fn decode(bytes: &[u8]) -> Result<EpochFlowSet, FlowSetWireError> {
-    let mut r = Reader { b: bytes, at: 0 };
+    decode_shaped(bytes, None)
+}
+
+/// Parses a flowset, rejecting one whose sizes are not `shape` (when given) before
+/// allocating anything for it.
+pub fn decode_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<EpochFlowSet, FlowSetWireError> {
+    let mut r = Reader::new(bytes);
     let head = r.take(4)?;
     if head[..3] != MAGIC {
         return Err(FlowSetWireError::BadMagic);
@@ -174,7 +171,7 @@ pub fn decode(bytes: &[u8]) -> Result<EpochFlowSet, FlowSetWireError> {
         return Err(FlowSetWireError::BadField("sub-tables"));
     }
     let per_table = r.u32()?;
-    if per_table == 0 || per_table > 1 << 28 {
+    if per_table == 0 || per_table as usize * usize::from(k) > MAX_CELLS {
         return Err(FlowSetWireError::BadField("cells per sub-table"));
     }
     let table_seed = r.u64()?;
@@ -183,24 +180,42 @@ pub fn decode(bytes: &[u8]) -> Result<EpochFlowSet, FlowSetWireError> {
     if blocks == 0 || blocks > 1 << 24 {
         return Err(FlowSetWireError::BadField("filter blocks"));
     }
+    if let Some(s) = shape
+        && (s.hashes != k || s.cells_per_table != per_table || s.filter_blocks as usize != blocks)
+    {
+        return Err(FlowSetWireError::WrongShape);
+    }
     let total = per_table as usize * usize::from(k);
     let nonempty = r.u32()? as usize;
     if nonempty > total {
         return Err(FlowSetWireError::BadField("non-empty cells"));
     }
-    // Check the filter fits before allocating for it.
-    let filter_bytes = blocks * 64;
-    if bytes.len().saturating_sub(r.at) < filter_bytes {
+    let used_blocks = r.u32()? as usize;
+    if used_blocks > blocks {
+        return Err(FlowSetWireError::BadField("non-empty filter blocks"));
+    }
+    // The sparse parts must fit in what is left before anything is allocated for them.
+    let left = bytes.len().saturating_sub(r.position());
+    if left < used_blocks * 65 + nonempty * 19 {
         return Err(FlowSetWireError::Truncated);
     }
-    let mut filter = Vec::with_capacity(blocks);
-    for _ in 0..blocks {
+    let mut filter = vec![Block::default(); blocks];
+    let mut index = 0usize;
+    for n in 0..used_blocks {
+        let gap = r.varint()?;
+        if n > 0 && gap == 0 {
+            return Err(FlowSetWireError::BadIndex);
+        }
+        index = index
+            .checked_add(usize::try_from(gap).map_err(|_| FlowSetWireError::BadIndex)?)
+            .ok_or(FlowSetWireError::BadIndex)?;
+        if index >= blocks {
+            return Err(FlowSetWireError::BadIndex);
+        }
         let raw = r.take(64)?;
-        let mut b = Block::default();
-        for (w, chunk) in b.0.iter_mut().zip(raw.chunks_exact(8)) {
+        for (w, chunk) in filter[index].0.iter_mut().zip(raw.chunks_exact(8)) {
             *w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
         }
-        filter.push(b);
     }
     let mut cells = vec![Cell::default(); total];
     let mut index = 0usize;
@@ -229,7 +244,7 @@ pub fn decode(bytes: &[u8]) -> Result<EpochFlowSet, FlowSetWireError> {
             check,
         };
     }
-    if r.at != bytes.len() {
+    if r.position() != bytes.len() {
         return Err(FlowSetWireError::TrailingBytes);
     }
     let flowset = FlowSet::from_parts(
@@ -287,7 +302,9 @@ mod tests {
             e.flowset.memory_bytes()
         );
         let empty = sample(0, 1);
-        assert_eq!(decode(&encode(&empty)).unwrap(), empty);
+        let bytes = encode(&empty);
+        assert_eq!(decode(&bytes).unwrap(), empty);
+        assert_eq!(bytes.len(), HEADER, "a quiet epoch is its header alone");
     }
 
     #[test]
@@ -321,11 +338,22 @@ mod tests {
         long.push(0);
         assert_eq!(decode(&long).unwrap_err(), FlowSetWireError::TrailingBytes);
         let mut huge = good.clone();
-        huge[40..44].copy_from_slice(&(1u32 << 24).to_be_bytes());
+        huge[44..48].copy_from_slice(&(1u32 << 20).to_be_bytes());
+        huge[20..24].copy_from_slice(&(1u32 << 22).to_be_bytes());
         assert_eq!(
             decode(&huge).unwrap_err(),
             FlowSetWireError::Truncated,
             "no giant allocation for a lying header"
+        );
+        let shape = Shape::of(&e.flowset);
+        assert_eq!(decode_shaped(&good, Some(shape)).unwrap(), e);
+        let other = Shape {
+            cells_per_table: shape.cells_per_table + 1,
+            ..shape
+        };
+        assert_eq!(
+            decode_shaped(&good, Some(other)).unwrap_err(),
+            FlowSetWireError::WrongShape
         );
     }
 

@@ -1,19 +1,21 @@
 //! Distributed coding of static per-flow values (path tracing): the decisions every hop and
-//! the sink derive from the global hashes, in one place so encoder and decoder cannot
-//! disagree.
+//! the sink derive from the packet's tape (see [`crate::pint::tape`]), in one place so encoder
+//! and decoder cannot disagree.
 //!
-//! Per packet and instance, a layer is chosen by `hash32(LAYER + n*S, [pid])`: the baseline
-//! layer when it is below `tau`, otherwise one of the XOR layers (split evenly). On the
-//! baseline layer hop `i` overwrites the field with `h(v, pid)` iff
-//! `hash32(HOP + n*S, [pid, i]) < floor(2^32 / i)` (reservoir sampling: the survivor is
-//! uniform over the hops). On XOR layer `l` hop `i` XORs `h(v, pid)` into the field iff
-//! `hash32(XOR_HOP + l + n*S, [pid, i]) < floor(p_l * 2^32)`. `h(v, pid)` is the top `b`
-//! bits of `hash32(VALUE + n*S, [v, pid])`, or `v` itself in raw mode (ideal experiments).
-//! `S` is [`seeds::INSTANCE_STRIDE`].
+//! Per packet and instance `n`, a layer is chosen by the instance's 16-bit packet slice `u`:
+//! the baseline layer when `u < floor(tau * 2^16)`, otherwise one of the XOR layers (split
+//! evenly). On the baseline layer hop `i` overwrites the field with `h(v, pid)` iff its 24-bit
+//! hop slice `g` is below `floor(2^24 / i)` (reservoir sampling: the survivor is uniform over
+//! the hops). On XOR layer `l` hop `i` XORs `h(v, pid)` into the field iff
+//! `g < floor(p_l * 2^24)`. `h(v, pid)` is instance `n`'s `b` bits of the value word of `v`
+//! (the top bits first: instance 0 takes bits 63..64-b), or `v` itself in raw mode (ideal
+//! experiments).
 
 use serde::{Deserialize, Serialize};
 
-use crate::hash::{hash32, seeds, threshold};
+use crate::pint::tape::{
+    self, COIN_BITS, HopTape, SAMPLE_BITS, SAMPLE_THRESHOLDS, Slice, SliceAllocator,
+};
 
 /// Largest path length the coding handles (TTL-derived hop indices fit in a byte).
 pub const MAX_HOPS: usize = 255;
@@ -85,52 +87,76 @@ pub enum Layer {
 pub struct PathCoding {
     /// Bits of one instance's field (`b`), 1 to 32.
     pub bits: u32,
-    /// Independent instances, each with its own field and hashes.
+    /// Independent instances, each with its own field and decisions.
     pub instances: u32,
     /// Values travel as they are (no hashing), for ideal experiments; needs `bits` = 32.
     pub raw_values: bool,
-    /// Share of packets on the baseline layer, as an integer threshold over 2^32.
-    tau: u64,
-    /// Participation probability of each XOR layer, as thresholds over 2^32.
-    xor: Vec<u64>,
+    /// Share of packets on the baseline layer, as a threshold over 2^16.
+    tau: u32,
+    /// Participation probability of each XOR layer, as thresholds over 2^24.
+    xor: Vec<u32>,
     /// The probabilities as given (for reports).
     xor_p: Vec<f64>,
     tau_p: f64,
-    /// Added to instance numbers in seeds, so that different queries hash independently.
-    instance_base: u32,
+    /// The query's salt for value hashing.
+    salt: u64,
+    /// Per instance: its packet slice (layer choice) and hop slice (sampling).
+    layer_slices: Vec<Slice>,
+    hop_slices: Vec<Slice>,
+}
+
+/// Threshold over 2^bits of probability `p`, clamped to [0, 2^bits].
+fn fixed_threshold(p: f64, bits: u32) -> u32 {
+    let scale = f64::from(1u32 << bits);
+    (p.clamp(0.0, 1.0) * scale).floor() as u32
 }
 
 impl PathCoding {
-    /// A coding with explicit parameters: baseline share `tau` and XOR layer probabilities.
+    /// A coding with explicit parameters: baseline share `tau` and XOR layer probabilities,
+    /// with slices and salt of its own (as if it were a plan's only query, named `path`).
     pub fn new(bits: u32, instances: u32, tau: f64, xor: &[f64]) -> PathCoding {
+        let mut p = SliceAllocator::packet();
+        let mut h = SliceAllocator::hop();
+        PathCoding::with_slices(bits, instances, tau, xor, "path", &mut p, &mut h)
+    }
+
+    /// A coding whose layer and sampling slices come from the given allocators and whose
+    /// value hashes are salted by `name` (a plan compiles each query this way, so queries
+    /// decide independently).
+    pub fn with_slices(
+        bits: u32,
+        instances: u32,
+        tau: f64,
+        xor: &[f64],
+        name: &str,
+        packet: &mut SliceAllocator,
+        hop: &mut SliceAllocator,
+    ) -> PathCoding {
         assert!((1..=32).contains(&bits), "bits must be 1 to 32");
+        let instances = instances.max(1);
         let tau = if xor.is_empty() { 1.0 } else { tau };
         PathCoding {
             bits,
-            instances: instances.max(1),
+            instances,
             raw_values: false,
-            tau: threshold(tau),
-            xor: xor.iter().map(|p| threshold(*p)).collect(),
+            tau: fixed_threshold(tau, COIN_BITS),
+            xor: xor
+                .iter()
+                .map(|p| fixed_threshold(*p, SAMPLE_BITS))
+                .collect(),
             xor_p: xor.to_vec(),
             tau_p: tau,
-            instance_base: 0,
+            salt: tape::query_salt(name),
+            layer_slices: (0..instances).map(|_| packet.take(COIN_BITS)).collect(),
+            hop_slices: (0..instances).map(|_| hop.take(SAMPLE_BITS)).collect(),
         }
-    }
-
-    /// The same coding with its seeds moved by `base` instances, so that it decides
-    /// independently of codings with another base.
-    pub fn with_instance_base(mut self, base: u32) -> PathCoding {
-        self.instance_base = base;
-        self
     }
 
     /// The paper's parameters for a path-length bound `d`: baseline only, or interleaved
     /// with `tau = 3/4` and XOR probability `1/ln d` (d <= 15) or `ln ln d / ln d` (d >= 16).
     pub fn for_diameter(scheme: Scheme, bits: u32, instances: u32, d: u32) -> PathCoding {
-        match scheme {
-            Scheme::Baseline => PathCoding::new(bits, instances, 1.0, &[]),
-            Scheme::Interleaved => PathCoding::new(bits, instances, 0.75, &[xor_probability(d)]),
-        }
+        let (tau, xor) = scheme_parameters(scheme, d);
+        PathCoding::new(bits, instances, tau, &xor)
     }
 
     /// Switches to raw values (the field carries the value itself; 32 bits).
@@ -150,91 +176,148 @@ impl PathCoding {
         &self.xor_p
     }
 
-    fn seed(&self, base: u64, instance: u32) -> u64 {
-        let n = u64::from(instance) + u64::from(self.instance_base);
-        base.wrapping_add(n.wrapping_mul(seeds::INSTANCE_STRIDE))
+    /// The query's salt for value keys.
+    pub fn salt(&self) -> u64 {
+        self.salt
     }
 
-    /// The layer of `pid` for `instance`.
-    #[inline]
-    pub fn layer(&self, instance: u32, pid: u32) -> Layer {
-        let u = u64::from(hash32(self.seed(seeds::LAYER, instance), &[u64::from(pid)]));
+    /// The layer of the packet with packet word `m` for `instance`.
+    #[inline(always)]
+    pub fn layer_of_word(&self, instance: u32, m: u64) -> Layer {
+        let u = tape::packet_slice(m, self.layer_slices[instance as usize]);
         if u < self.tau || self.xor.is_empty() {
             return Layer::Baseline;
         }
         // Spread the rest evenly over the XOR layers.
-        let rest = (1u64 << 32) - self.tau;
-        let l =
-            ((u - self.tau) * self.xor.len() as u64 / rest.max(1)).min(self.xor.len() as u64 - 1);
+        let rest = (1u64 << COIN_BITS) - u64::from(self.tau);
+        let l = (u64::from(u - self.tau) * self.xor.len() as u64 / rest.max(1))
+            .min(self.xor.len() as u64 - 1);
         Layer::Xor(l as u8)
     }
 
+    /// The layer of `pid` for `instance`.
+    pub fn layer(&self, instance: u32, pid: u32) -> Layer {
+        self.layer_of_word(instance, tape::packet_word(pid))
+    }
+
     /// Whether hop `i` (1-based) writes on the baseline layer: `g(pid, i) < 1/i`.
-    #[inline]
     pub fn samples(&self, instance: u32, pid: u32, i: usize) -> bool {
-        let g = hash32(self.seed(seeds::HOP, instance), &[u64::from(pid), i as u64]);
-        u64::from(g) < (1u64 << 32) / i as u64
+        let g = tape::hop_slice(
+            tape::packet_word(pid),
+            i,
+            self.hop_slices[instance as usize],
+        );
+        g < SAMPLE_THRESHOLDS[i & 255]
     }
 
     /// Whether hop `i` takes part in XOR layer `layer`.
-    #[inline]
     pub fn xor_member(&self, instance: u32, layer: u8, pid: u32, i: usize) -> bool {
-        let seed = self.seed(seeds::XOR_HOP.wrapping_add(u64::from(layer)), instance);
-        u64::from(hash32(seed, &[u64::from(pid), i as u64])) < self.xor[usize::from(layer)]
+        let g = tape::hop_slice(
+            tape::packet_word(pid),
+            i,
+            self.hop_slices[instance as usize],
+        );
+        g < self.xor[usize::from(layer)]
+    }
+
+    /// Instances whose fields share one value word.
+    fn per_word(&self) -> u32 {
+        64 / self.bits
+    }
+
+    /// `h(value, pid)` from the packet word and the value's key
+    /// ([`tape::value_key`]`(self.salt(), value)`).
+    #[inline(always)]
+    pub fn value_hash_with_key(&self, instance: u32, m: u64, vkey: u64) -> u64 {
+        let per = self.per_word();
+        let w = tape::value_word(m, vkey, instance / per);
+        let top = (instance % per + 1) * self.bits;
+        (w >> (64 - top)) & ((1u64 << self.bits) - 1)
     }
 
     /// `h(value, pid)`: what a hop writes for `value`.
-    #[inline]
     pub fn value_hash(&self, instance: u32, value: u32, pid: u32) -> u64 {
         if self.raw_values {
             return u64::from(value);
         }
-        let h = hash32(
-            self.seed(seeds::VALUE, instance),
-            &[u64::from(value), u64::from(pid)],
-        );
-        u64::from(h >> (32 - self.bits))
+        self.value_hash_with_key(
+            instance,
+            tape::packet_word(pid),
+            tape::value_key(self.salt, value),
+        )
     }
 
     /// The hop whose value survives on the baseline layer of a `k`-hop path: the largest
     /// `i <= k` that samples (hop 1 always does).
     pub fn writer(&self, instance: u32, pid: u32, k: usize) -> usize {
-        (2..=k)
+        let m = tape::packet_word(pid);
+        let s = self.hop_slices[instance as usize];
+        (2..=k.min(255))
             .rev()
-            .find(|&i| self.samples(instance, pid, i))
+            .find(|&i| tape::hop_slice(m, i, s) < SAMPLE_THRESHOLDS[i])
             .unwrap_or(1)
     }
 
     /// The hops of a `k`-hop path that take part in XOR layer `layer`.
     pub fn xor_hops(&self, instance: u32, layer: u8, pid: u32, k: usize) -> HopSet {
-        let mut s = HopSet::default();
-        for i in 1..=k {
-            if self.xor_member(instance, layer, pid, i) {
-                s.insert(i);
+        let m = tape::packet_word(pid);
+        let s = self.hop_slices[instance as usize];
+        let t = self.xor[usize::from(layer)];
+        let mut set = HopSet::default();
+        for i in 1..=k.min(255) {
+            if tape::hop_slice(m, i, s) < t {
+                set.insert(i);
             }
         }
-        s
+        set
     }
 
-    /// Encodes at hop `i`: updates one instance's field with this hop's `value`.
-    #[inline]
-    pub fn encode(&self, instance: u32, pid: u32, i: usize, value: u32, field: u64) -> u64 {
-        match self.layer(instance, pid) {
+    /// Encodes at hop `i` from the packet word `m` and this hop's tape: updates one
+    /// instance's field with the value hash `h` gives (called only when the hop writes).
+    #[inline(always)]
+    pub fn encode_with(
+        &self,
+        instance: u32,
+        m: u64,
+        tape: &mut HopTape,
+        i: usize,
+        field: u64,
+        h: impl FnOnce() -> u64,
+    ) -> u64 {
+        let g = tape.slice(self.hop_slices[instance as usize]);
+        match self.layer_of_word(instance, m) {
             Layer::Baseline => {
-                if self.samples(instance, pid, i) {
-                    self.value_hash(instance, value, pid)
+                if g < SAMPLE_THRESHOLDS[i & 255] {
+                    h()
                 } else {
                     field
                 }
             }
             Layer::Xor(l) => {
-                if self.xor_member(instance, l, pid, i) {
-                    field ^ self.value_hash(instance, value, pid)
+                if g < self.xor[usize::from(l)] {
+                    field ^ h()
                 } else {
                     field
                 }
             }
         }
+    }
+
+    /// Encodes at hop `i`: updates one instance's field with this hop's `value`.
+    pub fn encode(&self, instance: u32, pid: u32, i: usize, value: u32, field: u64) -> u64 {
+        let m = tape::packet_word(pid);
+        let mut t = HopTape::new(m, i);
+        self.encode_with(instance, m, &mut t, i, field, || {
+            self.value_hash(instance, value, pid)
+        })
+    }
+}
+
+/// Baseline share and XOR layer probabilities of a scheme for path-length bound `d`.
+pub fn scheme_parameters(scheme: Scheme, d: u32) -> (f64, Vec<f64>) {
+    match scheme {
+        Scheme::Baseline => (1.0, Vec::new()),
+        Scheme::Interleaved => (0.75, vec![xor_probability(d)]),
     }
 }
 

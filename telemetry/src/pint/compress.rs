@@ -1,40 +1,67 @@
-//! Value compression with randomized rounding, so that decompressed values are unbiased.
+//! Value compression with randomized rounding, so that decompressed values are unbiased,
+//! in integer arithmetic only (a switch compresses one value per query per packet).
 //!
-//! Multiplicative (for max, min, product and latencies): a value `x >= 1` becomes
-//! `log_base(x)` rounded up with probability `(x - base^lo) / (base^hi - base^lo)` and down
-//! otherwise, where `base = (1 + eps)^2`; decoding gives `base^code`, whose expectation is
-//! `x`. Linear (for sums): `x / unit` rounded the same way. Codes saturate at the largest
-//! code, never wrap. The random input is a 32-bit hash (compared as an integer).
+//! Multiplicative (for max, min, product and latencies): an integer value `x >= 1` becomes
+//! `lo = floor(log_base x)`, plus one with probability `(x - base^lo) / (base^(lo+1) -
+//! base^lo)`, where `base = (1 + eps)^2`; decoding gives `base^code`, whose expectation is
+//! `x`. The floor comes from a table of `ceil(base^c)` (exact for integers: `base^c <= x`
+//! exactly when `ceil(base^c) <= x`), found from the position of `x`'s leading one and its
+//! next five bits; the rounding compares a 16-bit coin with the fraction in 16.16 fixed
+//! point. Linear (for sums): `x / unit`, rounded the same way, by one multiplication with
+//! `2^32 / unit`. Codes saturate at the largest code, never wrap.
+
+use std::sync::Arc;
+
+/// Widest multiplicative code (its tables hold one entry per code).
+pub const MAX_LOG_BITS: u32 = 16;
+
+/// Mantissa bits that index the start table.
+const INDEX_BITS: u32 = 5;
 
 /// Multiplicative compression to `bits`-bit codes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct LogCompressor {
     base: f64,
     ln_base: f64,
-    log2_base: f64,
     max_code: u32,
+    tables: Arc<LogTables>,
 }
 
-/// A rough log2 (error below 0.01) from the float's exponent and a quadratic in its
-/// mantissa: a starting guess that [`LogCompressor::compress`] corrects exactly.
-#[inline(always)]
-fn rough_log2(x: f64) -> f64 {
-    let bits = x.to_bits();
-    let exponent = ((bits >> 52) & 0x7ff) as i64 - 1023;
-    let m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000) - 1.0;
-    exponent as f64 + m * (1.346_57 - 0.346_57 * m)
+struct LogTables {
+    /// `ceil(base^c)` for c in 0..=max_code + 1, saturating at u64::MAX.
+    bounds: Vec<u64>,
+    /// `base^c` in 48.16 fixed point (u128), for the rounding fraction.
+    fixed: Vec<u128>,
+    /// For each bucket `k * 32 + top five mantissa bits` of `x`, the largest code whose
+    /// bound is at most the bucket's smallest value; one more entry at the end.
+    start: Vec<u32>,
+}
+
+impl std::fmt::Debug for LogTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The tables follow from the base and the width; printing them says nothing more.
+        write!(f, "LogTables({} codes)", self.bounds.len() - 1)
+    }
+}
+
+impl PartialEq for LogCompressor {
+    fn eq(&self, o: &Self) -> bool {
+        self.base == o.base && self.max_code == o.max_code
+    }
 }
 
 impl LogCompressor {
-    /// Codes of `bits` bits with relative error parameter `eps` (base `(1 + eps)^2`).
+    /// Codes of `bits` bits (1 to 16) with relative error parameter `eps` (base
+    /// `(1 + eps)^2`).
     pub fn with_epsilon(eps: f64, bits: u32) -> LogCompressor {
-        assert!(eps > 0.0 && (1..=32).contains(&bits));
+        assert!(eps > 0.0 && (1..=MAX_LOG_BITS).contains(&bits));
         let base = (1.0 + eps) * (1.0 + eps);
+        let max_code = ((1u64 << bits) - 1) as u32;
         LogCompressor {
             base,
             ln_base: base.ln(),
-            log2_base: base.log2(),
-            max_code: ((1u64 << bits) - 1) as u32,
+            max_code,
+            tables: Arc::new(LogTables::build(base, max_code)),
         }
     }
 
@@ -56,34 +83,46 @@ impl LogCompressor {
         self.max_code
     }
 
-    /// Compresses `x` (values below 1 count as 1) with random input `r`.
+    /// `floor(log_base x)` for `x >= 1`, saturating at the largest code.
+    #[inline(always)]
+    fn floor_code(&self, x: u64) -> u32 {
+        let t = &*self.tables;
+        let k = 63 - x.leading_zeros();
+        let frac = if k >= INDEX_BITS {
+            (x >> (k - INDEX_BITS)) as u32
+        } else {
+            (x << (INDEX_BITS - k)) as u32
+        } & ((1 << INDEX_BITS) - 1);
+        let idx = ((k << INDEX_BITS) | frac) as usize;
+        // The answer lies between this bucket's start and the next one's.
+        let (mut lo, mut hi) = (t.start[idx], t.start[idx + 1]);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if t.bounds[mid as usize] <= x {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    }
+
+    /// Compresses `x` (0 and 1 give code 0) with a 16-bit random `coin`.
     #[inline]
-    pub fn compress(&self, x: f64, r: u32) -> u32 {
-        if x.is_nan() || x <= 1.0 {
+    pub fn compress(&self, x: u64, coin: u32) -> u32 {
+        if x <= 1 {
             return 0;
         }
-        // A guess of floor(log_base x) from a cheap log2, corrected against exact powers so
-        // that base^lo <= x < base^(lo + 1).
-        let guess = (rough_log2(x) / self.log2_base).floor().max(0.0);
-        if guess >= f64::from(self.max_code) + 1.0 {
+        let t = &*self.tables;
+        if x >= t.bounds[self.max_code as usize] {
             return self.max_code;
         }
-        let mut lo = guess as i32;
-        let mut lo_v = self.base.powi(lo);
-        while lo > 0 && x < lo_v {
-            lo -= 1;
-            lo_v /= self.base;
-        }
-        while x >= lo_v * self.base {
-            lo += 1;
-            lo_v *= self.base;
-        }
-        if lo as u32 >= self.max_code {
-            return self.max_code;
-        }
-        let p = (x - lo_v) / (lo_v * self.base - lo_v);
-        let up = f64::from(r) < p * 4_294_967_296.0;
-        lo as u32 + u32::from(up)
+        let lo = self.floor_code(x);
+        let (b_lo, b_hi) = (t.fixed[lo as usize], t.fixed[lo as usize + 1]);
+        // Round up iff coin < 2^16 * (x - b_lo) / (b_hi - b_lo), all in 16.16 fixed point.
+        let num = (u128::from(x) << 16).saturating_sub(b_lo) << 16;
+        let up = u128::from(coin & 0xffff) * (b_hi - b_lo) < num;
+        lo + u32::from(up)
     }
 
     /// The value a code stands for.
@@ -98,19 +137,69 @@ impl LogCompressor {
     }
 }
 
+impl LogTables {
+    fn build(base: f64, max_code: u32) -> LogTables {
+        let n = max_code as usize + 2;
+        let mut bounds = Vec::with_capacity(n);
+        let mut fixed = Vec::with_capacity(n);
+        for c in 0..n {
+            let v = base.powi(c as i32);
+            bounds.push(if v >= 1.8e19 {
+                u64::MAX
+            } else {
+                v.ceil() as u64
+            });
+            fixed.push(if v >= 2.0e33 {
+                u128::MAX >> 20
+            } else {
+                (v * 65536.0).round() as u128
+            });
+        }
+        // The largest code whose bound is at most `y`.
+        let code_at = |y: u64| -> u32 { (bounds.partition_point(|&b| b <= y) as u32).max(1) - 1 };
+        let buckets = 64usize << INDEX_BITS;
+        let mut start = Vec::with_capacity(buckets + 1);
+        for idx in 0..buckets {
+            let k = (idx >> INDEX_BITS) as u32;
+            let frac = (idx & ((1 << INDEX_BITS) - 1)) as u64;
+            // The bucket's smallest value (buckets below 2^5 hold fractional edges: the
+            // smallest integer in them).
+            let lowest = if k >= INDEX_BITS {
+                (1u64 << k) | (frac << (k - INDEX_BITS))
+            } else {
+                ((1u64 << INDEX_BITS) | frac).div_ceil(1 << (INDEX_BITS - k))
+            };
+            start.push(code_at(lowest).min(max_code));
+        }
+        start.push(max_code);
+        // Each bucket's range ends where the next bucket's starts (monotone by construction).
+        for i in (0..buckets).rev() {
+            start[i] = start[i].min(start[i + 1]);
+        }
+        LogTables {
+            bounds,
+            fixed,
+            start,
+        }
+    }
+}
+
 /// Linear compression to `bits`-bit codes in steps of `unit`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinearCompressor {
     unit: f64,
+    /// `2^32 / unit`, rounded.
+    inv_unit: u64,
     max_code: u32,
 }
 
 impl LinearCompressor {
-    /// Codes of `bits` bits, each step worth `unit`.
+    /// Codes of `bits` bits (1 to 32), each step worth `unit` (at least 2^-30).
     pub fn new(unit: f64, bits: u32) -> LinearCompressor {
-        assert!(unit > 0.0 && (1..=32).contains(&bits));
+        assert!(unit >= 1.0 / f64::from(1u32 << 30) && (1..=32).contains(&bits));
         LinearCompressor {
             unit,
+            inv_unit: (4_294_967_296.0 / unit).round().max(1.0) as u64,
             max_code: ((1u64 << bits) - 1) as u32,
         }
     }
@@ -120,19 +209,16 @@ impl LinearCompressor {
         self.max_code
     }
 
-    /// Compresses `x` (negative values count as 0) with random input `r`.
+    /// Compresses `x` with a 16-bit random `coin`.
     #[inline]
-    pub fn compress(&self, x: f64, r: u32) -> u32 {
-        if x.is_nan() || x <= 0.0 {
-            return 0;
-        }
-        let l = x / self.unit;
-        let lo = l.floor();
-        if lo >= f64::from(self.max_code) {
+    pub fn compress(&self, x: u64, coin: u32) -> u32 {
+        let q = u128::from(x) * u128::from(self.inv_unit);
+        let lo = q >> 32;
+        if lo >= u128::from(self.max_code) {
             return self.max_code;
         }
-        let up = f64::from(r) < (l - lo) * 4_294_967_296.0;
-        (lo as u32 + u32::from(up)).min(self.max_code)
+        let frac = ((q >> 16) & 0xffff) as u32;
+        lo as u32 + u32::from(coin & 0xffff < frac)
     }
 
     /// The value a code (or a sum of codes) stands for.
@@ -147,32 +233,47 @@ mod tests {
     use super::*;
     use crate::hash::hash32;
 
-    fn mean_decoded(c: &LogCompressor, x: f64, n: u32) -> f64 {
+    fn coin(i: u32) -> u32 {
+        hash32(42, &[u64::from(i)]) >> 16
+    }
+
+    fn mean_decoded(c: &LogCompressor, x: u64, n: u32) -> f64 {
         (0..n)
-            .map(|i| c.decompress(c.compress(x, hash32(42, &[u64::from(i)]))))
+            .map(|i| c.decompress(c.compress(x, coin(i))))
             .sum::<f64>()
             / f64::from(n)
     }
 
     #[test]
     fn log_rounding_is_unbiased() {
-        // Fixed seeds; the mean of n decoded samples is within a few standard errors of x.
         let c = LogCompressor::with_epsilon(0.025, 8);
-        for x in [1.3, 7.77, 123.4, 5000.0, 29_999.0] {
+        for x in [2u64, 7, 123, 5000, 29_999] {
             let m = mean_decoded(&c, x, 100_000);
-            assert!((m - x).abs() / x < 0.002, "x {x}: mean {m}");
+            assert!((m - x as f64).abs() / (x as f64) < 0.002, "x {x}: mean {m}");
         }
         let coarse = LogCompressor::with_epsilon(0.42, 4);
-        for x in [3.0, 17.0, 200.0] {
+        for x in [3u64, 17, 200] {
             let m = mean_decoded(&coarse, x, 200_000);
-            assert!((m - x).abs() / x < 0.01, "x {x}: mean {m}");
+            assert!((m - x as f64).abs() / (x as f64) < 0.01, "x {x}: mean {m}");
         }
     }
 
     #[test]
-    fn rough_log2_is_close() {
-        for x in [1.0, 1.5, 2.0, 3.7, 1000.0, 123_456.0, 1e12] {
-            assert!((rough_log2(x) - f64::log2(x)).abs() < 0.01, "{x}");
+    fn floor_code_matches_a_linear_search() {
+        for (eps, bits) in [(0.025, 8), (0.42, 4), (0.001, 12), (0.022, 8), (3.0, 2)] {
+            let c = LogCompressor::with_epsilon(eps, bits);
+            let bounds = &c.tables.bounds;
+            let naive = |x: u64| {
+                (0..=c.max_code)
+                    .rev()
+                    .find(|&k| bounds[k as usize] <= x)
+                    .unwrap()
+            };
+            let mut x = 1u64;
+            while x < bounds[c.max_code as usize] {
+                assert_eq!(c.floor_code(x), naive(x), "eps {eps} bits {bits} x {x}");
+                x = if x < 5000 { x + 1 } else { x + x / 997 + 1 };
+            }
         }
     }
 
@@ -180,10 +281,10 @@ mod tests {
     fn codes_bracket_the_value() {
         // The code is floor or ceil of log_base(x), never further.
         let c = LogCompressor::with_epsilon(0.022, 8);
-        for i in 0..20_000u32 {
-            let x = 1.0 + f64::from(i) * 3.3;
-            let exact = x.ln() / c.ln_base;
-            for r in [0, u32::MAX / 2, u32::MAX] {
+        for i in 0..20_000u64 {
+            let x = 1 + i * 3;
+            let exact = (x as f64).ln() / c.ln_base;
+            for r in [0, 0x8000, 0xffff] {
                 let code = f64::from(c.compress(x, r));
                 assert!(
                     code >= exact.floor().min(255.0) - 1e-9
@@ -197,12 +298,13 @@ mod tests {
     #[test]
     fn codes_saturate_and_bound_error() {
         let c = LogCompressor::with_epsilon(0.025, 8);
-        assert_eq!(c.compress(1e300, 0), 255);
-        assert_eq!(c.compress(0.0, 0), 0);
-        assert_eq!(c.compress(f64::NAN, 0), 0);
-        for x in [2.0, 50.0, 1000.0] {
-            for r in [0, u32::MAX] {
+        assert_eq!(c.compress(u64::MAX, 0), 255);
+        assert_eq!(c.compress(0, 0), 0);
+        assert_eq!(c.compress(1, 0xffff), 0);
+        for x in [2u64, 50, 1000] {
+            for r in [0, 0xffff] {
                 let d = c.decompress(c.compress(x, r));
+                let x = x as f64;
                 assert!(
                     d / x <= 1.050_625 + 1e-9 && x / d <= 1.050_625 + 1e-9,
                     "{x} -> {d}"
@@ -212,20 +314,25 @@ mod tests {
         let r = LogCompressor::for_range(1e6, 8);
         assert!((r.decompress(255) - 1e6).abs() / 1e6 < 1e-9);
         assert!((LogCompressor::with_epsilon(0.025, 8).epsilon() - 0.025).abs() < 1e-12);
+        let wide = LogCompressor::for_range(1e12, 16);
+        assert_eq!(wide.compress(2_000_000_000_000, 0), 65_535);
+        let code = wide.compress(1_000_000, 0);
+        assert!((wide.decompress(code) / 1e6 - 1.0).abs() < 1e-3, "{code}");
     }
 
     #[test]
     fn linear_rounding_is_unbiased_and_saturates() {
         let c = LinearCompressor::new(10.0, 8);
-        for x in [3.0, 47.5, 1234.0] {
+        for x in [3u64, 47, 1234] {
             let n = 100_000u32;
             let m: f64 = (0..n)
-                .map(|i| c.decompress(u64::from(c.compress(x, hash32(7, &[u64::from(i)])))))
+                .map(|i| c.decompress(u64::from(c.compress(x, coin(i)))))
                 .sum::<f64>()
                 / f64::from(n);
-            assert!((m - x).abs() < 0.1, "x {x}: mean {m}");
+            assert!((m - x as f64).abs() < 0.1, "x {x}: mean {m}");
         }
-        assert_eq!(c.compress(1e9, 0), 255);
-        assert_eq!(c.compress(-5.0, 0), 0);
+        assert_eq!(c.compress(1_000_000_000, 0), 255);
+        assert_eq!(c.compress(0, 0), 0);
+        assert_eq!(LinearCompressor::new(0.5, 16).compress(10, 0xffff), 20);
     }
 }

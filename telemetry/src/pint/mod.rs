@@ -3,8 +3,10 @@
 
 pub mod coding;
 pub mod compress;
+pub mod encoder;
 pub mod hpcc;
 pub mod path_decoder;
 pub mod plan;
 pub mod query;
 pub mod recording;
+pub mod tape;

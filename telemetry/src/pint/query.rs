@@ -197,6 +197,7 @@ impl QueryFile {
     /// The paper's concurrent example: 16 bits; path tracing (8 bits) on all packets,
     /// latency quantiles (8 bits) on 15/16, HPCC utilization (8 bits) on 1/16.
     pub fn paper_example() -> QueryFile {
-        QueryFile::from_toml(include_str!("paper_example.toml")).expect("built-in example parses")
+        QueryFile::from_toml(include_str!("../../../configs/queries/paper.toml"))
+            .expect("built-in example parses")
     }
 }

@@ -178,7 +178,11 @@ impl<'a> FlowRecorder<'a> {
                     ..
                 } => {
                     paths.push(None);
-                    sketches.push(Some(HopSketches::new(k, *compression, *space_budget)));
+                    sketches.push(Some(HopSketches::new(
+                        k,
+                        compression.clone(),
+                        *space_budget,
+                    )));
                     aggregates.push(None);
                 }
                 QueryKind::PerPacket { .. } => {
@@ -254,17 +258,17 @@ mod tests {
     #[test]
     fn sketches_answer_quantiles_and_frequent_values_within_budget() {
         let c = LogCompressor::with_epsilon(0.022, 8);
-        let mut small = HopSketches::new(4, c, 400);
+        let mut small = HopSketches::new(4, c.clone(), 400);
         // Accuracy is checked on sketches of 300 items per hop (K = 100).
-        let mut medium = HopSketches::new(4, c, 4 * 4 * 300);
-        let mut exact = HopSketches::large(4, c);
+        let mut medium = HopSketches::new(4, c.clone(), 4 * 4 * 300);
+        let mut exact = HopSketches::large(4, c.clone());
         for i in 0..50_000u32 {
             let hop = 1 + (i % 4) as usize;
             // Hop h: latency uniform in [1000 h, 2000 h] ns, codes with randomized rounding.
             let x = 1000.0
                 * hop as f64
                 * (1.0 + f64::from(hash32(1, &[u64::from(i)])) / 4_294_967_296.0);
-            let code = c.compress(x, hash32(2, &[u64::from(i)]));
+            let code = c.compress(x.round() as u64, hash32(2, &[u64::from(i)]) >> 16);
             small.add(hop, code);
             medium.add(hop, code);
             exact.add(hop, code);
@@ -306,7 +310,7 @@ mod tests {
                 .contains("sampled stream")
         );
         // A constant value is frequent.
-        let mut f = HopSketches::new(1, c, 1000);
+        let mut f = HopSketches::new(1, c.clone(), 1000);
         for i in 0..1000u32 {
             f.add(1, if i % 4 == 0 { 10 } else { 100 });
         }

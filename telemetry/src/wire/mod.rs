@@ -2,6 +2,7 @@
 //! wraps a buffer, `new_checked` validates the length before any accessor runs, accessors
 //! read fixed, documented offsets, and setters exist where the switch rewrites a field.
 
+pub mod bytes;
 pub mod checksum;
 pub mod ethernet;
 pub mod ipv4;

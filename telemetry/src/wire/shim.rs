@@ -1,9 +1,19 @@
 //! The PINT shim header: where a packet's digest travels between the first and the last PINT
-//! hop (DESIGN.md decision 2).
+//! hop (`docs/protocol.md`, "The shim").
 //!
-//! The shim sits between the Ethernet header (after any VLAN tags) and IPv4. The EtherType
-//! before it is the shim's (default 0x88b5, IEEE local experimental); the shim is
-//! `[digest: N bytes][next EtherType: 2 bytes]` with `N = ceil(global_bits / 8)` (1 to 8).
+//! The shim sits between the Ethernet header (after any VLAN tags) and IPv4; the EtherType
+//! before it is the shim's (default 0x88b5, IEEE local experimental). Layout, `N` the digest
+//! length in bytes (1 to 8, `ceil(global_bits / 8)` of the plan):
+//!
+//! ```text
+//! offset  size  field
+//! 0       1     format: high nibble 1 (this layout), low nibble N
+//! 1       1     flags, zero (reserved)
+//! 2       2     plan tag: the low 16 bits of the plan version, big-endian
+//! 4       N     digest, big-endian
+//! 4+N     2     EtherType of what follows (IPv4)
+//! ```
+//!
 //! The digest's bits are numbered from the most significant bit of its first byte: a query
 //! at bit offset `o` with `b` bits occupies bits `o .. o + b` of that big-endian bit string.
 
@@ -11,41 +21,82 @@ use super::{Result, WireError};
 
 /// Largest digest, in bytes.
 pub const MAX_DIGEST_BYTES: usize = 8;
+/// The format nibble of this layout.
+pub const FORMAT: u8 = 1;
+/// Bytes of the shim besides the digest.
+pub const FIXED_LEN: usize = 6;
+/// The default EtherType of the shim (IEEE 802 local experimental EtherType 1).
+pub const DEFAULT_ETHERTYPE: u16 = 0x88b5;
 
-/// A view of a shim header whose digest is `digest_len` bytes.
+/// The shim's length for a digest of `digest_len` bytes.
+pub const fn shim_len(digest_len: usize) -> usize {
+    FIXED_LEN + digest_len
+}
+
+/// A view of a shim header.
 #[derive(Debug, Clone)]
 pub struct ShimHeader<T: AsRef<[u8]>> {
     buffer: T,
-    digest_len: usize,
 }
 
 impl<T: AsRef<[u8]>> ShimHeader<T> {
-    /// Wraps a buffer that holds a shim with a `digest_len`-byte digest (1 to 8).
-    pub fn new_checked(buffer: T, digest_len: usize) -> Result<Self> {
-        if digest_len == 0 || digest_len > MAX_DIGEST_BYTES {
+    /// Wraps a buffer that starts with a shim: the format must be this layout's, the digest
+    /// 1 to 8 bytes, and the buffer long enough for all of it.
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let b = buffer.as_ref();
+        let Some(&format) = b.first() else {
+            return Err(WireError::Truncated);
+        };
+        let n = usize::from(format & 0x0f);
+        if format >> 4 != FORMAT || n == 0 || n > MAX_DIGEST_BYTES {
             return Err(WireError::Malformed);
         }
-        if buffer.as_ref().len() < digest_len + 2 {
+        if b.len() < shim_len(n) {
             return Err(WireError::Truncated);
         }
-        Ok(ShimHeader { buffer, digest_len })
+        Ok(ShimHeader { buffer })
+    }
+
+    /// Wraps a buffer without checks (the caller has checked, or is about to write the
+    /// format byte first).
+    pub fn new_unchecked(buffer: T) -> Self {
+        ShimHeader { buffer }
+    }
+
+    /// Digest length in bytes.
+    #[inline(always)]
+    pub fn digest_len(&self) -> usize {
+        usize::from(self.buffer.as_ref()[0] & 0x0f)
     }
 
     /// Length of the shim in bytes.
+    #[inline(always)]
     pub fn len(&self) -> usize {
-        self.digest_len + 2
+        shim_len(self.digest_len())
     }
 
-    /// Always false: a shim holds at least one digest byte and the EtherType.
+    /// Always false: a shim holds at least its fixed fields.
     pub fn is_empty(&self) -> bool {
         false
+    }
+
+    /// The flags byte.
+    pub fn flags(&self) -> u8 {
+        self.buffer.as_ref()[1]
+    }
+
+    /// The plan tag.
+    #[inline(always)]
+    pub fn plan_tag(&self) -> u16 {
+        let b = self.buffer.as_ref();
+        u16::from_be_bytes([b[2], b[3]])
     }
 
     /// The digest as an integer: its bytes big-endian, right-aligned in a u64.
     #[inline(always)]
     pub fn digest(&self) -> u64 {
         let mut v = 0u64;
-        for &b in &self.buffer.as_ref()[..self.digest_len] {
+        for &b in &self.buffer.as_ref()[4..4 + self.digest_len()] {
             v = (v << 8) | u64::from(b);
         }
         v
@@ -55,24 +106,39 @@ impl<T: AsRef<[u8]>> ShimHeader<T> {
     #[inline(always)]
     pub fn next_ethertype(&self) -> u16 {
         let b = self.buffer.as_ref();
-        u16::from_be_bytes([b[self.digest_len], b[self.digest_len + 1]])
+        let at = 4 + self.digest_len();
+        u16::from_be_bytes([b[at], b[at + 1]])
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ShimHeader<T> {
+    /// Writes the format byte for a `digest_len`-byte digest (1 to 8) and clears the flags.
+    #[inline(always)]
+    pub fn set_format(&mut self, digest_len: usize) {
+        let b = self.buffer.as_mut();
+        b[0] = (FORMAT << 4) | (digest_len as u8 & 0x0f);
+        b[1] = 0;
+    }
+
+    /// Writes the plan tag.
+    #[inline(always)]
+    pub fn set_plan_tag(&mut self, tag: u16) {
+        self.buffer.as_mut()[2..4].copy_from_slice(&tag.to_be_bytes());
+    }
+
     /// Writes the digest (the low `8 * digest_len` bits of `v`, big-endian).
     #[inline(always)]
     pub fn set_digest(&mut self, v: u64) {
-        let n = self.digest_len;
+        let n = self.digest_len();
         let bytes = v.to_be_bytes();
-        self.buffer.as_mut()[..n].copy_from_slice(&bytes[8 - n..]);
+        self.buffer.as_mut()[4..4 + n].copy_from_slice(&bytes[8 - n..]);
     }
 
     /// Writes the EtherType of what follows.
     #[inline(always)]
     pub fn set_next_ethertype(&mut self, ty: u16) {
-        let n = self.digest_len;
-        self.buffer.as_mut()[n..n + 2].copy_from_slice(&ty.to_be_bytes());
+        let at = 4 + self.digest_len();
+        self.buffer.as_mut()[at..at + 2].copy_from_slice(&ty.to_be_bytes());
     }
 }
 
@@ -81,6 +147,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ShimHeader<T> {
 pub struct ShimRepr {
     /// Digest length in bytes (1 to 8).
     pub digest_len: u8,
+    /// The plan tag.
+    pub plan_tag: u16,
     /// The digest, right-aligned.
     pub digest: u64,
     /// EtherType of what follows the shim.
@@ -88,10 +156,11 @@ pub struct ShimRepr {
 }
 
 impl ShimRepr {
-    /// Parses a shim with a `digest_len`-byte digest.
+    /// Parses a checked shim.
     pub fn parse<T: AsRef<[u8]>>(shim: &ShimHeader<T>) -> ShimRepr {
         ShimRepr {
-            digest_len: shim.digest_len as u8,
+            digest_len: shim.digest_len() as u8,
+            plan_tag: shim.plan_tag(),
             digest: shim.digest(),
             next_ethertype: shim.next_ethertype(),
         }
@@ -99,12 +168,13 @@ impl ShimRepr {
 
     /// Bytes [`ShimRepr::emit`] writes.
     pub fn buffer_len(&self) -> usize {
-        usize::from(self.digest_len) + 2
+        shim_len(usize::from(self.digest_len))
     }
 
-    /// Writes the shim into a view of the same digest length.
+    /// Writes the shim at the start of `buf` (at least [`ShimRepr::buffer_len`] bytes).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, shim: &mut ShimHeader<T>) {
-        debug_assert_eq!(shim.digest_len, usize::from(self.digest_len));
+        shim.set_format(usize::from(self.digest_len));
+        shim.set_plan_tag(self.plan_tag);
         shim.set_digest(self.digest);
         shim.set_next_ethertype(self.next_ethertype);
     }
@@ -149,32 +219,41 @@ mod tests {
 
     #[test]
     fn round_trip_and_layout() {
-        let mut buf = [0u8; 6];
+        let mut buf = [0u8; 10];
         let repr = ShimRepr {
             digest_len: 4,
+            plan_tag: 0x1234,
             digest: 0xdead_beef,
             next_ethertype: 0x0800,
         };
-        let mut v = ShimHeader::new_checked(&mut buf[..], 4).unwrap();
-        repr.emit(&mut v);
-        assert_eq!(buf, [0xde, 0xad, 0xbe, 0xef, 0x08, 0x00]);
-        let v = ShimHeader::new_checked(&buf[..], 4).unwrap();
-        assert_eq!(ShimRepr::parse(&v), repr);
-        assert_eq!(v.len(), 6);
+        repr.emit(&mut ShimHeader::new_unchecked(&mut buf[..]));
         assert_eq!(
-            ShimHeader::new_checked(&buf[..5], 4).unwrap_err(),
+            buf,
+            [0x14, 0, 0x12, 0x34, 0xde, 0xad, 0xbe, 0xef, 0x08, 0x00]
+        );
+        let v = ShimHeader::new_checked(&buf[..]).unwrap();
+        assert_eq!(ShimRepr::parse(&v), repr);
+        assert_eq!((v.len(), repr.buffer_len()), (10, 10));
+        assert_eq!(
+            ShimHeader::new_checked(&buf[..9]).unwrap_err(),
             WireError::Truncated
         );
         assert_eq!(
-            ShimHeader::new_checked(&buf[..], 0).unwrap_err(),
-            WireError::Malformed
+            ShimHeader::new_checked(&[][..]).unwrap_err(),
+            WireError::Truncated
         );
-        assert_eq!(
-            ShimHeader::new_checked(&buf[..], 9).unwrap_err(),
-            WireError::Malformed
-        );
+        for bad in [0x10u8, 0x19, 0x24, 0x04] {
+            let mut b = buf;
+            b[0] = bad;
+            assert_eq!(
+                ShimHeader::new_checked(&b[..]).unwrap_err(),
+                WireError::Malformed,
+                "{bad:#x}"
+            );
+        }
         assert_eq!(digest_bytes(16), 2);
         assert_eq!(digest_bytes(17), 3);
+        assert_eq!(shim_len(2), 8);
     }
 
     #[test]

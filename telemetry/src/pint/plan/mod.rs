@@ -8,13 +8,20 @@
 //! equal widths it places any set of queries whose frequencies sum to at most
 //! `global_bits / bits`). A query never appears twice in one set. Boundaries become integer
 //! thresholds over 2^32, so every switch and the sink choose the same set for a packet.
+//!
+//! Every random decision comes from the packet's tape ([`crate::pint::tape`]): compilation
+//! also hands each query its own slices of the tape (layer choices, per-hop sampling,
+//! rounding coins) and a salt from its name, so no two queries share a decision.
 
 use serde::Serialize;
 
-use crate::hash::{hash32, hash64, seeds};
-use crate::pint::coding::{PathCoding, Scheme};
-use crate::pint::compress::{LinearCompressor, LogCompressor};
+use crate::hash::{hash64, seeds};
+use crate::pint::coding::{PathCoding, Scheme, scheme_parameters};
+use crate::pint::compress::{LinearCompressor, LogCompressor, MAX_LOG_BITS};
 use crate::pint::query::{Aggregation, FlowDefinition, QueryFile, QuerySpec, ValueKind};
+use crate::pint::tape::{
+    self, COIN_BITS, HopTape, SAMPLE_BITS, SAMPLE_THRESHOLDS, Slice, SliceAllocator,
+};
 use crate::wire::shim::{get_bits, mask, set_bits};
 
 /// Why queries cannot be compiled.
@@ -75,7 +82,7 @@ pub enum PerPacketOp {
 }
 
 /// How a value becomes a code.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Compression {
     /// Multiplicative, for max/min/product and latencies.
     Log(LogCompressor),
@@ -84,10 +91,11 @@ pub enum Compression {
 }
 
 impl Compression {
-    fn compress(&self, x: f64, r: u32) -> u64 {
+    #[inline(always)]
+    fn compress(&self, x: u64, coin: u32) -> u64 {
         u64::from(match self {
-            Compression::Log(c) => c.compress(x, r),
-            Compression::Linear(c) => c.compress(x, r),
+            Compression::Log(c) => c.compress(x, coin),
+            Compression::Linear(c) => c.compress(x, coin),
         })
     }
 
@@ -115,16 +123,21 @@ pub enum QueryKind {
         op: PerPacketOp,
         /// The compression.
         compression: Compression,
+        /// The hop slice of the rounding coin.
+        coin: Slice,
     },
     /// Static per-flow values by distributed coding.
     StaticPerFlow {
         /// The coding.
         coding: PathCoding,
     },
-    /// Dynamic per-flow sampling: one hop's compressed value per packet (reservoir).
+    /// Dynamic per-flow sampling: one hop's compressed value per packet (reservoir: hop `i`
+    /// overwrites when its sampling slice is below `floor(2^24 / i)`).
     DynamicPerFlow {
-        /// Which hop writes (baseline layer, one instance).
-        sampling: PathCoding,
+        /// The hop slice that decides whether a hop writes.
+        sample: Slice,
+        /// The hop slice of the rounding coin.
+        coin: Slice,
         /// The compression.
         compression: LogCompressor,
         /// Per-flow sink storage in bytes.
@@ -149,8 +162,9 @@ pub struct CompiledQuery {
     pub kind: QueryKind,
 }
 
-/// What one switch knows about a packet when it encodes.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// What one switch knows about a packet when it encodes, as integers (the data plane has
+/// no floating point).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HopInput {
     /// Packet ID.
     pub pid: u32,
@@ -163,36 +177,61 @@ pub struct HopInput {
     /// Egress port number.
     pub egress_port: u32,
     /// Time in the switch, ns.
-    pub hop_latency_ns: f64,
+    pub hop_latency_ns: u64,
     /// Bytes queued at the egress port.
-    pub queue_bytes: f64,
-    /// Egress link utilization (HPCC's U).
-    pub utilization: f64,
+    pub queue_bytes: u64,
+    /// Egress link utilization as PINT carries it: `max(1, ceil(512 U))` for HPCC's `U`.
+    pub utilization: u64,
 }
 
 /// Scale of utilization values before compression (HPCC in PINT: `max(1, ceil(512 U))`).
 pub const UTILIZATION_SCALE: f64 = 512.0;
 
 impl HopInput {
+    /// The value PINT carries for a utilization `u` (1.0 = line rate).
+    pub fn utilization_value(u: f64) -> u64 {
+        (UTILIZATION_SCALE * u).ceil().max(1.0) as u64
+    }
+
     /// The value of `kind` as the compressor sees it.
-    pub fn value(&self, kind: ValueKind) -> f64 {
+    #[inline(always)]
+    pub fn value(&self, kind: ValueKind) -> u64 {
         match kind {
-            ValueKind::SwitchId => f64::from(self.switch_id),
-            ValueKind::IngressPort => f64::from(self.ingress_port),
-            ValueKind::EgressPort => f64::from(self.egress_port),
+            ValueKind::SwitchId => u64::from(self.switch_id),
+            ValueKind::IngressPort => u64::from(self.ingress_port),
+            ValueKind::EgressPort => u64::from(self.egress_port),
             ValueKind::HopLatency => self.hop_latency_ns,
             ValueKind::QueueOccupancy => self.queue_bytes,
-            ValueKind::LinkUtilization => (UTILIZATION_SCALE * self.utilization).ceil().max(1.0),
+            ValueKind::LinkUtilization => self.utilization.max(1),
         }
     }
 
     /// The value of a static kind as an integer.
+    #[inline(always)]
     pub fn static_value(&self, kind: ValueKind) -> u32 {
         match kind {
             ValueKind::IngressPort => self.ingress_port,
             ValueKind::EgressPort => self.egress_port,
             _ => self.switch_id,
         }
+    }
+}
+
+/// Where a switch gets the value keys ([`tape::value_key`]) of static queries from: computed
+/// on the spot ([`Plan::encode`]) or precomputed for its own values
+/// ([`crate::pint::encoder::SwitchPlan`]).
+pub trait ValueKeys {
+    /// The key of `value` (of `kind`) for query `query` with salt `salt`.
+    fn key(&self, query: usize, kind: ValueKind, salt: u64, value: u32) -> u64;
+}
+
+/// Value keys computed on the spot.
+pub struct ComputedKeys;
+
+impl ValueKeys for ComputedKeys {
+    #[inline(always)]
+    fn key(&self, _query: usize, _kind: ValueKind, salt: u64, value: u32) -> u64 {
+        tape::value_key(salt, value)
     }
 }
 
@@ -215,7 +254,12 @@ pub enum Reading {
 }
 
 impl CompiledQuery {
-    fn compile(spec: &QuerySpec, global_bits: u32) -> Result<CompiledQuery, PlanError> {
+    fn compile(
+        spec: &QuerySpec,
+        global_bits: u32,
+        packet: &mut SliceAllocator,
+        hop: &mut SliceAllocator,
+    ) -> Result<CompiledQuery, PlanError> {
         let bad = |reason: String| PlanError::BadQuery {
             name: spec.name.clone(),
             reason,
@@ -227,25 +271,32 @@ impl CompiledQuery {
         if !(frequency > 0.0 && frequency <= 1.0) {
             return Err(bad(format!("frequency {frequency} must be in (0, 1]")));
         }
-        let log =
-            |default_eps: Option<f64>, default_max: f64| -> Result<LogCompressor, PlanError> {
-                if let Some(eps) = spec.epsilon {
-                    if !(eps > 0.0 && eps < 10.0) {
-                        return Err(bad(format!("epsilon {eps} must be in (0, 10)")));
-                    }
-                    return Ok(LogCompressor::with_epsilon(eps, spec.bits));
+        let log = |default_eps: Option<f64>,
+                   default_max: f64|
+         -> Result<LogCompressor, PlanError> {
+            if spec.bits > MAX_LOG_BITS {
+                return Err(bad(format!(
+                    "bits = {} is too wide for a multiplicative code (at most {MAX_LOG_BITS}; give `unit` for a linear code)",
+                    spec.bits
+                )));
+            }
+            if let Some(eps) = spec.epsilon {
+                if !(eps > 0.0 && eps < 10.0) {
+                    return Err(bad(format!("epsilon {eps} must be in (0, 10)")));
                 }
-                if let Some(m) = spec.max_value {
-                    if !(m > 1.0 && m.is_finite()) {
-                        return Err(bad(format!("max_value {m} must be above 1")));
-                    }
-                    return Ok(LogCompressor::for_range(m, spec.bits));
+                return Ok(LogCompressor::with_epsilon(eps, spec.bits));
+            }
+            if let Some(m) = spec.max_value {
+                if !(m > 1.0 && m.is_finite()) {
+                    return Err(bad(format!("max_value {m} must be above 1")));
                 }
-                Ok(match default_eps {
-                    Some(eps) => LogCompressor::with_epsilon(eps, spec.bits),
-                    None => LogCompressor::for_range(default_max, spec.bits),
-                })
-            };
+                return Ok(LogCompressor::for_range(m, spec.bits));
+            }
+            Ok(match default_eps {
+                Some(eps) => LogCompressor::with_epsilon(eps, spec.bits),
+                None => LogCompressor::for_range(default_max, spec.bits),
+            })
+        };
         // Defaults from the paper: 8-bit codes with eps 0.025 for utilization, 0.022 (8 bits)
         // or 0.42 (4 bits) for latency; other widths cover a typical range.
         let default_log = |kind: ValueKind| -> (Option<f64>, f64) {
@@ -286,7 +337,15 @@ impl CompiledQuery {
                         Compression::Log(log(e, m)?)
                     }
                 };
-                (QueryKind::PerPacket { op, compression }, spec.bits)
+                let coin = hop.take(COIN_BITS);
+                (
+                    QueryKind::PerPacket {
+                        op,
+                        compression,
+                        coin,
+                    },
+                    spec.bits,
+                )
             }
             Aggregation::StaticPerFlow => {
                 if !spec.value.is_static() {
@@ -303,11 +362,16 @@ impl CompiledQuery {
                 if !(1..=255).contains(&d) {
                     return Err(bad(format!("max_path_length = {d} must be 1 to 255")));
                 }
-                let coding = PathCoding::for_diameter(
-                    spec.scheme.unwrap_or(Scheme::Interleaved),
-                    spec.bits,
-                    instances,
-                    d,
+                if spec.bits * instances > global_bits {
+                    return Err(bad(format!(
+                        "{instances} instances of {} bits need {} bits but global_bits is {global_bits}",
+                        spec.bits,
+                        spec.bits * instances
+                    )));
+                }
+                let (tau, xor) = scheme_parameters(spec.scheme.unwrap_or(Scheme::Interleaved), d);
+                let coding = PathCoding::with_slices(
+                    spec.bits, instances, tau, &xor, &spec.name, packet, hop,
                 );
                 (QueryKind::StaticPerFlow { coding }, spec.bits * instances)
             }
@@ -329,11 +393,10 @@ impl CompiledQuery {
                         "space_budget = {space_budget} bytes is too small (at least 64)"
                     )));
                 }
-                let sampling = PathCoding::new(32, 1, 1.0, &[])
-                    .with_instance_base(0x100 + name_salt(&spec.name));
                 (
                     QueryKind::DynamicPerFlow {
-                        sampling,
+                        sample: hop.take(SAMPLE_BITS),
+                        coin: hop.take(COIN_BITS),
                         compression,
                         space_budget,
                     },
@@ -361,13 +424,25 @@ impl CompiledQuery {
         })
     }
 
-    /// Updates this query's field at one hop.
-    #[inline]
-    pub fn encode(&self, field: u64, input: &HopInput) -> u64 {
-        let r = || hash32(seeds::ROUNDING, &[u64::from(input.pid), input.hop as u64]);
+    /// Updates this query's field at one hop: `m` is the packet word, `tape` this hop's tape,
+    /// `keys` where value keys come from and `qi` this query's index in the plan.
+    #[inline(always)]
+    pub fn encode_with(
+        &self,
+        field: u64,
+        m: u64,
+        tape: &mut HopTape,
+        input: &HopInput,
+        keys: &impl ValueKeys,
+        qi: usize,
+    ) -> u64 {
         match &self.kind {
-            QueryKind::PerPacket { op, compression } => {
-                let code = compression.compress(input.value(self.value), r());
+            QueryKind::PerPacket {
+                op,
+                compression,
+                coin,
+            } => {
+                let code = compression.compress(input.value(self.value), tape.slice(*coin));
                 let max = compression.max_code();
                 match op {
                     PerPacketOp::Max => field.max(code),
@@ -379,21 +454,29 @@ impl CompiledQuery {
             }
             QueryKind::StaticPerFlow { coding } => {
                 let v = input.static_value(self.value);
+                let key = || keys.key(qi, self.value, coding.salt(), v);
                 let mut f = field;
                 for n in 0..coding.instances {
                     let sub = get_bits(f, self.width, n * coding.bits, coding.bits);
-                    let sub = coding.encode(n, input.pid, input.hop, v, sub);
+                    let sub = coding.encode_with(n, m, tape, input.hop, sub, || {
+                        if coding.raw_values {
+                            u64::from(v)
+                        } else {
+                            coding.value_hash_with_key(n, m, key())
+                        }
+                    });
                     f = set_bits(f, self.width, n * coding.bits, coding.bits, sub);
                 }
                 f
             }
             QueryKind::DynamicPerFlow {
-                sampling,
+                sample,
+                coin,
                 compression,
                 ..
             } => {
-                if sampling.samples(0, input.pid, input.hop) {
-                    u64::from(compression.compress(input.value(self.value), r()))
+                if tape.slice(*sample) < SAMPLE_THRESHOLDS[input.hop & 255] {
+                    u64::from(compression.compress(input.value(self.value), tape.slice(*coin)))
                 } else {
                     field
                 }
@@ -401,10 +484,27 @@ impl CompiledQuery {
         }
     }
 
+    /// The hop whose sample a dynamic per-flow query's field holds for a packet that crossed
+    /// `k` hops (None for other queries).
+    pub fn sample_writer(&self, pid: u32, k: usize) -> Option<usize> {
+        let QueryKind::DynamicPerFlow { sample, .. } = &self.kind else {
+            return None;
+        };
+        let m = tape::packet_word(pid);
+        Some(
+            (2..=k.min(255))
+                .rev()
+                .find(|&i| tape::hop_slice(m, i, *sample) < SAMPLE_THRESHOLDS[i])
+                .unwrap_or(1),
+        )
+    }
+
     /// Reads this query's field of a packet that crossed `k` hops.
     pub fn decode(&self, field: u64, pid: u32, k: usize) -> Reading {
         match &self.kind {
-            QueryKind::PerPacket { op, compression } => {
+            QueryKind::PerPacket {
+                op, compression, ..
+            } => {
                 let code = match op {
                     PerPacketOp::Min => compression.max_code() - field.min(compression.max_code()),
                     _ => field,
@@ -425,12 +525,8 @@ impl CompiledQuery {
                     .map(|n| get_bits(field, self.width, n * coding.bits, coding.bits))
                     .collect(),
             ),
-            QueryKind::DynamicPerFlow {
-                sampling,
-                compression,
-                ..
-            } => {
-                let hop = sampling.writer(0, pid, k);
+            QueryKind::DynamicPerFlow { compression, .. } => {
+                let hop = self.sample_writer(pid, k).unwrap_or(1);
                 let code = (field & mask(self.width)) as u32;
                 Reading::Sample {
                     hop,
@@ -440,11 +536,6 @@ impl CompiledQuery {
             }
         }
     }
-}
-
-fn name_salt(name: &str) -> u32 {
-    let words: Vec<u64> = name.bytes().map(u64::from).collect();
-    hash32(seeds::VALUE, &words) & 0xffff
 }
 
 /// One query's place in a query set.
@@ -477,6 +568,8 @@ pub struct Plan {
     pub sets: Vec<QuerySet>,
     /// A hash of everything that affects encoding: switches and sink must agree on it.
     pub version: u32,
+    /// Words of the hop tape the queries' slices use.
+    pub hop_words: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -507,6 +600,7 @@ impl Plan {
         }
         let mut names = std::collections::BTreeSet::new();
         let mut queries = Vec::with_capacity(file.queries.len());
+        let (mut packet, mut hop) = (SliceAllocator::packet(), SliceAllocator::hop());
         for spec in &file.queries {
             if !names.insert(spec.name.clone()) {
                 return Err(PlanError::BadQuery {
@@ -514,7 +608,7 @@ impl Plan {
                     reason: "another query has the same name".into(),
                 });
             }
-            queries.push(CompiledQuery::compile(spec, g)?);
+            queries.push(CompiledQuery::compile(spec, g, &mut packet, &mut hop)?);
         }
         if queries.len() > usize::from(u16::MAX) {
             return Err(PlanError::BadQuery {
@@ -627,6 +721,7 @@ impl Plan {
             queries,
             sets,
             version: 0,
+            hop_words: hop.words(),
         };
         plan.version = plan.fingerprint();
         Ok(plan)
@@ -642,12 +737,17 @@ impl Plan {
         (hash64(seeds::PLAN, &words) >> 32) as u32
     }
 
-    /// The query set of packet `pid`.
-    #[inline]
-    pub fn select(&self, pid: u32) -> &QuerySet {
-        let u = u64::from(hash32(seeds::PLAN, &[u64::from(pid)]));
+    /// The query set of the packet with packet word `m`.
+    #[inline(always)]
+    pub fn select_word(&self, m: u64) -> &QuerySet {
+        let u = u64::from(tape::set_choice(m));
         let i = self.sets.partition_point(|s| s.end <= u);
         &self.sets[i.min(self.sets.len() - 1)]
+    }
+
+    /// The query set of packet `pid`.
+    pub fn select(&self, pid: u32) -> &QuerySet {
+        self.select_word(tape::packet_word(pid))
     }
 
     /// The share of packets each query runs on, from the integer thresholds.
@@ -663,17 +763,25 @@ impl Plan {
         f
     }
 
-    /// Updates a packet's digest at one hop.
-    #[inline]
-    pub fn encode(&self, digest: u64, input: &HopInput) -> u64 {
+    /// Updates a packet's digest at one hop, with the packet word `m` (from the packet ID)
+    /// and value keys from `keys`: the one encoder, used by switches and simulations alike.
+    #[inline(always)]
+    pub fn encode_with(&self, digest: u64, m: u64, input: &HopInput, keys: &impl ValueKeys) -> u64 {
+        let mut tape = HopTape::new(m, input.hop);
         let mut d = digest;
-        for p in &self.select(input.pid).placements {
-            let q = &self.queries[usize::from(p.query)];
+        for p in &self.select_word(m).placements {
+            let qi = usize::from(p.query);
+            let q = &self.queries[qi];
             let field = get_bits(d, self.global_bits, u32::from(p.offset), q.width);
-            let new = q.encode(field, input);
+            let new = q.encode_with(field, m, &mut tape, input, keys, qi);
             d = set_bits(d, self.global_bits, u32::from(p.offset), q.width, new);
         }
         d
+    }
+
+    /// Updates a packet's digest at one hop.
+    pub fn encode(&self, digest: u64, input: &HopInput) -> u64 {
+        self.encode_with(digest, tape::packet_word(input.pid), input, &ComputedKeys)
     }
 
     /// Reads a digest at the sink: for each query the packet carried, its reading.

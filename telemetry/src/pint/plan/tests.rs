@@ -275,8 +275,8 @@ fn per_packet_aggregates_round_trip() {
     file.queries[2].unit = Some(100.0);
     file.queries[3].max_value = Some(1e12);
     let plan = Plan::compile(&file).unwrap();
-    let lat = [120.0, 5000.0, 800.0, 33.0];
-    let queue = [300.0, 1200.0, 0.0, 4000.0];
+    let lat = [120, 5000, 800, 33];
+    let queue = [300, 1200, 0, 4000];
     let (mut sum_max, mut sum_min, mut sum_sum, mut sum_prod) = (0.0, 0.0, 0.0, 0.0);
     let n = 20_000u32;
     for pid in 0..n {

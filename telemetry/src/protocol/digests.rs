@@ -1,0 +1,230 @@
+//! Digest batches: the last hop's per-packet reports, compact on the wire (about 10 bytes
+//! per digest: each flow's key once per batch, then per packet a flow index, the packet ID,
+//! the path length, the digest and a time delta).
+//!
+//! ```text
+//! u16   worker
+//! u32   digests N (1 .. the hello's max_digests)
+//! u16   flows F (1 .. N)
+//! u8    plans P (1 .. 4)
+//! u64   base time, Unix ns
+//! P x   u32 plan version (each declared by the hello or a plan frame)
+//! F x   13-byte flow key, u8 ingress port, u8 egress port
+//! N x   varint flow index (< F)
+//!       u8 plan index (< P), present only when P > 1
+//!       u32 packet ID
+//!       u8 path length (1 .. 255)
+//!       the digest: that plan's digest bytes, big-endian
+//!       zigzag varint: ns since the previous digest (the first: since the base time)
+//! ```
+
+use std::collections::HashMap;
+
+use crate::flowradar::FlowKey;
+use crate::wire::bytes::{Reader, put_varint};
+
+use super::{Hello, MAX_BATCH, ProtocolError};
+
+/// Most plans one batch refers to.
+pub const MAX_PLANS_PER_BATCH: usize = 4;
+
+/// One packet's report as it travels to the sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireDigest {
+    /// The flow.
+    pub key: FlowKey,
+    /// The port the packet arrived on at the last hop.
+    pub ingress_port: u8,
+    /// The edge port it left by.
+    pub egress_port: u8,
+    /// The packet ID.
+    pub pid: u32,
+    /// The path length.
+    pub hops: u8,
+    /// The version of the plan that encoded it.
+    pub plan_version: u32,
+    /// The digest, right-aligned.
+    pub digest: u64,
+    /// When the packet left the last hop, Unix ns.
+    pub time_ns: u64,
+}
+
+/// A decoded batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestBatch {
+    /// The worker that recorded the digests.
+    pub worker: u16,
+    /// The digests, in the order recorded.
+    pub digests: Vec<WireDigest>,
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// The digests batch payload for `digests` from `worker`, whose plans have the digest
+/// lengths `digest_bytes(version)` gives. At most [`MAX_PLANS_PER_BATCH`] plans, 65535
+/// flows and [`MAX_BATCH`] digests (callers split larger sets).
+pub fn encode_digests(
+    worker: u16,
+    digests: &[WireDigest],
+    digest_bytes: impl Fn(u32) -> u8,
+) -> Vec<u8> {
+    assert!(!digests.is_empty() && digests.len() <= MAX_BATCH as usize);
+    let mut plans: Vec<u32> = Vec::new();
+    let mut flows: HashMap<(FlowKey, u8, u8), u16> = HashMap::new();
+    let mut flow_list: Vec<(FlowKey, u8, u8)> = Vec::new();
+    for d in digests {
+        if !plans.contains(&d.plan_version) {
+            plans.push(d.plan_version);
+        }
+        let k = (d.key, d.ingress_port, d.egress_port);
+        flows.entry(k).or_insert_with(|| {
+            flow_list.push(k);
+            (flow_list.len() - 1) as u16
+        });
+    }
+    assert!(plans.len() <= MAX_PLANS_PER_BATCH && flow_list.len() <= usize::from(u16::MAX));
+    let lens: Vec<u8> = plans.iter().map(|v| digest_bytes(*v)).collect();
+    let base = digests[0].time_ns;
+    let mut out =
+        Vec::with_capacity(18 + plans.len() * 4 + flow_list.len() * 15 + digests.len() * 11);
+    out.extend_from_slice(&worker.to_be_bytes());
+    out.extend_from_slice(&(digests.len() as u32).to_be_bytes());
+    out.extend_from_slice(&(flow_list.len() as u16).to_be_bytes());
+    out.push(plans.len() as u8);
+    out.extend_from_slice(&base.to_be_bytes());
+    for v in &plans {
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+    for (key, i, e) in &flow_list {
+        out.extend_from_slice(&key.to_bytes());
+        out.push(*i);
+        out.push(*e);
+    }
+    let mut prev = base;
+    for d in digests {
+        put_varint(
+            &mut out,
+            u64::from(flows[&(d.key, d.ingress_port, d.egress_port)]),
+        );
+        let p = plans
+            .iter()
+            .position(|v| *v == d.plan_version)
+            .expect("listed");
+        if plans.len() > 1 {
+            out.push(p as u8);
+        }
+        out.extend_from_slice(&d.pid.to_be_bytes());
+        out.push(d.hops);
+        let n = usize::from(lens[p]);
+        out.extend_from_slice(&d.digest.to_be_bytes()[8 - n..]);
+        put_varint(&mut out, zigzag(d.time_ns.wrapping_sub(prev) as i64));
+        prev = d.time_ns;
+    }
+    out
+}
+
+impl DigestBatch {
+    pub(crate) fn decode(
+        payload: &[u8],
+        hello: &Hello,
+        declared: &[(u32, u8)],
+    ) -> Result<DigestBatch, ProtocolError> {
+        let mut r = Reader::new(payload);
+        let worker = r.u16()?;
+        if usize::from(worker) >= hello.table_seeds.len() {
+            return Err(ProtocolError::BadField("worker"));
+        }
+        let n = r.u32()?;
+        if n == 0 || n > hello.max_digests.min(MAX_BATCH) {
+            return Err(ProtocolError::OverLimit("digests in a batch"));
+        }
+        let nflows = usize::from(r.u16()?);
+        if nflows == 0 || nflows > n as usize {
+            return Err(ProtocolError::BadField("flows in a batch"));
+        }
+        let nplans = usize::from(r.u8()?);
+        if nplans == 0 || nplans > MAX_PLANS_PER_BATCH {
+            return Err(ProtocolError::BadField("plans in a batch"));
+        }
+        let base = r.u64()?;
+        let mut plans = Vec::with_capacity(nplans);
+        for _ in 0..nplans {
+            let v = r.u32()?;
+            let len = declared
+                .iter()
+                .find(|(d, _)| *d == v)
+                .map(|(_, l)| *l)
+                .ok_or(ProtocolError::UnknownPlan(v))?;
+            plans.push((v, len));
+        }
+        // Every flow entry takes 15 bytes and every digest at least 7: check the batch can
+        // hold what it announces before allocating for it.
+        if r.remaining() < nflows * 15 + n as usize * 7 {
+            return Err(ProtocolError::Truncated);
+        }
+        let nports = hello.ports.len();
+        let mut flows = Vec::with_capacity(nflows);
+        for _ in 0..nflows {
+            let key = FlowKey::from_bytes(r.take(13)?.try_into().expect("13 bytes"));
+            let (i, e) = (r.u8()?, r.u8()?);
+            if usize::from(i) >= nports || usize::from(e) >= nports {
+                return Err(ProtocolError::BadField("port"));
+            }
+            flows.push((key, i, e));
+        }
+        let mut digests = Vec::with_capacity(n as usize);
+        let mut time = base;
+        for _ in 0..n {
+            let f = r.varint()?;
+            let &(key, ingress_port, egress_port) = flows
+                .get(usize::try_from(f).unwrap_or(usize::MAX))
+                .ok_or(ProtocolError::BadField("flow index"))?;
+            let p = if nplans > 1 { usize::from(r.u8()?) } else { 0 };
+            let &(plan_version, len) = plans.get(p).ok_or(ProtocolError::BadField("plan index"))?;
+            let pid = r.u32()?;
+            let hops = r.u8()?;
+            if hops == 0 {
+                return Err(ProtocolError::BadField("path length"));
+            }
+            let mut digest = 0u64;
+            for &b in r.take(usize::from(len))? {
+                digest = (digest << 8) | u64::from(b);
+            }
+            time = time.wrapping_add(unzigzag(r.varint()?) as u64);
+            digests.push(WireDigest {
+                key,
+                ingress_port,
+                egress_port,
+                pid,
+                hops,
+                plan_version,
+                digest,
+                time_ns: time,
+            });
+        }
+        if r.remaining() != 0 {
+            return Err(ProtocolError::TrailingBytes);
+        }
+        Ok(DigestBatch { worker, digests })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zigzag_round_trips() {
+        for v in [0i64, 1, -1, 1000, -1000, i64::MAX, i64::MIN] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+        assert_eq!(zigzag(-1), 1);
+        assert_eq!(zigzag(1), 2);
+    }
+}

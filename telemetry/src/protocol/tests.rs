@@ -1,0 +1,241 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::flowradar::wire::EpochFlowSet;
+use crate::flowradar::{FlowKey, FlowSet, FlowSetConfig};
+use crate::wire::MacAddr;
+
+fn flowset_config() -> FlowSetConfig {
+    FlowSetConfig::for_flows(100, 9)
+}
+
+fn hello() -> Hello {
+    let fs = FlowSet::new(&flowset_config());
+    Hello {
+        switch_id: 9,
+        session: 0x1234,
+        epoch_ns: 10_000_000,
+        shim_ethertype: 0x88b5,
+        shape: Shape::of(&fs),
+        filter_seed: fs.filter().seed(),
+        table_seeds: vec![fs.table_seed()],
+        max_digests: 1024,
+        ports: vec![
+            PortInfo {
+                name: "hosts".into(),
+                edge: true,
+                capacity_bps: 10_000_000_000,
+                mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            },
+            PortInfo {
+                name: "up".into(),
+                edge: false,
+                capacity_bps: 100_000_000_000,
+                mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            },
+        ],
+        plan: Some(PlanText {
+            version: 0xabcd_0001,
+            digest_bytes: 2,
+            text: "global_bits = 16\n".into(),
+        }),
+    }
+}
+
+fn digests(n: usize, flows: u16, plan: u32) -> Vec<WireDigest> {
+    (0..n)
+        .map(|i| WireDigest {
+            key: FlowKey {
+                src: 0x0a00_0001 + u32::from(i as u16 % flows),
+                dst: 0x0a01_0001,
+                src_port: 1000,
+                dst_port: 80,
+                protocol: 6,
+            },
+            ingress_port: 1,
+            egress_port: 0,
+            pid: (i as u32).wrapping_mul(2_654_435_761),
+            hops: 3,
+            plan_version: plan,
+            digest: (i as u64 * 77) & 0xffff,
+            time_ns: 1_700_000_000_000_000_000 + i as u64 * 800,
+        })
+        .collect()
+}
+
+fn session_after_hello() -> Session {
+    let mut s = Session::default();
+    let f = encode_frame(FrameType::Hello, 0, &hello().payload());
+    assert_eq!(s.decode(&f).unwrap(), Frame::Hello(hello()));
+    s
+}
+
+#[test]
+fn every_frame_round_trips() {
+    let mut s = session_after_hello();
+    let batch = digests(500, 20, 0xabcd_0001);
+    let payload = encode_digests(0, &batch, |_| 2);
+    let f = encode_frame(FrameType::Digests, 1, &payload);
+    assert_eq!(
+        s.decode(&f).unwrap(),
+        Frame::Digests(DigestBatch {
+            worker: 0,
+            digests: batch.clone()
+        })
+    );
+    // About ten bytes per digest on the wire, frame header and flow table included.
+    let per = f.len() as f64 / batch.len() as f64;
+    assert!(per <= 12.0, "{per} bytes per digest");
+
+    let plan = PlanText {
+        version: 0x0000_0002,
+        digest_bytes: 3,
+        text: "global_bits = 24\n".into(),
+    };
+    let f = encode_frame(FrameType::Plan, 2, &plan.payload());
+    assert_eq!(s.decode(&f).unwrap(), Frame::Plan(plan));
+    // A batch mixing both plans.
+    let mut mixed = digests(10, 2, 0xabcd_0001);
+    mixed.extend(digests(10, 2, 2));
+    let payload = encode_digests(0, &mixed, |v| if v == 2 { 3 } else { 2 });
+    let Frame::Digests(b) = s
+        .decode(&encode_frame(FrameType::Digests, 3, &payload))
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(b.digests, mixed);
+
+    let mut fs = FlowSet::new(&flowset_config());
+    for d in &batch {
+        fs.update(&d.key, 100);
+    }
+    let e = EpochFlowSet {
+        switch_id: 9,
+        epoch: 170_000_000_000,
+        flowset: fs,
+    };
+    let f = encode_frame(FrameType::FlowSet, 5, &encode_flowset(0, 1, &e));
+    assert_eq!(
+        s.decode(&f).unwrap(),
+        Frame::FlowSet(FlowSetFrame {
+            worker: 0,
+            epochs: 1,
+            flowset: e
+        })
+    );
+    assert_eq!(s.gaps, 1, "sequence 4 was skipped");
+
+    let st = Stats {
+        counters: vec![("rx_packets".into(), 5), ("drops".into(), 0)],
+    };
+    let f = encode_frame(FrameType::Stats, 6, &st.payload());
+    assert_eq!(s.decode(&f).unwrap(), Frame::Stats(st));
+}
+
+#[test]
+fn frames_out_of_order_or_beyond_the_hello_are_rejected() {
+    let mut s = Session::default();
+    let early = encode_frame(FrameType::Stats, 0, &Stats::default().payload());
+    assert_eq!(s.decode(&early).unwrap_err(), ProtocolError::HelloOrder);
+    let mut s = session_after_hello();
+    let again = encode_frame(FrameType::Hello, 1, &hello().payload());
+    assert_eq!(s.decode(&again).unwrap_err(), ProtocolError::HelloOrder);
+    let f = encode_frame(FrameType::Stats, 3, &Stats::default().payload());
+    s.decode(&f).unwrap();
+    let back = encode_frame(FrameType::Stats, 3, &Stats::default().payload());
+    assert!(matches!(
+        s.decode(&back).unwrap_err(),
+        ProtocolError::BadSequence { after: 3, got: 3 }
+    ));
+    // A plan nobody declared.
+    let payload = encode_digests(0, &digests(3, 1, 77), |_| 2);
+    assert_eq!(
+        s.decode(&encode_frame(FrameType::Digests, 4, &payload))
+            .unwrap_err(),
+        ProtocolError::UnknownPlan(77)
+    );
+    // A worker the hello did not list.
+    let payload = encode_digests(1, &digests(3, 1, 0xabcd_0001), |_| 2);
+    assert_eq!(
+        s.decode(&encode_frame(FrameType::Digests, 5, &payload))
+            .unwrap_err(),
+        ProtocolError::BadField("worker")
+    );
+    // More digests than the hello allows per batch.
+    let payload = encode_digests(0, &digests(1025, 4, 0xabcd_0001), |_| 2);
+    assert_eq!(
+        s.decode(&encode_frame(FrameType::Digests, 6, &payload))
+            .unwrap_err(),
+        ProtocolError::OverLimit("digests in a batch")
+    );
+    // A flowset of another shape.
+    let other = FlowSet::new(&FlowSetConfig::for_flows(5000, 9));
+    let e = EpochFlowSet {
+        switch_id: 9,
+        epoch: 1,
+        flowset: other,
+    };
+    assert!(matches!(
+        s.decode(&encode_frame(
+            FrameType::FlowSet,
+            7,
+            &encode_flowset(0, 1, &e)
+        ))
+        .unwrap_err(),
+        ProtocolError::FlowSet(_)
+    ));
+    // Lengths.
+    assert_eq!(
+        frame_len(&[0, 0, 0, 3]).unwrap_err(),
+        ProtocolError::BadLength(7)
+    );
+    assert_eq!(
+        frame_len(&[0xff, 0, 0, 0]).unwrap_err(),
+        ProtocolError::BadLength(0xff00_0004)
+    );
+    assert_eq!(frame_len(&[0, 0]).unwrap(), None);
+    let mut bad = encode_frame(FrameType::Stats, 8, &Stats::default().payload());
+    bad[5] = 2;
+    assert_eq!(
+        s.decode(&bad).unwrap_err(),
+        ProtocolError::UnsupportedVersion(2)
+    );
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let mut s = Session::default();
+        let _ = s.decode(&bytes);
+        let mut s = session_after_hello();
+        let _ = s.decode(&bytes);
+        let _ = frame_len(&bytes);
+    }
+
+    #[test]
+    fn mutated_frames_never_panic(
+        which in 0usize..4,
+        flips in proptest::collection::vec((0usize..3000, any::<u8>()), 1..8),
+        cut in 0usize..3000,
+    ) {
+        let mut frames = vec![encode_frame(FrameType::Hello, 0, &hello().payload())];
+        frames.push(encode_frame(FrameType::Digests, 1, &encode_digests(0, &digests(50, 5, 0xabcd_0001), |_| 2)));
+        let mut fs = FlowSet::new(&flowset_config());
+        fs.update(&digests(1, 1, 1)[0].key, 60);
+        frames.push(encode_frame(FrameType::FlowSet, 2, &encode_flowset(0, 1, &EpochFlowSet { switch_id: 9, epoch: 3, flowset: fs })));
+        frames.push(encode_frame(FrameType::Stats, 3, &Stats { counters: vec![("a".into(), 1)] }.payload()));
+        let mut f = frames[which].clone();
+        for (at, v) in flips {
+            if at < f.len() {
+                f[at] ^= v;
+            }
+        }
+        f.truncate(cut.max(1));
+        let mut s = Session::default();
+        if which > 0 {
+            s.decode(&frames[0]).unwrap();
+        }
+        let _ = s.decode(&f);
+    }
+}

@@ -1,0 +1,119 @@
+//! Reading and writing the project's binary formats: big-endian integers, LEB128 varints,
+//! and a reader that never reads past its input (every read is checked).
+
+/// Why a read failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadError {
+    /// The input ends before the value.
+    Truncated,
+    /// A varint longer than 10 bytes or beyond 64 bits.
+    BadVarint,
+}
+
+/// Appends `v` as a LEB128 varint (7 bits per byte, low first).
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+/// A cursor over bytes.
+#[derive(Debug, Clone)]
+pub struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader at the start of `b`.
+    pub fn new(b: &'a [u8]) -> Reader<'a> {
+        Reader { b, at: 0 }
+    }
+
+    /// Bytes read so far.
+    pub fn position(&self) -> usize {
+        self.at
+    }
+
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.b.len() - self.at
+    }
+
+    /// The next `n` bytes.
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], ReadError> {
+        let end = self.at.checked_add(n).ok_or(ReadError::Truncated)?;
+        let s = self.b.get(self.at..end).ok_or(ReadError::Truncated)?;
+        self.at = end;
+        Ok(s)
+    }
+
+    /// A byte.
+    pub fn u8(&mut self) -> Result<u8, ReadError> {
+        Ok(self.take(1)?[0])
+    }
+
+    /// A big-endian u16.
+    pub fn u16(&mut self) -> Result<u16, ReadError> {
+        Ok(u16::from_be_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+
+    /// A big-endian u32.
+    pub fn u32(&mut self) -> Result<u32, ReadError> {
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    /// A big-endian u64.
+    pub fn u64(&mut self) -> Result<u64, ReadError> {
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+
+    /// A LEB128 varint.
+    pub fn varint(&mut self) -> Result<u64, ReadError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.u8()?;
+            if i == 9 && b > 1 {
+                return Err(ReadError::BadVarint);
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(ReadError::BadVarint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip_and_stop_at_the_end() {
+        let mut out = Vec::new();
+        for v in [0u64, 1, 127, 128, 300, u64::MAX] {
+            put_varint(&mut out, v);
+        }
+        let mut r = Reader::new(&out);
+        for v in [0u64, 1, 127, 128, 300, u64::MAX] {
+            assert_eq!(r.varint(), Ok(v));
+        }
+        assert_eq!(r.u8(), Err(ReadError::Truncated));
+        assert_eq!(Reader::new(&[0xff; 11]).varint(), Err(ReadError::BadVarint));
+        assert_eq!(Reader::new(&[1, 2]).u32(), Err(ReadError::Truncated));
+        assert_eq!(Reader::new(&[1, 2]).u16(), Ok(0x0102));
+    }
+}
