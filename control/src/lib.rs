@@ -6,6 +6,9 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod export;
+pub mod inband;
+pub mod metrics;
 pub mod runtime;
 pub mod summary;
 

@@ -1,12 +1,15 @@
 //! The switch's control thread: it watches the stop conditions, prints a statistics line per
-//! interval, and (with telemetry on) runs the epoch, digest and export work.
+//! interval, keeps the metrics current, reloads the query file on SIGHUP, and (with telemetry
+//! on) runs the epoch, digest and export work on its own deadlines.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use pipeline::{LocalCounters, SharedCounters};
+use pipeline::{LocalCounters, SharedCounters, TelemetryEvent};
 
 use crate::Config;
+use crate::inband::TelemetryControl;
+use crate::metrics::{ControlCounts, SwitchMetrics};
 use crate::summary::Interval;
 
 /// When a run stops on its own.
@@ -45,81 +48,185 @@ pub struct LoopOutcome {
     pub seconds: f64,
 }
 
-/// Runs until `stop` is set, a worker stops (`workers_running` turns false), the duration
-/// passes, or the switch has been idle for the configured time.
-pub fn control_loop(
-    config: &Config,
-    limits: RunLimits,
-    shared: &[SharedCounters],
-    stop: &AtomicBool,
-    workers_running: impl Fn() -> bool,
-) -> LoopOutcome {
-    let start = Instant::now();
-    let interval =
-        (config.stats.interval_ms > 0).then(|| Duration::from_millis(config.stats.interval_ms));
-    let mut next_stats = start + interval.unwrap_or(Duration::from_secs(3600));
-    let mut prev = LocalCounters::default();
-    let mut prev_t = start;
-    let mut last_rx = 0u64;
-    let mut last_rx_change = start;
-    let mut intervals = Vec::new();
-    loop {
-        std::thread::sleep(Duration::from_millis(5));
-        let now = Instant::now();
-        if stop.load(Ordering::Relaxed) {
-            println!("stopping on signal");
-            break;
+/// What the control thread works with.
+pub struct ControlLoop<'a> {
+    /// The configuration.
+    pub config: &'a Config,
+    /// When to stop on its own.
+    pub limits: RunLimits,
+    /// The workers' counters.
+    pub shared: &'a [SharedCounters],
+    /// Set by SIGINT/SIGTERM.
+    pub stop: &'a AtomicBool,
+    /// Set by SIGHUP: reload the query file.
+    pub reload: &'a AtomicBool,
+    /// The telemetry work, when on.
+    pub telemetry: Option<&'a mut TelemetryControl>,
+    /// The Prometheus endpoint, when on.
+    pub metrics: Option<&'a mut SwitchMetrics>,
+}
+
+/// The counters a switch reports to its sink.
+fn stats_counters(t: &LocalCounters) -> Vec<(String, u64)> {
+    let mut v = vec![
+        ("rx_packets".to_owned(), t.rx_packets),
+        ("rx_bytes".to_owned(), t.rx_bytes),
+        ("tx_packets".to_owned(), t.tx_packets),
+        ("tx_bytes".to_owned(), t.tx_bytes),
+        ("tx_full_drops".to_owned(), t.tx_full_drops),
+    ];
+    v.extend(t.drops.nonzero().map(|(r, n)| (format!("drop_{r}"), n)));
+    v.extend(t.telemetry.nonzero().map(|(e, n)| (e.name().to_owned(), n)));
+    v
+}
+
+impl ControlLoop<'_> {
+    /// Runs until `stop` is set, a worker stops (`workers_running` turns false), the duration
+    /// passes, or the switch has been idle for the configured time.
+    pub fn run(mut self, workers_running: impl Fn() -> bool) -> LoopOutcome {
+        let start = Instant::now();
+        let interval = (self.config.stats.interval_ms > 0)
+            .then(|| Duration::from_millis(self.config.stats.interval_ms));
+        let metrics_every = interval
+            .unwrap_or(Duration::from_secs(1))
+            .min(Duration::from_secs(1));
+        let tick = if self.telemetry.is_some() {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(5)
+        };
+        let mut next_stats = start + interval.unwrap_or(Duration::from_secs(3600));
+        let mut next_metrics = start;
+        let mut prev = LocalCounters::default();
+        let mut prev_t = start;
+        let mut last_rx = 0u64;
+        let mut last_rx_change = start;
+        let mut intervals = Vec::new();
+        let mut deadline = start;
+        if let Some(t) = &self.telemetry {
+            println!(
+                "telemetry: plan {:08x}, {} ms epochs, sink {}",
+                t.plan().version(),
+                t.epoch().as_millis(),
+                self.config.telemetry.sink.as_deref().unwrap_or("none")
+            );
+            print!("{}", t.plan().plan.describe());
         }
-        if !workers_running() {
-            println!("a worker stopped; stopping");
-            break;
-        }
-        if limits.duration.is_some_and(|d| now - start >= d) {
-            break;
-        }
-        if let Some(idle) = limits.until_idle {
-            let rx = total(shared).rx_packets;
-            if rx != last_rx {
-                last_rx = rx;
-                last_rx_change = now;
-            } else if now - last_rx_change >= idle {
-                println!("no packet for {} ms; stopping", idle.as_millis());
+        loop {
+            deadline += tick;
+            let now = Instant::now();
+            if deadline > now {
+                std::thread::sleep(deadline - now);
+            }
+            let now = Instant::now();
+            let late = now.saturating_duration_since(deadline);
+            if late > tick * 10 {
+                // Far behind (the machine was busy): start counting from now.
+                deadline = now;
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                println!("stopping on signal");
                 break;
             }
+            if !workers_running() {
+                println!("a worker stopped; stopping");
+                break;
+            }
+            if self.limits.duration.is_some_and(|d| now - start >= d) {
+                break;
+            }
+            if let Some(t) = self.telemetry.as_deref_mut() {
+                t.poll(now, late);
+                if self.reload.swap(false, Ordering::Relaxed) {
+                    match t.reload(self.config) {
+                        Ok(line) => println!("{line}"),
+                        Err(e) => println!("plan reload rejected, nothing changed: {e}"),
+                    }
+                }
+            } else if self.reload.swap(false, Ordering::Relaxed) {
+                println!("plan reload: telemetry is off; nothing to reload");
+            }
+            if let Some(idle) = self.limits.until_idle {
+                let rx = total(self.shared).rx_packets;
+                if rx != last_rx {
+                    last_rx = rx;
+                    last_rx_change = now;
+                } else if now - last_rx_change >= idle {
+                    println!("no packet for {} ms; stopping", idle.as_millis());
+                    break;
+                }
+            }
+            if now >= next_metrics {
+                next_metrics = now + metrics_every;
+                self.publish();
+            }
+            if interval.is_some() && now >= next_stats {
+                let t = total(self.shared);
+                let dt = (now - prev_t).as_secs_f64();
+                let rx = (t.rx_packets - prev.rx_packets) as f64;
+                let tx = (t.tx_packets - prev.tx_packets) as f64;
+                let cpp = if rx > 0.0 {
+                    (t.busy_cycles - prev.busy_cycles) as f64 / rx
+                } else {
+                    0.0
+                };
+                let iv = Interval {
+                    t: (now - start).as_secs_f64(),
+                    rx_mpps: rx / dt / 1e6,
+                    tx_mpps: tx / dt / 1e6,
+                    cycles_per_packet: cpp,
+                };
+                let tel = match &self.telemetry {
+                    Some(tc) => {
+                        let ev = |e: TelemetryEvent| t.telemetry.get(e) - prev.telemetry.get(e);
+                        format!(
+                            " | digests {:.0}/s, epochs {}, sink {}",
+                            ev(TelemetryEvent::DigestRecorded) as f64 / dt,
+                            ev(TelemetryEvent::EpochClosed),
+                            if tc.counts.sink_connected {
+                                "up"
+                            } else if self.config.telemetry.sink.is_some() {
+                                "down"
+                            } else {
+                                "none"
+                            }
+                        )
+                    }
+                    None => String::new(),
+                };
+                println!(
+                    "[{:7.1}s] rx {:8.3} Mpps {:7.3} Gbit/s | tx {:8.3} Mpps | {:6.1} cycles/pkt | drops {}{tel}",
+                    iv.t,
+                    iv.rx_mpps,
+                    (t.rx_bytes - prev.rx_bytes) as f64 * 8.0 / dt / 1e9,
+                    iv.tx_mpps,
+                    cpp,
+                    drops_line(&t)
+                );
+                if let Some(tc) = &self.telemetry {
+                    tc.send_stats(stats_counters(&t));
+                }
+                intervals.push(iv);
+                prev = t;
+                prev_t = now;
+                next_stats += interval.unwrap_or_default();
+            }
         }
-        if interval.is_some() && now >= next_stats {
-            let t = total(shared);
-            let dt = (now - prev_t).as_secs_f64();
-            let rx = (t.rx_packets - prev.rx_packets) as f64;
-            let tx = (t.tx_packets - prev.tx_packets) as f64;
-            let cpp = if rx > 0.0 {
-                (t.busy_cycles - prev.busy_cycles) as f64 / rx
-            } else {
-                0.0
-            };
-            let iv = Interval {
-                t: (now - start).as_secs_f64(),
-                rx_mpps: rx / dt / 1e6,
-                tx_mpps: tx / dt / 1e6,
-                cycles_per_packet: cpp,
-            };
-            println!(
-                "[{:7.1}s] rx {:8.3} Mpps {:7.3} Gbit/s | tx {:8.3} Mpps | {:6.1} cycles/pkt | drops {}",
-                iv.t,
-                iv.rx_mpps,
-                (t.rx_bytes - prev.rx_bytes) as f64 * 8.0 / dt / 1e9,
-                iv.tx_mpps,
-                cpp,
-                drops_line(&t)
-            );
-            intervals.push(iv);
-            prev = t;
-            prev_t = now;
-            next_stats += interval.unwrap_or_default();
+        self.publish();
+        LoopOutcome {
+            intervals,
+            seconds: start.elapsed().as_secs_f64(),
         }
     }
-    LoopOutcome {
-        intervals,
-        seconds: start.elapsed().as_secs_f64(),
+
+    fn publish(&mut self) {
+        if let Some(m) = self.metrics.as_deref_mut() {
+            let per_worker: Vec<LocalCounters> = self.shared.iter().map(|s| s.read()).collect();
+            let (counts, plan) = match &self.telemetry {
+                Some(t) => (t.counts, Some(t.plan().version())),
+                None => (ControlCounts::default(), None),
+            };
+            m.update(&per_worker, &counts, plan);
+        }
     }
 }

@@ -9,8 +9,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use control::Config;
-use control::runtime::{RunLimits, control_loop, total};
-use control::summary::{PortSummary, Summary};
+use control::inband::TelemetryStart;
+use control::metrics::SwitchMetrics;
+use control::runtime::{ControlLoop, RunLimits, total};
+use control::summary::{PortSummary, Summary, TelemetrySummary};
+use pipeline::inband::Inband;
 use pipeline::{Forwarder, Pipeline, SharedCounters};
 
 use crate::dpdk::{Eal, Mempool, Port, PortSetup};
@@ -64,8 +67,12 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
             .context("installing signal handlers")?;
     }
 
+    let reload = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
+        .context("installing signal handlers")?;
+
     let eal = Eal::init(&eal_args)?;
-    let summary = run_with_eal(&eal, config, opts, mbufs, room, &stop);
+    let summary = run_with_eal(&eal, config, opts, mbufs, room, &stop, &reload);
     drop(eal);
     summary
 }
@@ -77,6 +84,7 @@ fn run_with_eal(
     mbufs: u32,
     room: u16,
     stop: &AtomicBool,
+    reload: &AtomicBool,
 ) -> anyhow::Result<Summary> {
     println!(
         "pint-switch {}: switch {}, {}",
@@ -168,11 +176,29 @@ fn run_with_eal(
         .map(|_| SharedCounters::default())
         .collect();
     let workers_stop = AtomicBool::new(false);
+    let tables = config.tables();
+    let (mut inband, mut telemetry) = match TelemetryStart::prepare(config)? {
+        Some(t) => (t.workers.into_iter().map(Some).collect(), Some(t.control)),
+        None => ((0..workers.len()).map(|_| None).collect::<Vec<_>>(), None),
+    };
+    let mut metrics = match config.metrics.listen {
+        Some(addr) => {
+            let m = SwitchMetrics::install(addr, config)?;
+            println!("metrics: http://{addr}/metrics");
+            Some(m)
+        }
+        None => None,
+    };
 
     let outcome = std::thread::scope(|s| -> anyhow::Result<control::runtime::LoopOutcome> {
         let mut handles = Vec::new();
-        for ((worker, wc), counters) in workers.into_iter().zip(&config.workers).zip(&shared) {
-            let (fwd, stop) = (&fwd, &workers_stop);
+        for (((worker, wc), counters), setup) in workers
+            .into_iter()
+            .zip(&config.workers)
+            .zip(&shared)
+            .zip(inband.iter_mut().map(Option::take))
+        {
+            let (fwd, stop, tables) = (&fwd, &workers_stop, &tables);
             let prefetch = config.dataplane.prefetch;
             let lcore = wc.lcore;
             let h = std::thread::Builder::new()
@@ -186,6 +212,9 @@ fn run_with_eal(
                     }
                     let _reg = eal.register_thread()?;
                     let mut pipeline = Pipeline::new(Arc::clone(fwd), prefetch);
+                    if let Some(setup) = setup {
+                        pipeline = pipeline.with_inband(Inband::new(tables, setup));
+                    }
                     worker.run(&mut pipeline, counters, stop);
                     Ok(())
                 })
@@ -196,9 +225,16 @@ fn run_with_eal(
             duration: opts.duration,
             until_idle: opts.until_idle,
         };
-        let result = control_loop(config, limits, &shared, stop, || {
-            !handles.iter().any(|h| h.is_finished())
-        });
+        let result = ControlLoop {
+            config,
+            limits,
+            shared: &shared,
+            stop,
+            reload,
+            telemetry: telemetry.as_mut(),
+            metrics: metrics.as_mut(),
+        }
+        .run(|| !handles.iter().any(|h| h.is_finished()));
         workers_stop.store(true, Ordering::SeqCst);
         for h in handles {
             match h.join() {
@@ -220,6 +256,13 @@ fn run_with_eal(
         });
     }
     let mut summary = Summary::from_totals(config.switch_id, outcome.seconds, &t);
+    if let Some(tc) = telemetry {
+        // The last digests and flowsets go out before the summary.
+        summary.telemetry = TelemetrySummary {
+            events: t.telemetry,
+            ..tc.finish(Duration::from_secs(2))
+        };
+    }
     summary.intervals = outcome.intervals;
     summary.ports = port_summaries;
     summary.worker_rx_packets = shared.iter().map(|s| s.read().rx_packets).collect();

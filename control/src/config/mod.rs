@@ -4,14 +4,16 @@
 //! reason, and nothing is half-applied because the result is a fresh value.
 
 mod raw;
+pub mod telemetry;
 pub mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use ::telemetry::wire::MacAddr;
 use serde::Serialize;
-use telemetry::wire::MacAddr;
 
+pub use telemetry::{FlowRadarConfig, MetricsConfig, TelemetryConfig};
 pub use types::{IdleMode, Ipv4Prefix, PortRole};
 
 use raw::{RawCapacity, RawConfig};
@@ -44,7 +46,7 @@ pub enum ConfigError {
     },
 }
 
-fn key_err(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+pub(crate) fn key_err(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
     ConfigError::Key {
         key: key.into(),
         reason: reason.into(),
@@ -68,6 +70,10 @@ pub struct Config {
     pub workers: Vec<WorkerConfig>,
     /// IPv4 routes.
     pub routes: Vec<RouteConfig>,
+    /// In-band telemetry, FlowRadar and export.
+    pub telemetry: TelemetryConfig,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsConfig,
 }
 
 /// DPDK EAL settings.
@@ -206,20 +212,26 @@ pub fn is_pci_address(s: &str) -> bool {
 }
 
 impl Config {
-    /// Reads and validates a configuration file.
+    /// Reads and validates a configuration file; relative paths in it (the query file)
+    /// are relative to the file's directory.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        Config::from_toml(&text)
+        Config::parse(&text, path.parent())
     }
 
-    /// Parses and validates a configuration from TOML text.
+    /// Parses and validates a configuration from TOML text; relative paths in it are
+    /// relative to the working directory.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, None)
+    }
+
+    fn parse(text: &str, base: Option<&Path>) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text)
             .map_err(|e| ConfigError::Syntax(e.to_string().trim_end().to_owned()))?;
-        validate(raw)
+        validate(raw, base)
     }
 
     /// The resolved configuration as TOML (what `--check-config` prints).
@@ -267,7 +279,7 @@ impl Config {
     }
 }
 
-fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
+fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> {
     let switch_id = raw
         .switch_id
         .ok_or_else(|| key_err("switch_id", "missing (a number from 1 to 4294967295)"))?;
@@ -388,7 +400,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         let mac: MacAddr =
             mac_text
                 .parse()
-                .map_err(|e: telemetry::wire::ethernet::MacParseError| {
+                .map_err(|e: ::telemetry::wire::ethernet::MacParseError| {
                     key_err(k("mac"), e.to_string())
                 })?;
         if mac.is_multicast() {
@@ -569,7 +581,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             let mac: MacAddr =
                 mac_text
                     .parse()
-                    .map_err(|e: telemetry::wire::ethernet::MacParseError| {
+                    .map_err(|e: ::telemetry::wire::ethernet::MacParseError| {
                         key_err(nk("mac"), e.to_string())
                     })?;
             let hop = NextHopConfig {
@@ -585,6 +597,8 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         routes.push(RouteConfig { prefix, next_hops });
     }
 
+    let telemetry = telemetry::validate(raw.telemetry, base)?;
+    let metrics = telemetry::validate_metrics(raw.metrics)?;
     Ok(Config {
         switch_id,
         eal,
@@ -593,6 +607,8 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         ports,
         workers,
         routes,
+        telemetry,
+        metrics,
     })
 }
 

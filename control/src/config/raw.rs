@@ -22,6 +22,50 @@ pub(super) struct RawConfig {
     pub workers: Vec<RawWorker>,
     #[serde(default)]
     pub routes: Vec<RawRoute>,
+    pub telemetry: Option<RawTelemetry>,
+    #[serde(default)]
+    pub metrics: RawMetrics,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetry {
+    pub enabled: Option<bool>,
+    pub queries: Option<String>,
+    pub shim_ethertype: Option<RawNumber>,
+    pub path_length_bound: Option<u32>,
+    pub epoch_ms: Option<u64>,
+    pub sink: Option<String>,
+    pub base_rtt_us: Option<u64>,
+    pub digest_ring: Option<u32>,
+    pub batch_digests: Option<u32>,
+    pub flowset_buffers: Option<u32>,
+    pub export_queue_mb: Option<u32>,
+    #[serde(default)]
+    pub flowradar: RawFlowRadar,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFlowRadar {
+    pub expected_flows: Option<u32>,
+    pub cells_per_flow: Option<f64>,
+    pub hashes: Option<u8>,
+    pub filter_bits_per_flow: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    pub listen: Option<String>,
+}
+
+/// An integer written as a number or as a string (`"0x88b5"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawNumber {
+    Int(i64),
+    Text(String),
 }
 
 #[derive(Debug, Default, Deserialize)]

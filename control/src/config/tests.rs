@@ -177,3 +177,102 @@ fn pci_addresses() {
     assert!(!is_pci_address("0000:01:00"));
     assert!(!is_pci_address("virtio_user0"));
 }
+
+#[test]
+fn telemetry_is_off_without_its_table_and_on_with_it() {
+    let c = Config::from_toml(GOOD).unwrap();
+    assert!(!c.telemetry.enabled);
+    assert_eq!(c.metrics.listen, None);
+    let c = Config::from_toml(&format!("{GOOD}\n[telemetry]\n")).unwrap();
+    let t = &c.telemetry;
+    assert!(t.enabled);
+    assert_eq!(t.shim_ethertype, 0x88b5);
+    assert_eq!(t.epoch_ms, 10);
+    assert_eq!(t.flowradar.hashes, 3);
+    assert_eq!(
+        t.query_text,
+        telemetry::PAPER_QUERIES,
+        "the paper plan by default"
+    );
+    let c = Config::from_toml(&format!(
+        "{GOOD}\n[telemetry]\nshim_ethertype = \"0x9000\"\nsink = \"localhost:7300\"\npath_length_bound = 6\n[telemetry.flowradar]\nexpected_flows = 500\n[metrics]\nlisten = \"127.0.0.1:9400\"\n"
+    ))
+    .unwrap();
+    assert_eq!(c.telemetry.shim_ethertype, 0x9000);
+    assert_eq!(c.telemetry.sink.as_deref(), Some("localhost:7300"));
+    assert_eq!(c.telemetry.flowradar.expected_flows, 500);
+    assert!(
+        c.telemetry.query_text.contains("max_path_length = 6"),
+        "the bound is written into the effective query file: {}",
+        c.telemetry.query_text
+    );
+    assert_eq!(c.metrics.listen.unwrap().port(), 9400);
+    let printed = c.to_toml();
+    assert!(printed.contains("[telemetry.flowradar]"), "{printed}");
+}
+
+#[test]
+fn bad_telemetry_values_name_their_key() {
+    let cases: &[(&str, &str)] = &[
+        ("shim_ethertype = 0x0800", "telemetry.shim_ethertype"),
+        ("shim_ethertype = \"zz\"", "telemetry.shim_ethertype"),
+        ("shim_ethertype = 12", "telemetry.shim_ethertype"),
+        ("epoch_ms = 0", "telemetry.epoch_ms"),
+        ("sink = \"nowhere\"", "telemetry.sink"),
+        ("sink = \"host:0\"", "telemetry.sink"),
+        ("path_length_bound = 0", "telemetry.path_length_bound"),
+        ("digest_ring = 1", "telemetry.digest_ring"),
+        ("flowset_buffers = 1", "telemetry.flowset_buffers"),
+        ("queries = \"/nonexistent/q.toml\"", "telemetry.queries"),
+        (
+            "[telemetry.flowradar]\nhashes = 9",
+            "telemetry.flowradar.hashes",
+        ),
+        (
+            "[telemetry.flowradar]\ncells_per_flow = 0.5",
+            "telemetry.flowradar.cells_per_flow",
+        ),
+        (
+            "[telemetry.flowradar]\nexpected_flows = 0",
+            "telemetry.flowradar.expected_flows",
+        ),
+    ];
+    for (line, key) in cases {
+        let e = err(&format!("{GOOD}\n[telemetry]\n{line}\n"));
+        assert_eq!(key_of(&e), *key, "{line}: {e}");
+    }
+    let e = err(&format!("{GOOD}\n[metrics]\nlisten = \"9400\"\n"));
+    assert_eq!(key_of(&e), "metrics.listen");
+}
+
+#[test]
+fn query_files_are_read_relative_to_the_config_and_checked() {
+    let dir = std::env::temp_dir().join(format!("pint-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("q")).unwrap();
+    std::fs::write(
+        dir.join("q/bad.toml"),
+        "global_bits = 16\n[[queries]]\nname = \"latency\"\nvalue = \"hop_latency\"\naggregation = \"max\"\nbits = 40\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("q/good.toml"), telemetry::PAPER_QUERIES).unwrap();
+    let cfg = dir.join("switch.toml");
+    std::fs::write(
+        &cfg,
+        format!("{GOOD}\n[telemetry]\nqueries = \"q/good.toml\"\n"),
+    )
+    .unwrap();
+    let c = Config::from_file(&cfg).unwrap();
+    assert_eq!(
+        c.telemetry.queries.as_deref(),
+        Some(dir.join("q/good.toml").as_path())
+    );
+    std::fs::write(
+        &cfg,
+        format!("{GOOD}\n[telemetry]\nqueries = \"q/bad.toml\"\n"),
+    )
+    .unwrap();
+    let e = Config::from_file(&cfg).unwrap_err();
+    assert_eq!(key_of(&e), "telemetry.queries");
+    assert!(e.to_string().contains("query `latency`"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

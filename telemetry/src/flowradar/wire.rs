@@ -110,15 +110,19 @@ impl From<ReadError> for FlowSetWireError {
 
 /// Serialises a flowset.
 pub fn encode(e: &EpochFlowSet) -> Vec<u8> {
-    let fs = &e.flowset;
+    encode_parts(e.switch_id, e.epoch, &e.flowset)
+}
+
+/// Serialises flowset `fs` of switch `switch_id` for epoch `epoch`.
+pub fn encode_parts(switch_id: u32, epoch: u64, fs: &FlowSet) -> Vec<u8> {
     let nonempty = fs.cells().iter().filter(|c| !c.is_empty()).count();
     let blocks = fs.filter().blocks();
     let used_blocks = blocks.iter().filter(|b| b.0 != [0; 8]).count();
     let mut out = Vec::with_capacity(HEADER + used_blocks * 66 + nonempty * 24);
     out.extend_from_slice(&MAGIC);
     out.push(VERSION);
-    out.extend_from_slice(&e.switch_id.to_be_bytes());
-    out.extend_from_slice(&e.epoch.to_be_bytes());
+    out.extend_from_slice(&switch_id.to_be_bytes());
+    out.extend_from_slice(&epoch.to_be_bytes());
     out.push(fs.hashes());
     out.extend_from_slice(&[0; 3]);
     out.extend_from_slice(&fs.cells_per_table().to_be_bytes());

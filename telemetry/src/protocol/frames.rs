@@ -232,9 +232,16 @@ pub struct FlowSetFrame {
     pub flowset: EpochFlowSet,
 }
 
-/// The flowset frame's payload for `fs` from `worker`, covering `epochs` epochs.
-pub fn encode_flowset(worker: u16, epochs: u32, fs: &EpochFlowSet) -> Vec<u8> {
-    let body = wire::encode(fs);
+/// The flowset frame's payload: flowset `fs` of switch `switch_id`'s worker `worker`, from
+/// epoch `epoch` on, covering `epochs` epochs.
+pub fn encode_flowset(
+    worker: u16,
+    epochs: u32,
+    switch_id: u32,
+    epoch: u64,
+    fs: &crate::flowradar::FlowSet,
+) -> Vec<u8> {
+    let body = wire::encode_parts(switch_id, epoch, fs);
     let mut out = Vec::with_capacity(6 + body.len());
     out.extend_from_slice(&worker.to_be_bytes());
     out.extend_from_slice(&epochs.to_be_bytes());

@@ -20,7 +20,7 @@
 mod digests;
 mod frames;
 
-pub use digests::{DigestBatch, WireDigest, encode_digests};
+pub use digests::{DigestBatch, MAX_PLANS_PER_BATCH, WireDigest, encode_digests};
 pub use frames::{FlowSetFrame, Hello, PlanText, PortInfo, Stats, encode_flowset};
 
 use crate::flowradar::wire::{FlowSetWireError, Shape};

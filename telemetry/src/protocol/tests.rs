@@ -115,7 +115,11 @@ fn every_frame_round_trips() {
         epoch: 170_000_000_000,
         flowset: fs,
     };
-    let f = encode_frame(FrameType::FlowSet, 5, &encode_flowset(0, 1, &e));
+    let f = encode_frame(
+        FrameType::FlowSet,
+        5,
+        &encode_flowset(0, 1, 9, e.epoch, &e.flowset),
+    );
     assert_eq!(
         s.decode(&f).unwrap(),
         Frame::FlowSet(FlowSetFrame {
@@ -180,7 +184,7 @@ fn frames_out_of_order_or_beyond_the_hello_are_rejected() {
         s.decode(&encode_frame(
             FrameType::FlowSet,
             7,
-            &encode_flowset(0, 1, &e)
+            &encode_flowset(0, 1, 9, e.epoch, &e.flowset)
         ))
         .unwrap_err(),
         ProtocolError::FlowSet(_)
@@ -223,7 +227,7 @@ proptest! {
         frames.push(encode_frame(FrameType::Digests, 1, &encode_digests(0, &digests(50, 5, 0xabcd_0001), |_| 2)));
         let mut fs = FlowSet::new(&flowset_config());
         fs.update(&digests(1, 1, 1)[0].key, 60);
-        frames.push(encode_frame(FrameType::FlowSet, 2, &encode_flowset(0, 1, &EpochFlowSet { switch_id: 9, epoch: 3, flowset: fs })));
+        frames.push(encode_frame(FrameType::FlowSet, 2, &encode_flowset(0, 1, 9, 3, &fs)));
         frames.push(encode_frame(FrameType::Stats, 3, &Stats { counters: vec![("a".into(), 1)] }.payload()));
         let mut f = frames[which].clone();
         for (at, v) in flips {

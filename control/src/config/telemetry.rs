@@ -1,0 +1,340 @@
+//! The `[telemetry]` and `[metrics]` tables: which queries the switch runs, how its
+//! FlowRadar flowsets are sized, where it exports, and where it serves metrics.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use telemetry::flowradar::flowset::{DEFAULT_FILTER_BITS, MAX_HASHES};
+use telemetry::pint::plan::Plan;
+use telemetry::pint::query::{Aggregation, QueryFile};
+use telemetry::wire::EtherType;
+use telemetry::wire::shim::DEFAULT_ETHERTYPE;
+
+use super::raw::{RawMetrics, RawNumber, RawTelemetry};
+use super::{ConfigError, key_err};
+
+/// The built-in query file: the PINT paper's concurrent example.
+pub const PAPER_QUERIES: &str = include_str!("../../../configs/queries/paper.toml");
+
+/// FlowRadar sizing.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowRadarConfig {
+    /// Flows expected per epoch per worker.
+    pub expected_flows: u32,
+    /// Counting-table cells per expected flow.
+    pub cells_per_flow: f64,
+    /// Sub-tables (cells per flow), `k`.
+    pub hashes: u8,
+    /// Flow-filter bits per expected flow.
+    pub filter_bits_per_flow: f64,
+}
+
+/// The telemetry settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TelemetryConfig {
+    /// Whether the switch carries telemetry (false: plain forwarding).
+    pub enabled: bool,
+    /// The query file as resolved (None: the built-in paper plan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queries: Option<PathBuf>,
+    /// The EtherType that announces the shim.
+    pub shim_ethertype: u16,
+    /// Default path-length bound `d` for static per-flow queries that do not give one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_length_bound: Option<u32>,
+    /// FlowRadar epoch length, ms.
+    pub epoch_ms: u64,
+    /// The sink's address (`host:port`); None exports nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sink: Option<String>,
+    /// HPCC's base RTT `T`, microseconds.
+    pub base_rtt_us: u64,
+    /// Digest records each worker's ring holds.
+    pub digest_ring: u32,
+    /// Most digests in one batch to the sink.
+    pub batch_digests: u32,
+    /// Flowsets per worker (one counting, the rest waiting for or back from export).
+    pub flowset_buffers: u32,
+    /// Bytes the export queue may hold before frames are dropped, MiB.
+    pub export_queue_mb: u32,
+    /// FlowRadar sizing.
+    pub flowradar: FlowRadarConfig,
+    /// The effective query file (defaults applied): what the switch compiles and sends.
+    #[serde(skip)]
+    pub query_text: String,
+}
+
+impl TelemetryConfig {
+    /// Telemetry off.
+    pub fn off() -> TelemetryConfig {
+        TelemetryConfig {
+            enabled: false,
+            queries: None,
+            shim_ethertype: DEFAULT_ETHERTYPE,
+            path_length_bound: None,
+            epoch_ms: 10,
+            sink: None,
+            base_rtt_us: 10,
+            digest_ring: 1 << 16,
+            batch_digests: 4096,
+            flowset_buffers: 3,
+            export_queue_mb: 64,
+            flowradar: FlowRadarConfig {
+                expected_flows: 10_000,
+                cells_per_flow: 1.3,
+                hashes: 3,
+                filter_bits_per_flow: DEFAULT_FILTER_BITS,
+            },
+            query_text: String::new(),
+        }
+    }
+
+    /// The epoch length in ns.
+    pub fn epoch_ns(&self) -> u64 {
+        self.epoch_ms * 1_000_000
+    }
+
+    /// Reads and compiles the query file again (a reload): the effective text and the plan.
+    pub fn load_queries(&self) -> Result<(String, Plan), String> {
+        load_queries(self.queries.as_deref(), self.path_length_bound)
+    }
+}
+
+/// Reads the query file at `path` (None: the built-in paper plan), applies the default
+/// path-length bound, and compiles it: the effective text (what the sink compiles) and the
+/// plan. Errors say what is wrong, naming the query.
+pub fn load_queries(path: Option<&Path>, bound: Option<u32>) -> Result<(String, Plan), String> {
+    let text = match path {
+        None => PAPER_QUERIES.to_owned(),
+        Some(p) => std::fs::read_to_string(p)
+            .map_err(|e| format!("cannot read query file {}: {e}", p.display()))?,
+    };
+    let mut file = QueryFile::from_toml(&text).map_err(|e| format!("query file: {e}"))?;
+    let mut effective = text;
+    if let Some(d) = bound {
+        let mut changed = false;
+        for q in &mut file.queries {
+            if q.aggregation == Aggregation::StaticPerFlow && q.max_path_length.is_none() {
+                q.max_path_length = Some(d);
+                changed = true;
+            }
+        }
+        if changed {
+            effective = toml::to_string(&file).map_err(|e| format!("query file: {e}"))?;
+        }
+    }
+    let plan = Plan::compile(&file).map_err(|e| e.to_string())?;
+    Ok((effective, plan))
+}
+
+fn ethertype(raw: Option<RawNumber>) -> Result<u16, ConfigError> {
+    let key = "telemetry.shim_ethertype";
+    let v = match raw {
+        None => return Ok(DEFAULT_ETHERTYPE),
+        Some(RawNumber::Int(i)) => i,
+        Some(RawNumber::Text(t)) => {
+            let t = t.trim();
+            let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                Some(hex) => i64::from_str_radix(hex, 16),
+                None => t.parse(),
+            };
+            parsed.map_err(|_| key_err(key, format!("`{t}` is not a number (e.g. 0x88b5)")))?
+        }
+    };
+    let ty = u16::try_from(v)
+        .ok()
+        .filter(|t| *t >= 0x0600)
+        .ok_or_else(|| {
+            key_err(
+                key,
+                format!("{v:#x} is not an EtherType (0x0600 to 0xffff)"),
+            )
+        })?;
+    if [
+        EtherType::IPV4,
+        EtherType::ARP,
+        EtherType::IPV6,
+        EtherType::VLAN,
+        EtherType::QINQ,
+    ]
+    .contains(&ty)
+    {
+        return Err(key_err(
+            key,
+            format!("{ty:#06x} is already in use by another protocol"),
+        ));
+    }
+    Ok(ty)
+}
+
+fn range<T: PartialOrd + std::fmt::Display + Copy>(
+    key: &str,
+    v: Option<T>,
+    default: T,
+    lo: T,
+    hi: T,
+) -> Result<T, ConfigError> {
+    let v = v.unwrap_or(default);
+    if !(v >= lo && v <= hi) {
+        return Err(key_err(key, format!("{v} is out of range ({lo} to {hi})")));
+    }
+    Ok(v)
+}
+
+/// Validates `[telemetry]`; relative query paths are resolved against `base`.
+pub(super) fn validate(
+    raw: Option<RawTelemetry>,
+    base: Option<&Path>,
+) -> Result<TelemetryConfig, ConfigError> {
+    let off = TelemetryConfig::off();
+    let Some(raw) = raw else {
+        return Ok(off);
+    };
+    let queries = raw.queries.map(|q| {
+        let p = PathBuf::from(q);
+        match base {
+            Some(b) if p.is_relative() => b.join(p),
+            _ => p,
+        }
+    });
+    let path_length_bound = match raw.path_length_bound {
+        Some(d) if !(1..=255).contains(&d) => {
+            return Err(key_err(
+                "telemetry.path_length_bound",
+                format!("{d} is out of range (1 to 255)"),
+            ));
+        }
+        d => d,
+    };
+    let sink = match raw.sink {
+        None => None,
+        Some(s) => {
+            let ok = s
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+            if !ok {
+                return Err(key_err(
+                    "telemetry.sink",
+                    format!("`{s}` is not HOST:PORT (e.g. 127.0.0.1:7300)"),
+                ));
+            }
+            Some(s)
+        }
+    };
+    let fr = raw.flowradar;
+    let flowradar = FlowRadarConfig {
+        expected_flows: range(
+            "telemetry.flowradar.expected_flows",
+            fr.expected_flows,
+            off.flowradar.expected_flows,
+            1,
+            10_000_000,
+        )?,
+        cells_per_flow: range(
+            "telemetry.flowradar.cells_per_flow",
+            fr.cells_per_flow,
+            off.flowradar.cells_per_flow,
+            1.0,
+            16.0,
+        )?,
+        hashes: range(
+            "telemetry.flowradar.hashes",
+            fr.hashes,
+            off.flowradar.hashes,
+            1,
+            MAX_HASHES,
+        )?,
+        filter_bits_per_flow: range(
+            "telemetry.flowradar.filter_bits_per_flow",
+            fr.filter_bits_per_flow,
+            off.flowradar.filter_bits_per_flow,
+            1.0,
+            512.0,
+        )?,
+    };
+    let cells = (f64::from(flowradar.expected_flows) * flowradar.cells_per_flow).ceil();
+    if cells > telemetry::flowradar::wire::MAX_CELLS as f64 {
+        return Err(key_err(
+            "telemetry.flowradar.expected_flows",
+            format!(
+                "{cells} counting-table cells are more than a flowset holds ({})",
+                telemetry::flowradar::wire::MAX_CELLS
+            ),
+        ));
+    }
+    let mut t = TelemetryConfig {
+        enabled: raw.enabled.unwrap_or(true),
+        queries,
+        shim_ethertype: ethertype(raw.shim_ethertype)?,
+        path_length_bound,
+        epoch_ms: range("telemetry.epoch_ms", raw.epoch_ms, off.epoch_ms, 1, 60_000)?,
+        sink,
+        base_rtt_us: range(
+            "telemetry.base_rtt_us",
+            raw.base_rtt_us,
+            off.base_rtt_us,
+            1,
+            1_000_000,
+        )?,
+        digest_ring: range(
+            "telemetry.digest_ring",
+            raw.digest_ring,
+            off.digest_ring,
+            64,
+            1 << 24,
+        )?,
+        batch_digests: range(
+            "telemetry.batch_digests",
+            raw.batch_digests,
+            off.batch_digests,
+            1,
+            telemetry::protocol::MAX_BATCH,
+        )?,
+        flowset_buffers: range(
+            "telemetry.flowset_buffers",
+            raw.flowset_buffers,
+            off.flowset_buffers,
+            2,
+            16,
+        )?,
+        export_queue_mb: range(
+            "telemetry.export_queue_mb",
+            raw.export_queue_mb,
+            off.export_queue_mb,
+            1,
+            4096,
+        )?,
+        flowradar,
+        query_text: String::new(),
+    };
+    if t.enabled {
+        let (text, _) = t
+            .load_queries()
+            .map_err(|e| key_err("telemetry.queries", e))?;
+        t.query_text = text;
+    }
+    Ok(t)
+}
+
+/// The `[metrics]` settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct MetricsConfig {
+    /// Where the Prometheus endpoint listens (None: no endpoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+}
+
+/// Validates `[metrics]`.
+pub(super) fn validate_metrics(raw: RawMetrics) -> Result<MetricsConfig, ConfigError> {
+    let listen = match raw.listen {
+        None => None,
+        Some(s) => Some(s.parse::<SocketAddr>().map_err(|_| {
+            key_err(
+                "metrics.listen",
+                format!("`{s}` is not an IP address and port (e.g. 127.0.0.1:9400)"),
+            )
+        })?),
+    };
+    Ok(MetricsConfig { listen })
+}

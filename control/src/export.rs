@@ -1,0 +1,380 @@
+//! The connection to the sink: a thread of its own that owns the TCP stream, so that
+//! neither the control thread nor any worker ever waits on the network. The control thread
+//! hands it frame payloads through a queue bounded in bytes; the exporter numbers them,
+//! writes them, and reconnects with exponential backoff when the sink is absent or goes
+//! away. What cannot be queued or sent is dropped and counted; after every (re)connection
+//! the sink first gets a hello and the plans still in use.
+
+use std::io::Write;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use telemetry::protocol::{FrameType, Hello, PlanText, encode_frame};
+
+/// First wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
+pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest wait before reconnecting.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How long a write may block before the connection counts as broken.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One frame to send.
+pub struct Outgoing {
+    /// Its type.
+    pub ty: FrameType,
+    /// Its payload.
+    pub payload: Vec<u8>,
+    /// Digests it carries (for the drop count).
+    pub digests: u64,
+    /// Flowsets it carries (for the drop count).
+    pub flowsets: u64,
+}
+
+/// What the exporter announces on every connection.
+#[derive(Debug, Clone)]
+pub struct Announcement {
+    /// The hello (with the current plan).
+    pub hello: Hello,
+    /// Older plans still in use by packets in flight, announced after the hello.
+    pub older_plans: Vec<PlanText>,
+}
+
+/// The exporter's counters, read by the control thread.
+#[derive(Debug, Default)]
+pub struct ExportStats {
+    /// Whether a connection is up.
+    pub connected: AtomicBool,
+    /// Connections made.
+    pub connections: AtomicU64,
+    /// Frames written.
+    pub frames: AtomicU64,
+    /// Bytes written.
+    pub bytes: AtomicU64,
+    /// Digests dropped (queue full, no connection, or a failed write).
+    pub digests_dropped: AtomicU64,
+    /// Flowsets dropped (as above).
+    pub flowsets_dropped: AtomicU64,
+    /// Digests written.
+    pub digests_sent: AtomicU64,
+    /// Flowsets written.
+    pub flowsets_sent: AtomicU64,
+}
+
+/// The control thread's end of the exporter.
+pub struct Exporter {
+    tx: Sender<Outgoing>,
+    queued: Arc<AtomicUsize>,
+    limit: usize,
+    /// The counters.
+    pub stats: Arc<ExportStats>,
+    /// What a new connection announces.
+    pub announcement: Arc<Mutex<Announcement>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Exporter {
+    /// Starts the exporter thread towards `sink` (HOST:PORT), with a queue of at most
+    /// `queue_bytes` bytes.
+    pub fn start(sink: String, announcement: Announcement, queue_bytes: usize) -> Exporter {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let stats = Arc::new(ExportStats::default());
+        let announcement = Arc::new(Mutex::new(announcement));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (queued, stats, ann, stop) = (
+                Arc::clone(&queued),
+                Arc::clone(&stats),
+                Arc::clone(&announcement),
+                Arc::clone(&stop),
+            );
+            std::thread::Builder::new()
+                .name("export".into())
+                .spawn(move || run(sink, rx, queued, stats, ann, stop))
+                .expect("spawning the export thread")
+        };
+        Exporter {
+            tx,
+            queued,
+            limit: queue_bytes,
+            stats,
+            announcement,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Queues a frame; drops it (counted) when the queue is full. Returns whether queued.
+    pub fn send(&self, o: Outgoing) -> bool {
+        let len = o.payload.len();
+        if self.queued.load(Ordering::Relaxed) + len > self.limit {
+            self.count_drop(&o);
+            return false;
+        }
+        self.queued.fetch_add(len, Ordering::Relaxed);
+        match self.tx.try_send(o) {
+            Ok(()) => true,
+            Err(TrySendError::Full(o) | TrySendError::Disconnected(o)) => {
+                self.queued.fetch_sub(len, Ordering::Relaxed);
+                self.count_drop(&o);
+                false
+            }
+        }
+    }
+
+    fn count_drop(&self, o: &Outgoing) {
+        count_drop(&self.stats, o);
+    }
+
+    /// Bytes waiting in the queue.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// Sends what is queued (waiting at most `linger` for it to go) and stops the thread.
+    pub fn finish(mut self, linger: Duration) {
+        let start = Instant::now();
+        while self.queued_bytes() > 0
+            && self.stats.connected.load(Ordering::Relaxed)
+            && start.elapsed() < linger
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn count_drop(stats: &ExportStats, o: &Outgoing) {
+    stats
+        .digests_dropped
+        .fetch_add(o.digests, Ordering::Relaxed);
+    stats
+        .flowsets_dropped
+        .fetch_add(o.flowsets, Ordering::Relaxed);
+}
+
+fn connect(sink: &str) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
+    for addr in sink.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// An open connection and its next sequence number.
+struct Connection {
+    stream: TcpStream,
+    seq: u64,
+}
+
+impl Connection {
+    fn write(&mut self, ty: FrameType, payload: &[u8], stats: &ExportStats) -> bool {
+        let frame = encode_frame(ty, self.seq, payload);
+        self.seq += 1;
+        if self.stream.write_all(&frame).is_err() {
+            return false;
+        }
+        stats.frames.fetch_add(1, Ordering::Relaxed);
+        stats.bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
+        true
+    }
+}
+
+fn open(sink: &str, ann: &Mutex<Announcement>, stats: &ExportStats) -> Option<Connection> {
+    let stream = connect(sink).ok()?;
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let mut c = Connection { stream, seq: 0 };
+    let a = ann.lock().map(|a| a.clone()).ok()?;
+    if !c.write(FrameType::Hello, &a.hello.payload(), stats) {
+        return None;
+    }
+    for p in &a.older_plans {
+        if !c.write(FrameType::Plan, &p.payload(), stats) {
+            return None;
+        }
+    }
+    stats.connections.fetch_add(1, Ordering::Relaxed);
+    stats.connected.store(true, Ordering::Relaxed);
+    Some(c)
+}
+
+fn run(
+    sink: String,
+    rx: Receiver<Outgoing>,
+    queued: Arc<AtomicUsize>,
+    stats: Arc<ExportStats>,
+    ann: Arc<Mutex<Announcement>>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut conn: Option<Connection> = None;
+    let mut backoff = MIN_BACKOFF;
+    let mut next_try = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if conn.is_none() && Instant::now() >= next_try {
+            conn = open(&sink, &ann, &stats);
+            if conn.is_some() {
+                backoff = MIN_BACKOFF;
+            } else {
+                next_try = Instant::now() + backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+        let o = match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(o) => o,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        queued.fetch_sub(o.payload.len(), Ordering::Relaxed);
+        let sent = match &mut conn {
+            Some(c) => c.write(o.ty, &o.payload, &stats),
+            None => false,
+        };
+        if sent {
+            stats.digests_sent.fetch_add(o.digests, Ordering::Relaxed);
+            stats.flowsets_sent.fetch_add(o.flowsets, Ordering::Relaxed);
+        } else {
+            count_drop(&stats, &o);
+            if conn.take().is_some() {
+                stats.connected.store(false, Ordering::Relaxed);
+                next_try = Instant::now() + backoff;
+            }
+        }
+    }
+    stats.connected.store(false, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::TcpListener;
+    use telemetry::flowradar::wire::Shape;
+    use telemetry::protocol::{Frame, Session, frame_len};
+
+    fn hello() -> Hello {
+        Hello {
+            switch_id: 3,
+            session: 1,
+            epoch_ns: 10_000_000,
+            shim_ethertype: 0x88b5,
+            shape: Shape {
+                hashes: 3,
+                cells_per_table: 10,
+                filter_blocks: 1,
+            },
+            filter_seed: 1,
+            table_seeds: vec![2],
+            max_digests: 16,
+            ports: Vec::new(),
+            plan: None,
+        }
+    }
+
+    fn stats_frame(n: u64) -> Outgoing {
+        Outgoing {
+            ty: FrameType::Stats,
+            payload: telemetry::protocol::Stats {
+                counters: vec![("n".into(), n)],
+            }
+            .payload(),
+            digests: 0,
+            flowsets: 0,
+        }
+    }
+
+    fn read_frames(s: &mut TcpStream, n: usize) -> Vec<Frame> {
+        let mut session = Session::default();
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while out.len() < n {
+            while let Ok(Some(len)) = frame_len(&buf) {
+                if buf.len() < len {
+                    break;
+                }
+                out.push(session.decode(&buf[..len]).unwrap());
+                buf.drain(..len);
+            }
+            if out.len() >= n {
+                break;
+            }
+            let got = s.read(&mut chunk).unwrap();
+            assert!(got > 0, "the exporter closed the connection");
+            buf.extend_from_slice(&chunk[..got]);
+        }
+        out
+    }
+
+    #[test]
+    fn reconnects_and_says_hello_first() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let ex = Exporter::start(
+            addr,
+            Announcement {
+                hello: hello(),
+                older_plans: Vec::new(),
+            },
+            1 << 20,
+        );
+        let (mut s, _) = l.accept().unwrap();
+        assert!(ex.send(stats_frame(1)));
+        let f = read_frames(&mut s, 2);
+        assert!(matches!(f[0], Frame::Hello(_)));
+        assert!(matches!(f[1], Frame::Stats(_)));
+        // The sink goes away: frames are dropped until it is back, then a new hello comes.
+        drop(s);
+        let t0 = Instant::now();
+        while ex.stats.connected.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(5) {
+            ex.send(stats_frame(2));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (mut s, _) = l.accept().unwrap();
+        ex.send(stats_frame(3));
+        let f = read_frames(&mut s, 2);
+        assert!(matches!(f[0], Frame::Hello(_)));
+        assert!(ex.stats.connections.load(Ordering::Relaxed) >= 2);
+        ex.finish(Duration::from_millis(100));
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts() {
+        // Nobody listens: nothing is ever sent.
+        let ex = Exporter::start(
+            "127.0.0.1:1".into(),
+            Announcement {
+                hello: hello(),
+                older_plans: Vec::new(),
+            },
+            100,
+        );
+        let big = Outgoing {
+            ty: FrameType::Digests,
+            payload: vec![0; 200],
+            digests: 7,
+            flowsets: 0,
+        };
+        assert!(!ex.send(big));
+        assert_eq!(ex.stats.digests_dropped.load(Ordering::Relaxed), 7);
+    }
+}

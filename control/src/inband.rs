@@ -1,0 +1,466 @@
+//! The control thread's telemetry work (`docs/architecture.md`, "The control thread"):
+//! it sets up every worker's telemetry state, then, on its own deadlines, drains the digest
+//! rings into batches, collects each epoch's flowsets, serialises both for the sink, shares
+//! the workers' utilisation estimates, keeps the clock calibrated and installs new plans
+//! (SIGHUP). It never blocks a worker: rings and flowset channels are non-blocking, and all
+//! network I/O happens on the exporter's thread.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pipeline::clock::{SharedClock, tsc};
+use pipeline::digest::{DigestConsumer, digest_ring};
+use pipeline::epochs::{EpochCollector, worker_epochs};
+use pipeline::inband::InbandSetup;
+use pipeline::load::{LoadParams, PortLoads, SharedLoad, share_loads};
+use pipeline::plans::PlanCell;
+use telemetry::flowradar::flowset::seed_for_switch;
+use telemetry::flowradar::wire::Shape;
+use telemetry::flowradar::{FlowSet, FlowSetConfig};
+use telemetry::hash::mix64;
+use telemetry::pint::encoder::SwitchPlan;
+use telemetry::protocol::{
+    FrameType, Hello, PlanText, PortInfo, Stats, WireDigest, encode_digests, encode_flowset,
+};
+
+use crate::Config;
+use crate::export::{Announcement, Exporter, Outgoing};
+use crate::metrics::ControlCounts;
+use crate::summary::TelemetrySummary;
+
+/// Longest a digest waits in a batch before the batch goes out.
+const BATCH_AGE: Duration = Duration::from_millis(5);
+
+/// Everything the switch's telemetry needs at start: one setup per worker (moved into the
+/// worker threads) and the control thread's side.
+pub struct TelemetryStart {
+    /// Per worker, in worker order.
+    pub workers: Vec<InbandSetup>,
+    /// The control thread's side.
+    pub control: TelemetryControl,
+}
+
+/// The control thread's end of one worker's telemetry.
+struct WorkerEnd {
+    digests: DigestConsumer,
+    epochs: EpochCollector,
+    load: Arc<SharedLoad>,
+    batch: Vec<WireDigest>,
+    /// The plans the batch refers to.
+    batch_plans: Vec<u32>,
+    batch_started: Option<Instant>,
+}
+
+/// The control thread's telemetry state.
+pub struct TelemetryControl {
+    switch_id: u32,
+    plans: Arc<PlanCell>,
+    /// Plans in use, newest last (the current and the one before, for packets in flight).
+    history: Vec<Arc<SwitchPlan>>,
+    clock: Arc<SharedClock>,
+    workers: Vec<WorkerEnd>,
+    params: Vec<LoadParams>,
+    exporter: Option<Exporter>,
+    batch_max: usize,
+    epoch_ns: u64,
+    next_recalibration: Instant,
+    /// What it counted.
+    pub counts: ControlCounts,
+    installed: Vec<String>,
+}
+
+/// The per-worker FlowRadar seed: each worker's counting table hashes on its own, so the
+/// sink can decode the workers' flowsets separately and network-wide.
+pub fn table_seed(switch_id: u32, worker: usize) -> u64 {
+    mix64(seed_for_switch(switch_id) ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+fn session_id(switch_id: u32) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    mix64(now ^ (u64::from(std::process::id()) << 32) ^ u64::from(switch_id))
+}
+
+fn plan_text(p: &SwitchPlan) -> PlanText {
+    PlanText {
+        version: p.version(),
+        digest_bytes: p.digest_bytes() as u8,
+        text: p.text.clone(),
+    }
+}
+
+impl TelemetryStart {
+    /// Sets up the switch's telemetry from its configuration (None when telemetry is off):
+    /// compiles the plan, calibrates the clock, sizes the flowsets and rings, and starts the
+    /// exporter when a sink is configured.
+    #[cold]
+    pub fn prepare(config: &Config) -> anyhow::Result<Option<TelemetryStart>> {
+        let t = &config.telemetry;
+        if !t.enabled {
+            return Ok(None);
+        }
+        let (text, plan) = t
+            .load_queries()
+            .map_err(|e| anyhow::anyhow!("config key `telemetry.queries`: {e}"))?;
+        let plan = Arc::new(SwitchPlan::new(plan, text, config.switch_id));
+        let plans = Arc::new(PlanCell::new(Some(Arc::clone(&plan))));
+        let clock = SharedClock::calibrate(Duration::from_millis(20));
+        let tables = config.tables();
+        let params: Vec<LoadParams> = tables
+            .ports
+            .iter()
+            .map(|p| LoadParams::new(p.capacity_bps, t.base_rtt_us * 1000))
+            .collect();
+        let now = tsc();
+        let mut setups = Vec::with_capacity(config.workers.len());
+        let mut ends = Vec::with_capacity(config.workers.len());
+        let mut seeds = Vec::with_capacity(config.workers.len());
+        let mut shape = None;
+        let mut filter_seed = 0;
+        for w in 0..config.workers.len() {
+            let cfg = FlowSetConfig {
+                expected_flows: t.flowradar.expected_flows,
+                cells_per_flow: t.flowradar.cells_per_flow,
+                hashes: t.flowradar.hashes,
+                filter_bits_per_flow: t.flowradar.filter_bits_per_flow,
+                seed: 0,
+            };
+            let seed = table_seed(config.switch_id, w);
+            let cfg = FlowSetConfig { seed, ..cfg };
+            let probe = FlowSet::new(&cfg);
+            shape = Some(Shape::of(&probe));
+            filter_seed = probe.filter().seed();
+            seeds.push(probe.table_seed());
+            drop(probe);
+            let (worker_epochs, collector) = worker_epochs(
+                w as u16,
+                &cfg,
+                t.flowset_buffers as usize,
+                t.epoch_ns(),
+                &clock.get(),
+                now,
+            );
+            let (producer, consumer) = digest_ring(t.digest_ring as usize);
+            let load = Arc::new(SharedLoad::default());
+            setups.push(InbandSetup {
+                switch_id: config.switch_id,
+                shim_ethertype: t.shim_ethertype,
+                plans: Arc::clone(&plans),
+                clock: Arc::clone(&clock),
+                epochs: worker_epochs,
+                digests: producer,
+                loads: PortLoads::new(&params),
+                shared_load: Arc::clone(&load),
+            });
+            ends.push(WorkerEnd {
+                digests: consumer,
+                epochs: collector,
+                load,
+                batch: Vec::with_capacity(t.batch_digests as usize),
+                batch_plans: Vec::new(),
+                batch_started: None,
+            });
+        }
+        let hello = Hello {
+            switch_id: config.switch_id,
+            session: session_id(config.switch_id),
+            epoch_ns: t.epoch_ns(),
+            shim_ethertype: t.shim_ethertype,
+            shape: shape.expect("at least one worker"),
+            filter_seed,
+            table_seeds: seeds,
+            max_digests: t.batch_digests,
+            ports: config
+                .ports
+                .iter()
+                .map(|p| PortInfo {
+                    name: p.name.clone(),
+                    edge: p.role == pipeline::PortRole::Edge,
+                    capacity_bps: p.capacity_bps,
+                    mac: p.mac,
+                })
+                .collect(),
+            plan: Some(plan_text(&plan)),
+        };
+        let exporter = t.sink.clone().map(|sink| {
+            Exporter::start(
+                sink,
+                Announcement {
+                    hello,
+                    older_plans: Vec::new(),
+                },
+                (t.export_queue_mb as usize) << 20,
+            )
+        });
+        Ok(Some(TelemetryStart {
+            workers: setups,
+            control: TelemetryControl {
+                switch_id: config.switch_id,
+                installed: vec![format!("{:08x}", plan.version())],
+                history: vec![plan],
+                plans,
+                clock,
+                workers: ends,
+                params,
+                exporter,
+                batch_max: t.batch_digests as usize,
+                epoch_ns: t.epoch_ns(),
+                next_recalibration: Instant::now() + Duration::from_secs(1),
+                counts: ControlCounts::default(),
+            },
+        }))
+    }
+}
+
+impl TelemetryControl {
+    /// The plan in force.
+    pub fn plan(&self) -> &Arc<SwitchPlan> {
+        self.history.last().expect("a plan is always installed")
+    }
+
+    /// The epoch length.
+    pub fn epoch(&self) -> Duration {
+        Duration::from_nanos(self.epoch_ns)
+    }
+
+    /// One round of the control thread's telemetry work at `now`; `late` is how far past its
+    /// deadline the round started.
+    pub fn poll(&mut self, now: Instant, late: Duration) {
+        if late.as_nanos() > u128::from(self.epoch_ns) {
+            self.counts.deadlines_missed += 1;
+        }
+        if now >= self.next_recalibration {
+            self.clock.recalibrate();
+            self.next_recalibration = now + Duration::from_secs(1);
+        }
+        let t = tsc();
+        let clock = self.clock.get();
+        let loads: Vec<&SharedLoad> = self.workers.iter().map(|w| &*w.load).collect();
+        share_loads(&loads, &self.params, t, |ticks| clock.ns(ticks));
+        for w in 0..self.workers.len() {
+            self.drain(w, now, &clock);
+            self.collect(w);
+        }
+        self.refresh_export_counts();
+    }
+
+    /// Takes worker `w`'s digest records into its batch, sending full or old batches.
+    fn drain(&mut self, w: usize, now: Instant, clock: &pipeline::clock::Clock) {
+        loop {
+            let end = &mut self.workers[w];
+            let Ok(r) = end.digests.pop() else {
+                break;
+            };
+            self.counts.digests_drained += 1;
+            let new_plan = !end.batch_plans.contains(&r.plan_version);
+            if end.batch.len() >= self.batch_max
+                || (new_plan && end.batch_plans.len() >= telemetry::protocol::MAX_PLANS_PER_BATCH)
+            {
+                self.flush_batch(w);
+            }
+            let end = &mut self.workers[w];
+            if end.batch.is_empty() {
+                end.batch_started = Some(now);
+            }
+            if !end.batch_plans.contains(&r.plan_version) {
+                end.batch_plans.push(r.plan_version);
+            }
+            end.batch.push(WireDigest {
+                key: r.key,
+                ingress_port: r.ingress_port,
+                egress_port: r.egress_port,
+                pid: r.pid,
+                hops: r.hops,
+                plan_version: r.plan_version,
+                digest: r.digest,
+                time_ns: clock.unix_ns(r.tsc),
+            });
+        }
+        let end = &self.workers[w];
+        if end
+            .batch_started
+            .is_some_and(|s| now.duration_since(s) >= BATCH_AGE)
+        {
+            self.flush_batch(w);
+        }
+    }
+
+    fn flush_batch(&mut self, w: usize) {
+        let end = &mut self.workers[w];
+        end.batch_started = None;
+        end.batch_plans.clear();
+        if end.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut end.batch);
+        if let Some(ex) = &self.exporter {
+            let history = &self.history;
+            let payload = encode_digests(w as u16, &batch, |v| {
+                history
+                    .iter()
+                    .find(|p| p.version() == v)
+                    .map_or(8, |p| p.digest_bytes() as u8)
+            });
+            ex.send(Outgoing {
+                ty: FrameType::Digests,
+                payload,
+                digests: batch.len() as u64,
+                flowsets: 0,
+            });
+        }
+        let end = &mut self.workers[w];
+        end.batch = batch;
+        end.batch.clear();
+    }
+
+    /// Serialises worker `w`'s finished flowsets and hands them back cleared.
+    fn collect(&mut self, w: usize) {
+        while let Ok(mut closed) = self.workers[w].epochs.closed.try_recv() {
+            if let Some(ex) = &self.exporter {
+                let payload = encode_flowset(
+                    closed.worker,
+                    closed.epochs,
+                    self.switch_id,
+                    closed.epoch,
+                    &closed.flowset,
+                );
+                ex.send(Outgoing {
+                    ty: FrameType::FlowSet,
+                    payload,
+                    digests: 0,
+                    flowsets: 1,
+                });
+            }
+            self.counts.flowsets_exported += 1;
+            closed.flowset.clear();
+            let _ = self.workers[w].epochs.free.send(closed.flowset);
+        }
+    }
+
+    fn refresh_export_counts(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some(ex) = &self.exporter {
+            let s = &ex.stats;
+            self.counts.sink_connected = s.connected.load(Relaxed);
+            self.counts.sink_connections = s.connections.load(Relaxed);
+            self.counts.sink_bytes = s.bytes.load(Relaxed);
+            self.counts.sink_frames = s.frames.load(Relaxed);
+            self.counts.digests_dropped = s.digests_dropped.load(Relaxed);
+            self.counts.flowsets_dropped = s.flowsets_dropped.load(Relaxed);
+        } else {
+            // Nowhere to send: everything drained is dropped.
+            self.counts.digests_dropped = self.counts.digests_drained;
+            self.counts.flowsets_dropped = self.counts.flowsets_exported;
+        }
+    }
+
+    /// Sends the switch's counters to the sink.
+    pub fn send_stats(&self, counters: Vec<(String, u64)>) {
+        if let Some(ex) = &self.exporter {
+            ex.send(Outgoing {
+                ty: FrameType::Stats,
+                payload: Stats { counters }.payload(),
+                digests: 0,
+                flowsets: 0,
+            });
+        }
+    }
+
+    /// Reads the query file again and installs the plan it compiles to; the workers take it
+    /// at their next burst. Returns a line saying what happened. An invalid file changes
+    /// nothing.
+    pub fn reload(&mut self, config: &Config) -> Result<String, String> {
+        let result = self.try_reload(config);
+        match &result {
+            Ok(_) => self.counts.reloads_applied += 1,
+            Err(_) => self.counts.reloads_rejected += 1,
+        }
+        result
+    }
+
+    fn try_reload(&mut self, config: &Config) -> Result<String, String> {
+        let (text, plan) = config.telemetry.load_queries()?;
+        let current = Arc::clone(self.plan());
+        if plan.version == current.version() {
+            return Ok(format!(
+                "plan reload: unchanged (version {:08x})",
+                plan.version
+            ));
+        }
+        let new = Arc::new(SwitchPlan::new(plan, text, self.switch_id));
+        if new.tag() == current.tag() {
+            return Err(format!(
+                "plan {:08x} has the same shim tag ({:04x}) as plan {:08x} in force, so packets in flight could not tell them apart; change the query file slightly and reload",
+                new.version(),
+                new.tag(),
+                current.version()
+            ));
+        }
+        self.plans.install(Arc::clone(&new));
+        self.history.push(Arc::clone(&new));
+        if self.history.len() > 2 {
+            self.history.remove(0);
+        }
+        self.installed.push(format!("{:08x}", new.version()));
+        if let Some(ex) = &self.exporter {
+            if let Ok(mut a) = ex.announcement.lock() {
+                a.hello.plan = Some(plan_text(&new));
+                a.older_plans = vec![plan_text(&current)];
+            }
+            ex.send(Outgoing {
+                ty: FrameType::Plan,
+                payload: plan_text(&new).payload(),
+                digests: 0,
+                flowsets: 0,
+            });
+        }
+        Ok(format!(
+            "plan reload: installed {:08x} (was {:08x})",
+            new.version(),
+            current.version()
+        ))
+    }
+
+    /// Final collection after the workers stopped: the last digests and flowsets go out,
+    /// then the exporter drains (for at most `linger`).
+    pub fn finish(mut self, linger: Duration) -> TelemetrySummary {
+        let now = Instant::now();
+        let clock = self.clock.get();
+        for w in 0..self.workers.len() {
+            self.drain(w, now, &clock);
+            self.flush_batch(w);
+            self.collect(w);
+        }
+        if let Some(ex) = self.exporter.take() {
+            let stats = Arc::clone(&ex.stats);
+            ex.finish(linger);
+            self.exporter = None;
+            use std::sync::atomic::Ordering::Relaxed;
+            self.counts.sink_connected = false;
+            self.counts.sink_connections = stats.connections.load(Relaxed);
+            self.counts.sink_bytes = stats.bytes.load(Relaxed);
+            self.counts.sink_frames = stats.frames.load(Relaxed);
+            self.counts.digests_dropped = stats.digests_dropped.load(Relaxed);
+            self.counts.flowsets_dropped = stats.flowsets_dropped.load(Relaxed);
+        } else {
+            self.refresh_export_counts();
+        }
+        let c = &self.counts;
+        TelemetrySummary {
+            enabled: true,
+            plan_version: Some(format!("{:08x}", self.plan().version())),
+            plans_installed: self.installed.clone(),
+            reloads_rejected: c.reloads_rejected,
+            events: Default::default(),
+            digests_exported: c.digests_drained - c.digests_dropped.min(c.digests_drained),
+            digests_dropped: c.digests_dropped,
+            flowsets_exported: c.flowsets_exported - c.flowsets_dropped.min(c.flowsets_exported),
+            flowsets_dropped: c.flowsets_dropped,
+            deadlines_missed: c.deadlines_missed,
+            frames_sent: c.sink_frames,
+            bytes_sent: c.sink_bytes,
+            sink_connections: c.sink_connections,
+        }
+    }
+}
