@@ -2,6 +2,12 @@
 //! devices in the same run. A capture of 64-byte UDP packets (10K flows, made here) is
 //! replayed forever by `net_pcap` (`infinite_rx=1`) into a pure sink (`net_null`, `no-rx=1`);
 //! one forwarding core each.
+//!
+//! The switch runs in several telemetry variants, each beside the same reference: telemetry
+//! off; a transit hop (fabric to fabric, every packet carrying a shim of the paper's plan,
+//! FlowRadar counting); an edge ingress (edge to fabric: the shim inserted); an edge egress
+//! (fabric to edge: the shim stripped, a digest recorded and exported to a sink stand-in on
+//! loopback, which also gives the bytes per digest on the wire).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +23,40 @@ use crate::testpmd::TestpmdRun;
 /// The switch port's MAC; the capture is addressed to it.
 pub(crate) const SWITCH_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
 
+/// What the switch does to the benchmark's packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// Telemetry off: plain L3 forwarding.
+    Off,
+    /// Fabric in, fabric out, every packet with a shim: encode in place, count in FlowRadar.
+    Transit,
+    /// Edge in, fabric out: insert the shim, encode, count.
+    EdgeIngress,
+    /// Fabric in, edge out: encode, record the digest, strip the shim, count; digests
+    /// exported to a listening sink stand-in.
+    EdgeEgress,
+}
+
+impl Variant {
+    /// Every variant, in table order.
+    pub const ALL: [Variant; 4] = [
+        Variant::Off,
+        Variant::Transit,
+        Variant::EdgeIngress,
+        Variant::EdgeEgress,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Off => "pint-switch, telemetry off",
+            Variant::Transit => "pint-switch, transit hop",
+            Variant::EdgeIngress => "pint-switch, edge ingress",
+            Variant::EdgeEgress => "pint-switch, edge egress + export",
+        }
+    }
+}
+
 /// Options of the forwarding benchmark.
 #[derive(Debug, Clone)]
 pub struct ForwardOptions {
@@ -30,6 +70,33 @@ pub struct ForwardOptions {
     pub rounds: u32,
     /// Use hugepages for both.
     pub hugepages: bool,
+    /// The switch's variants.
+    pub variants: Vec<Variant>,
+}
+
+/// One variant's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantResult {
+    /// The variant.
+    pub variant: Variant,
+    /// Its rate, Mpps (best round).
+    pub switch_mpps: f64,
+    /// switch_mpps / reference_mpps.
+    pub ratio: f64,
+    /// TSC cycles per packet in its best round.
+    pub cycles_per_packet: f64,
+    /// Packets it dropped (should be 0).
+    pub switch_drops: u64,
+    /// Digests recorded per second (edge egress).
+    pub digests_per_second: f64,
+    /// Digest records dropped at the ring (the control thread fell behind).
+    pub digests_dropped: u64,
+    /// Digests the sink stand-in received per second (edge egress).
+    pub exported_digests_per_second: f64,
+    /// Bytes per digest on the wire, frame headers and flow tables included (edge egress).
+    pub bytes_per_digest: f64,
+    /// Per-round rates.
+    pub rounds: Vec<f64>,
 }
 
 /// The benchmark's result (`--json` prints it).
@@ -53,8 +120,10 @@ pub struct ForwardResult {
     pub frame_bytes: usize,
     /// Packets the switch dropped (should be 0: every packet is routable).
     pub switch_drops: u64,
-    /// Per-round rates: (switch, reference).
+    /// Per-round rates: (first variant, reference).
     pub rounds: Vec<(f64, f64)>,
+    /// Every variant.
+    pub variants: Vec<VariantResult>,
 }
 
 pub(crate) fn lcores() -> (u32, u32) {
@@ -91,6 +160,64 @@ next_hops = [{{ port = "out", mac = "02:00:00:00:02:00" }}]
 "#,
         cap = capture.display()
     )
+}
+
+/// The switch's configuration for `variant`: the plain capture, or the shimmed one for the
+/// variants whose packets arrive from the fabric; `sink` for the edge egress.
+pub(crate) fn variant_config(
+    variant: Variant,
+    plain: &Path,
+    shimmed: &Path,
+    worker: u32,
+    main: u32,
+    hugepages: bool,
+    sink: Option<std::net::SocketAddr>,
+) -> String {
+    let (capture, in_role, out_role) = match variant {
+        Variant::Off | Variant::EdgeIngress => (plain, "edge", "fabric"),
+        Variant::Transit => (shimmed, "fabric", "fabric"),
+        Variant::EdgeEgress => (shimmed, "fabric", "edge"),
+    };
+    let base = switch_config(capture, worker, main, hugepages)
+        .replace("role = \"edge\"", "role = \"IN\"")
+        .replace("role = \"fabric\"", "role = \"OUT\"")
+        .replace("role = \"IN\"", &format!("role = \"{in_role}\""))
+        .replace("role = \"OUT\"", &format!("role = \"{out_role}\""));
+    if variant == Variant::Off {
+        return base;
+    }
+    let sink = sink.map_or(String::new(), |a| format!("sink = \"{a}\"\n"));
+    format!("{base}\n[telemetry]\n{sink}[telemetry.flowradar]\nexpected_flows = 10000\n")
+}
+
+/// The benchmark's capture as a second hop receives it: TTL 63 and the paper plan's shim.
+pub(crate) fn shimmed_capture(dir: &Path, flows: u32) -> anyhow::Result<PathBuf> {
+    let plan =
+        telemetry::pint::encoder::SwitchPlan::compile(control::config::telemetry::PAPER_QUERIES, 1)
+            .map_err(|e| anyhow::anyhow!("the paper plan: {e}"))?;
+    let frames: Vec<Vec<u8>> = (0..flows)
+        .map(|i| {
+            let mut p = dataplane::capture::PacketSpec::udp(
+                std::net::Ipv4Addr::from(0x0a00_0000 | (i & 0xffff)),
+                std::net::Ipv4Addr::from(0x0a01_0000 | (i.wrapping_mul(2_654_435_761) >> 16)),
+                1024 + (i % 50_000) as u16,
+                4791,
+            );
+            p.dst_mac = SWITCH_MAC;
+            p.ident = i as u16;
+            p.ttl = 63;
+            dataplane::capture::with_shim(
+                &p.build(),
+                telemetry::wire::shim::DEFAULT_ETHERTYPE,
+                plan.tag(),
+                plan.digest_bytes(),
+                u64::from(i) & 0xffff,
+            )
+        })
+        .collect();
+    let path = dir.join("udp64-shim.pcap");
+    dataplane::capture::write_pcap(&path, frames.iter().map(Vec::as_slice))?;
+    Ok(path)
 }
 
 /// A scratch directory (removed on drop) holding the benchmark's capture of `flows` 64-byte
@@ -246,70 +373,127 @@ impl Drop for Scratch {
     }
 }
 
+fn steady_median(s: &Summary, f: impl Fn(&control::summary::Interval) -> f64) -> f64 {
+    median(steady(&s.intervals.iter().map(f).collect::<Vec<_>>(), 1))
+}
+
 /// Runs the benchmark.
 pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
     crate::testpmd::binary()?;
     let (scratch, capture, frame_bytes) = bench_capture("forward", opts.flows)?;
+    let shimmed = shimmed_capture(&scratch.0, opts.flows)?;
     let (main, worker) = lcores();
-
+    let variants = if opts.variants.is_empty() {
+        vec![Variant::Off]
+    } else {
+        opts.variants.clone()
+    };
+    let mut results: Vec<VariantResult> = variants
+        .iter()
+        .map(|&variant| VariantResult {
+            variant,
+            switch_mpps: 0.0,
+            ratio: 0.0,
+            cycles_per_packet: 0.0,
+            switch_drops: 0,
+            digests_per_second: 0.0,
+            digests_dropped: 0,
+            exported_digests_per_second: 0.0,
+            bytes_per_digest: 0.0,
+            rounds: Vec::new(),
+        })
+        .collect();
     let mut rounds = Vec::new();
-    let mut best_cpp = 0.0;
-    let mut switch_drops = 0;
     for round in 0..opts.rounds.max(1) {
-        eprintln!(
-            "round {}: pint-switch forwarding for {} s ...",
-            round + 1,
-            opts.seconds
-        );
-        let s = run_switch(
-            &scratch.0,
-            &switch_config(&capture, worker, main, opts.hugepages),
-            opts.seconds,
-        )?;
-        let rates: Vec<f64> = s.intervals.iter().map(|i| i.rx_mpps).collect();
-        let sw = median(steady(&rates, 1));
-        switch_drops += s.dropped();
+        let mut first = 0.0;
+        for (i, r) in results.iter_mut().enumerate() {
+            eprintln!(
+                "round {}: {} for {} s ...",
+                round + 1,
+                r.variant.label(),
+                opts.seconds
+            );
+            let sink = (r.variant == Variant::EdgeEgress)
+                .then(|| crate::collector::Collector::start(false))
+                .transpose()?;
+            let s = run_switch(
+                &scratch.0,
+                &variant_config(
+                    r.variant,
+                    &capture,
+                    &shimmed,
+                    worker,
+                    main,
+                    opts.hugepages,
+                    sink.as_ref().map(|c| c.addr()),
+                ),
+                opts.seconds,
+            )?;
+            let got = sink.map(|c| c.stop());
+            let sw = steady_median(&s, |i| i.rx_mpps);
+            r.switch_drops += s.dropped();
+            let ev = &s.telemetry.events;
+            r.digests_dropped += ev.get(pipeline::TelemetryEvent::DigestDropped);
+            if sw > r.switch_mpps {
+                r.switch_mpps = sw;
+                r.cycles_per_packet = steady_median(&s, |i| i.cycles_per_packet);
+                r.digests_per_second =
+                    ev.get(pipeline::TelemetryEvent::DigestRecorded) as f64 / s.seconds;
+                if let Some(c) = &got {
+                    r.exported_digests_per_second = c.digest_count as f64 / s.seconds;
+                    r.bytes_per_digest = if c.digest_count > 0 {
+                        c.digest_bytes as f64 / c.digest_count as f64
+                    } else {
+                        0.0
+                    };
+                }
+            }
+            r.rounds.push(sw);
+            if i == 0 {
+                first = sw;
+            }
+        }
         eprintln!(
             "round {}: dpdk-testpmd --forward-mode={} for {} s ...",
             round + 1,
             opts.reference_mode,
             opts.seconds
         );
-        let r = capture_reference(&capture, &opts.reference_mode, opts.seconds, opts.hugepages)
+        let rr = capture_reference(&capture, &opts.reference_mode, opts.seconds, opts.hugepages)
             .run()?;
-        let rf = median(steady(&r.rx_mpps, 1));
+        let rf = median(steady(&rr.rx_mpps, 1));
         eprintln!(
-            "round {}: switch {sw:.2} Mpps, reference {rf:.2} Mpps",
-            round + 1
+            "round {}: {} Mpps, reference {rf:.2} Mpps",
+            round + 1,
+            results
+                .iter()
+                .map(|r| format!("{:.2}", r.rounds.last().copied().unwrap_or(0.0)))
+                .collect::<Vec<_>>()
+                .join(" / ")
         );
-        if rounds.iter().all(|(b, _): &(f64, f64)| sw > *b) {
-            best_cpp = median(steady(
-                &s.intervals
-                    .iter()
-                    .map(|i| i.cycles_per_packet)
-                    .collect::<Vec<_>>(),
-                1,
-            ));
-        }
-        rounds.push((sw, rf));
+        rounds.push((first, rf));
     }
-    let switch_mpps = rounds.iter().map(|r| r.0).fold(0.0, f64::max);
     let reference_mpps = rounds.iter().map(|r| r.1).fold(0.0, f64::max);
-    Ok(ForwardResult {
-        switch_mpps,
-        reference_mpps,
-        ratio: if reference_mpps > 0.0 {
-            switch_mpps / reference_mpps
+    for r in &mut results {
+        r.ratio = if reference_mpps > 0.0 {
+            r.switch_mpps / reference_mpps
         } else {
             0.0
-        },
-        cycles_per_packet: best_cpp,
+        };
+    }
+    let head = &results[0];
+    Ok(ForwardResult {
+        switch_mpps: head.switch_mpps,
+        reference_mpps,
+        ratio: head.ratio,
+        cycles_per_packet: head.cycles_per_packet,
         reference_mode: opts.reference_mode.clone(),
         seconds: opts.seconds,
         flows: opts.flows,
         frame_bytes,
-        switch_drops,
+        switch_drops: results.iter().map(|r| r.switch_drops).sum(),
         rounds,
+        variants: results,
     })
 }
 
@@ -322,18 +506,41 @@ pub fn print_table(r: &ForwardResult) {
         r.flows,
         r.seconds
     );
-    println!("{:<34} {:>10} {:>16}", "forwarder", "Mpps", "cycles/packet");
     println!(
-        "{:<34} {:>10.2} {:>16.1}",
-        "pint-switch (L3 forwarding)", r.switch_mpps, r.cycles_per_packet
+        "{:<36} {:>8} {:>7} {:>14} {:>14}",
+        "forwarder", "Mpps", "ratio", "cycles/packet", "bytes/digest"
     );
+    for v in &r.variants {
+        println!(
+            "{:<36} {:>8.2} {:>7.3} {:>14.1} {:>14}",
+            v.variant.label(),
+            v.switch_mpps,
+            v.ratio,
+            v.cycles_per_packet,
+            if v.bytes_per_digest > 0.0 {
+                format!("{:.2}", v.bytes_per_digest)
+            } else {
+                "-".into()
+            }
+        );
+    }
     println!(
-        "{:<34} {:>10.2} {:>16}",
+        "{:<36} {:>8.2} {:>7.3} {:>14} {:>14}",
         format!("dpdk-testpmd --forward-mode={}", r.reference_mode),
         r.reference_mpps,
+        1.0,
+        "-",
         "-"
     );
-    println!("ratio (switch / reference): {:.3}", r.ratio);
+    for v in r.variants.iter().filter(|v| v.digests_per_second > 0.0) {
+        println!(
+            "{}: {:.2} M digests/s recorded, {:.2} M/s received by the sink, {} dropped at the ring",
+            v.variant.label(),
+            v.digests_per_second / 1e6,
+            v.exported_digests_per_second / 1e6,
+            v.digests_dropped
+        );
+    }
     if r.switch_drops > 0 {
         println!("warning: the switch dropped {} packets", r.switch_drops);
     }

@@ -2,6 +2,7 @@
 
 #![warn(missing_docs)]
 
+pub mod collector;
 pub mod flowradar;
 pub mod forward;
 pub mod generator;

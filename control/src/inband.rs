@@ -245,9 +245,12 @@ impl TelemetryControl {
         self.refresh_export_counts();
     }
 
-    /// Takes worker `w`'s digest records into its batch, sending full or old batches.
+    /// Takes worker `w`'s digest records into its batch, sending full or old batches. Takes
+    /// at most what the ring held when it started, so that a worker producing faster than
+    /// this thread consumes cannot keep it here (its ring fills and drops, counted).
     fn drain(&mut self, w: usize, now: Instant, clock: &pipeline::clock::Clock) {
-        loop {
+        let available = self.workers[w].digests.slots();
+        for _ in 0..available {
             let end = &mut self.workers[w];
             let Ok(r) = end.digests.pop() else {
                 break;

@@ -36,6 +36,13 @@ enum Cmd {
         /// Use hugepages (they must be set up) for both forwarders.
         #[arg(long)]
         hugepages: bool,
+        /// The switch's telemetry variants, each run beside the same reference.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "off,transit,edge-ingress,edge-egress"
+        )]
+        variants: Vec<forward::Variant>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -251,6 +258,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             reference,
             rounds,
             hugepages,
+            variants,
             json,
         } => {
             if seconds < 2 {
@@ -262,6 +270,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 reference_mode: reference,
                 rounds,
                 hugepages,
+                variants,
             })?;
             emit(json, &r, forward::print_table)?;
         }

@@ -188,6 +188,33 @@ pub fn count_pcap(path: &Path) -> anyhow::Result<u64> {
     Ok(n)
 }
 
+/// `frame` with a telemetry shim inserted after its Ethernet header and VLAN tags, as a
+/// first hop inserts it: shim EtherType `ethertype`, plan `tag`, and a `digest_len`-byte
+/// `digest` (`docs/protocol.md`, "The shim").
+pub fn with_shim(
+    frame: &[u8],
+    ethertype: u16,
+    tag: u16,
+    digest_len: usize,
+    digest: u64,
+) -> Vec<u8> {
+    let mut at = 12;
+    while at + 2 <= frame.len()
+        && EtherType::is_vlan(u16::from_be_bytes([frame[at], frame[at + 1]]))
+    {
+        at += 4;
+    }
+    let mut out = Vec::with_capacity(frame.len() + 6 + digest_len);
+    out.extend_from_slice(&frame[..at]);
+    out.extend_from_slice(&ethertype.to_be_bytes());
+    out.push(0x10 | digest_len as u8);
+    out.push(0);
+    out.extend_from_slice(&tag.to_be_bytes());
+    out.extend_from_slice(&digest.to_be_bytes()[8 - digest_len..]);
+    out.extend_from_slice(&frame[at..]);
+    out
+}
+
 /// The benchmark's traffic: `flows` UDP flows of minimum-size frames (60 bytes without FCS,
 /// 64 on the wire) from 10.0.0.0/16 to 10.1.0.0/16, one packet per flow, addressed to
 /// `dst_mac`.

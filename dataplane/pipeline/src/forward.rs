@@ -168,7 +168,11 @@ impl Forwarder {
         if total > frame_len - l3 {
             return Err(DropReason::Truncated);
         }
-        if ones_complement_sum(&ip_bytes[..header_len]) != 0xffff {
+        let sum = match ip_bytes.first_chunk::<20>() {
+            Some(h) if header_len == 20 => sum20(h),
+            _ => ones_complement_sum(&ip_bytes[..header_len]),
+        };
+        if sum != 0xffff {
             return Err(DropReason::BadChecksum);
         }
         Ok(header_len)

@@ -49,6 +49,15 @@ impl VecFrame {
         }
     }
 
+    /// Replaces the frame's content with `bytes` and its headroom with
+    /// [`VecFrame::HEADROOM`], reusing the buffer (no allocation once it is large enough).
+    pub fn reset(&mut self, bytes: &[u8]) {
+        self.buf.clear();
+        self.buf.resize(Self::HEADROOM, 0);
+        self.buf.extend_from_slice(bytes);
+        self.start = Self::HEADROOM;
+    }
+
     /// The frame's bytes, as a vector.
     pub fn into_bytes(mut self) -> Vec<u8> {
         self.buf.drain(..self.start);

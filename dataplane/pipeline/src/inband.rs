@@ -109,6 +109,13 @@ struct Meta {
 
 /// A worker's telemetry state.
 pub struct Inband {
+    state: State,
+    /// What pass 1 found about each packet of the burst, for pass 2.
+    meta: Box<[Meta; MAX_BURST]>,
+}
+
+/// Everything but the per-burst scratch.
+struct State {
     switch_id: u32,
     shim_ethertype: u16,
     edge_ports: u32,
@@ -121,7 +128,6 @@ pub struct Inband {
     digests: DigestProducer,
     loads: PortLoads,
     shared_load: Arc<SharedLoad>,
-    meta: [Meta; MAX_BURST],
 }
 
 #[inline(always)]
@@ -142,7 +148,7 @@ impl Inband {
         }
         let mut plans = WorkerPlans::default();
         plans.refresh(&setup.plans);
-        Inband {
+        let state = State {
             switch_id: setup.switch_id,
             shim_ethertype: setup.shim_ethertype,
             edge_ports,
@@ -155,27 +161,48 @@ impl Inband {
             digests: setup.digests,
             loads: setup.loads,
             shared_load: setup.shared_load,
-            meta: [Meta::default(); MAX_BURST],
+        };
+        Inband {
+            state,
+            meta: Box::new([Meta::default(); MAX_BURST]),
         }
     }
 
     /// The plans this worker holds.
     pub fn plans(&self) -> &WorkerPlans {
-        &self.plans
+        &self.state.plans
     }
 
     /// Work between bursts (and on idle polls): takes a new plan, ends the FlowRadar epoch
     /// when its time is up.
     #[inline(always)]
     pub fn tick(&mut self, now_tsc: u64, c: &mut LocalCounters) {
-        if self.plans.refresh(&self.plan_cell) {
+        let s = &mut self.state;
+        if s.plans.refresh(&s.plan_cell) {
             c.event(TelemetryEvent::PlanInstalled);
         }
-        if self.epochs.due(now_tsc) {
-            self.end_epoch(now_tsc, c);
+        if s.epochs.due(now_tsc) {
+            s.end_epoch(now_tsc, c);
         }
     }
 
+    /// Runs a burst received on `rx.port` at counter value `rx.tsc`; `tx_tsc` reads the
+    /// counter once the burst is routed (the time its packets leave).
+    #[inline]
+    pub fn process_burst<B: PacketBuf>(
+        &mut self,
+        fwd: &Forwarder,
+        rx: Received<'_, B>,
+        tx_tsc: impl FnOnce() -> u64,
+        out: &mut BurstVerdicts,
+        c: &mut LocalCounters,
+    ) {
+        self.state
+            .process_burst(fwd, rx, tx_tsc, out, c, &mut self.meta);
+    }
+}
+
+impl State {
     #[cold]
     fn end_epoch(&mut self, now_tsc: u64, c: &mut LocalCounters) {
         self.clock = self.shared_clock.get();
@@ -191,7 +218,8 @@ impl Inband {
         self.edge_ports & (1 << (port & 31)) != 0
     }
 
-    /// Pass 1 for one packet: parse, route, rewrite, decide. Returns the verdict.
+    /// Pass 1 for one packet: parse, route, rewrite, decide (into `meta`). Returns the
+    /// verdict.
     #[inline(always)]
     fn classify(
         &mut self,
@@ -199,7 +227,7 @@ impl Inband {
         rx_port: usize,
         frame: &mut [u8],
         frame_len: usize,
-        i: usize,
+        meta: &mut Meta,
         c: &mut LocalCounters,
     ) -> Verdict {
         let eth_at = match fwd.parse_l2(rx_port, frame) {
@@ -207,10 +235,10 @@ impl Inband {
             Err(r) => return Verdict::Drop(r),
         };
         let ty = be16(frame, eth_at);
-        let mut meta = Meta {
-            eth_at: eth_at as u8,
-            ..Meta::default()
-        };
+        meta.eth_at = eth_at as u8;
+        meta.shim_len = 0;
+        meta.digest = 0;
+        meta.plan = 0;
         // The shim, if any: its plan, digest and length.
         let mut plan: Option<u8> = None;
         let l3 = if ty == self.shim_ethertype {
@@ -350,20 +378,18 @@ impl Inband {
         let fs = self.epochs.active_ref();
         meta.slots = fs.slots(f);
         fs.prefetch(&meta.slots);
-        self.meta[i] = meta;
         v
     }
 
-    /// Runs a burst received on `rx.port` at counter value `rx.tsc`; `tx_tsc` reads the
-    /// counter once the burst is routed (the time its packets leave).
-    #[inline]
-    pub fn process_burst<B: PacketBuf>(
+    #[inline(always)]
+    fn process_burst<B: PacketBuf>(
         &mut self,
         fwd: &Forwarder,
         rx: Received<'_, B>,
         tx_tsc: impl FnOnce() -> u64,
         out: &mut BurstVerdicts,
         c: &mut LocalCounters,
+        metas: &mut [Meta; MAX_BURST],
     ) {
         let Received {
             port: rx_port,
@@ -379,11 +405,12 @@ impl Inband {
         let (mut rx_bytes, mut tx_bytes, mut tx_packets) = (0u64, 0u64, 0u64);
         let mut all_same = true;
         for (i, m) in pkts.iter_mut().enumerate().take(n) {
-            self.meta[i].counted = false;
-            self.meta[i].action = Action::None;
+            let meta = &mut metas[i];
+            meta.counted = false;
+            meta.action = Action::None;
             let len = m.pkt_len();
             rx_bytes += len as u64;
-            let v = match self.classify(fwd, rx_port, m.data_mut(), len, i, c) {
+            let v = match self.classify(fwd, rx_port, m.data_mut(), len, meta, c) {
                 Verdict::Forward(e) => {
                     let e = usize::from(e);
                     port_bytes[e] += len as u64;
@@ -419,7 +446,7 @@ impl Inband {
         // Pass 2: encode, shim, report, count.
         let mut ahead = [0u64; MAX_PORTS];
         for (i, m) in pkts.iter_mut().enumerate().take(n) {
-            let meta = self.meta[i];
+            let meta = &metas[i];
             if !meta.counted {
                 continue;
             }
@@ -436,9 +463,9 @@ impl Inband {
                     queue_bytes: ahead[e],
                     utilization: util[e],
                 };
-                self.encode(m, &meta, &input, now, c);
+                self.encode(m, meta, &input, now, c);
             } else if meta.action == Action::Remove {
-                strip(m, &meta);
+                strip(m, meta);
             }
             ahead[e] += len;
             let fs = self.epochs.active();

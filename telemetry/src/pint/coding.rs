@@ -103,6 +103,29 @@ pub struct PathCoding {
     /// Per instance: its packet slice (layer choice) and hop slice (sampling).
     layer_slices: Vec<Slice>,
     hop_slices: Vec<Slice>,
+    /// Per instance: its value word and the shift of its `bits` in it.
+    value_slots: Vec<(u32, u32)>,
+}
+
+/// Everything a switch needs to encode a one-instance coding with at most one XOR layer
+/// without going through [`PathCoding`]'s methods (the switch's compiled plan uses it; the
+/// result is the same as [`PathCoding::encode_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathParts {
+    /// The packet slice that chooses the layer.
+    pub layer: Slice,
+    /// The hop slice that decides whether a hop writes.
+    pub sample: Slice,
+    /// Baseline when the layer slice is below this (over 2^16).
+    pub tau: u32,
+    /// The XOR layer's threshold (over 2^24), if the coding has one.
+    pub xor: Option<u32>,
+    /// The value word the hash comes from.
+    pub value_word: u32,
+    /// The hash's shift in that word.
+    pub value_shift: u32,
+    /// The hash's mask.
+    pub value_mask: u64,
 }
 
 /// Threshold over 2^bits of probability `p`, clamped to [0, 2^bits].
@@ -149,6 +172,12 @@ impl PathCoding {
             salt: tape::query_salt(name),
             layer_slices: (0..instances).map(|_| packet.take(COIN_BITS)).collect(),
             hop_slices: (0..instances).map(|_| hop.take(SAMPLE_BITS)).collect(),
+            value_slots: (0..instances)
+                .map(|n| {
+                    let per = 64 / bits;
+                    (n / per, 64 - (n % per + 1) * bits)
+                })
+                .collect(),
         }
     }
 
@@ -181,12 +210,37 @@ impl PathCoding {
         self.salt
     }
 
+    /// The parts of a one-instance coding with at most one XOR layer and hashed values
+    /// (None otherwise).
+    pub fn parts(&self) -> Option<PathParts> {
+        if self.instances != 1 || self.xor.len() > 1 || self.raw_values {
+            return None;
+        }
+        let (value_word, value_shift) = self.value_slots[0];
+        Some(PathParts {
+            layer: self.layer_slices[0],
+            sample: self.hop_slices[0],
+            tau: if self.xor.is_empty() {
+                1 << COIN_BITS
+            } else {
+                self.tau
+            },
+            xor: self.xor.first().copied(),
+            value_word,
+            value_shift,
+            value_mask: (1u64 << self.bits) - 1,
+        })
+    }
+
     /// The layer of the packet with packet word `m` for `instance`.
     #[inline(always)]
     pub fn layer_of_word(&self, instance: u32, m: u64) -> Layer {
         let u = tape::packet_slice(m, self.layer_slices[instance as usize]);
         if u < self.tau || self.xor.is_empty() {
             return Layer::Baseline;
+        }
+        if self.xor.len() == 1 {
+            return Layer::Xor(0);
         }
         // Spread the rest evenly over the XOR layers.
         let rest = (1u64 << COIN_BITS) - u64::from(self.tau);
@@ -220,19 +274,14 @@ impl PathCoding {
         g < self.xor[usize::from(layer)]
     }
 
-    /// Instances whose fields share one value word.
-    fn per_word(&self) -> u32 {
-        64 / self.bits
-    }
-
     /// `h(value, pid)` from the packet word and the value's key
-    /// ([`tape::value_key`]`(self.salt(), value)`).
+    /// ([`tape::value_key`]`(self.salt(), value)`): instance `n` takes the `bits` bits at
+    /// `64 - (n % per + 1) * bits` of value word `n / per`, `per = 64 / bits`.
     #[inline(always)]
     pub fn value_hash_with_key(&self, instance: u32, m: u64, vkey: u64) -> u64 {
-        let per = self.per_word();
-        let w = tape::value_word(m, vkey, instance / per);
-        let top = (instance % per + 1) * self.bits;
-        (w >> (64 - top)) & ((1u64 << self.bits) - 1)
+        let (word, shift) = self.value_slots[instance as usize];
+        let w = tape::value_word(m, vkey, word);
+        (w >> shift) & ((1u64 << self.bits) - 1)
     }
 
     /// `h(value, pid)`: what a hop writes for `value`.
@@ -279,35 +328,30 @@ impl PathCoding {
         &self,
         instance: u32,
         m: u64,
-        tape: &mut HopTape,
+        tape: &HopTape,
         i: usize,
         field: u64,
         h: impl FnOnce() -> u64,
     ) -> u64 {
         let g = tape.slice(self.hop_slices[instance as usize]);
-        match self.layer_of_word(instance, m) {
-            Layer::Baseline => {
-                if g < SAMPLE_THRESHOLDS[i & 255] {
-                    h()
-                } else {
-                    field
-                }
-            }
-            Layer::Xor(l) => {
-                if g < self.xor[usize::from(l)] {
-                    field ^ h()
-                } else {
-                    field
-                }
-            }
-        }
+        // Without branches: which layer and whether this hop writes are coin flips per
+        // packet, so the hash is computed either way and the result selected.
+        let h = h();
+        let (baseline, threshold) = match self.layer_of_word(instance, m) {
+            Layer::Baseline => (true, SAMPLE_THRESHOLDS[i & 255]),
+            Layer::Xor(l) => (false, self.xor[usize::from(l)]),
+        };
+        let writes = 0u64.wrapping_sub(u64::from(g < threshold));
+        let replaced = (h & writes) | (field & !writes);
+        let xored = field ^ (h & writes);
+        if baseline { replaced } else { xored }
     }
 
     /// Encodes at hop `i`: updates one instance's field with this hop's `value`.
     pub fn encode(&self, instance: u32, pid: u32, i: usize, value: u32, field: u64) -> u64 {
         let m = tape::packet_word(pid);
-        let mut t = HopTape::new(m, i);
-        self.encode_with(instance, m, &mut t, i, field, || {
+        let t = HopTape::new(m, i, 1);
+        self.encode_with(instance, m, &t, i, field, || {
             self.value_hash(instance, value, pid)
         })
     }

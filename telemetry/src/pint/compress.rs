@@ -108,7 +108,7 @@ impl LogCompressor {
     }
 
     /// Compresses `x` (0 and 1 give code 0) with a 16-bit random `coin`.
-    #[inline]
+    #[inline(always)]
     pub fn compress(&self, x: u64, coin: u32) -> u32 {
         if x <= 1 {
             return 0;

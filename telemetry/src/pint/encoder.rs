@@ -1,11 +1,69 @@
 //! A plan as one switch runs it: the compiled plan plus what the switch can work out once
-//! for its own static values (the value keys of its switch ID and port numbers), so that the
-//! per-packet work is the tape words and the table lookups.
+//! for its own static values (the value keys of its switch ID and port numbers), and each
+//! query set flattened into a short list of operations with every constant resolved, so that
+//! the per-packet work is the tape words, a few compares and table lookups, and no branch on
+//! a coin flip. The result is bit for bit [`Plan::encode`]'s (a test checks it on random
+//! inputs); queries the flat form does not cover run through the plan's own encoder.
 
-use crate::pint::plan::{HopInput, Plan, QueryKind, ValueKeys};
+use crate::pint::coding::PathParts;
+use crate::pint::compress::LogCompressor;
+use crate::pint::plan::{Compression, HopInput, PerPacketOp, Plan, QueryKind, ValueKeys};
 use crate::pint::query::{QueryFile, ValueKind};
-use crate::pint::tape;
-use crate::wire::shim::digest_bytes;
+use crate::pint::tape::{self, HopTape, SAMPLE_THRESHOLDS, Slice};
+use crate::wire::shim::{digest_bytes, mask};
+
+/// Where a static query's value key comes from.
+#[derive(Debug, Clone, Copy)]
+enum KeySource {
+    /// The switch's own ID: one key.
+    Switch(u64),
+    /// A port number: the query's precomputed port keys (computed with the salt beyond).
+    Port(u64),
+}
+
+/// One query's work at a hop, with its constants resolved.
+#[derive(Debug, Clone)]
+enum Op {
+    /// Path tracing, one instance, at most one XOR layer.
+    Path {
+        qi: usize,
+        parts: PathParts,
+        keys: KeySource,
+        value: ValueKind,
+    },
+    /// A dynamic per-flow sample (reservoir) of a compressed value.
+    Sample {
+        sample: Slice,
+        coin: Slice,
+        value: ValueKind,
+        compression: LogCompressor,
+    },
+    /// A per-packet aggregate with multiplicative codes.
+    Aggregate {
+        op: PerPacketOp,
+        coin: Slice,
+        value: ValueKind,
+        compression: LogCompressor,
+        max: u64,
+    },
+    /// Anything else: the plan's own encoder.
+    General { qi: usize },
+}
+
+/// An operation and where its field sits in the digest.
+#[derive(Debug, Clone)]
+struct Placed {
+    shift: u32,
+    mask: u64,
+    op: Op,
+}
+
+/// The plan's query sets as operation lists.
+#[derive(Debug, Clone, Default)]
+struct Program {
+    /// Per set: its end threshold and its operations.
+    sets: Vec<(u64, Vec<Placed>)>,
+}
 
 /// Port numbers whose value keys are precomputed (larger ones are computed per packet).
 pub const PRECOMPUTED_PORTS: usize = 64;
@@ -21,6 +79,7 @@ pub struct SwitchPlan {
     switch_keys: Vec<u64>,
     /// Per query: the value keys of port numbers (static port queries; empty otherwise).
     port_keys: Vec<Vec<u64>>,
+    program: Program,
 }
 
 impl SwitchPlan {
@@ -51,11 +110,13 @@ impl SwitchPlan {
                 _ => Vec::new(),
             });
         }
+        let program = Program::compile(&plan, &switch_keys);
         SwitchPlan {
             plan,
             text,
             switch_keys,
             port_keys,
+            program,
         }
     }
 
@@ -78,7 +139,147 @@ impl SwitchPlan {
     /// ID) and `input` what the switch measured (its `switch_id` must be this plan's switch).
     #[inline(always)]
     pub fn encode(&self, digest: u64, m: u64, input: &HopInput) -> u64 {
-        self.plan.encode_with(digest, m, input, self)
+        let choice = u64::from(tape::set_choice(m));
+        let sets = &self.program.sets;
+        let mut s = 0;
+        while s + 1 < sets.len() && sets[s].0 <= choice {
+            s += 1;
+        }
+        let tape = HopTape::new(m, input.hop, self.plan.hop_words);
+        let mut d = digest;
+        for p in &sets[s].1 {
+            let field = (d >> p.shift) & p.mask;
+            let new = match &p.op {
+                Op::Path {
+                    qi,
+                    parts,
+                    keys,
+                    value,
+                } => {
+                    let key = match keys {
+                        KeySource::Switch(k) => *k,
+                        KeySource::Port(salt) => {
+                            let port = input.static_value(*value);
+                            self.key(*qi, *value, *salt, port)
+                        }
+                    };
+                    let w = tape::value_word(m, key, parts.value_word);
+                    let h = (w >> parts.value_shift) & parts.value_mask;
+                    let u = tape::packet_slice(m, parts.layer);
+                    let g = tape.slice(parts.sample);
+                    let baseline = u < parts.tau;
+                    let threshold = if baseline {
+                        SAMPLE_THRESHOLDS[input.hop & 255]
+                    } else {
+                        parts.xor.unwrap_or(0)
+                    };
+                    let writes = 0u64.wrapping_sub(u64::from(g < threshold));
+                    let replaced = (h & writes) | (field & !writes);
+                    let xored = field ^ (h & writes);
+                    if baseline { replaced } else { xored }
+                }
+                Op::Sample {
+                    sample,
+                    coin,
+                    value,
+                    compression,
+                } => {
+                    let writes = tape.slice(*sample) < SAMPLE_THRESHOLDS[input.hop & 255];
+                    let code =
+                        u64::from(compression.compress(input.value(*value), tape.slice(*coin)));
+                    let keep = u64::from(writes).wrapping_sub(1);
+                    (field & keep) | (code & !keep)
+                }
+                Op::Aggregate {
+                    op,
+                    coin,
+                    value,
+                    compression,
+                    max,
+                } => {
+                    let code =
+                        u64::from(compression.compress(input.value(*value), tape.slice(*coin)));
+                    match op {
+                        PerPacketOp::Max => field.max(code),
+                        PerPacketOp::Min => field.max(max - code),
+                        PerPacketOp::Sum | PerPacketOp::Product => (field + code).min(*max),
+                    }
+                }
+                Op::General { qi } => {
+                    self.plan.queries[*qi].encode_with(field, m, &tape, input, self, *qi)
+                }
+            };
+            d = (d & !(p.mask << p.shift)) | ((new & p.mask) << p.shift);
+        }
+        d
+    }
+}
+
+impl Program {
+    fn compile(plan: &Plan, switch_keys: &[u64]) -> Program {
+        let op_of = |qi: usize| -> Op {
+            let q = &plan.queries[qi];
+            match &q.kind {
+                QueryKind::StaticPerFlow { coding } => match coding.parts() {
+                    Some(parts) => Op::Path {
+                        qi,
+                        parts,
+                        keys: if q.value == ValueKind::SwitchId {
+                            KeySource::Switch(switch_keys[qi])
+                        } else {
+                            KeySource::Port(coding.salt())
+                        },
+                        value: q.value,
+                    },
+                    None => Op::General { qi },
+                },
+                QueryKind::DynamicPerFlow {
+                    sample,
+                    coin,
+                    compression,
+                    ..
+                } => Op::Sample {
+                    sample: *sample,
+                    coin: *coin,
+                    value: q.value,
+                    compression: compression.clone(),
+                },
+                QueryKind::PerPacket {
+                    op,
+                    compression: Compression::Log(c),
+                    coin,
+                } => Op::Aggregate {
+                    op: *op,
+                    coin: *coin,
+                    value: q.value,
+                    compression: c.clone(),
+                    max: u64::from(c.max_code()),
+                },
+                QueryKind::PerPacket { .. } => Op::General { qi },
+            }
+        };
+        Program {
+            sets: plan
+                .sets
+                .iter()
+                .map(|s| {
+                    let ops = s
+                        .placements
+                        .iter()
+                        .zip(&s.shifts)
+                        .map(|(p, &shift)| {
+                            let qi = usize::from(p.query);
+                            Placed {
+                                shift: u32::from(shift),
+                                mask: mask(plan.queries[qi].width),
+                                op: op_of(qi),
+                            }
+                        })
+                        .collect();
+                    (s.end, ops)
+                })
+                .collect(),
+        }
     }
 }
 
@@ -103,7 +304,7 @@ mod tests {
     #[test]
     fn switch_plan_encodes_exactly_as_the_plan() {
         let text = r#"
-global_bits = 32
+global_bits = 48
 [[queries]]
 name = "path"
 value = "switch_id"
@@ -128,6 +329,26 @@ value = "link_utilization"
 aggregation = "max"
 bits = 8
 frequency = 0.5
+[[queries]]
+name = "queue"
+value = "queue_occupancy"
+aggregation = "sum"
+bits = 8
+unit = 100.0
+frequency = 0.5
+[[queries]]
+name = "min_latency"
+value = "hop_latency"
+aggregation = "min"
+bits = 8
+frequency = 0.5
+[[queries]]
+name = "ingress"
+value = "ingress_port"
+aggregation = "static_per_flow"
+bits = 4
+scheme = "baseline"
+frequency = 0.5
 "#;
         for switch_id in [1u32, 77, 0xdead_beef] {
             let sp = SwitchPlan::compile(text, switch_id).unwrap();
@@ -140,7 +361,7 @@ frequency = 0.5
                     ingress_port: (r >> 8) as u32 % 70,
                     egress_port: (r >> 16) as u32 % 70,
                     hop_latency_ns: r >> 40,
-                    queue_bytes: 0,
+                    queue_bytes: r >> 44,
                     utilization: (r >> 50) + 1,
                 };
                 let d0 = r >> 32;
@@ -150,7 +371,15 @@ frequency = 0.5
                     "pid {pid}"
                 );
             }
-            assert_eq!(sp.digest_bytes(), 4);
+            assert_eq!(sp.digest_bytes(), 6);
+            assert!(
+                sp.program
+                    .sets
+                    .iter()
+                    .flat_map(|s| &s.1)
+                    .any(|p| matches!(p.op, Op::General { .. })),
+                "the test covers the general path too"
+            );
             assert_eq!(sp.tag(), sp.version() as u16);
         }
     }

@@ -206,42 +206,46 @@ pub fn hop_slice(m: u64, hop: usize, s: Slice) -> u32 {
     s.of(hop_word(m, hop, u32::from(s.word)))
 }
 
-/// The words of one hop's tape, computed on first use (a switch computes at most the words
-/// its packet's query set reads).
+/// The words of one hop's tape: the first few (as many as the plan uses, at most four)
+/// computed up front, independent of each other; any further word is computed when read.
 #[derive(Debug, Clone, Copy)]
 pub struct HopTape {
     m: u64,
     key: u64,
     words: [u64; 4],
-    have: u8,
+    ready: u32,
 }
 
 impl HopTape {
-    /// The tape of hop `hop` for the packet with packet word `m`.
+    /// The tape of hop `hop` for the packet with packet word `m`, with its first `words`
+    /// words computed.
     #[inline(always)]
-    pub fn new(m: u64, hop: usize) -> HopTape {
+    pub fn new(m: u64, hop: usize, words: u32) -> HopTape {
+        let key = HOP_KEYS[hop & 255];
+        let ready = words.min(4);
+        let mut w = [0u64; 4];
+        for (j, slot) in w.iter_mut().enumerate().take(ready as usize) {
+            *slot = mix64(m ^ key ^ (j as u64).wrapping_mul(seeds::STRIDE));
+        }
         HopTape {
             m,
-            key: HOP_KEYS[hop & 255],
-            words: [0; 4],
-            have: 0,
+            key,
+            words: w,
+            ready,
         }
     }
 
     /// The slice `s` of this tape.
     #[inline(always)]
-    pub fn slice(&mut self, s: Slice) -> u32 {
-        let j = usize::from(s.word);
-        if j >= self.words.len() {
-            return s.of(mix64(
-                self.m ^ self.key ^ (j as u64).wrapping_mul(seeds::STRIDE),
-            ));
+    pub fn slice(&self, s: Slice) -> u32 {
+        let j = u32::from(s.word);
+        if j < self.ready {
+            s.of(self.words[j as usize])
+        } else {
+            s.of(mix64(
+                self.m ^ self.key ^ u64::from(j).wrapping_mul(seeds::STRIDE),
+            ))
         }
-        if self.have & (1 << j) == 0 {
-            self.words[j] = mix64(self.m ^ self.key ^ (j as u64).wrapping_mul(seeds::STRIDE));
-            self.have |= 1 << j;
-        }
-        s.of(self.words[j])
     }
 }
 
@@ -271,7 +275,7 @@ mod tests {
     #[test]
     fn tape_words_agree_with_their_definitions() {
         let m = packet_word(12345);
-        let mut t = HopTape::new(m, 3);
+        let t = HopTape::new(m, 3, 2);
         for j in 0..6u8 {
             let s = Slice {
                 word: j,

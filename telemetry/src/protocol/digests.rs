@@ -1,6 +1,7 @@
-//! Digest batches: the last hop's per-packet reports, compact on the wire (about 10 bytes
-//! per digest: each flow's key once per batch, then per packet a flow index, the packet ID,
-//! the path length, the digest and a time delta).
+//! Digest batches: the last hop's per-packet reports, compact on the wire (about 9 bytes
+//! per digest with a 16-bit digest, plus 16 bytes per flow per batch: each flow's key, ports
+//! and path length once per batch, then per packet a flow index, the packet ID, the digest
+//! and a time delta).
 //!
 //! ```text
 //! u16   worker
@@ -9,16 +10,15 @@
 //! u8    plans P (1 .. 4)
 //! u64   base time, Unix ns
 //! P x   u32 plan version (each declared by the hello or a plan frame)
-//! F x   13-byte flow key, u8 ingress port, u8 egress port
+//! F x   13-byte flow key, u8 ingress port, u8 egress port, u8 path length (1 .. 255)
 //! N x   varint flow index (< F)
 //!       u8 plan index (< P), present only when P > 1
 //!       u32 packet ID
-//!       u8 path length (1 .. 255)
 //!       the digest: that plan's digest bytes, big-endian
 //!       zigzag varint: ns since the previous digest (the first: since the base time)
 //! ```
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::flowradar::FlowKey;
 use crate::wire::bytes::{Reader, put_varint};
@@ -76,13 +76,13 @@ pub fn encode_digests(
 ) -> Vec<u8> {
     assert!(!digests.is_empty() && digests.len() <= MAX_BATCH as usize);
     let mut plans: Vec<u32> = Vec::new();
-    let mut flows: HashMap<(FlowKey, u8, u8), u16> = HashMap::new();
-    let mut flow_list: Vec<(FlowKey, u8, u8)> = Vec::new();
+    let mut flows: FxHashMap<(FlowKey, u8, u8, u8), u16> = FxHashMap::default();
+    let mut flow_list: Vec<(FlowKey, u8, u8, u8)> = Vec::new();
     for d in digests {
         if !plans.contains(&d.plan_version) {
             plans.push(d.plan_version);
         }
-        let k = (d.key, d.ingress_port, d.egress_port);
+        let k = (d.key, d.ingress_port, d.egress_port, d.hops);
         flows.entry(k).or_insert_with(|| {
             flow_list.push(k);
             (flow_list.len() - 1) as u16
@@ -92,7 +92,7 @@ pub fn encode_digests(
     let lens: Vec<u8> = plans.iter().map(|v| digest_bytes(*v)).collect();
     let base = digests[0].time_ns;
     let mut out =
-        Vec::with_capacity(18 + plans.len() * 4 + flow_list.len() * 15 + digests.len() * 11);
+        Vec::with_capacity(18 + plans.len() * 4 + flow_list.len() * 16 + digests.len() * 10);
     out.extend_from_slice(&worker.to_be_bytes());
     out.extend_from_slice(&(digests.len() as u32).to_be_bytes());
     out.extend_from_slice(&(flow_list.len() as u16).to_be_bytes());
@@ -101,16 +101,17 @@ pub fn encode_digests(
     for v in &plans {
         out.extend_from_slice(&v.to_be_bytes());
     }
-    for (key, i, e) in &flow_list {
+    for (key, i, e, hops) in &flow_list {
         out.extend_from_slice(&key.to_bytes());
         out.push(*i);
         out.push(*e);
+        out.push(*hops);
     }
     let mut prev = base;
     for d in digests {
         put_varint(
             &mut out,
-            u64::from(flows[&(d.key, d.ingress_port, d.egress_port)]),
+            u64::from(flows[&(d.key, d.ingress_port, d.egress_port, d.hops)]),
         );
         let p = plans
             .iter()
@@ -120,7 +121,6 @@ pub fn encode_digests(
             out.push(p as u8);
         }
         out.extend_from_slice(&d.pid.to_be_bytes());
-        out.push(d.hops);
         let n = usize::from(lens[p]);
         out.extend_from_slice(&d.digest.to_be_bytes()[8 - n..]);
         put_varint(&mut out, zigzag(d.time_ns.wrapping_sub(prev) as i64));
@@ -163,35 +163,34 @@ impl DigestBatch {
                 .ok_or(ProtocolError::UnknownPlan(v))?;
             plans.push((v, len));
         }
-        // Every flow entry takes 15 bytes and every digest at least 7: check the batch can
+        // Every flow entry takes 16 bytes and every digest at least 7: check the batch can
         // hold what it announces before allocating for it.
-        if r.remaining() < nflows * 15 + n as usize * 7 {
+        if r.remaining() < nflows * 16 + n as usize * 7 {
             return Err(ProtocolError::Truncated);
         }
         let nports = hello.ports.len();
         let mut flows = Vec::with_capacity(nflows);
         for _ in 0..nflows {
             let key = FlowKey::from_bytes(r.take(13)?.try_into().expect("13 bytes"));
-            let (i, e) = (r.u8()?, r.u8()?);
+            let (i, e, hops) = (r.u8()?, r.u8()?, r.u8()?);
             if usize::from(i) >= nports || usize::from(e) >= nports {
                 return Err(ProtocolError::BadField("port"));
             }
-            flows.push((key, i, e));
+            if hops == 0 {
+                return Err(ProtocolError::BadField("path length"));
+            }
+            flows.push((key, i, e, hops));
         }
         let mut digests = Vec::with_capacity(n as usize);
         let mut time = base;
         for _ in 0..n {
             let f = r.varint()?;
-            let &(key, ingress_port, egress_port) = flows
+            let &(key, ingress_port, egress_port, hops) = flows
                 .get(usize::try_from(f).unwrap_or(usize::MAX))
                 .ok_or(ProtocolError::BadField("flow index"))?;
             let p = if nplans > 1 { usize::from(r.u8()?) } else { 0 };
             let &(plan_version, len) = plans.get(p).ok_or(ProtocolError::BadField("plan index"))?;
             let pid = r.u32()?;
-            let hops = r.u8()?;
-            if hops == 0 {
-                return Err(ProtocolError::BadField("path length"));
-            }
             let mut digest = 0u64;
             for &b in r.take(usize::from(len))? {
                 digest = (digest << 8) | u64::from(b);

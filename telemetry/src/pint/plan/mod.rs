@@ -431,7 +431,7 @@ impl CompiledQuery {
         &self,
         field: u64,
         m: u64,
-        tape: &mut HopTape,
+        tape: &HopTape,
         input: &HopInput,
         keys: &impl ValueKeys,
         qi: usize,
@@ -454,17 +454,21 @@ impl CompiledQuery {
             }
             QueryKind::StaticPerFlow { coding } => {
                 let v = input.static_value(self.value);
-                let key = || keys.key(qi, self.value, coding.salt(), v);
+                let key = keys.key(qi, self.value, coding.salt(), v);
+                let h = |n: u32| {
+                    if coding.raw_values {
+                        u64::from(v)
+                    } else {
+                        coding.value_hash_with_key(n, m, key)
+                    }
+                };
+                if coding.instances == 1 {
+                    return coding.encode_with(0, m, tape, input.hop, field, || h(0));
+                }
                 let mut f = field;
                 for n in 0..coding.instances {
                     let sub = get_bits(f, self.width, n * coding.bits, coding.bits);
-                    let sub = coding.encode_with(n, m, tape, input.hop, sub, || {
-                        if coding.raw_values {
-                            u64::from(v)
-                        } else {
-                            coding.value_hash_with_key(n, m, key())
-                        }
-                    });
+                    let sub = coding.encode_with(n, m, tape, input.hop, sub, || h(n));
                     f = set_bits(f, self.width, n * coding.bits, coding.bits, sub);
                 }
                 f
@@ -475,11 +479,12 @@ impl CompiledQuery {
                 compression,
                 ..
             } => {
-                if tape.slice(*sample) < SAMPLE_THRESHOLDS[input.hop & 255] {
-                    u64::from(compression.compress(input.value(self.value), tape.slice(*coin)))
-                } else {
-                    field
-                }
+                // Without a branch: whether this hop writes is a coin flip per packet.
+                let writes = tape.slice(*sample) < SAMPLE_THRESHOLDS[input.hop & 255];
+                let code =
+                    u64::from(compression.compress(input.value(self.value), tape.slice(*coin)));
+                let keep = u64::from(writes).wrapping_sub(1);
+                (field & keep) | (code & !keep)
             }
         }
     }
@@ -555,6 +560,9 @@ pub struct QuerySet {
     pub end: u64,
     /// The queries and their offsets.
     pub placements: Vec<Placement>,
+    /// Per placement, the right shift of its field in the right-aligned digest.
+    #[serde(skip)]
+    pub shifts: Vec<u8>,
 }
 
 /// A compiled execution plan.
@@ -590,6 +598,11 @@ impl Stretch {
 }
 
 const EPS: f64 = 1e-12;
+
+/// The version of the per-packet encoding (tapes, slices, hashes, compression): part of
+/// every plan version, so switches and sinks of different encodings never mistake each
+/// other's digests.
+pub const ENCODING_FORMAT: u32 = 1;
 
 impl Plan {
     /// Compiles a plan file.
@@ -690,6 +703,9 @@ impl Plan {
             }
             cursor = pos;
         }
+        let shift_of = |p: &Placement| -> u8 {
+            (g - u32::from(p.offset) - queries[usize::from(p.query)].width) as u8
+        };
         // Integer thresholds; merge neighbours with the same placements.
         let mut sets: Vec<QuerySet> = Vec::new();
         for s in &stretches {
@@ -709,7 +725,12 @@ impl Plan {
                     if sets.last().is_some_and(|l| l.end >= end) {
                         continue; // a sliver below one threshold step
                     }
-                    sets.push(QuerySet { end, placements })
+                    let shifts = placements.iter().map(shift_of).collect();
+                    sets.push(QuerySet {
+                        end,
+                        placements,
+                        shifts,
+                    })
                 }
             }
         }
@@ -723,12 +744,17 @@ impl Plan {
             version: 0,
             hop_words: hop.words(),
         };
-        plan.version = plan.fingerprint();
+        plan.version = Plan::fingerprint(file);
         Ok(plan)
     }
 
-    fn fingerprint(&self) -> u32 {
-        let text = format!("{}|{:?}|{:?}", self.global_bits, self.sets, self.queries);
+    /// The version of the plan a query file compiles to: a hash of the encoding's format
+    /// version and the file's canonical form (the parsed queries written out again), so it
+    /// depends on what the queries say, not on how the file is laid out or on how this code
+    /// stores a compiled plan. Bump [`ENCODING_FORMAT`] when the encoding itself changes.
+    fn fingerprint(file: &QueryFile) -> u32 {
+        let canonical = toml::to_string(file).unwrap_or_else(|_| format!("{file:?}"));
+        let text = format!("pint-encoding-{ENCODING_FORMAT}|{canonical}");
         let words: Vec<u64> = text
             .as_bytes()
             .chunks(8)
@@ -767,14 +793,16 @@ impl Plan {
     /// and value keys from `keys`: the one encoder, used by switches and simulations alike.
     #[inline(always)]
     pub fn encode_with(&self, digest: u64, m: u64, input: &HopInput, keys: &impl ValueKeys) -> u64 {
-        let mut tape = HopTape::new(m, input.hop);
+        let tape = HopTape::new(m, input.hop, self.hop_words);
         let mut d = digest;
-        for p in &self.select_word(m).placements {
+        let set = self.select_word(m);
+        for (p, &shift) in set.placements.iter().zip(&set.shifts) {
             let qi = usize::from(p.query);
             let q = &self.queries[qi];
-            let field = get_bits(d, self.global_bits, u32::from(p.offset), q.width);
-            let new = q.encode_with(field, m, &mut tape, input, keys, qi);
-            d = set_bits(d, self.global_bits, u32::from(p.offset), q.width, new);
+            let field_mask = mask(q.width) << shift;
+            let field = (d & field_mask) >> shift;
+            let new = q.encode_with(field, m, &tape, input, keys, qi);
+            d = (d & !field_mask) | ((new << shift) & field_mask);
         }
         d
     }
