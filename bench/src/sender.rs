@@ -43,6 +43,8 @@ pub struct PortRun {
     /// a departed peer's rings under a thread that is still polling them, so the side that
     /// is done leaves the closing to the other.
     pub linger: Duration,
+    /// Receiving: write every received frame to this capture.
+    pub capture: Option<std::path::PathBuf>,
 }
 
 /// Send-side totals.
@@ -181,7 +183,7 @@ pub fn run(
         } else {
             None
         };
-        let mut rx = Receiver::default();
+        let mut rx = Receiver::new(opts.capture.as_deref())?;
         let phase = Phase {
             count: opts.count,
             duration_ns: opts.duration.map(|d| (d * 1e9) as u64),
@@ -557,9 +559,28 @@ struct Receiver {
     last_ns: Option<u64>,
     probes: ProbeReceiver,
     flows: FlowLossCounter,
+    capture: Option<pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>>,
 }
 
 impl Receiver {
+    /// A receiver that also writes what arrives to `capture`.
+    fn new(capture: Option<&std::path::Path>) -> anyhow::Result<Receiver> {
+        let capture = match capture {
+            None => None,
+            Some(p) => {
+                let f = std::fs::File::create(p)
+                    .with_context(|| format!("creating capture {}", p.display()))?;
+                Some(pcap_file::pcap::PcapWriter::new(std::io::BufWriter::new(
+                    f,
+                ))?)
+            }
+        };
+        Ok(Receiver {
+            capture,
+            ..Receiver::default()
+        })
+    }
+
     /// Receives one burst, if any, and counts it.
     #[inline]
     fn poll(&mut self, io: &mut Io<'_>) {
@@ -577,6 +598,14 @@ impl Receiver {
             self.packets += 1;
             self.bytes += m.pkt_len() as u64;
             let data = m.data();
+            if let Some(w) = &mut self.capture {
+                let t = std::time::Duration::from_nanos(now);
+                let _ = w.write_packet(&pcap_file::pcap::PcapPacket::new(
+                    t,
+                    data.len() as u32,
+                    data,
+                ));
+            }
             let Some(t) = Transport::parse(data) else {
                 continue;
             };

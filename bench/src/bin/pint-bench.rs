@@ -227,6 +227,8 @@ enum Cmd {
         duration: f64,
         #[arg(long)]
         summary_json: PathBuf,
+        #[arg(long)]
+        until_idle: Option<u64>,
     },
 }
 
@@ -447,11 +449,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             config,
             duration,
             summary_json,
+            until_idle,
         } => {
             let config = control::Config::from_file(&config)?;
             let opts = dataplane::switch::RunOptions {
                 duration: Some(Duration::from_secs_f64(duration)),
                 summary_json: Some(summary_json),
+                until_idle: until_idle.map(Duration::from_millis),
                 ..Default::default()
             };
             dataplane::switch::run(&config, &opts)?;

@@ -99,6 +99,9 @@ struct Cli {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+    /// Receiving: write every frame that arrives to this capture.
+    #[arg(long, requires = "port")]
+    capture: Option<PathBuf>,
     /// After sending and printing the summary, keep the port open until the peer leaves, at
     /// most this many seconds (so that it drains what was sent; a device under test or a
     /// receiver closes first).
@@ -341,6 +344,7 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
         ttl: cli.ttl,
         progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         linger: Duration::from_secs_f64(cli.linger),
+        capture: cli.capture.clone(),
     };
     if cli.zero_loss {
         return zero_loss(cli, &eal, &devargs, traffic, &opts, &stop);

@@ -1,0 +1,905 @@
+//! Telemetry on the wire, with the real binaries: pint-gen sends through three pint-switch
+//! processes chained over memif (edge, transit, edge) to a second pint-gen, every switch
+//! exporting to a sink stand-in on loopback. What hosts receive, what the digests decode to,
+//! what the flowsets count, plan reloads, a sink that goes away, two workers, and the
+//! metrics endpoint, each checked against an independent truth.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use bench::collector::{Collected, Collector};
+use bench::generator::{FlowTag, Transport};
+use control::summary::Summary;
+use telemetry::flowradar::{FlowKey, single_decode};
+use telemetry::pint::path_decoder::Space;
+use telemetry::pint::plan::Plan;
+use telemetry::pint::query::QueryFile;
+use telemetry::pint::recording::FlowRecorder;
+
+const PAPER: &str = include_str!("../../configs/queries/paper.toml");
+/// The receiving pint-gen's MAC (the last switch's next hop towards the hosts).
+const HOST_MAC: &str = "02:00:00:00:aa:02";
+/// The last switch's host-facing port.
+const S3_HOSTS_MAC: [u8; 6] = [2, 0, 0, 0, 3, 1];
+
+/// The tests here run one at a time: each already runs several DPDK processes on the
+/// machine's cores, and some of them assert on forwarding rates.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("pint-tel-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A switch process with its output collected by a thread.
+struct Switch {
+    child: Child,
+    log: std::thread::JoinHandle<String>,
+    summary: PathBuf,
+}
+
+fn start_switch(dir: &Scratch, name: &str, config: &str) -> Switch {
+    let cfg = dir.path(&format!("{name}.toml"));
+    std::fs::write(&cfg, config).unwrap();
+    let summary = dir.path(&format!("{name}.json"));
+    // `pint-bench switch` is pint-switch's own code (the test cannot name another crate's
+    // binary).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pint-bench"))
+        .args(["switch", "--config"])
+        .arg(&cfg)
+        .args(["--duration", "300", "--summary-json"])
+        .arg(&summary)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (ready_tx, ready) = mpsc::channel();
+    let log = std::thread::spawn(move || {
+        let mut all = String::new();
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::BufReader::new(stderr).read_to_string(&mut s);
+            s
+        });
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.starts_with("routes:") {
+                let _ = ready_tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all.push_str(&err.join().unwrap_or_default());
+        all
+    });
+    if ready.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = child.kill();
+        panic!("{name} did not start:\n{}", log.join().unwrap());
+    }
+    Switch {
+        child,
+        log,
+        summary,
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+impl Switch {
+    fn stop(self) -> (Summary, String) {
+        signal(&self.child, libc::SIGINT);
+        let out = self.child.wait_with_output().unwrap();
+        let log = self.log.join().unwrap();
+        assert!(
+            out.status.success(),
+            "switch failed ({}):\n{log}",
+            out.status
+        );
+        let s = Summary::from_json(&std::fs::read_to_string(&self.summary).unwrap())
+            .unwrap_or_else(|e| panic!("summary: {e}\n{log}"));
+        (s, log)
+    }
+}
+
+fn eal(prefix: &str, lcore: u32) -> Vec<String> {
+    [
+        "--",
+        "-l",
+        &lcore.to_string(),
+        "--no-huge",
+        "-m",
+        "512",
+        "--no-shconf",
+        "--no-pci",
+        "--no-telemetry",
+        "--log-level",
+        "error",
+        "--file-prefix",
+        prefix,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn memif(id: u32, role: &str, sock: &Path) -> String {
+    format!(
+        "net_memif{id},role={role},socket={},socket-abstract=no",
+        sock.display()
+    )
+}
+
+/// One switch of the chain: `in` and `out` ports, everything to 10.1.0.0/16 out of `out`.
+#[allow(clippy::too_many_arguments)]
+fn chain_switch(
+    id: u32,
+    worker: u32,
+    in_dev: &str,
+    in_role: &str,
+    out_dev: &str,
+    out_role: &str,
+    next_hop: &str,
+    telemetry: &str,
+) -> String {
+    format!(
+        r#"switch_id = {id}
+[eal]
+main_lcore = {main}
+[dataplane]
+idle = "sleep"
+[stats]
+interval_ms = 500
+[[ports]]
+name = "in"
+device = "{in_dev}"
+role = "{in_role}"
+mac = "02:00:00:00:0{id}:00"
+[[ports]]
+name = "out"
+device = "{out_dev}"
+role = "{out_role}"
+mac = "02:00:00:00:0{id}:01"
+[[workers]]
+lcore = {worker}
+rx = ["in"]
+[[routes]]
+prefix = "10.1.0.0/16"
+next_hops = [{{ port = "out", mac = "{next_hop}" }}]
+{telemetry}
+"#,
+        main = 1 - worker
+    )
+}
+
+/// The traffic both pint-gens agree on, and the capture of it that gives the truth.
+const TRAFFIC: &[&str] = &[
+    "--flows",
+    "60",
+    "--rate",
+    "8Kpps",
+    "--duration",
+    "5",
+    "--packet-size",
+    "imix",
+    "--tcp-share",
+    "0.3",
+    "--seed",
+    "11",
+    "--dst-mac",
+    "02:00:00:00:01:00",
+];
+
+/// Per flow (5-tuple): packets and IPv4 bytes; per (flow, IPv4 identification): the frame.
+struct Truth {
+    flows: HashMap<FlowKey, (u64, u64)>,
+    frames: HashMap<(FlowKey, u16), Vec<u8>>,
+}
+
+fn truth(dir: &Scratch) -> Truth {
+    let pcap = dir.path("traffic.pcap");
+    let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+        .args(TRAFFIC)
+        .arg("--write-pcap")
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut flows: HashMap<FlowKey, (u64, u64)> = HashMap::new();
+    let mut frames = HashMap::new();
+    for f in dataplane::capture::read_pcap(&pcap).unwrap() {
+        let key = flow_key(&f);
+        let e = flows.entry(key).or_default();
+        e.0 += 1;
+        e.1 += u64::from(u16::from_be_bytes([f[16], f[17]]));
+        let old = frames.insert((key, ident(&f)), f);
+        assert!(old.is_none(), "a flow's identifications are distinct");
+    }
+    Truth { flows, frames }
+}
+
+/// The flow key a switch counts a frame under (ports only for TCP and UDP).
+fn flow_key(f: &[u8]) -> FlowKey {
+    let ip = &f[14..];
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let l4 = &ip[ihl..];
+    let ports = matches!(ip[9], 6 | 17) && l4.len() >= 4;
+    FlowKey {
+        src: u32::from_be_bytes(ip[12..16].try_into().unwrap()),
+        dst: u32::from_be_bytes(ip[16..20].try_into().unwrap()),
+        src_port: if ports {
+            u16::from_be_bytes([l4[0], l4[1]])
+        } else {
+            0
+        },
+        dst_port: if ports {
+            u16::from_be_bytes([l4[2], l4[3]])
+        } else {
+            0
+        },
+        protocol: ip[9],
+    }
+}
+
+fn ident(f: &[u8]) -> u16 {
+    u16::from_be_bytes([f[18], f[19]])
+}
+
+fn tag_of(f: &[u8]) -> Option<FlowTag> {
+    let t = Transport::parse(f)?;
+    FlowTag::decode(&f[t.payload_at..])
+}
+
+/// What plain forwarding over three hops makes of `sent`: TTL down by three (checksum
+/// updated), the last hop's MACs.
+fn plainly_forwarded(sent: &[u8]) -> Vec<u8> {
+    let mut f = sent.to_vec();
+    f[..6].copy_from_slice(&HOST_MAC.parse::<telemetry::wire::MacAddr>().unwrap().0);
+    f[6..12].copy_from_slice(&S3_HOSTS_MAC);
+    f[22] -= 3;
+    let ihl = usize::from(f[14] & 0x0f) * 4;
+    f[24..26].copy_from_slice(&[0, 0]);
+    let sum = telemetry::wire::checksum::checksum(&f[14..14 + ihl]);
+    f[24..26].copy_from_slice(&sum.to_be_bytes());
+    f
+}
+
+fn generator(args: &[&str], port: &str, prefix: &str, lcore: u32) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+        .args(["--port", port, "--json", "--linger", "120"])
+        .args(args)
+        .args(eal(prefix, lcore))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads a generator's JSON report in a thread (it lingers after printing it).
+fn report_of(g: &mut Child) -> mpsc::Receiver<serde_json::Value> {
+    let out = g.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let text = bench::sender::read_json_report(std::io::BufReader::new(out));
+        let _ = tx.send(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null));
+    });
+    rx
+}
+
+fn finish_generator(mut g: Child) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if g.try_wait().unwrap().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+/// Per flow and plan, the path every digest of the flow decodes to, with the plan each one
+/// names; and the decoded latency and utilisation values.
+fn check_digests(c: &Collected, plans: &HashMap<u32, Plan>) -> (usize, usize) {
+    let line = telemetry::topology::Topology::line(3);
+    let mut by_flow: HashMap<(FlowKey, u32), Vec<(u32, u64)>> = HashMap::new();
+    for d in &c.digests {
+        assert_eq!(d.hops, 3, "every digest crossed three switches: {d:?}");
+        assert!(
+            plans.contains_key(&d.plan_version),
+            "a digest names plan {:08x}, which no switch declared",
+            d.plan_version
+        );
+        by_flow
+            .entry((d.key, d.plan_version))
+            .or_default()
+            .push((d.pid, d.digest));
+    }
+    let mut decoded = 0;
+    for ((key, version), digests) in &by_flow {
+        let plan = &plans[version];
+        let mut rec = FlowRecorder::new(plan, 3, Space::Topology(&line), Some(3));
+        for (pid, digest) in digests {
+            rec.record(*pid, *digest);
+        }
+        let path = rec.path(plan.query_index("path").unwrap()).unwrap();
+        if digests.len() >= 60 {
+            assert_eq!(
+                path.path(),
+                Some(vec![1, 2, 3]),
+                "flow {key} under plan {version:08x}: {} digests",
+                digests.len()
+            );
+            decoded += 1;
+        } else {
+            // Fewer packets may leave hops open, never a wrong switch.
+            for i in 1..=3 {
+                if let Some(s) = path.hop(i) {
+                    assert_eq!(s, i as u32, "flow {key} hop {i}");
+                }
+            }
+        }
+        if let Some(sk) = rec.sketches(plan.query_index("latency").unwrap()) {
+            for hop in 1..=3 {
+                if let Some(m) = sk.quantile(hop, 0.5) {
+                    assert!(
+                        (1.0..1e9).contains(&m),
+                        "flow {key} hop {hop}: median latency {m} ns"
+                    );
+                }
+            }
+        }
+        let u = rec
+            .aggregate(plan.query_index("utilization").unwrap())
+            .unwrap();
+        if u.count > 0 {
+            assert!(
+                u.max > 0.0 && u.max < 4.0,
+                "flow {key}: utilisation {}",
+                u.max
+            );
+        }
+    }
+    (by_flow.len(), decoded)
+}
+
+/// pint-gen -> edge switch -> transit switch -> edge switch -> pint-gen, every switch with
+/// the paper's plan and FlowRadar, exporting to a sink stand-in; halfway through, a new
+/// query file and a SIGHUP, then an invalid one and another SIGHUP.
+#[test]
+fn three_switches_carry_decode_and_count_telemetry() {
+    let _serial = serial();
+    let dir = Scratch::new("chain");
+    let truth = truth(&dir);
+    let sink = Collector::start(true).unwrap();
+    let queries = dir.path("queries.toml");
+    std::fs::write(&queries, PAPER).unwrap();
+    let telemetry = format!(
+        "[telemetry]\nqueries = \"{}\"\nsink = \"{}\"\nepoch_ms = 10\n[telemetry.flowradar]\nexpected_flows = 200\n",
+        queries.display(),
+        sink.addr()
+    );
+    let (gen_in, s12, s23, gen_out) = (
+        dir.path("gin.sock"),
+        dir.path("s12.sock"),
+        dir.path("s23.sock"),
+        dir.path("gout.sock"),
+    );
+    let s1 = start_switch(
+        &dir,
+        "s1",
+        &chain_switch(
+            1,
+            1,
+            &memif(0, "server", &gen_in),
+            "edge",
+            &memif(1, "server", &s12),
+            "fabric",
+            "02:00:00:00:02:00",
+            &telemetry,
+        ),
+    );
+    let s2 = start_switch(
+        &dir,
+        "s2",
+        &chain_switch(
+            2,
+            0,
+            &memif(0, "client", &s12),
+            "fabric",
+            &memif(1, "server", &s23),
+            "fabric",
+            "02:00:00:00:03:00",
+            &telemetry,
+        ),
+    );
+    let s3 = start_switch(
+        &dir,
+        "s3",
+        &chain_switch(
+            3,
+            1,
+            &memif(0, "client", &s23),
+            "fabric",
+            &memif(1, "server", &gen_out),
+            "edge",
+            HOST_MAC,
+            &telemetry,
+        ),
+    );
+    let recv_pcap = dir.path("received.pcap");
+    let mut receiver = generator(
+        &[
+            "--mode",
+            "receive",
+            "--until-idle",
+            "3",
+            "--capture",
+            recv_pcap.to_str().unwrap(),
+            "--src-mac",
+            HOST_MAC,
+        ],
+        &memif(0, "client", &gen_out),
+        &format!("pint-tel-rx-{}", std::process::id()),
+        0,
+    );
+    let received = report_of(&mut receiver);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut sender = generator(
+        &[&["--mode", "send"], TRAFFIC].concat(),
+        &memif(0, "client", &gen_in),
+        &format!("pint-tel-tx-{}", std::process::id()),
+        1,
+    );
+    let sent = report_of(&mut sender);
+
+    // A new plan halfway through, then an invalid query file.
+    std::thread::sleep(Duration::from_millis(2200));
+    let new_text = PAPER
+        .replace("frequency = \"15/16\"", "frequency = \"7/8\"")
+        .replace("frequency = \"1/16\"", "frequency = \"1/8\"");
+    std::fs::write(&queries, &new_text).unwrap();
+    for s in [&s1, &s2, &s3] {
+        signal(&s.child, libc::SIGHUP);
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    std::fs::write(&queries, "global_bits = 16\n[[queries]]\nname = \"x\"\n").unwrap();
+    for s in [&s1, &s2, &s3] {
+        signal(&s.child, libc::SIGHUP);
+    }
+
+    let sent = sent
+        .recv_timeout(Duration::from_secs(60))
+        .expect("sender report");
+    let received = received
+        .recv_timeout(Duration::from_secs(60))
+        .expect("receiver report");
+    // Servers leave before their memif clients (see docs/config.md).
+    let (sum1, log1) = s1.stop();
+    let (sum2, log2) = s2.stop();
+    let (sum3, log3) = s3.stop();
+    finish_generator(sender);
+    finish_generator(receiver);
+    let got = sink.stop();
+    assert!(
+        got.errors.is_empty(),
+        "the sink rejected frames: {:?}",
+        got.errors
+    );
+
+    // Everything sent arrived, and every frame is what plain forwarding would have made of
+    // it: no shim, TTL down by three, the last hop's MACs, nothing else changed.
+    let n = sent["sent"]["packets"].as_u64().unwrap();
+    assert_eq!(n, truth.flows.values().map(|v| v.0).sum::<u64>(), "{sent}");
+    assert_eq!(
+        received["received"]["packets"].as_u64(),
+        Some(n),
+        "{received}"
+    );
+    assert_eq!(received["received"]["flows"]["lost"].as_u64(), Some(0));
+    let frames = dataplane::capture::read_pcap(&recv_pcap).unwrap();
+    assert_eq!(frames.len() as u64, n);
+    let mut seen = std::collections::HashSet::new();
+    for f in &frames {
+        let key = (flow_key(f), ident(f));
+        let orig = &truth.frames[&key];
+        assert_eq!(
+            f,
+            &plainly_forwarded(orig),
+            "flow {} ident {}",
+            key.0,
+            key.1
+        );
+        assert!(seen.insert(key), "flow {} ident {} twice", key.0, key.1);
+    }
+    assert_eq!(seen.len(), truth.frames.len());
+    assert!(frames.iter().filter_map(|f| tag_of(f)).count() > frames.len() / 2);
+
+    // The plans: the first, then the new one; the invalid file changed nothing.
+    let v1 = Plan::compile(&QueryFile::from_toml(PAPER).unwrap()).unwrap();
+    let v2 = Plan::compile(&QueryFile::from_toml(&new_text).unwrap()).unwrap();
+    for (s, log) in [(&sum1, &log1), (&sum2, &log2), (&sum3, &log3)] {
+        let t = &s.telemetry;
+        assert_eq!(
+            t.plans_installed,
+            vec![format!("{:08x}", v1.version), format!("{:08x}", v2.version)],
+            "{log}"
+        );
+        assert_eq!(t.reloads_rejected, 1);
+        assert_eq!(t.digests_dropped, 0);
+        assert_eq!(t.flowsets_dropped, 0);
+        assert_eq!(s.dropped(), 0);
+    }
+    assert!(
+        log3.contains("plan reload rejected, nothing changed"),
+        "{log3}"
+    );
+
+    // The digests decode with the plan each names, to the configured path.
+    let plans: HashMap<u32, Plan> = [(v1.version, v1), (v2.version, v2)].into_iter().collect();
+    assert_eq!(
+        got.digest_count,
+        sum3.telemetry
+            .events
+            .get(pipeline::TelemetryEvent::DigestRecorded)
+    );
+    let versions: std::collections::BTreeSet<u32> =
+        got.digests.iter().map(|d| d.plan_version).collect();
+    assert_eq!(versions.len(), 2, "digests under both plans");
+    let (flows, decoded) = check_digests(&got, &plans);
+    assert!(
+        decoded >= flows / 2,
+        "{decoded} of {flows} (flow, plan) pairs decoded"
+    );
+
+    // The flowsets: at every switch, each flow's counters over the epochs are exactly the
+    // packets and bytes pint-gen sent.
+    let mut counted: HashMap<(u32, FlowKey), (u64, u64)> = HashMap::new();
+    for f in &got.flowsets {
+        let d = single_decode(&f.flowset.flowset);
+        assert!(
+            d.complete,
+            "switch {} epoch {}",
+            f.flowset.switch_id, f.flowset.epoch
+        );
+        for fl in d.flows {
+            let e = counted.entry((f.flowset.switch_id, fl.key)).or_default();
+            e.0 += fl.packets;
+            e.1 += fl.bytes;
+        }
+    }
+    for s in 1..=3u32 {
+        for (key, want) in &truth.flows {
+            assert_eq!(
+                counted.get(&(s, *key)),
+                Some(want),
+                "flow {key} at switch {s}"
+            );
+        }
+        let theirs = counted.keys().filter(|(sw, _)| *sw == s).count();
+        assert_eq!(
+            theirs,
+            truth.flows.len(),
+            "no flow counted that was not sent"
+        );
+    }
+}
+
+/// A switch keeps forwarding at full pace while its sink is gone, and reconnects when the
+/// sink comes back (pint-gen sending and receiving through one switch).
+#[test]
+fn a_sink_that_goes_away_does_not_disturb_forwarding() {
+    let _serial = serial();
+    let dir = Scratch::new("outage");
+    let sink = Collector::start(false).unwrap();
+    let addr = sink.addr();
+    let sock = dir.path("loop.sock");
+    let config = format!(
+        r#"switch_id = 5
+[eal]
+main_lcore = 0
+[stats]
+interval_ms = 500
+[[ports]]
+name = "gen"
+device = "{}"
+role = "edge"
+mac = "02:00:00:00:00:01"
+[[workers]]
+lcore = 1
+rx = ["gen"]
+[[routes]]
+prefix = "10.0.0.0/8"
+next_hops = [{{ port = "gen", mac = "02:00:00:00:aa:01" }}]
+[telemetry]
+sink = "{addr}"
+"#,
+        memif(0, "server", &sock)
+    );
+    let switch = start_switch(&dir, "loop", &config);
+    let mut g = generator(
+        &[
+            "--mode",
+            "both",
+            "--rate",
+            "40Kpps",
+            "--duration",
+            "6",
+            "--flows",
+            "100",
+        ],
+        &memif(0, "client", &sock),
+        &format!("pint-tel-loop-{}", std::process::id()),
+        0,
+    );
+    let report = report_of(&mut g);
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = sink.stop();
+    assert!(before.digest_count > 0, "digests arrived before the outage");
+    std::thread::sleep(Duration::from_millis(2000));
+    let back = Collector::bind(addr, false).unwrap();
+    let run = report
+        .recv_timeout(Duration::from_secs(60))
+        .expect("pint-gen report");
+    let after = back.stop();
+    let (sum, log) = switch.stop();
+    finish_generator(g);
+
+    let sent = run["sent"]["packets"].as_u64().unwrap();
+    assert_eq!(sent, 240_000);
+    assert_eq!(
+        run["lost"].as_u64(),
+        Some(0),
+        "nothing lost while the sink was gone"
+    );
+    // Every full interval of the traffic forwarded at the offered rate.
+    let rates: Vec<f64> = sum.intervals.iter().map(|i| i.rx_mpps).collect();
+    let active: Vec<f64> = rates.iter().copied().filter(|r| *r > 0.0).collect();
+    assert!(active.len() >= 8, "{rates:?}");
+    assert!(
+        active[1..active.len() - 1].iter().all(|r| *r > 0.036),
+        "forwarding slowed down: {rates:?}\n{log}"
+    );
+    assert!(
+        after.hellos.len() == 1 && after.digest_count > 0,
+        "reconnected: {after:?}"
+    );
+    let t = &sum.telemetry;
+    assert!(t.sink_connections >= 2, "{t:?}");
+    assert!(
+        t.digests_dropped > 0,
+        "digests during the outage were dropped and counted"
+    );
+    assert_eq!(sum.dropped(), 0);
+}
+
+/// Two workers, each with its own rx queue of one port (as RSS spreads flows): each worker's
+/// flowsets decode on their own, and together they count every flow exactly.
+#[test]
+fn two_workers_export_flowsets_that_decode_exactly() {
+    let _serial = serial();
+    let dir = Scratch::new("rss");
+    let sink = Collector::start(true).unwrap();
+    // Flows split over two captures by a hash of the 5-tuple, one per rx queue.
+    let frames = dataplane::capture::demo_mix(3000, telemetry::wire::MacAddr([2, 0, 0, 0, 0, 1]));
+    let mut queues: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+    let mut truth: HashMap<FlowKey, (u64, u64)> = HashMap::new();
+    for f in frames {
+        let forwarded = f.len() >= 42
+            && f[12..14] == [0x08, 0x00]
+            && f[22] > 1
+            && telemetry::wire::checksum::ones_complement_sum(&f[14..34]) == 0xffff;
+        if f.len() < 42 || f[12..14] != [0x08, 0x00] {
+            queues[0].push(f);
+            continue;
+        }
+        let key = flow_key(&f);
+        if forwarded && key.dst >> 16 == 0x0a01 {
+            let e = truth.entry(key).or_default();
+            e.0 += 1;
+            e.1 += u64::from(u16::from_be_bytes([f[16], f[17]]));
+        }
+        queues[(telemetry::hash::mix64(u64::from(key.src)) & 1) as usize].push(f);
+    }
+    let (q0, q1) = (dir.path("q0.pcap"), dir.path("q1.pcap"));
+    dataplane::capture::write_pcap(&q0, queues[0].iter().map(Vec::as_slice)).unwrap();
+    dataplane::capture::write_pcap(&q1, queues[1].iter().map(Vec::as_slice)).unwrap();
+    let config = format!(
+        r#"switch_id = 7
+[stats]
+interval_ms = 0
+[[ports]]
+name = "in"
+device = "net_pcap0,rx_pcap={},rx_pcap={}"
+role = "edge"
+mac = "02:00:00:00:00:01"
+[[ports]]
+name = "out"
+device = "net_null0,no-rx=1"
+role = "fabric"
+mac = "02:00:00:00:01:00"
+[[workers]]
+lcore = 0
+rx = ["in:0"]
+[[workers]]
+lcore = 1
+rx = ["in:1"]
+[[routes]]
+prefix = "10.1.0.0/16"
+next_hops = [{{ port = "out", mac = "02:00:00:00:02:00" }}]
+[telemetry]
+sink = "{}"
+epoch_ms = 5
+[telemetry.flowradar]
+expected_flows = 2000
+"#,
+        q0.display(),
+        q1.display(),
+        sink.addr()
+    );
+    let cfg = dir.path("rss.toml");
+    std::fs::write(&cfg, config).unwrap();
+    let summary = dir.path("rss.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_pint-bench"))
+        .args(["switch", "--config"])
+        .arg(&cfg)
+        .args(["--duration", "120", "--until-idle", "500", "--summary-json"])
+        .arg(&summary)
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{log}");
+    std::thread::sleep(Duration::from_millis(300));
+    let got = sink.stop();
+    let sum = Summary::from_json(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert!(
+        sum.worker_rx_packets.iter().all(|n| *n > 0),
+        "both workers received: {:?}",
+        sum.worker_rx_packets
+    );
+    let hello = &got.hellos[0];
+    assert_eq!(hello.table_seeds.len(), 2);
+    assert_ne!(
+        hello.table_seeds[0], hello.table_seeds[1],
+        "a seed per worker"
+    );
+    let mut counted: HashMap<FlowKey, (u64, u64)> = HashMap::new();
+    let mut workers = std::collections::BTreeSet::new();
+    for f in &got.flowsets {
+        workers.insert(f.worker);
+        let d = single_decode(&f.flowset.flowset);
+        assert!(d.complete, "worker {} epoch {}", f.worker, f.flowset.epoch);
+        for fl in d.flows {
+            let e = counted.entry(fl.key).or_default();
+            e.0 += fl.packets;
+            e.1 += fl.bytes;
+        }
+    }
+    assert_eq!(workers.len(), 2, "flowsets from both workers");
+    assert_eq!(sum.telemetry.flowsets_dropped, 0, "{log}");
+    for (key, want) in &truth {
+        assert_eq!(counted.get(key), Some(want), "flow {key}");
+    }
+    assert_eq!(counted.len(), truth.len(), "{log}");
+}
+
+/// The metrics endpoint serves what promtool accepts, with the switch's counters in it.
+#[test]
+fn metrics_pass_promtool() {
+    let _serial = serial();
+    let dir = Scratch::new("metrics");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let frames = dataplane::capture::demo_mix(500, telemetry::wire::MacAddr([2, 0, 0, 0, 0, 1]));
+    let pcap = dir.path("in.pcap");
+    dataplane::capture::write_pcap(&pcap, frames.iter().map(Vec::as_slice)).unwrap();
+    let config = format!(
+        r#"switch_id = 9
+[stats]
+interval_ms = 200
+[[ports]]
+name = "hosts"
+device = "net_pcap0,rx_pcap={},infinite_rx=1"
+role = "edge"
+mac = "02:00:00:00:00:01"
+[[ports]]
+name = "up"
+device = "net_null0,no-rx=1"
+role = "fabric"
+mac = "02:00:00:00:01:00"
+[[workers]]
+lcore = 1
+rx = ["hosts"]
+[[routes]]
+prefix = "10.0.0.0/8"
+next_hops = [{{ port = "up", mac = "02:00:00:00:02:00" }}]
+[telemetry]
+[metrics]
+listen = "127.0.0.1:{port}"
+"#,
+        pcap.display()
+    );
+    let switch = start_switch(&dir, "metrics", &config);
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let (_, log) = switch.stop();
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}\n{log}");
+    for want in [
+        "pint_switch_rx_packets_total{port=\"hosts\",worker=\"0\"}",
+        "pint_switch_dropped_packets_total{reason=\"ttl_expired\",worker=\"0\"}",
+        "pint_switch_telemetry_events_total{event=\"shim_inserted\",worker=\"0\"}",
+        "pint_switch_plan_info{version=",
+    ] {
+        assert!(body.contains(want), "{want} missing:\n{body}");
+    }
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs (scripts/setup.sh installs Debian's prometheus package)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}\n{body}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
