@@ -1,9 +1,11 @@
 //! `pint-bench pint-hpcc`: the error and bias of PINT's utilization encoding. One egress port
 //! of a 100 Gbit/s link carries Poisson traffic at a given load through a FIFO queue; HPCC's
-//! estimator runs on every transmitted packet, and the value PINT carries
+//! estimator runs on every transmitted packet, with the bytes queued behind the packet when
+//! it starts to leave (packets that arrived while it waited), and the value PINT carries
 //! (`max(1, ceil(512 U))`, `b` bits, randomized multiplicative rounding) is decoded and
-//! compared with the exact estimate. A second experiment takes the per-packet maximum over
-//! the hops of a path with different loads.
+//! compared with the exact estimate `U` itself (so the error includes the 1/512 quantisation).
+//! A second experiment takes the per-packet maximum over the hops of a path with different
+//! loads.
 
 use serde::Serialize;
 use telemetry::hash::hash32;
@@ -42,6 +44,10 @@ pub struct HpccRow {
     pub bits: u32,
     /// eps of the compression.
     pub eps: f64,
+    /// Share of packets that left with bytes queued behind them (one port).
+    pub queued_share: f64,
+    /// Mean bytes queued behind a departing packet (one port).
+    pub mean_queue_bytes: f64,
     /// Mean of the exact estimate.
     pub true_mean: f64,
     /// Mean of the decoded values.
@@ -65,33 +71,57 @@ pub struct HpccResult {
     pub hops: usize,
 }
 
+/// One port's packets in the order they leave: HPCC's exact estimate at each departure,
+/// and the bytes that were queued behind the packet then.
+struct PortTrace {
+    utilization: Vec<f64>,
+    queued: Vec<f64>,
+}
+
 /// Utilization estimates of one port over `n` packets at `load` (Poisson arrivals, packet
-/// sizes uniform in 64..1500 bytes, FIFO queue).
-fn port_trace(opts: &HpccOptions, load: f64, n: u64, rng: &mut SimRng) -> Vec<f64> {
+/// sizes uniform in 64..1500 bytes, FIFO queue). A packet starts to leave when the link is
+/// free and it has arrived; the queue behind it is every later packet that has arrived by
+/// then.
+fn port_trace(opts: &HpccOptions, load: f64, n: u64, rng: &mut SimRng) -> PortTrace {
     let bytes_per_ns = opts.capacity_bps as f64 / 8e9;
     let mean_size = (64.0 + 1500.0) / 2.0;
     let mean_gap = mean_size / (bytes_per_ns * load);
-    let mut est = HpccEstimator::new(opts.capacity_bps, opts.rtt_ns);
+    let n = n as usize;
+    let mut arrival = Vec::with_capacity(n);
+    let mut size = Vec::with_capacity(n);
     let mut now = 0.0f64;
-    let mut busy_until = 0.0f64;
-    let mut departures: std::collections::VecDeque<(f64, f64)> = std::collections::VecDeque::new();
-    let mut out = Vec::with_capacity(n as usize);
     for _ in 0..n {
         now += rng.exponential(mean_gap);
-        let size = 64.0 + rng.below(1437) as f64;
-        let start = busy_until.max(now);
-        busy_until = start + size / bytes_per_ns;
-        departures.push_back((busy_until, size));
-        while departures.front().is_some_and(|d| d.0 <= now) {
-            departures.pop_front();
+        arrival.push(now);
+        size.push(64.0 + rng.below(1437) as f64);
+    }
+    // Bytes of packets 0..i, for the queue behind a packet in one subtraction.
+    let mut prefix = Vec::with_capacity(n + 1);
+    prefix.push(0.0);
+    for s in &size {
+        prefix.push(prefix.last().copied().unwrap_or(0.0) + s);
+    }
+    let mut est = HpccEstimator::new(opts.capacity_bps, opts.rtt_ns);
+    let mut free_at = 0.0f64;
+    let mut arrived = 0usize; // packets that have arrived by the current departure
+    let mut out = PortTrace {
+        utilization: Vec::with_capacity(n),
+        queued: Vec::with_capacity(n),
+    };
+    for i in 0..n {
+        let start = free_at.max(arrival[i]);
+        free_at = start + size[i] / bytes_per_ns;
+        while arrived < n && arrival[arrived] <= start {
+            arrived += 1;
         }
-        // The packet leaves at `start`; the bytes still queued behind it then.
-        let queued: f64 = departures
-            .iter()
-            .filter(|d| d.0 - d.1 / bytes_per_ns > start)
-            .map(|d| d.1)
-            .sum();
-        out.push(est.on_transmit(start as u64, queued, size as u32));
+        let queued = if arrived > i + 1 {
+            prefix[arrived] - prefix[i + 1]
+        } else {
+            0.0
+        };
+        out.queued.push(queued);
+        out.utilization
+            .push(est.on_transmit(start as u64, queued, size[i] as u32));
     }
     out
 }
@@ -108,6 +138,8 @@ fn stats(load: f64, bits: u32, c: &LogCompressor, truth: &[f64], decoded: &[f64]
         load,
         bits,
         eps: c.epsilon(),
+        queued_share: 0.0,
+        mean_queue_bytes: 0.0,
         true_mean: tm,
         decoded_mean: dm,
         bias: dm / tm - 1.0,
@@ -135,20 +167,22 @@ pub fn run(opts: &HpccOptions) -> HpccResult {
     let mut single = Vec::new();
     for &load in &opts.loads {
         let trace = port_trace(opts, load, opts.packets, &mut rng);
-        let truth: Vec<f64> = trace
-            .iter()
-            .map(|u| (UTILIZATION_SCALE * u).ceil().max(1.0) / UTILIZATION_SCALE)
-            .collect();
+        let truth = &trace.utilization;
+        let queued = trace.queued.iter().filter(|q| **q > 0.0).count() as f64 / truth.len() as f64;
+        let mean_queue = trace.queued.iter().sum::<f64>() / truth.len() as f64;
         for &bits in &opts.bits {
             let c = compressor(bits);
-            let decoded: Vec<f64> = trace
+            let decoded: Vec<f64> = truth
                 .iter()
                 .enumerate()
                 .map(|(i, &u)| {
                     c.decompress(code(&c, u, hash32(3, &[i as u64]))) / UTILIZATION_SCALE
                 })
                 .collect();
-            single.push(stats(load, bits, &c, &truth, &decoded));
+            let mut row = stats(load, bits, &c, truth, &decoded);
+            row.queued_share = queued;
+            row.mean_queue_bytes = mean_queue;
+            single.push(row);
         }
     }
     // Path maximum: hop loads spread from 0.3 to the top load.
@@ -159,15 +193,10 @@ pub fn run(opts: &HpccOptions) -> HpccResult {
         .collect();
     let traces: Vec<Vec<f64>> = loads
         .iter()
-        .map(|&l| port_trace(opts, l, opts.packets, &mut rng))
+        .map(|&l| port_trace(opts, l, opts.packets, &mut rng).utilization)
         .collect();
     let truth: Vec<f64> = (0..opts.packets as usize)
-        .map(|i| {
-            traces
-                .iter()
-                .map(|t| (UTILIZATION_SCALE * t[i]).ceil().max(1.0) / UTILIZATION_SCALE)
-                .fold(0.0, f64::max)
-        })
+        .map(|i| traces.iter().map(|t| t[i]).fold(0.0, f64::max))
         .collect();
     for &bits in &opts.bits {
         let c = compressor(bits);
@@ -215,6 +244,18 @@ pub fn print_table(r: &HpccResult) {
     println!("HPCC utilization on one port (100 Gbit/s, Poisson arrivals, 64-1500 B packets):");
     header();
     r.single.iter().for_each(line);
+    let mut seen = Vec::new();
+    for x in &r.single {
+        if !seen.contains(&x.load.to_bits()) {
+            seen.push(x.load.to_bits());
+            println!(
+                "load {:.2}: {:.1}% of packets left with a queue behind them, {:.0} bytes on average",
+                x.load,
+                100.0 * x.queued_share,
+                x.mean_queue_bytes
+            );
+        }
+    }
     println!(
         "per-packet maximum over {} hops (loads from 0.3 to the top load):",
         r.hops

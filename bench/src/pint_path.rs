@@ -53,6 +53,17 @@ impl std::fmt::Display for PathScheme {
     }
 }
 
+/// Which paths flows take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Routes {
+    /// Shortest paths (the topology alone then leaves few walks of the path's length between
+    /// its ends, which helps the decoder).
+    Shortest,
+    /// Random simple paths of exactly the length asked for that are not shortest paths
+    /// between their ends (the topology helps less).
+    Walk,
+}
+
 /// Options of the experiment.
 #[derive(Debug, Clone)]
 pub struct PathOptions {
@@ -81,6 +92,8 @@ pub struct PathOptions {
     pub seed: u64,
     /// Give up on a run after this many packets.
     pub max_packets: u64,
+    /// Which paths flows take.
+    pub routes: Routes,
 }
 
 /// Results for one path length.
@@ -100,6 +113,8 @@ pub struct LengthRow {
     pub p99: f64,
     /// Runs that hit `max_packets` without decoding.
     pub failed: usize,
+    /// Runs that decoded a path other than the true one (must be 0: checked in every run).
+    pub wrong: usize,
 }
 
 /// The experiment's output.
@@ -125,6 +140,8 @@ pub struct PathResult {
     pub topology_used: bool,
     /// Whether the first hop was known.
     pub first_hop_known: bool,
+    /// Which paths flows took.
+    pub routes: String,
     /// Rows by path length.
     pub rows: Vec<LengthRow>,
 }
@@ -157,6 +174,21 @@ fn pick_paths(
         }
     }
     let mut out = BTreeMap::new();
+    if opts.routes == Routes::Walk {
+        for &len in by_len.keys() {
+            if !opts.lengths.is_empty() && !opts.lengths.contains(&len) {
+                continue;
+            }
+            let walks: Vec<Vec<u32>> = (0..opts.paths_per_length)
+                .filter_map(|_| random_walk(t, &ends, len, rng))
+                .map(|p| p.into_iter().map(|n| t.switch_id(n)).collect())
+                .collect();
+            if !walks.is_empty() {
+                out.insert(len, walks);
+            }
+        }
+        return out;
+    }
     for (len, mut pairs) in by_len {
         if !opts.lengths.is_empty() && !opts.lengths.contains(&len) {
             continue;
@@ -176,6 +208,70 @@ fn pick_paths(
     out
 }
 
+/// A random simple path of exactly `len` switches between two of `ends` that is not a
+/// shortest path between them: a depth-first search with random neighbour order and a budget
+/// of steps, from random starts.
+fn random_walk(t: &Topology, ends: &[u32], len: usize, rng: &mut SimRng) -> Option<Vec<u32>> {
+    for _ in 0..200 {
+        let start = ends[rng.below(ends.len() as u64) as usize];
+        let mut path = vec![start];
+        let mut on_path = vec![false; t.len()];
+        on_path[start as usize] = true;
+        // Per depth: the neighbours still to try.
+        let mut todo: Vec<Vec<u32>> = vec![shuffled(t.neighbours(start), rng)];
+        let mut budget = 20_000u32;
+        while let Some(next) = todo.last_mut() {
+            budget -= 1;
+            if budget == 0 {
+                break;
+            }
+            if path.len() == len {
+                let (s, d) = (path[0], path[len - 1]);
+                let shortest = t.bfs(s).0[d as usize] as usize + 1;
+                if shortest < len && ends.contains(&d) {
+                    return Some(path);
+                }
+                on_path[d as usize] = false;
+                path.pop();
+                todo.pop();
+                continue;
+            }
+            match next.pop() {
+                Some(v) if !on_path[v as usize] => {
+                    path.push(v);
+                    on_path[v as usize] = true;
+                    todo.push(shuffled(t.neighbours(v), rng));
+                }
+                Some(_) => {}
+                None => {
+                    let last = path.pop().expect("non-empty");
+                    on_path[last as usize] = false;
+                    todo.pop();
+                }
+            }
+        }
+    }
+    None
+}
+
+fn shuffled(xs: &[u32], rng: &mut SimRng) -> Vec<u32> {
+    let mut v = xs.to_vec();
+    for i in (1..v.len()).rev() {
+        v.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    v
+}
+
+/// How a PINT run ended.
+enum Run {
+    /// Decoded the true path after this many packets.
+    Decoded(u64),
+    /// Decoded another path (a decoder bug; reported, must never happen).
+    Wrong,
+    /// Not decoded within the packet limit.
+    Failed,
+}
+
 /// Packets until a PINT decoder decodes `path`.
 fn pint_run(
     coding: &PathCoding,
@@ -184,7 +280,7 @@ fn pint_run(
     first_known: bool,
     rng: &mut SimRng,
     max: u64,
-) -> Option<u64> {
+) -> Run {
     let k = path.len();
     let mut d = PathDecoder::new(k, coding, space);
     if !matches!(space, Space::Raw) {
@@ -205,11 +301,13 @@ fn pint_run(
         }
         d.feed(pid, &fields);
         if d.is_decoded() {
-            debug_assert_eq!(d.path().as_deref(), Some(path));
-            return Some(d.packets());
+            if d.path().as_deref() != Some(path) {
+                return Run::Wrong;
+            }
+            return Run::Decoded(d.packets());
         }
     }
-    None
+    Run::Failed
 }
 
 /// The hop a reservoir-sampling marker leaves its mark from (uniform over 1..=k).
@@ -323,7 +421,7 @@ pub fn run(opts: &PathOptions) -> anyhow::Result<PathResult> {
     let mut rows = Vec::new();
     for (len, ps) in &paths {
         let mut samples = Vec::new();
-        let mut failed = 0;
+        let (mut failed, mut wrong) = (0, 0);
         for p in ps {
             for _ in 0..opts.runs {
                 let r = match opts.scheme {
@@ -342,23 +440,27 @@ pub fn run(opts: &PathOptions) -> anyhow::Result<PathResult> {
                             opts.max_packets,
                         )
                     }
-                    PathScheme::Ppm => ppm_run(p.len(), &mut rng, opts.max_packets),
-                    PathScheme::Ams2(m) => ams2_run(&t, p, m, &mut rng, opts.max_packets),
+                    PathScheme::Ppm => ppm_run(p.len(), &mut rng, opts.max_packets)
+                        .map_or(Run::Failed, Run::Decoded),
+                    PathScheme::Ams2(m) => ams2_run(&t, p, m, &mut rng, opts.max_packets)
+                        .map_or(Run::Failed, Run::Decoded),
                 };
                 match r {
-                    Some(n) => samples.push(n as f64),
-                    None => failed += 1,
+                    Run::Decoded(n) => samples.push(n as f64),
+                    Run::Failed => failed += 1,
+                    Run::Wrong => wrong += 1,
                 }
             }
         }
         rows.push(LengthRow {
             length: *len,
             paths: ps.len(),
-            runs: samples.len() + failed,
+            runs: samples.len() + failed + wrong,
             avg: mean(&samples),
             median: median(&samples),
             p99: percentile(&samples, 0.99),
             failed,
+            wrong,
         });
     }
     let pint = matches!(opts.scheme, PathScheme::Pint(_));
@@ -377,6 +479,10 @@ pub fn run(opts: &PathOptions) -> anyhow::Result<PathResult> {
         },
         topology_used: !opts.no_topology,
         first_hop_known: opts.first_hop_known,
+        routes: match opts.routes {
+            Routes::Shortest => "shortest".into(),
+            Routes::Walk => "walk".into(),
+        },
         rows,
     })
 }
@@ -409,15 +515,22 @@ pub fn print_table(r: &PathResult) {
     } else {
         format!("{} (16 bits per packet)", r.scheme)
     };
-    println!("{} ({} switches): {what}", r.topology, r.switches);
     println!(
-        "{:>7} {:>6} {:>7} {:>9} {:>8} {:>8} {:>7}",
-        "length", "paths", "runs", "avg", "median", "p99", "failed"
+        "{} ({} switches), {} paths: {what}",
+        r.topology, r.switches, r.routes
+    );
+    println!(
+        "{:>7} {:>6} {:>7} {:>9} {:>8} {:>8} {:>7} {:>6}",
+        "length", "paths", "runs", "avg", "median", "p99", "failed", "wrong"
     );
     for row in &r.rows {
         println!(
-            "{:>7} {:>6} {:>7} {:>9.1} {:>8.1} {:>8.1} {:>7}",
-            row.length, row.paths, row.runs, row.avg, row.median, row.p99, row.failed
+            "{:>7} {:>6} {:>7} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>6}",
+            row.length, row.paths, row.runs, row.avg, row.median, row.p99, row.failed, row.wrong
         );
+    }
+    let wrong: usize = r.rows.iter().map(|row| row.wrong).sum();
+    if wrong > 0 {
+        println!("warning: {wrong} runs decoded a wrong path");
     }
 }

@@ -1,5 +1,5 @@
 //! The packet ID and the hop index: what every hop and the sink compute identically from a
-//! packet's headers (DESIGN.md decisions 3 and 4).
+//! packet's headers (`docs/architecture.md`, "Packet ID and hop index").
 
 use crate::hash::{flow_words, key_hash, packet_id};
 

@@ -121,6 +121,10 @@ enum Cmd {
         /// Give up on a run after this many packets.
         #[arg(long, default_value_t = 100_000)]
         max_packets: u64,
+        /// Paths flows take: shortest paths, or random simple paths of each length that are
+        /// not shortest (walk).
+        #[arg(long, value_enum, default_value = "shortest")]
+        routes: bench::pint_path::Routes,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -316,6 +320,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             lengths,
             seed,
             max_packets,
+            routes,
             json,
         } => {
             let opts = bench::pint_path::PathOptions {
@@ -331,6 +336,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 lengths,
                 seed,
                 max_packets,
+                routes,
             };
             let r = bench::pint_path::run(&opts)?;
             emit(json, &r, bench::pint_path::print_table)?;
