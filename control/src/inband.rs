@@ -341,16 +341,20 @@ impl TelemetryControl {
         }
     }
 
-    fn refresh_export_counts(&mut self) {
+    /// Copies the exporter's counters into the control thread's.
+    fn copy_export_counts(&mut self, s: &crate::export::ExportStats) {
         use std::sync::atomic::Ordering::Relaxed;
-        if let Some(ex) = &self.exporter {
-            let s = &ex.stats;
-            self.counts.sink_connected = s.connected.load(Relaxed);
-            self.counts.sink_connections = s.connections.load(Relaxed);
-            self.counts.sink_bytes = s.bytes.load(Relaxed);
-            self.counts.sink_frames = s.frames.load(Relaxed);
-            self.counts.digests_dropped = s.digests_dropped.load(Relaxed);
-            self.counts.flowsets_dropped = s.flowsets_dropped.load(Relaxed);
+        self.counts.sink_connected = s.connected.load(Relaxed);
+        self.counts.sink_connections = s.connections.load(Relaxed);
+        self.counts.sink_bytes = s.bytes.load(Relaxed);
+        self.counts.sink_frames = s.frames.load(Relaxed);
+        self.counts.digests_dropped = s.digests_dropped.load(Relaxed);
+        self.counts.flowsets_dropped = s.flowsets_dropped.load(Relaxed);
+    }
+
+    fn refresh_export_counts(&mut self) {
+        if let Some(stats) = self.exporter.as_ref().map(|ex| Arc::clone(&ex.stats)) {
+            self.copy_export_counts(&stats);
         } else {
             // Nowhere to send: everything drained is dropped.
             self.counts.digests_dropped = self.counts.digests_drained;
@@ -438,14 +442,7 @@ impl TelemetryControl {
         if let Some(ex) = self.exporter.take() {
             let stats = Arc::clone(&ex.stats);
             ex.finish(linger);
-            self.exporter = None;
-            use std::sync::atomic::Ordering::Relaxed;
-            self.counts.sink_connected = false;
-            self.counts.sink_connections = stats.connections.load(Relaxed);
-            self.counts.sink_bytes = stats.bytes.load(Relaxed);
-            self.counts.sink_frames = stats.frames.load(Relaxed);
-            self.counts.digests_dropped = stats.digests_dropped.load(Relaxed);
-            self.counts.flowsets_dropped = stats.flowsets_dropped.load(Relaxed);
+            self.copy_export_counts(&stats);
         } else {
             self.refresh_export_counts();
         }

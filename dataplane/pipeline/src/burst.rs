@@ -37,6 +37,35 @@ impl Default for BurstVerdicts {
     }
 }
 
+impl LocalCounters {
+    /// Counts a drop and returns the packet's verdict.
+    #[inline(always)]
+    pub(crate) fn dropped_verdict(&mut self, r: crate::DropReason) -> u16 {
+        self.drop_one(r);
+        DROPPED | r as u16
+    }
+
+    /// Counts a burst of `n` packets received on `rx_port` (`rx_bytes`), of which
+    /// `tx_packets` were forwarded (`tx_bytes`; per-port tx counts are kept as packets go).
+    #[inline(always)]
+    pub(crate) fn count_burst(
+        &mut self,
+        rx_port: usize,
+        n: u64,
+        rx_bytes: u64,
+        tx_packets: u64,
+        tx_bytes: u64,
+    ) {
+        self.rx_packets += n;
+        self.rx_bytes += rx_bytes;
+        self.tx_packets += tx_packets;
+        self.tx_bytes += tx_bytes;
+        let pc = &mut self.ports[rx_port];
+        pc.rx_packets += n;
+        pc.rx_bytes += rx_bytes;
+    }
+}
+
 /// A worker's pipeline.
 pub struct Pipeline {
     fwd: Arc<Forwarder>,
@@ -137,21 +166,12 @@ impl Pipeline {
                     pc.tx_bytes += len as u64;
                     egress
                 }
-                Verdict::Drop(reason) => {
-                    c.drop_one(reason);
-                    DROPPED | reason as u16
-                }
+                Verdict::Drop(reason) => c.dropped_verdict(reason),
             };
             out.verdicts[i] = v;
             all_same &= v == out.verdicts[0];
         }
         out.all_same = all_same;
-        c.rx_packets += n as u64;
-        c.rx_bytes += rx_bytes;
-        c.tx_packets += tx_packets;
-        c.tx_bytes += tx_bytes;
-        let pc = &mut c.ports[rx_port];
-        pc.rx_packets += n as u64;
-        pc.rx_bytes += rx_bytes;
+        c.count_burst(rx_port, n as u64, rx_bytes, tx_packets, tx_bytes);
     }
 }

@@ -25,7 +25,7 @@ use telemetry::wire::EtherType;
 use telemetry::wire::ipv4::protocol;
 use telemetry::wire::shim::{FORMAT, MAX_DIGEST_BYTES, shim_len};
 
-use crate::burst::{BurstVerdicts, DROPPED, MAX_BURST};
+use crate::burst::{BurstVerdicts, MAX_BURST};
 use crate::clock::{Clock, SharedClock};
 use crate::counters::{DropReason, LocalCounters, TelemetryEvent};
 use crate::digest::{DigestProducer, DigestRecord};
@@ -178,9 +178,7 @@ impl Inband {
     #[inline(always)]
     pub fn tick(&mut self, now_tsc: u64, c: &mut LocalCounters) {
         let s = &mut self.state;
-        if s.plans.refresh(&s.plan_cell) {
-            c.event(TelemetryEvent::PlanInstalled);
-        }
+        s.refresh_plans(c);
         if s.epochs.due(now_tsc) {
             s.end_epoch(now_tsc, c);
         }
@@ -197,12 +195,101 @@ impl Inband {
         out: &mut BurstVerdicts,
         c: &mut LocalCounters,
     ) {
-        self.state
-            .process_burst(fwd, rx, tx_tsc, out, c, &mut self.meta);
+        let Inband { state, meta: metas } = self;
+        let Received {
+            port: rx_port,
+            pkts,
+            tsc: rx_tsc,
+        } = rx;
+        let n = pkts.len().min(MAX_BURST);
+        state.refresh_plans(c);
+        let mut port_bytes = [0u64; MAX_PORTS];
+        let mut used = 0u32;
+        let (mut rx_bytes, mut tx_bytes, mut tx_packets) = (0u64, 0u64, 0u64);
+        let mut all_same = true;
+        for (i, m) in pkts.iter_mut().enumerate().take(n) {
+            let meta = &mut metas[i];
+            meta.counted = false;
+            meta.action = Action::None;
+            let len = m.pkt_len();
+            rx_bytes += len as u64;
+            let v = match state.classify(fwd, rx_port, m.data_mut(), len, meta, c) {
+                Verdict::Forward(e) => {
+                    let e = usize::from(e);
+                    port_bytes[e] += len as u64;
+                    used |= 1 << e;
+                    tx_packets += 1;
+                    e as u16
+                }
+                Verdict::Drop(r) => c.dropped_verdict(r),
+            };
+            out.verdicts[i] = v;
+            all_same &= v == out.verdicts[0];
+        }
+        out.all_same = all_same;
+
+        // Once per burst: the time the packets leave, each used port's utilisation.
+        let now = tx_tsc();
+        let latency_ns = state.clock.ns(now.saturating_sub(rx_tsc));
+        let now_ns = state.clock.ns(now);
+        let mut util = [1u64; MAX_PORTS];
+        let mut ports = used;
+        while ports != 0 {
+            let e = ports.trailing_zeros() as usize;
+            ports &= ports - 1;
+            let own = state.loads.on_burst(e, now_ns, port_bytes[e], 0);
+            state.loads.publish(&state.shared_load, e, now);
+            let others = state.shared_load.others[e].load(std::sync::atomic::Ordering::Relaxed);
+            util[e] = carried_value(own.saturating_add(others));
+        }
+
+        // Pass 2: encode, shim, report, count.
+        let mut ahead = [0u64; MAX_PORTS];
+        for (i, m) in pkts.iter_mut().enumerate().take(n) {
+            let meta = &metas[i];
+            if !meta.counted {
+                continue;
+            }
+            let e = usize::from(meta.egress);
+            let len = m.pkt_len() as u64;
+            if meta.action != Action::None && meta.action != Action::Remove {
+                let input = HopInput {
+                    pid: meta.pid,
+                    hop: usize::from(meta.hop),
+                    switch_id: state.switch_id,
+                    ingress_port: rx_port as u32,
+                    egress_port: e as u32,
+                    hop_latency_ns: latency_ns,
+                    queue_bytes: ahead[e],
+                    utilization: util[e],
+                };
+                state.encode(m, meta, &input, now, c);
+            } else if meta.action == Action::Remove {
+                strip(m, meta);
+            }
+            ahead[e] += len;
+            let fs = state.epochs.active();
+            fs.update_slots(&meta.slots, &meta.key, u32::from(meta.ip_len));
+            // The frame may have grown or shrunk by a shim.
+            let new_len = m.pkt_len() as u64;
+            tx_bytes += new_len;
+            let pc = &mut c.ports[e];
+            pc.tx_packets += 1;
+            pc.tx_bytes += new_len;
+        }
+        c.count_burst(rx_port, n as u64, rx_bytes, tx_packets, tx_bytes);
     }
 }
 
 impl State {
+    /// Takes a new plan if one was installed.
+    #[inline(always)]
+    fn refresh_plans(&mut self, c: &mut LocalCounters) {
+        if self.plans.refresh(&self.plan_cell) {
+            c.event(TelemetryEvent::PlanInstalled);
+        }
+    }
+
     #[cold]
     fn end_epoch(&mut self, now_tsc: u64, c: &mut LocalCounters) {
         self.clock = self.shared_clock.get();
@@ -379,111 +466,6 @@ impl State {
         meta.slots = fs.slots(f);
         fs.prefetch(&meta.slots);
         v
-    }
-
-    #[inline(always)]
-    fn process_burst<B: PacketBuf>(
-        &mut self,
-        fwd: &Forwarder,
-        rx: Received<'_, B>,
-        tx_tsc: impl FnOnce() -> u64,
-        out: &mut BurstVerdicts,
-        c: &mut LocalCounters,
-        metas: &mut [Meta; MAX_BURST],
-    ) {
-        let Received {
-            port: rx_port,
-            pkts,
-            tsc: rx_tsc,
-        } = rx;
-        let n = pkts.len().min(MAX_BURST);
-        if self.plans.refresh(&self.plan_cell) {
-            c.event(TelemetryEvent::PlanInstalled);
-        }
-        let mut port_bytes = [0u64; MAX_PORTS];
-        let mut used = 0u32;
-        let (mut rx_bytes, mut tx_bytes, mut tx_packets) = (0u64, 0u64, 0u64);
-        let mut all_same = true;
-        for (i, m) in pkts.iter_mut().enumerate().take(n) {
-            let meta = &mut metas[i];
-            meta.counted = false;
-            meta.action = Action::None;
-            let len = m.pkt_len();
-            rx_bytes += len as u64;
-            let v = match self.classify(fwd, rx_port, m.data_mut(), len, meta, c) {
-                Verdict::Forward(e) => {
-                    let e = usize::from(e);
-                    port_bytes[e] += len as u64;
-                    used |= 1 << e;
-                    tx_packets += 1;
-                    e as u16
-                }
-                Verdict::Drop(r) => {
-                    c.drop_one(r);
-                    DROPPED | r as u16
-                }
-            };
-            out.verdicts[i] = v;
-            all_same &= v == out.verdicts[0];
-        }
-        out.all_same = all_same;
-
-        // Once per burst: the time the packets leave, each used port's utilisation.
-        let now = tx_tsc();
-        let latency_ns = self.clock.ns(now.saturating_sub(rx_tsc));
-        let now_ns = self.clock.ns(now);
-        let mut util = [1u64; MAX_PORTS];
-        let mut ports = used;
-        while ports != 0 {
-            let e = ports.trailing_zeros() as usize;
-            ports &= ports - 1;
-            let own = self.loads.on_burst(e, now_ns, port_bytes[e], 0);
-            self.loads.publish(&self.shared_load, e, now);
-            let others = self.shared_load.others[e].load(std::sync::atomic::Ordering::Relaxed);
-            util[e] = carried_value(own.saturating_add(others));
-        }
-
-        // Pass 2: encode, shim, report, count.
-        let mut ahead = [0u64; MAX_PORTS];
-        for (i, m) in pkts.iter_mut().enumerate().take(n) {
-            let meta = &metas[i];
-            if !meta.counted {
-                continue;
-            }
-            let e = usize::from(meta.egress);
-            let len = m.pkt_len() as u64;
-            if meta.action != Action::None && meta.action != Action::Remove {
-                let input = HopInput {
-                    pid: meta.pid,
-                    hop: usize::from(meta.hop),
-                    switch_id: self.switch_id,
-                    ingress_port: rx_port as u32,
-                    egress_port: e as u32,
-                    hop_latency_ns: latency_ns,
-                    queue_bytes: ahead[e],
-                    utilization: util[e],
-                };
-                self.encode(m, meta, &input, now, c);
-            } else if meta.action == Action::Remove {
-                strip(m, meta);
-            }
-            ahead[e] += len;
-            let fs = self.epochs.active();
-            fs.update_slots(&meta.slots, &meta.key, u32::from(meta.ip_len));
-            // The frame may have grown or shrunk by a shim.
-            let new_len = m.pkt_len() as u64;
-            tx_bytes += new_len;
-            let pc = &mut c.ports[e];
-            pc.tx_packets += 1;
-            pc.tx_bytes += new_len;
-        }
-        c.rx_packets += n as u64;
-        c.rx_bytes += rx_bytes;
-        c.tx_packets += tx_packets;
-        c.tx_bytes += tx_bytes;
-        let pc = &mut c.ports[rx_port];
-        pc.rx_packets += n as u64;
-        pc.rx_bytes += rx_bytes;
     }
 
     /// Encodes this hop and does the packet's shim action.

@@ -115,17 +115,5 @@ impl Drop for ThreadRegistration {
 }
 
 /// The CPU's time-stamp counter: a clock that costs a few cycles to read, for the poll
-/// loops (its rate is [`Eal::tsc_hz`]).
-#[inline(always)]
-pub fn tsc() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: rdtsc has no preconditions on x86_64.
-    unsafe {
-        core::arch::x86_64::_rdtsc()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    // SAFETY: EAL is initialised before a poll loop runs.
-    unsafe {
-        dpdk_sys::rte_rdtsc()
-    }
-}
+/// loops (its rate is [`Eal::tsc_hz`]); the same counter the pipeline's clock reads.
+pub use pipeline::clock::tsc;

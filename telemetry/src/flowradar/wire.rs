@@ -108,6 +108,27 @@ impl From<ReadError> for FlowSetWireError {
     }
 }
 
+/// The index of the `n`-th entry of a sparse list: a varint gap after `prev` (the first: the
+/// index itself), increasing, below `limit`.
+fn next_index(
+    r: &mut Reader<'_>,
+    n: usize,
+    prev: usize,
+    limit: usize,
+) -> Result<usize, FlowSetWireError> {
+    let gap = r.varint()?;
+    if n > 0 && gap == 0 {
+        return Err(FlowSetWireError::BadIndex);
+    }
+    let index = prev
+        .checked_add(usize::try_from(gap).map_err(|_| FlowSetWireError::BadIndex)?)
+        .ok_or(FlowSetWireError::BadIndex)?;
+    if index >= limit {
+        return Err(FlowSetWireError::BadIndex);
+    }
+    Ok(index)
+}
+
 /// Serialises a flowset.
 pub fn encode(e: &EpochFlowSet) -> Vec<u8> {
     encode_parts(e.switch_id, e.epoch, &e.flowset)
@@ -206,16 +227,7 @@ pub fn decode_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<EpochFlowSet,
     let mut filter = vec![Block::default(); blocks];
     let mut index = 0usize;
     for n in 0..used_blocks {
-        let gap = r.varint()?;
-        if n > 0 && gap == 0 {
-            return Err(FlowSetWireError::BadIndex);
-        }
-        index = index
-            .checked_add(usize::try_from(gap).map_err(|_| FlowSetWireError::BadIndex)?)
-            .ok_or(FlowSetWireError::BadIndex)?;
-        if index >= blocks {
-            return Err(FlowSetWireError::BadIndex);
-        }
+        index = next_index(&mut r, n, index, blocks)?;
         let raw = r.take(64)?;
         for (w, chunk) in filter[index].0.iter_mut().zip(raw.chunks_exact(8)) {
             *w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
@@ -224,16 +236,7 @@ pub fn decode_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<EpochFlowSet,
     let mut cells = vec![Cell::default(); total];
     let mut index = 0usize;
     for n in 0..nonempty {
-        let gap = r.varint()?;
-        if n > 0 && gap == 0 {
-            return Err(FlowSetWireError::BadIndex);
-        }
-        index = index
-            .checked_add(usize::try_from(gap).map_err(|_| FlowSetWireError::BadIndex)?)
-            .ok_or(FlowSetWireError::BadIndex)?;
-        if index >= total {
-            return Err(FlowSetWireError::BadIndex);
-        }
+        index = next_index(&mut r, n, index, total)?;
         let mut key = [0u8; 16];
         key[3..].copy_from_slice(r.take(13)?);
         let check = u16::from_be_bytes(r.take(2)?.try_into().expect("2 bytes"));
