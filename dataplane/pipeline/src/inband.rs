@@ -122,6 +122,8 @@ struct State {
     mtu: [u16; MAX_PORTS],
     plan_cell: Arc<PlanCell>,
     plans: WorkerPlans,
+    /// The current and previous plan's (shim tag, digest bytes), for the shim check.
+    tags: [Option<(u16, usize)>; 2],
     shared_clock: Arc<SharedClock>,
     clock: Clock,
     epochs: WorkerEpochs,
@@ -148,7 +150,9 @@ impl Inband {
         }
         let mut plans = WorkerPlans::default();
         plans.refresh(&setup.plans);
+        let tags = tags_of(&plans);
         let state = State {
+            tags,
             switch_id: setup.switch_id,
             shim_ethertype: setup.shim_ethertype,
             edge_ports,
@@ -286,6 +290,7 @@ impl State {
     #[inline(always)]
     fn refresh_plans(&mut self, c: &mut LocalCounters) {
         if self.plans.refresh(&self.plan_cell) {
+            self.tags = tags_of(&self.plans);
             c.event(TelemetryEvent::PlanInstalled);
         }
     }
@@ -352,10 +357,12 @@ impl State {
             for &b in &frame[at + 4..at + 4 + n] {
                 digest = (digest << 8) | u64::from(b);
             }
-            plan = match (&self.plans.current, &self.plans.previous) {
-                (Some(p), _) if p.tag() == tag && p.digest_bytes() == n => Some(0),
-                (_, Some(p)) if p.tag() == tag && p.digest_bytes() == n => Some(1),
-                _ => None,
+            plan = if self.tags[0] == Some((tag, n)) {
+                Some(0)
+            } else if self.tags[1] == Some((tag, n)) {
+                Some(1)
+            } else {
+                None
             };
             meta.digest = digest;
             meta.shim_len = len as u8;
@@ -493,18 +500,18 @@ impl State {
                     return;
                 }
                 let f = m.data_mut();
-                f.copy_within(len..len + eth_at, 0);
+                move_header(f, len, 0, eth_at);
                 f[eth_at..eth_at + 2].copy_from_slice(&self.shim_ethertype.to_be_bytes());
                 f[eth_at + 2] = (FORMAT << 4) | n as u8;
                 f[eth_at + 3] = 0;
                 f[eth_at + 4..eth_at + 6].copy_from_slice(&plan.tag().to_be_bytes());
-                f[eth_at + 6..eth_at + 6 + n].copy_from_slice(&digest.to_be_bytes()[8 - n..]);
+                put_digest(f, eth_at + 6, n, digest);
                 c.event(TelemetryEvent::ShimInserted);
             }
             Action::Transit => {
                 let n = usize::from(meta.shim_len) - shim_len(0);
                 let at = eth_at + 6;
-                m.data_mut()[at..at + n].copy_from_slice(&digest.to_be_bytes()[8 - n..]);
+                put_digest(m.data_mut(), at, n, digest);
                 c.event(TelemetryEvent::TransitEncoded);
             }
             Action::Strip | Action::OneHop => {
@@ -535,12 +542,41 @@ impl State {
     }
 }
 
+/// The shim tag and digest length of the current and previous plan.
+fn tags_of(plans: &WorkerPlans) -> [Option<(u16, usize)>; 2] {
+    let t = |p: &Option<Arc<SwitchPlan>>| p.as_ref().map(|p| (p.tag(), p.digest_bytes()));
+    [t(&plans.current), t(&plans.previous)]
+}
+
+/// Writes the low `n` bytes (1 to 8) of `digest` big-endian at `at`, byte by byte (a
+/// variable-length slice copy would be a library call per packet).
+#[inline(always)]
+fn put_digest(f: &mut [u8], at: usize, n: usize, digest: u64) {
+    let b = digest.to_be_bytes();
+    for (i, dst) in f[at..at + n].iter_mut().enumerate() {
+        *dst = b[8 - n + i];
+    }
+}
+
+/// Moves the `len` bytes of the Ethernet header (MACs and VLAN tags) from `from` to `to`,
+/// with fixed-size copies for the common untagged header.
+#[inline(always)]
+fn move_header(f: &mut [u8], from: usize, to: usize, len: usize) {
+    if len == 12 {
+        let mut h = [0u8; 12];
+        h.copy_from_slice(&f[from..from + 12]);
+        f[to..to + 12].copy_from_slice(&h);
+    } else {
+        f.copy_within(from..from + len, to);
+    }
+}
+
 /// Removes the shim a packet arrived with, restoring the frame plain forwarding gives.
 #[inline(always)]
 fn strip<B: PacketBuf>(m: &mut B, meta: &Meta) {
     let len = usize::from(meta.shim_len);
     let eth_at = usize::from(meta.eth_at);
     // The shim's next-EtherType field ends up where the Ethernet header's EtherType goes.
-    m.data_mut().copy_within(0..eth_at, len);
+    move_header(m.data_mut(), 0, len, eth_at);
     let _ = m.adj(len);
 }

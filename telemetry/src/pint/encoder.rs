@@ -55,6 +55,8 @@ enum Op {
 struct Placed {
     shift: u32,
     mask: u64,
+    /// Every bit of the digest but the field's.
+    keep: u64,
     op: Op,
 }
 
@@ -209,7 +211,7 @@ impl SwitchPlan {
                     self.plan.queries[*qi].encode_with(field, m, &tape, input, self, *qi)
                 }
             };
-            d = (d & !(p.mask << p.shift)) | ((new & p.mask) << p.shift);
+            d = (d & p.keep) | ((new & p.mask) << p.shift);
         }
         d
     }
@@ -269,9 +271,11 @@ impl Program {
                         .zip(&s.shifts)
                         .map(|(p, &shift)| {
                             let qi = usize::from(p.query);
+                            let m = mask(plan.queries[qi].width);
                             Placed {
                                 shift: u32::from(shift),
-                                mask: mask(plan.queries[qi].width),
+                                mask: m,
+                                keep: !(m << shift),
                                 op: op_of(qi),
                             }
                         })

@@ -115,13 +115,25 @@ pub struct Slice {
     pub shift: u8,
     /// The width in bits.
     pub width: u8,
+    /// The low `width` bits set.
+    mask: u32,
 }
 
 impl Slice {
+    /// The slice of `width` bits (1 to 32) at bit `shift` of word `word`.
+    pub const fn new(word: u8, shift: u8, width: u8) -> Slice {
+        Slice {
+            word,
+            shift,
+            width,
+            mask: ((1u64 << width) - 1) as u32,
+        }
+    }
+
     /// The slice's bits of `w`.
     #[inline(always)]
     pub const fn of(&self, w: u64) -> u32 {
-        ((w >> self.shift) & ((1u64 << self.width) - 1)) as u32
+        (w >> self.shift) as u32 & self.mask
     }
 }
 
@@ -165,11 +177,7 @@ impl SliceAllocator {
             self.word += 1;
             self.used = 0;
         }
-        let s = Slice {
-            word: self.word,
-            shift: self.used,
-            width: width as u8,
-        };
+        let s = Slice::new(self.word, self.used, width as u8);
         self.used += width as u8;
         s
     }
@@ -277,11 +285,7 @@ mod tests {
         let m = packet_word(12345);
         let t = HopTape::new(m, 3, 2);
         for j in 0..6u8 {
-            let s = Slice {
-                word: j,
-                shift: 8,
-                width: 24,
-            };
+            let s = Slice::new(j, 8, 24);
             assert_eq!(t.slice(s), hop_slice(m, 3, s));
             assert_eq!(
                 hop_word(m, 3, u32::from(j)) >> 8 & 0xff_ffff,
@@ -307,16 +311,8 @@ mod tests {
         let (mut a, mut b, mut both, mut hops) = (0u32, 0u32, 0u32, 0u32);
         let q = 1u32 << 22;
         let n = 200_000u32;
-        let s0 = Slice {
-            word: 0,
-            shift: 0,
-            width: 24,
-        };
-        let s1 = Slice {
-            word: 0,
-            shift: 24,
-            width: 24,
-        };
+        let s0 = Slice::new(0, 0, 24);
+        let s1 = Slice::new(0, 24, 24);
         for pid in 0..n {
             let m = packet_word(pid);
             let x = hop_slice(m, 2, s0) < q;
