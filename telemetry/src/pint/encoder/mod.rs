@@ -12,6 +12,10 @@ use crate::pint::query::{QueryFile, ValueKind};
 use crate::pint::tape::{self, HopTape, SAMPLE_THRESHOLDS, Slice};
 use crate::wire::shim::{digest_bytes, mask};
 
+mod fast;
+
+use fast::{FastPath, FastProgram, FastSet, FastValue, Merge};
+
 /// Where a static query's value key comes from.
 #[derive(Debug, Clone, Copy)]
 enum KeySource {
@@ -82,6 +86,8 @@ pub struct SwitchPlan {
     /// Per query: the value keys of port numbers (static port queries; empty otherwise).
     port_keys: Vec<Vec<u64>>,
     program: Program,
+    /// The straight-line form, when the plan has its shape.
+    fast: Option<FastProgram>,
 }
 
 impl SwitchPlan {
@@ -113,12 +119,14 @@ impl SwitchPlan {
             });
         }
         let program = Program::compile(&plan, &switch_keys);
+        let fast = program.fast();
         SwitchPlan {
             plan,
             text,
             switch_keys,
             port_keys,
             program,
+            fast,
         }
     }
 
@@ -141,6 +149,20 @@ impl SwitchPlan {
     /// ID) and `input` what the switch measured (its `switch_id` must be this plan's switch).
     #[inline(always)]
     pub fn encode(&self, digest: u64, m: u64, input: &HopInput) -> u64 {
+        match &self.fast {
+            Some(f) => f.encode(digest, m, input),
+            None => self.encode_general(digest, m, input),
+        }
+    }
+
+    /// Whether the plan runs in the straight-line form.
+    pub fn is_straight_line(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// [`SwitchPlan::encode`] through the operation lists.
+    #[inline(always)]
+    fn encode_general(&self, digest: u64, m: u64, input: &HopInput) -> u64 {
         let choice = u64::from(tape::set_choice(m));
         let sets = &self.program.sets;
         let mut s = 0;
@@ -218,6 +240,81 @@ impl SwitchPlan {
 }
 
 impl Program {
+    /// The straight-line form, if every set has its shape.
+    fn fast(&self) -> Option<FastProgram> {
+        let hop_word = |s: &Slice| (s.word <= 1).then_some(s.word == 1);
+        let mut sets = Vec::with_capacity(self.sets.len());
+        for (end, ops) in &self.sets {
+            let mut set = FastSet {
+                end: *end,
+                path: None,
+                value: None,
+                second_word: false,
+            };
+            for p in ops {
+                match &p.op {
+                    Op::Path {
+                        parts,
+                        keys: KeySource::Switch(key),
+                        ..
+                    } if set.path.is_none() && parts.layer.word == 0 => {
+                        set.second_word |= hop_word(&parts.sample)?;
+                        set.path = Some(FastPath {
+                            shift: p.shift,
+                            mask: p.mask,
+                            key: key
+                                ^ u64::from(parts.value_word).wrapping_mul(tape::seeds::STRIDE),
+                            value_shift: parts.value_shift,
+                            value_mask: parts.value_mask,
+                            layer: parts.layer,
+                            sample: parts.sample,
+                            tau: parts.tau,
+                            xor: parts.xor.unwrap_or(0),
+                        });
+                    }
+                    Op::Sample {
+                        sample,
+                        coin,
+                        value,
+                        compression,
+                    } if set.value.is_none() => {
+                        set.second_word |= hop_word(sample)? | hop_word(coin)?;
+                        set.value = Some(FastValue {
+                            shift: p.shift,
+                            mask: p.mask,
+                            value: *value,
+                            coin: *coin,
+                            merge: Merge::Sample(*sample),
+                            compression: compression.clone(),
+                            max: u64::from(compression.max_code()),
+                        });
+                    }
+                    Op::Aggregate {
+                        op,
+                        coin,
+                        value,
+                        compression,
+                        max,
+                    } if set.value.is_none() => {
+                        set.second_word |= hop_word(coin)?;
+                        set.value = Some(FastValue {
+                            shift: p.shift,
+                            mask: p.mask,
+                            value: *value,
+                            coin: *coin,
+                            merge: FastValue::merge_of(*op),
+                            compression: compression.clone(),
+                            max: *max,
+                        });
+                    }
+                    _ => return None,
+                }
+            }
+            sets.push(set);
+        }
+        Some(FastProgram { sets })
+    }
+
     fn compile(plan: &Plan, switch_keys: &[u64]) -> Program {
         let op_of = |qi: usize| -> Op {
             let q = &plan.queries[qi];
@@ -385,6 +482,75 @@ frequency = 0.5
                 "the test covers the general path too"
             );
             assert_eq!(sp.tag(), sp.version() as u16);
+            assert!(
+                !sp.is_straight_line(),
+                "two path instances need the general form"
+            );
+        }
+    }
+
+    /// Plans of the straight-line shape: every set one path query and one value.
+    const STRAIGHT: [&str; 3] = [
+        include_str!("../../../../configs/queries/paper.toml"),
+        r#"
+global_bits = 24
+[[queries]]
+name = "path"
+value = "switch_id"
+aggregation = "static_per_flow"
+bits = 12
+scheme = "baseline"
+[[queries]]
+name = "queue"
+value = "queue_occupancy"
+aggregation = "max"
+bits = 12
+frequency = 0.25
+[[queries]]
+name = "min_latency"
+value = "hop_latency"
+aggregation = "min"
+bits = 12
+frequency = 0.75
+"#,
+        r#"
+global_bits = 8
+[[queries]]
+name = "latency"
+value = "hop_latency"
+aggregation = "dynamic_per_flow"
+bits = 8
+"#,
+    ];
+
+    #[test]
+    fn straight_line_plans_encode_exactly_as_the_plan() {
+        for text in STRAIGHT {
+            for switch_id in [3u32, 0x0102_0304] {
+                let sp = SwitchPlan::compile(text, switch_id).unwrap();
+                assert!(sp.is_straight_line(), "{text}");
+                for pid in 0..20_000u32 {
+                    let r = hash64(11, &[u64::from(pid)]);
+                    let input = HopInput {
+                        pid,
+                        hop: 1 + (r % 40) as usize,
+                        switch_id,
+                        ingress_port: 1,
+                        egress_port: 2,
+                        hop_latency_ns: r >> (24 + (r % 30)),
+                        queue_bytes: r >> 40,
+                        utilization: (r >> 52) + 1,
+                    };
+                    let d0 = r >> 40;
+                    let m = tape::packet_word(pid);
+                    assert_eq!(
+                        sp.encode(d0, m, &input),
+                        sp.encode_general(d0, m, &input),
+                        "pid {pid}"
+                    );
+                    assert_eq!(sp.encode(d0, m, &input), sp.plan.encode(d0, &input));
+                }
+            }
         }
     }
 }
