@@ -71,6 +71,12 @@ pub struct LoadRow {
     /// (switch, flow) pairs reported wrongly: a flow that did not pass the switch, or
     /// counters that differ from what the switch counted. Should always be zero.
     pub wrong: usize,
+    /// (switch, flow) pairs that passed but network-wide decoding did not list (expected
+    /// where a switch is not complete).
+    pub missing: usize,
+    /// Of those, pairs at switches that said all their keys were known. Should always be
+    /// zero.
+    pub missing_at_complete: usize,
 }
 
 /// The result.
@@ -141,6 +147,19 @@ pub fn run(opts: &FlowRadarOptions) -> FlowRadarResult {
                     .count()
             })
             .sum();
+        let (mut missing, mut missing_at_complete) = (0, 0);
+        for (sw, truth) in r.switches.iter().zip(&epoch.truth) {
+            let listed = sw
+                .flows
+                .iter()
+                .filter(|f| truth.contains_key(&f.key))
+                .count();
+            let m = truth.len() - listed;
+            missing += m;
+            if sw.keys_complete {
+                missing_at_complete += m;
+            }
+        }
         rows.push(LoadRow {
             load,
             flows,
@@ -167,6 +186,8 @@ pub fn run(opts: &FlowRadarOptions) -> FlowRadarResult {
             ),
             undone: r.undone_removals,
             wrong,
+            missing,
+            missing_at_complete,
         });
     }
     let max_load = |f: &dyn Fn(&LoadRow) -> bool| {
@@ -197,7 +218,7 @@ pub fn print_table(r: &FlowRadarResult) {
         r.memory_per_switch as f64 / 1e6
     );
     println!(
-        "{:>5} {:>9} {:>13} | {:>8} {:>8} | {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>13} {:>6} {:>5}",
+        "{:>5} {:>9} {:>13} | {:>8} {:>8} | {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>13} {:>6} {:>5} {:>8}",
         "load",
         "flows",
         "per switch",
@@ -210,11 +231,12 @@ pub fn print_table(r: &FlowRadarResult) {
         "count ms",
         "lost/found",
         "undone",
-        "wrong"
+        "wrong",
+        "missing"
     );
     for x in &r.rows {
         println!(
-            "{:>5.2} {:>9} {:>7.0}/{:<5} | {:>7.2}% {:>7.2}% | {:>5}/{:<3} {:>5}/{:<3} {:>5}/{:<3} | {:>9.1} {:>9.1} {:>9.1} | {:>6}/{:<6} {:>6} {:>5}",
+            "{:>5.2} {:>9} {:>7.0}/{:<5} | {:>7.2}% {:>7.2}% | {:>5}/{:<3} {:>5}/{:<3} {:>5}/{:<3} | {:>9.1} {:>9.1} {:>9.1} | {:>6}/{:<6} {:>6} {:>5} {:>8}",
             x.load,
             x.flows,
             x.flows_per_switch.0,
@@ -233,7 +255,12 @@ pub fn print_table(r: &FlowRadarResult) {
             x.lost.0,
             x.lost.1,
             x.undone,
-            x.wrong
+            x.wrong,
+            if x.missing_at_complete > 0 {
+                format!("{}!{}", x.missing, x.missing_at_complete)
+            } else {
+                x.missing.to_string()
+            }
         );
     }
     let gain = |n: Option<f64>| match (r.single_max_load, n) {

@@ -257,6 +257,12 @@ impl CounterPeel {
                 continue;
             };
             let f = f as usize;
+            // The cell must hold no flow but the known ones: its key part empty, and the
+            // check confirming the rest is one flow's.
+            let r = &rest.cells[c];
+            if r.flow_count != 0 || r.key_xor != 0 {
+                continue;
+            }
             if p.check[c] != (p.packets[c] as u16).wrapping_mul(p.fps[f]) {
                 continue; // a hidden flow's counters are mixed in here
             }
@@ -333,6 +339,41 @@ mod tests {
         for f in &r.flows {
             assert_eq!(truth[&f.key], (f.packets, f.bytes), "{}", f.key);
         }
+    }
+
+    /// A cell that still holds an undecoded flow never gives a known flow its counters, even
+    /// when its check happens to fit the known flow.
+    #[test]
+    fn counters_never_come_from_a_cell_with_an_undecoded_flow() {
+        // One cell: every flow lands in it.
+        let fs = FlowSet::new(&FlowSetConfig {
+            cells_per_flow: 1.0,
+            hashes: 1,
+            ..FlowSetConfig::for_flows(1, 1)
+        });
+        let (a, b) = (key(1), key(2));
+        let fp = fs.fingerprint(&a);
+        let packets = 7u32;
+        let rest = Work {
+            cells: vec![Cell {
+                key_xor: b.to_u128(),
+                flow_count: 1,
+                packets,
+                bytes: 7000,
+                check: (packets as u16).wrapping_mul(fp),
+            }],
+        };
+        let cp = CounterPeel::from_residual(&fs, &[a], &rest);
+        assert_eq!(cp.value, vec![None], "flow b's packets are in that cell");
+        let clean = Work {
+            cells: vec![Cell {
+                key_xor: 0,
+                flow_count: 0,
+                ..rest.cells[0]
+            }],
+        };
+        let cp = CounterPeel::from_residual(&fs, &[a], &clean);
+        assert_eq!(cp.value, vec![Some((7, 7000))]);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! 20      4     cells per sub-table (1 .. 2^24 / k)
 //! 24      8     table seed
 //! 32      8     filter seed
-//! 40      4     filter blocks (64 bytes each, 1 .. 2^24)
+//! 40      4     filter blocks (64 bytes each, 1 .. 2^22)
 //! 44      4     non-empty cells
 //! 48      4     non-empty filter blocks
 //! 52      ...   per non-empty filter block, in index order: varint gap to the previous
@@ -36,6 +36,12 @@ pub const VERSION: u8 = 2;
 const HEADER: usize = 52;
 /// Most cells a flowset may have (sub-tables times cells per sub-table).
 pub const MAX_CELLS: usize = 1 << 24;
+/// Most filter blocks a flowset may have.
+pub const MAX_FILTER_BLOCKS: usize = 1 << 22;
+/// Most memory [`decode`] allocates for a flowset whose shape nobody declared (a sparse
+/// flowset of a few bytes may describe a large table): 64 MiB, room for about a million
+/// flows. Larger flowsets are read with [`decode_shaped`] and the shape their switch declared.
+pub const MAX_UNDECLARED_BYTES: usize = 64 << 20;
 
 /// The sizes of a flowset, as a switch declares them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +92,9 @@ pub enum FlowSetWireError {
     /// Bytes after the last cell.
     #[error("flowset has trailing bytes")]
     TrailingBytes,
+    /// A table larger than an undeclared flowset may be.
+    #[error("flowset of {0} bytes in memory exceeds the limit for a flowset of undeclared shape")]
+    TooLarge(usize),
 }
 
 /// A flowset with where and when it was taken.
@@ -173,13 +182,14 @@ pub fn encode_parts(switch_id: u32, epoch: u64, fs: &FlowSet) -> Vec<u8> {
     out
 }
 
-/// Parses a flowset.
+/// Parses a flowset of any shape that fits in [`MAX_UNDECLARED_BYTES`].
 pub fn decode(bytes: &[u8]) -> Result<EpochFlowSet, FlowSetWireError> {
     decode_shaped(bytes, None)
 }
 
-/// Parses a flowset, rejecting one whose sizes are not `shape` (when given) before
-/// allocating anything for it.
+/// Parses a flowset, rejecting one whose sizes are not `shape` (when given; the caller has
+/// accepted that shape's memory) or, without a shape, one that would take more than
+/// [`MAX_UNDECLARED_BYTES`], before allocating anything for it.
 pub fn decode_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<EpochFlowSet, FlowSetWireError> {
     let mut r = Reader::new(bytes);
     let head = r.take(4)?;
@@ -202,15 +212,27 @@ pub fn decode_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<EpochFlowSet,
     let table_seed = r.u64()?;
     let filter_seed = r.u64()?;
     let blocks = r.u32()? as usize;
-    if blocks == 0 || blocks > 1 << 24 {
+    if blocks == 0 || blocks > MAX_FILTER_BLOCKS {
         return Err(FlowSetWireError::BadField("filter blocks"));
     }
-    if let Some(s) = shape
-        && (s.hashes != k || s.cells_per_table != per_table || s.filter_blocks as usize != blocks)
-    {
-        return Err(FlowSetWireError::WrongShape);
-    }
     let total = per_table as usize * usize::from(k);
+    match shape {
+        Some(s)
+            if s.hashes != k
+                || s.cells_per_table != per_table
+                || s.filter_blocks as usize != blocks =>
+        {
+            return Err(FlowSetWireError::WrongShape);
+        }
+        Some(_) => {}
+        None => {
+            let memory =
+                total * std::mem::size_of::<Cell>() + blocks * std::mem::size_of::<Block>();
+            if memory > MAX_UNDECLARED_BYTES {
+                return Err(FlowSetWireError::TooLarge(memory));
+            }
+        }
+    }
     let nonempty = r.u32()? as usize;
     if nonempty > total {
         return Err(FlowSetWireError::BadField("non-empty cells"));
@@ -347,10 +369,31 @@ mod tests {
         let mut huge = good.clone();
         huge[44..48].copy_from_slice(&(1u32 << 20).to_be_bytes());
         huge[20..24].copy_from_slice(&(1u32 << 22).to_be_bytes());
-        assert_eq!(
-            decode(&huge).unwrap_err(),
-            FlowSetWireError::Truncated,
+        assert!(
+            matches!(decode(&huge).unwrap_err(), FlowSetWireError::TooLarge(_)),
             "no giant allocation for a lying header"
+        );
+        let declared = Shape {
+            hashes: huge[16],
+            cells_per_table: 1 << 22,
+            filter_blocks: u32::from_be_bytes(huge[40..44].try_into().unwrap()),
+        };
+        assert_eq!(
+            decode_shaped(&huge, Some(declared)).unwrap_err(),
+            FlowSetWireError::Truncated,
+            "a declared shape still needs the bytes its header announces"
+        );
+        // 112 bytes asking for 2^21 cells in each of 8 sub-tables and 2^22 filter blocks
+        // (768 MiB): refused before any allocation.
+        let mut giant = good[..HEADER].to_vec();
+        giant[16] = 8;
+        giant[20..24].copy_from_slice(&(1u32 << 21).to_be_bytes());
+        giant[40..44].copy_from_slice(&(1u32 << 22).to_be_bytes());
+        giant[44..52].fill(0);
+        giant.resize(112, 0);
+        assert_eq!(
+            decode(&giant).unwrap_err(),
+            FlowSetWireError::TooLarge((8 << 21) * 32 + (1 << 22) * 64)
         );
         let shape = Shape::of(&e.flowset);
         assert_eq!(decode_shaped(&good, Some(shape)).unwrap(), e);

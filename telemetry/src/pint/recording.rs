@@ -6,7 +6,7 @@ use datasketches::common::SearchCriteria;
 use datasketches::kll::KllSketch;
 
 use crate::pint::compress::LogCompressor;
-use crate::pint::path_decoder::{PathDecoder, Space};
+use crate::pint::path_decoder::{PathContext, PathState, PathView, Space};
 use crate::pint::plan::{Plan, QueryKind, Reading};
 
 /// Bytes one retained sample takes in a sketch (a u32 code).
@@ -26,19 +26,82 @@ pub struct HopSketches {
 )]
 pub struct NotApproximable(pub &'static str);
 
+/// Samples per hop a flow's sketches are sized for: the budget holds until a hop has had
+/// this many samples; each doubling beyond adds at most one more level (eight items).
+pub const SIZED_FOR_SAMPLES: u64 = 1 << 24;
+
+/// Smallest KLL parameter the library takes (also its least items per level).
+const KLL_MIN: u32 = 8;
+
+/// Items a KLL sketch with parameter `k` can hold at most after `n` updates: its levels'
+/// capacities, `max(8, k (2/3)^depth)` rounded up, over as many levels as `n` items need
+/// (one more for the level a compaction is about to add). A test holds the library to it.
+pub fn kll_items_bound(k: u16, n: u64) -> u64 {
+    let cap = |depth: u32| -> u64 {
+        let c = (f64::from(k) * (2.0f64 / 3.0).powi(depth as i32)).ceil() as u64 + 1;
+        c.max(u64::from(KLL_MIN))
+    };
+    // Levels: the fewest whose full capacities, weighted 2^level, cover n.
+    let mut levels = 1u32;
+    loop {
+        let weight: u128 = (0..levels)
+            .map(|level| u128::from(cap(levels - 1 - level)) << level)
+            .sum();
+        if weight >= u128::from(n) || levels >= 64 {
+            break;
+        }
+        levels += 1;
+    }
+    (0..=levels).map(cap).sum()
+}
+
 impl HopSketches {
     /// Sketches for a flow of `k` hops whose samples are codes of `compression`, within
-    /// `space_budget` bytes split evenly over the hops.
+    /// `space_budget` bytes split evenly over the hops: the largest KLL parameter whose
+    /// sketches stay within the budget up to [`SIZED_FOR_SAMPLES`] samples per hop (the
+    /// smallest, 8, when even it does not fit: [`HopSketches::budget_bytes`] then says what
+    /// it needs).
     pub fn new(k: usize, compression: LogCompressor, space_budget: u32) -> HopSketches {
-        let items = (space_budget / k.max(1) as u32 / BYTES_PER_ITEM).max(1);
-        // A KLL sketch with parameter K keeps at most about 3K items.
-        let kll_k = (items / 3).clamp(8, u32::from(u16::MAX)) as u16;
+        let per_hop = u64::from(space_budget) / k.max(1) as u64;
+        let fits =
+            |kk: u16| kll_items_bound(kk, SIZED_FOR_SAMPLES) * BYTES_PER_ITEM as u64 <= per_hop;
+        let (mut lo, mut hi) = (KLL_MIN as u16, u16::MAX);
+        if !fits(lo) {
+            hi = lo;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
         HopSketches {
             compression,
             sketches: (0..k)
-                .map(|_| KllSketch::new(kll_k).expect("K within the library's range"))
+                .map(|_| KllSketch::new(lo).expect("K within the library's range"))
                 .collect(),
         }
+    }
+
+    /// The KLL parameter of the sketches.
+    pub fn kll_k(&self) -> u16 {
+        self.sketches.first().map_or(0, KllSketch::k)
+    }
+
+    /// Bytes of retained items the sketches may hold at most, all hops, up to
+    /// [`SIZED_FOR_SAMPLES`] samples per hop.
+    pub fn budget_bytes(&self) -> u64 {
+        self.sketches.len() as u64
+            * kll_items_bound(self.kll_k(), SIZED_FOR_SAMPLES)
+            * u64::from(BYTES_PER_ITEM)
+    }
+
+    /// Bytes the sketches take now (retained items and the sketches' fixed parts).
+    pub fn memory_bytes(&self) -> usize {
+        self.sketches.capacity() * std::mem::size_of::<KllSketch<u32>>()
+            + self.retained() * BYTES_PER_ITEM as usize
     }
 
     /// An unbounded recorder (large sketches), for comparisons.
@@ -125,12 +188,13 @@ impl HopSketches {
     }
 }
 
-/// Everything the sink keeps for one flow of `k` hops under a plan.
+/// Everything the sink keeps for one flow of `k` hops under a plan, owning its data: the
+/// plan and the candidate space are passed to every call that reads digests (always the
+/// same ones for a record).
 #[derive(Debug, Clone)]
-pub struct FlowRecorder<'a> {
-    plan: &'a Plan,
+pub struct FlowRecord {
     k: usize,
-    paths: Vec<Option<PathDecoder<'a>>>,
+    paths: Vec<Option<PathState>>,
     sketches: Vec<Option<HopSketches>>,
     aggregates: Vec<Option<Aggregate>>,
     packets: u64,
@@ -149,51 +213,49 @@ pub struct Aggregate {
     pub max: f64,
 }
 
-impl<'a> FlowRecorder<'a> {
-    /// A recorder for a flow of `k` hops whose last hop is `sink_switch`; `space` is where
-    /// path candidates come from.
-    pub fn new(
-        plan: &'a Plan,
-        k: usize,
-        space: Space<'a>,
-        sink_switch: Option<u32>,
-    ) -> FlowRecorder<'a> {
-        let mut paths = Vec::new();
-        let mut sketches = Vec::new();
-        let mut aggregates = Vec::new();
+impl Aggregate {
+    /// Adds one packet's value.
+    pub fn add(&mut self, v: f64) {
+        self.count += 1;
+        self.last = v;
+        self.mean += (v - self.mean) / self.count as f64;
+        self.max = if self.count == 1 { v } else { self.max.max(v) };
+    }
+}
+
+/// The path context of static query `q` of `plan`.
+pub fn path_context<'a>(plan: &'a Plan, space: Space<'a>, q: usize) -> Option<PathContext<'a>> {
+    match &plan.queries.get(q)?.kind {
+        QueryKind::StaticPerFlow { coding } => Some(PathContext { coding, space }),
+        _ => None,
+    }
+}
+
+impl FlowRecord {
+    /// A record for a flow of `k` hops (1 to 255) under `plan`.
+    pub fn new(plan: &Plan, k: usize) -> FlowRecord {
+        let mut paths = Vec::with_capacity(plan.queries.len());
+        let mut sketches = Vec::with_capacity(plan.queries.len());
+        let mut aggregates = Vec::with_capacity(plan.queries.len());
         for q in &plan.queries {
-            match &q.kind {
-                QueryKind::StaticPerFlow { coding } => {
-                    let mut d = PathDecoder::new(k, coding, space);
-                    if let Some(s) = sink_switch {
-                        d.pin(k, s);
-                    }
-                    paths.push(Some(d));
-                    sketches.push(None);
-                    aggregates.push(None);
-                }
+            let (p, s, a) = match &q.kind {
+                QueryKind::StaticPerFlow { .. } => (Some(PathState::new(k)), None, None),
                 QueryKind::DynamicPerFlow {
                     compression,
                     space_budget,
                     ..
-                } => {
-                    paths.push(None);
-                    sketches.push(Some(HopSketches::new(
-                        k,
-                        compression.clone(),
-                        *space_budget,
-                    )));
-                    aggregates.push(None);
-                }
-                QueryKind::PerPacket { .. } => {
-                    paths.push(None);
-                    sketches.push(None);
-                    aggregates.push(Some(Aggregate::default()));
-                }
-            }
+                } => (
+                    None,
+                    Some(HopSketches::new(k, compression.clone(), *space_budget)),
+                    None,
+                ),
+                QueryKind::PerPacket { .. } => (None, None, Some(Aggregate::default())),
+            };
+            paths.push(p);
+            sketches.push(s);
+            aggregates.push(a);
         }
-        FlowRecorder {
-            plan,
+        FlowRecord {
             k,
             paths,
             sketches,
@@ -202,14 +264,31 @@ impl<'a> FlowRecorder<'a> {
         }
     }
 
+    /// Path length.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Fixes hop `hop` of every path query to `switch_id` (a hop the sink knows: the
+    /// reporting switch as the last, the source's edge switch as the first).
+    pub fn pin(&mut self, plan: &Plan, space: Space<'_>, hop: usize, switch_id: u32) {
+        for (q, p) in self.paths.iter_mut().enumerate() {
+            if let (Some(p), Some(cx)) = (p, path_context(plan, space, q)) {
+                p.pin(cx, hop, switch_id);
+            }
+        }
+    }
+
     /// Records one packet's digest.
-    pub fn record(&mut self, pid: u32, digest: u64) {
+    pub fn record(&mut self, plan: &Plan, space: Space<'_>, pid: u32, digest: u64) {
         self.packets += 1;
-        for (q, reading) in self.plan.decode(pid, self.k, digest) {
+        for (q, reading) in plan.readings(pid, self.k, digest) {
             match reading {
                 Reading::Fields(f) => {
-                    if let Some(Some(d)) = self.paths.get_mut(q) {
-                        d.feed(pid, &f);
+                    if let (Some(Some(d)), Some(cx)) =
+                        (self.paths.get_mut(q), path_context(plan, space, q))
+                    {
+                        d.feed(cx, pid, f.iter());
                     }
                 }
                 Reading::Sample { hop, code, .. } => {
@@ -219,10 +298,7 @@ impl<'a> FlowRecorder<'a> {
                 }
                 Reading::Aggregate(v) => {
                     if let Some(Some(a)) = self.aggregates.get_mut(q) {
-                        a.count += 1;
-                        a.last = v;
-                        a.mean += (v - a.mean) / a.count as f64;
-                        a.max = if a.count == 1 { v } else { a.max.max(v) };
+                        a.add(v);
                     }
                 }
             }
@@ -234,8 +310,8 @@ impl<'a> FlowRecorder<'a> {
         self.packets
     }
 
-    /// The path decoder of static query `q`.
-    pub fn path(&self, q: usize) -> Option<&PathDecoder<'a>> {
+    /// The path state of static query `q`.
+    pub fn path(&self, q: usize) -> Option<&PathState> {
         self.paths.get(q)?.as_ref()
     }
 
@@ -248,6 +324,91 @@ impl<'a> FlowRecorder<'a> {
     pub fn aggregate(&self, q: usize) -> Option<&Aggregate> {
         self.aggregates.get(q)?.as_ref()
     }
+
+    /// Whether some path query's digests contradict each other (the route changed): the
+    /// record should start over.
+    pub fn conflict(&self) -> bool {
+        self.paths.iter().flatten().any(PathState::conflict)
+    }
+
+    /// Bytes the record takes, itself and its heap (sketches counted at four bytes per
+    /// retained item plus their fixed part).
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<FlowRecord>()
+            + self.paths.capacity() * std::mem::size_of::<Option<PathState>>()
+            + self
+                .paths
+                .iter()
+                .flatten()
+                .map(PathState::heap_bytes)
+                .sum::<usize>()
+            + self.sketches.capacity() * std::mem::size_of::<Option<HopSketches>>()
+            + self
+                .sketches
+                .iter()
+                .flatten()
+                .map(HopSketches::memory_bytes)
+                .sum::<usize>()
+            + self.aggregates.capacity() * std::mem::size_of::<Option<Aggregate>>()
+    }
+}
+
+/// A [`FlowRecord`] with its plan and candidate space at hand (for tests and tools that
+/// follow a few flows).
+#[derive(Debug, Clone)]
+pub struct FlowRecorder<'a> {
+    plan: &'a Plan,
+    space: Space<'a>,
+    record: FlowRecord,
+}
+
+impl<'a> FlowRecorder<'a> {
+    /// A recorder for a flow of `k` hops whose last hop is `sink_switch`; `space` is where
+    /// path candidates come from.
+    pub fn new(
+        plan: &'a Plan,
+        k: usize,
+        space: Space<'a>,
+        sink_switch: Option<u32>,
+    ) -> FlowRecorder<'a> {
+        let mut record = FlowRecord::new(plan, k);
+        if let Some(s) = sink_switch {
+            record.pin(plan, space, k, s);
+        }
+        FlowRecorder {
+            plan,
+            space,
+            record,
+        }
+    }
+
+    /// Records one packet's digest.
+    pub fn record(&mut self, pid: u32, digest: u64) {
+        self.record.record(self.plan, self.space, pid, digest);
+    }
+
+    /// Packets recorded.
+    pub fn packets(&self) -> u64 {
+        self.record.packets()
+    }
+
+    /// The path decoding of static query `q`.
+    pub fn path(&self, q: usize) -> Option<PathView<'_, 'a>> {
+        Some(PathView {
+            cx: path_context(self.plan, self.space, q)?,
+            state: self.record.path(q)?,
+        })
+    }
+
+    /// The sketches of dynamic query `q`.
+    pub fn sketches(&self, q: usize) -> Option<&HopSketches> {
+        self.record.sketches(q)
+    }
+
+    /// The running statistics of per-packet query `q`.
+    pub fn aggregate(&self, q: usize) -> Option<&Aggregate> {
+        self.record.aggregate(q)
+    }
 }
 
 #[cfg(test)]
@@ -255,12 +416,63 @@ mod tests {
     use super::*;
     use crate::hash::hash32;
 
+    /// The library never keeps more items than the bound the sizing relies on.
+    #[test]
+    fn kll_stays_within_the_items_bound() {
+        for k in [8u16, 9, 12, 20, 33, 64, 100, 200] {
+            let mut s = KllSketch::<u32>::new(k).unwrap();
+            let mut n = 0u64;
+            for step in [100u64, 1_000, 10_000, 100_000, 400_000] {
+                while n < step {
+                    s.update(hash32(k.into(), &[n]));
+                    n += 1;
+                    let bound = kll_items_bound(k, n);
+                    assert!(
+                        s.num_retained() as u64 <= bound,
+                        "k {k} n {n}: {} retained, bound {bound}",
+                        s.num_retained()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sketches_are_sized_to_their_budget() {
+        let c = LogCompressor::with_epsilon(0.022, 8);
+        for (hops, budget) in [
+            (1usize, 4096u32),
+            (3, 4096),
+            (5, 4096),
+            (4, 4000),
+            (2, 100_000),
+        ] {
+            let s = HopSketches::new(hops, c.clone(), budget);
+            assert!(
+                s.budget_bytes() <= u64::from(budget),
+                "{hops} hops, {budget} bytes: K {} needs {}",
+                s.kll_k(),
+                s.budget_bytes()
+            );
+            // And the largest K that does.
+            let bigger = u64::from(s.kll_k()) + 1;
+            assert!(
+                hops as u64 * kll_items_bound(bigger as u16, SIZED_FOR_SAMPLES) * 4
+                    > u64::from(budget)
+            );
+        }
+        // Too small for even the smallest sketches: K = 8, and the need is reported.
+        let tiny = HopSketches::new(4, c, 400);
+        assert_eq!(tiny.kll_k(), 8);
+        assert!(tiny.budget_bytes() > 400);
+    }
+
     #[test]
     fn sketches_answer_quantiles_and_frequent_values_within_budget() {
         let c = LogCompressor::with_epsilon(0.022, 8);
         let mut small = HopSketches::new(4, c.clone(), 400);
-        // Accuracy is checked on sketches of 300 items per hop (K = 100).
-        let mut medium = HopSketches::new(4, c.clone(), 4 * 4 * 300);
+        // Accuracy is checked on sketches of up to 420 items per hop (K about 100).
+        let mut medium = HopSketches::new(4, c.clone(), 4 * 4 * 420);
         let mut exact = HopSketches::large(4, c.clone());
         for i in 0..50_000u32 {
             let hop = 1 + (i % 4) as usize;

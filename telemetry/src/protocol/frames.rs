@@ -159,7 +159,7 @@ impl Hello {
             return Err(ProtocolError::OverLimit("flowset cells"));
         }
         let filter_blocks = r.u32()?;
-        if filter_blocks == 0 || filter_blocks > 1 << 24 {
+        if filter_blocks == 0 || filter_blocks as usize > wire::MAX_FILTER_BLOCKS {
             return Err(ProtocolError::OverLimit("filter blocks"));
         }
         let filter_seed = r.u64()?;

@@ -36,7 +36,9 @@ pub struct FlowCounters {
 pub struct SwitchResult {
     /// Flows known at the switch (in the order found), with their counters.
     pub flows: Vec<FlowCounters>,
-    /// Whether every flow of the switch is known.
+    /// Whether every flow of the switch is known for certain: its key parts decoded and every
+    /// cell's counters explained by the known flows (a flow whose key the filter hid leaves
+    /// counters nothing explains).
     pub keys_complete: bool,
     /// Whether every flow's counters are known.
     pub counters_complete: bool,
@@ -238,6 +240,9 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
             .map(|&s| {
                 let keys = fd.flows[s].iter().map(|&id| fd.keys[id as usize]);
                 match &systems[s] {
+                    // FlowDecode emptied the key parts, but a flow whose first packet hit
+                    // a filter false positive here left no key, only counters: the keys are
+                    // known to be complete once every cell's counters are explained.
                     Some(sys) => SwitchResult {
                         flows: keys
                             .zip(sys.values())
@@ -247,7 +252,7 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
                                 bytes: v.map(|v| v.1),
                             })
                             .collect(),
-                        keys_complete: true,
+                        keys_complete: sys.solved(),
                         counters_complete: sys.solved(),
                     },
                     None => SwitchResult {

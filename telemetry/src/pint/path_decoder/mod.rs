@@ -47,12 +47,22 @@ const NEIGHBOUR_LIMIT: usize = 256;
 /// enumerated to prune candidates.
 const ENUMERATION_LIMIT: usize = 4096;
 
-/// Decodes one flow's path of `k` hops.
+/// What a path decoder reads its digests with: the query's coding and where candidates come
+/// from.
+#[derive(Debug, Clone, Copy)]
+pub struct PathContext<'a> {
+    /// The coding of the static query.
+    pub coding: &'a PathCoding,
+    /// Where candidates come from.
+    pub space: Space<'a>,
+}
+
+/// The decoding state of one flow's path of `k` hops, owning nothing but its own data, so
+/// that a collector can keep one per flow next to shared codings and topologies; every call
+/// that reads digests takes the [`PathContext`] (always the same one for a state).
 #[derive(Debug, Clone)]
-pub struct PathDecoder<'a> {
+pub struct PathState {
     k: usize,
-    coding: &'a PathCoding,
-    space: Space<'a>,
     cands: Vec<Cands>,
     equations: Vec<Equation>,
     max_equations: usize,
@@ -60,17 +70,108 @@ pub struct PathDecoder<'a> {
     conflict: bool,
 }
 
+/// Decodes one flow's path of `k` hops: a [`PathState`] with its context at hand.
+#[derive(Debug, Clone)]
+pub struct PathDecoder<'a> {
+    cx: PathContext<'a>,
+    state: PathState,
+}
+
+/// A path state read with its context.
+#[derive(Debug, Clone, Copy)]
+pub struct PathView<'s, 'a> {
+    /// The context.
+    pub cx: PathContext<'a>,
+    /// The state.
+    pub state: &'s PathState,
+}
+
+impl PathView<'_, '_> {
+    /// The switch at hop `i` (1-based), once decoded.
+    pub fn hop(&self, i: usize) -> Option<u32> {
+        self.state.hop(self.cx, i)
+    }
+
+    /// The decoded path (switch IDs, hop 1 first), once every hop is decoded.
+    pub fn path(&self) -> Option<Vec<u32>> {
+        self.state.path(self.cx)
+    }
+}
+
 impl<'a> PathDecoder<'a> {
     /// A decoder for a path of `k` hops (1 to 255) coded with `coding`.
     pub fn new(k: usize, coding: &'a PathCoding, space: Space<'a>) -> PathDecoder<'a> {
+        PathDecoder {
+            cx: PathContext { coding, space },
+            state: PathState::new(k),
+        }
+    }
+
+    /// Path length.
+    pub fn len(&self) -> usize {
+        self.state.k
+    }
+
+    /// Always false: a path has at least one hop.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Digests fed so far.
+    pub fn packets(&self) -> u64 {
+        self.state.packets
+    }
+
+    /// See [`PathState::conflict`].
+    pub fn conflict(&self) -> bool {
+        self.state.conflict
+    }
+
+    /// See [`PathState::pin`].
+    pub fn pin(&mut self, i: usize, switch_id: u32) {
+        self.state.pin(self.cx, i, switch_id);
+    }
+
+    /// Feeds one packet: its ID and the field of each instance.
+    pub fn feed(&mut self, pid: u32, fields: &[u64]) {
+        self.state.feed(self.cx, pid, fields.iter().copied());
+    }
+
+    /// The switch at hop `i` (1-based), once decoded.
+    pub fn hop(&self, i: usize) -> Option<u32> {
+        self.state.hop(self.cx, i)
+    }
+
+    /// Candidates left at hop `i` (None: unconstrained).
+    pub fn candidates(&self, i: usize) -> Option<usize> {
+        self.state.candidates(i)
+    }
+
+    /// Number of decoded hops.
+    pub fn decoded_hops(&self) -> usize {
+        self.state.decoded_hops()
+    }
+
+    /// Whether every hop is decoded.
+    pub fn is_decoded(&self) -> bool {
+        self.state.is_decoded()
+    }
+
+    /// The decoded path (switch IDs, hop 1 first), once every hop is decoded.
+    pub fn path(&self) -> Option<Vec<u32>> {
+        self.state.path(self.cx)
+    }
+}
+
+impl PathState {
+    /// The state of a path of `k` hops (1 to 255), nothing known yet.
+    pub fn new(k: usize) -> PathState {
         assert!(
             (1..=crate::pint::coding::MAX_HOPS).contains(&k),
             "path length {k} out of range"
         );
-        PathDecoder {
+        PathState {
             k,
-            coding,
-            space,
             cands: vec![Cands::Any; k],
             equations: Vec::new(),
             max_equations: 4 * k + 64,
@@ -100,15 +201,15 @@ impl<'a> PathDecoder<'a> {
         self.conflict
     }
 
-    fn value_of(&self, e: u32) -> u32 {
-        match self.space {
+    fn value_of(cx: PathContext<'_>, e: u32) -> u32 {
+        match cx.space {
             Space::Topology(t) => t.switch_id(e),
             _ => e,
         }
     }
 
-    fn element_of(&self, switch_id: u32) -> Option<u32> {
-        match self.space {
+    fn element_of(cx: PathContext<'_>, switch_id: u32) -> Option<u32> {
+        match cx.space {
             Space::Topology(t) => t.node(switch_id),
             _ => Some(switch_id),
         }
@@ -116,8 +217,8 @@ impl<'a> PathDecoder<'a> {
 
     /// Fixes hop `i` (1-based) to `switch_id`, e.g. the sink's own switch as the last hop or
     /// the source's edge switch as the first.
-    pub fn pin(&mut self, i: usize, switch_id: u32) {
-        let Some(e) = self.element_of(switch_id) else {
+    pub fn pin(&mut self, cx: PathContext<'_>, i: usize, switch_id: u32) {
+        let Some(e) = Self::element_of(cx, switch_id) else {
             self.conflict = true;
             return;
         };
@@ -132,25 +233,25 @@ impl<'a> PathDecoder<'a> {
             }
             c @ Cands::Any => *c = Cands::Set(vec![e]),
         }
-        self.propagate();
+        self.propagate(cx);
     }
 
     /// Feeds one packet: its ID and the field of each instance.
-    pub fn feed(&mut self, pid: u32, fields: &[u64]) {
+    pub fn feed(&mut self, cx: PathContext<'_>, pid: u32, fields: impl IntoIterator<Item = u64>) {
         self.packets += 1;
-        for (n, &d) in fields
-            .iter()
+        for (n, d) in fields
+            .into_iter()
             .enumerate()
-            .take(self.coding.instances as usize)
+            .take(cx.coding.instances as usize)
         {
             let n = n as u32;
-            match self.coding.layer(n, pid) {
+            match cx.coding.layer(n, pid) {
                 Layer::Baseline => {
-                    let w = self.coding.writer(n, pid, self.k);
-                    self.constrain(w, n, pid, d);
+                    let w = cx.coding.writer(n, pid, self.k);
+                    self.constrain(cx, w, n, pid, d);
                 }
                 Layer::Xor(l) => {
-                    let hops = self.coding.xor_hops(n, l, pid, self.k);
+                    let hops = cx.coding.xor_hops(n, l, pid, self.k);
                     if hops.is_empty() {
                         continue;
                     }
@@ -166,13 +267,13 @@ impl<'a> PathDecoder<'a> {
                 }
             }
         }
-        self.propagate();
+        self.propagate(cx);
     }
 
     /// The switch at hop `i` (1-based), once decoded.
-    pub fn hop(&self, i: usize) -> Option<u32> {
+    pub fn hop(&self, cx: PathContext<'_>, i: usize) -> Option<u32> {
         match &self.cands[i - 1] {
-            Cands::Set(s) if s.len() == 1 => Some(self.value_of(s[0])),
+            Cands::Set(s) if s.len() == 1 => Some(Self::value_of(cx, s[0])),
             _ => None,
         }
     }
@@ -199,18 +300,39 @@ impl<'a> PathDecoder<'a> {
     }
 
     /// The decoded path (switch IDs, hop 1 first), once every hop is decoded.
-    pub fn path(&self) -> Option<Vec<u32>> {
+    pub fn path(&self, cx: PathContext<'_>) -> Option<Vec<u32>> {
         if !self.is_decoded() {
             return None;
         }
-        (1..=self.k).map(|i| self.hop(i)).collect()
+        (1..=self.k).map(|i| self.hop(cx, i)).collect()
+    }
+
+    /// Heap bytes the state holds (candidate sets and kept XOR digests).
+    pub fn heap_bytes(&self) -> usize {
+        self.cands.capacity() * std::mem::size_of::<Cands>()
+            + self
+                .cands
+                .iter()
+                .map(|c| match c {
+                    Cands::Set(s) => s.capacity() * 4,
+                    Cands::Any => 0,
+                })
+                .sum::<usize>()
+            + self.equations.capacity() * std::mem::size_of::<Equation>()
     }
 
     /// Restricts hop `i` to values whose hash for `(instance, pid)` is `target`. Returns
     /// whether the candidates changed.
-    fn constrain(&mut self, i: usize, instance: u32, pid: u32, target: u64) -> bool {
-        let coding = self.coding;
-        let space = self.space;
+    fn constrain(
+        &mut self,
+        cx: PathContext<'_>,
+        i: usize,
+        instance: u32,
+        pid: u32,
+        target: u64,
+    ) -> bool {
+        let coding = cx.coding;
+        let space = cx.space;
         let value_of = |e: u32| match space {
             Space::Topology(t) => t.switch_id(e),
             _ => e,
@@ -261,10 +383,10 @@ impl<'a> PathDecoder<'a> {
         (0..t.len() as u32).collect()
     }
 
-    fn propagate(&mut self) {
+    fn propagate(&mut self, cx: PathContext<'_>) {
         while !self.conflict {
             let mut changed = false;
-            if let Space::Topology(t) = self.space {
+            if let Space::Topology(t) = cx.space {
                 for i in 2..=self.k {
                     changed |= self.restrict_by_neighbour(t, i, i - 1);
                 }
@@ -272,7 +394,7 @@ impl<'a> PathDecoder<'a> {
                     changed |= self.restrict_by_neighbour(t, i, i + 1);
                 }
             }
-            changed |= self.resolve_equations();
+            changed |= self.resolve_equations(cx);
             if !changed {
                 break;
             }
@@ -304,7 +426,7 @@ impl<'a> PathDecoder<'a> {
 
     /// Uses the stored XOR digests: checks fully known ones, peels those with one unknown
     /// hop, and prunes with those whose unknown combinations are few.
-    fn resolve_equations(&mut self) -> bool {
+    fn resolve_equations(&mut self, cx: PathContext<'_>) -> bool {
         let mut changed = false;
         let mut idx = 0;
         while idx < self.equations.len() && !self.conflict {
@@ -314,9 +436,9 @@ impl<'a> PathDecoder<'a> {
             for i in eq.hops.iter() {
                 match &self.cands[i - 1] {
                     Cands::Set(s) if s.len() == 1 => {
-                        known ^= self
+                        known ^= cx
                             .coding
-                            .value_hash(eq.instance, self.value_of(s[0]), eq.pid)
+                            .value_hash(eq.instance, Self::value_of(cx, s[0]), eq.pid)
                     }
                     _ => unknown.push(i),
                 }
@@ -330,11 +452,11 @@ impl<'a> PathDecoder<'a> {
                     self.equations.swap_remove(idx);
                 }
                 1 => {
-                    changed |= self.constrain(unknown[0], eq.instance, eq.pid, target);
+                    changed |= self.constrain(cx, unknown[0], eq.instance, eq.pid, target);
                     self.equations.swap_remove(idx);
                 }
                 _ => {
-                    changed |= self.prune_by_enumeration(&eq, &unknown, target);
+                    changed |= self.prune_by_enumeration(cx, &eq, &unknown, target);
                     idx += 1;
                 }
             }
@@ -344,7 +466,13 @@ impl<'a> PathDecoder<'a> {
 
     /// Keeps at each unknown hop only values that take part in some assignment of all the
     /// unknown hops whose hashes XOR to `target`.
-    fn prune_by_enumeration(&mut self, eq: &Equation, unknown: &[usize], target: u64) -> bool {
+    fn prune_by_enumeration(
+        &mut self,
+        cx: PathContext<'_>,
+        eq: &Equation,
+        unknown: &[usize],
+        target: u64,
+    ) -> bool {
         let mut sets: Vec<Vec<(u32, u64)>> = Vec::with_capacity(unknown.len());
         let mut combos = 1usize;
         for &i in unknown {
@@ -360,8 +488,8 @@ impl<'a> PathDecoder<'a> {
                     .map(|&e| {
                         (
                             e,
-                            self.coding
-                                .value_hash(eq.instance, self.value_of(e), eq.pid),
+                            cx.coding
+                                .value_hash(eq.instance, Self::value_of(cx, e), eq.pid),
                         )
                     })
                     .collect(),

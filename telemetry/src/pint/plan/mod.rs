@@ -235,13 +235,36 @@ impl ValueKeys for ComputedKeys {
     }
 }
 
+/// The fields of a static per-flow query in one digest, one per instance (read without
+/// allocating).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fields {
+    field: u64,
+    width: u32,
+    bits: u32,
+    instances: u32,
+}
+
+impl Fields {
+    /// The field of each instance, instance 0 first.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + use<> {
+        let f = *self;
+        (0..f.instances).map(move |n| get_bits(f.field, f.width, n * f.bits, f.bits))
+    }
+
+    /// The fields as a vector.
+    pub fn to_vec(&self) -> Vec<u64> {
+        self.iter().collect()
+    }
+}
+
 /// What the sink reads for one query from one digest.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Reading {
     /// A per-packet aggregate, decompressed (utilization already divided by 512).
     Aggregate(f64),
     /// The fields of a static per-flow query, one per instance, for the path decoder.
-    Fields(Vec<u64>),
+    Fields(Fields),
     /// A dynamic per-flow sample: the hop that wrote it and its value.
     Sample {
         /// Hop index.
@@ -525,11 +548,12 @@ impl CompiledQuery {
                 };
                 Reading::Aggregate(v)
             }
-            QueryKind::StaticPerFlow { coding } => Reading::Fields(
-                (0..coding.instances)
-                    .map(|n| get_bits(field, self.width, n * coding.bits, coding.bits))
-                    .collect(),
-            ),
+            QueryKind::StaticPerFlow { coding } => Reading::Fields(Fields {
+                field,
+                width: self.width,
+                bits: coding.bits,
+                instances: coding.instances,
+            }),
             QueryKind::DynamicPerFlow { compression, .. } => {
                 let hop = self.sample_writer(pid, k).unwrap_or(1);
                 let code = (field & mask(self.width)) as u32;
@@ -814,15 +838,21 @@ impl Plan {
 
     /// Reads a digest at the sink: for each query the packet carried, its reading.
     pub fn decode(&self, pid: u32, k: usize, digest: u64) -> Vec<(usize, Reading)> {
-        self.select(pid)
-            .placements
-            .iter()
-            .map(|p| {
-                let q = &self.queries[usize::from(p.query)];
-                let field = get_bits(digest, self.global_bits, u32::from(p.offset), q.width);
-                (usize::from(p.query), q.decode(field, pid, k))
-            })
-            .collect()
+        self.readings(pid, k, digest).collect()
+    }
+
+    /// As [`Plan::decode`], without allocating.
+    pub fn readings(
+        &self,
+        pid: u32,
+        k: usize,
+        digest: u64,
+    ) -> impl Iterator<Item = (usize, Reading)> + '_ {
+        self.select(pid).placements.iter().map(move |p| {
+            let q = &self.queries[usize::from(p.query)];
+            let field = get_bits(digest, self.global_bits, u32::from(p.offset), q.width);
+            (usize::from(p.query), q.decode(field, pid, k))
+        })
     }
 
     /// Index of the query called `name`.
