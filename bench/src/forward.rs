@@ -17,6 +17,7 @@ use control::summary::Summary;
 use serde::Serialize;
 use telemetry::wire::MacAddr;
 
+use crate::scratch::Scratch;
 use crate::stats::{median, steady};
 use crate::testpmd::TestpmdRun;
 
@@ -223,10 +224,8 @@ pub(crate) fn shimmed_capture(dir: &Path, flows: u32) -> anyhow::Result<PathBuf>
 /// A scratch directory (removed on drop) holding the benchmark's capture of `flows` 64-byte
 /// UDP flows: (directory, capture path, frame bytes).
 pub(crate) fn bench_capture(tag: &str, flows: u32) -> anyhow::Result<(Scratch, PathBuf, usize)> {
-    let scratch =
-        Scratch(std::env::temp_dir().join(format!("pint-bench-{tag}-{}", std::process::id())));
-    std::fs::create_dir_all(&scratch.0)?;
-    let capture = scratch.0.join("udp64.pcap");
+    let scratch = Scratch::new(&format!("bench-{tag}"))?;
+    let capture = scratch.path("udp64.pcap");
     let frames = dataplane::capture::bench_udp(flows, SWITCH_MAC);
     let frame_bytes = frames.first().map_or(0, Vec::len);
     dataplane::capture::write_pcap(&capture, frames.iter().map(Vec::as_slice))?;
@@ -364,15 +363,6 @@ fn parse_summary(text: &str) -> anyhow::Result<Summary> {
     Summary::from_json(text).context("the switch's summary is not valid")
 }
 
-/// A scratch directory removed on drop.
-pub(crate) struct Scratch(pub(crate) PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn steady_median(s: &Summary, f: impl Fn(&control::summary::Interval) -> f64) -> f64 {
     median(steady(&s.intervals.iter().map(f).collect::<Vec<_>>(), 1))
 }
@@ -381,7 +371,7 @@ fn steady_median(s: &Summary, f: impl Fn(&control::summary::Interval) -> f64) ->
 pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
     crate::testpmd::binary()?;
     let (scratch, capture, frame_bytes) = bench_capture("forward", opts.flows)?;
-    let shimmed = shimmed_capture(&scratch.0, opts.flows)?;
+    let shimmed = shimmed_capture(scratch.dir(), opts.flows)?;
     let (main, worker) = lcores();
     let variants = if opts.variants.is_empty() {
         vec![Variant::Off]
@@ -417,7 +407,7 @@ pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
                 .then(|| crate::collector::Collector::start(false))
                 .transpose()?;
             let s = run_switch(
-                &scratch.0,
+                scratch.dir(),
                 &variant_config(
                     r.variant,
                     &capture,

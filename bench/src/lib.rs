@@ -3,12 +3,15 @@
 #![warn(missing_docs)]
 
 pub mod collector;
+pub mod fabric_traffic;
 pub mod flowradar;
 pub mod forward;
 pub mod generator;
 pub mod pint_hpcc;
 pub mod pint_latency;
 pub mod pint_path;
+pub mod promtool;
+pub mod scratch;
 pub mod sender;
 pub mod stats;
 pub mod testpmd;

@@ -373,7 +373,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
     let mut loop_cpp = 0.0f64;
     let mut switch_drops = 0u64;
     let mut best_switch = 0.0f64;
-    let loop_sock = scratch.0.join("loop.sock");
+    let loop_sock = scratch.path("loop.sock");
     let loop_variants = [REF_LOOP, SWITCH];
     for round in 1..=opts.rounds.max(1) {
         eprintln!("round {round}:");
@@ -387,7 +387,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
                 );
             }
             let s = run_switch(
-                &scratch.0,
+                scratch.dir(),
                 &switch_config(&capture, worker, main, opts.hugepages),
                 opts.seconds,
             )?;
@@ -432,7 +432,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
         if has(Topology::Memif) {
             let secs = opts.seconds;
             let v = memif_round(
-                &scratch.0,
+                scratch.dir(),
                 secs,
                 |dev| {
                     TestpmdRun {
@@ -453,7 +453,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
             )?;
             tally.record(REF_MEMIF, "memif", v);
             let v = memif_round(
-                &scratch.0,
+                scratch.dir(),
                 secs,
                 |dev| {
                     // Until the sink leaves.
@@ -466,7 +466,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
         }
         if has(Topology::Loop) {
             for name in loop_variants {
-                let dut = Dut::start(name, &scratch.0, &loop_sock)?;
+                let dut = Dut::start(name, scratch.dir(), &loop_sock)?;
                 let mut gen_args = vec!["--mode".to_string(), "both".into()];
                 gen_args.extend(max_rate_args(opts.flows, opts.seconds, 60));
                 let mut cpp = None;
@@ -496,7 +496,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
     {
         eprintln!("zero-loss search:");
         for name in loop_variants {
-            let dut = Dut::start(name, &scratch.0, &loop_sock)?;
+            let dut = Dut::start(name, scratch.dir(), &loop_sock)?;
             let gen_args: Vec<String> = vec![
                 "--zero-loss".into(),
                 "--flows".into(),

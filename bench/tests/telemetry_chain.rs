@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use bench::collector::{Collected, Collector};
 use bench::generator::{FlowTag, Transport};
+use bench::scratch::Scratch;
 use control::summary::Summary;
 use telemetry::flowradar::{FlowKey, single_decode};
 use telemetry::pint::path_decoder::Space;
@@ -32,27 +33,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("pint-tel-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A switch process with its output collected by a thread.
@@ -405,7 +385,7 @@ fn check_digests(c: &Collected, plans: &HashMap<u32, Plan>) -> (usize, usize) {
 #[test]
 fn three_switches_carry_decode_and_count_telemetry() {
     let _serial = serial();
-    let dir = Scratch::new("chain");
+    let dir = Scratch::new("tel-chain").unwrap();
     let truth = truth(&dir);
     let sink = Collector::start(true).unwrap();
     let queries = dir.path("queries.toml");
@@ -626,7 +606,7 @@ fn three_switches_carry_decode_and_count_telemetry() {
 #[test]
 fn a_sink_that_goes_away_does_not_disturb_forwarding() {
     let _serial = serial();
-    let dir = Scratch::new("outage");
+    let dir = Scratch::new("tel-outage").unwrap();
     let sink = Collector::start(false).unwrap();
     let addr = sink.addr();
     let sock = dir.path("loop.sock");
@@ -714,7 +694,7 @@ sink = "{addr}"
 #[test]
 fn two_workers_export_flowsets_that_decode_exactly() {
     let _serial = serial();
-    let dir = Scratch::new("rss");
+    let dir = Scratch::new("tel-rss").unwrap();
     let sink = Collector::start(true).unwrap();
     // Flows split over two captures by a hash of the 5-tuple, one per rx queue.
     let frames = dataplane::capture::demo_mix(3000, telemetry::wire::MacAddr([2, 0, 0, 0, 0, 1]));
@@ -827,7 +807,7 @@ expected_flows = 2000
 #[test]
 fn metrics_pass_promtool() {
     let _serial = serial();
-    let dir = Scratch::new("metrics");
+    let dir = Scratch::new("tel-metrics").unwrap();
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -882,24 +862,7 @@ listen = "127.0.0.1:{port}"
     ] {
         assert!(body.contains(want), "{want} missing:\n{body}");
     }
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool runs (scripts/setup.sh installs Debian's prometheus package)");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics:\n{}{}\n{body}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(e) = bench::promtool::check_metrics(&body) {
+        panic!("promtool check metrics:\n{e}\n{body}");
+    }
 }

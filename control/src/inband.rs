@@ -269,16 +269,7 @@ impl TelemetryControl {
             if !end.batch_plans.contains(&r.plan_version) {
                 end.batch_plans.push(r.plan_version);
             }
-            end.batch.push(WireDigest {
-                key: r.key,
-                ingress_port: r.ingress_port,
-                egress_port: r.egress_port,
-                pid: r.pid,
-                hops: r.hops,
-                plan_version: r.plan_version,
-                digest: r.digest,
-                time_ns: clock.unix_ns(r.tsc),
-            });
+            end.batch.push(r.to_wire(clock.unix_ns(r.tsc)));
         }
         let end = &self.workers[w];
         if end

@@ -2,8 +2,9 @@
 //! shortest-path routing over them.
 //!
 //! Nodes are numbered 0..n in file order; each node's switch ID (the value path tracing
-//! carries) is its number plus one. Edges are undirected; parallel edges and self-loops are
-//! dropped.
+//! carries) is its number plus one, unless the topology names its switches by ID (the TOML
+//! adjacency form, [`Topology::parse_toml`]). Edges are undirected; parallel edges and
+//! self-loops are dropped.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -21,8 +22,8 @@ pub enum TopologyError {
         /// Why.
         reason: String,
     },
-    /// The GraphML is malformed.
-    #[error("{path}: not a GraphML graph: {reason}")]
+    /// The file is malformed.
+    #[error("{path}: not a topology: {reason}")]
     Format {
         /// The path (or `<text>`).
         path: String,
@@ -45,6 +46,15 @@ pub struct Topology {
     pub names: Vec<String>,
     /// Sorted neighbour lists, by node number.
     pub adjacency: Vec<Vec<u32>>,
+    /// Switch IDs by node number, when they are not the node numbers plus one.
+    ids: Option<SwitchIds>,
+}
+
+/// Explicit switch IDs of a topology's nodes.
+#[derive(Debug, Clone)]
+struct SwitchIds {
+    of_node: Vec<u32>,
+    node_of: rustc_hash::FxHashMap<u32, u32>,
 }
 
 impl Topology {
@@ -58,14 +68,98 @@ impl Topology {
         self.adjacency.is_empty()
     }
 
-    /// The switch ID of node `n` (its number plus one).
+    /// The switch ID of node `n` (its number plus one, unless the topology names IDs).
+    #[inline]
     pub fn switch_id(&self, n: u32) -> u32 {
-        n + 1
+        match &self.ids {
+            None => n + 1,
+            Some(ids) => ids.of_node[n as usize],
+        }
     }
 
     /// The node of switch ID `id`.
+    #[inline]
     pub fn node(&self, id: u32) -> Option<u32> {
-        (id >= 1 && (id as usize) <= self.len()).then(|| id - 1)
+        match &self.ids {
+            None => (id >= 1 && (id as usize) <= self.len()).then(|| id - 1),
+            Some(ids) => ids.node_of.get(&id).copied(),
+        }
+    }
+
+    /// Switch IDs of all nodes, by node number.
+    pub fn switch_ids(&self) -> Vec<u32> {
+        (0..self.len() as u32).map(|n| self.switch_id(n)).collect()
+    }
+
+    /// Reads the TOML adjacency form: links between switch IDs, and optionally names.
+    ///
+    /// ```toml
+    /// name = "lab"                 # optional
+    /// links = [[1, 2], [2, 3]]     # undirected, by switch ID (1 .. 2^32 - 1)
+    /// [names]                      # optional
+    /// 1 = "edge-a"
+    /// ```
+    pub fn parse_toml(name: &str, text: &str) -> Result<Topology, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            name: Option<String>,
+            links: Vec<[u32; 2]>,
+            #[serde(default)]
+            names: std::collections::BTreeMap<String, String>,
+        }
+        let f: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        if f.links.is_empty() {
+            return Err("`links` lists no link".into());
+        }
+        let mut of_node: Vec<u32> = Vec::new();
+        let mut node_of: rustc_hash::FxHashMap<u32, u32> = rustc_hash::FxHashMap::default();
+        let mut edges = Vec::with_capacity(f.links.len());
+        for [a, b] in &f.links {
+            let mut node = |id: u32| -> Result<u32, String> {
+                if id == 0 {
+                    return Err("`links`: switch ID 0 is not a switch".into());
+                }
+                Ok(*node_of.entry(id).or_insert_with(|| {
+                    of_node.push(id);
+                    (of_node.len() - 1) as u32
+                }))
+            };
+            edges.push((node(*a)?, node(*b)?));
+        }
+        let mut names: Vec<String> = of_node.iter().map(|id| format!("s{id}")).collect();
+        for (id, n) in f.names {
+            let id: u32 = id
+                .parse()
+                .map_err(|_| format!("`names`: `{id}` is not a switch ID"))?;
+            let node = node_of
+                .get(&id)
+                .ok_or_else(|| format!("`names`: switch {id} is on no link"))?;
+            names[*node as usize] = n;
+        }
+        let mut t = Topology::from_edges(f.name.as_deref().unwrap_or(name), names, &edges);
+        t.ids = Some(SwitchIds { of_node, node_of });
+        Ok(t)
+    }
+
+    /// Loads a topology file: GraphML (`.graphml`, switch ID = node number plus one) or the
+    /// TOML adjacency form (`.toml`), or a generated one (`fattree:K`, `line:N`).
+    pub fn load(spec: &str) -> Result<Topology, TopologyError> {
+        let path = Path::new(spec);
+        if path.extension().is_some_and(|e| e == "toml") {
+            let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Io {
+                path: spec.to_owned(),
+                reason: e.to_string(),
+            })?;
+            let stem = path
+                .file_stem()
+                .map_or(spec.into(), |s| s.to_string_lossy());
+            return Topology::parse_toml(&stem, &text).map_err(|reason| TopologyError::Format {
+                path: spec.to_owned(),
+                reason,
+            });
+        }
+        Topology::from_spec(spec)
     }
 
     /// Neighbours of node `n`.
@@ -95,6 +189,7 @@ impl Topology {
             name: name.to_owned(),
             names,
             adjacency,
+            ids: None,
         }
     }
 
@@ -308,6 +403,32 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn toml_adjacency_names_switches_by_id() {
+        let t = Topology::parse_toml(
+            "x",
+            "links = [[10, 20], [20, 30], [30, 10], [20, 10]]\n[names]\n20 = \"core\"\n",
+        )
+        .unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.edges(), 3);
+        let core = t.node(20).unwrap();
+        assert_eq!(t.switch_id(core), 20);
+        assert_eq!(t.names[core as usize], "core");
+        assert_eq!(t.node(2), None);
+        let mut around: Vec<u32> = t.neighbours(core).iter().map(|&n| t.switch_id(n)).collect();
+        around.sort();
+        assert_eq!(around, vec![10, 30]);
+        for bad in [
+            "links = []",
+            "links = [[0, 1]]",
+            "links = [[1, 2]]\n[names]\n3 = \"x\"",
+            "links = [[1, 2]]\nextra = 1",
+        ] {
+            assert!(Topology::parse_toml("x", bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn fat_tree_shape() {

@@ -3,6 +3,7 @@
 //! ring drops the record and counts it; the worker never waits.
 
 use telemetry::flowradar::FlowKey;
+use telemetry::protocol::WireDigest;
 
 /// One packet's telemetry as the last PINT hop saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -23,6 +24,22 @@ pub struct DigestRecord {
     pub ingress_port: u8,
     /// The edge port it left by.
     pub egress_port: u8,
+}
+
+impl DigestRecord {
+    /// The record as it travels to the sink, with its time converted to Unix ns.
+    pub fn to_wire(&self, time_ns: u64) -> WireDigest {
+        WireDigest {
+            key: self.key,
+            ingress_port: self.ingress_port,
+            egress_port: self.egress_port,
+            pid: self.pid,
+            hops: self.hops,
+            plan_version: self.plan_version,
+            digest: self.digest,
+            time_ns,
+        }
+    }
 }
 
 /// The worker's end of its digest ring.

@@ -84,6 +84,16 @@ pub enum Outcome {
         /// The switches it crossed, first to last (node numbers).
         path: Vec<u32>,
     },
+    /// It was lost on the link from switch `after` to switch `to` (see
+    /// [`Emulator::send_lossy`]), after visiting `path`.
+    Lost {
+        /// The last switch it crossed.
+        after: u32,
+        /// The switch it was on its way to.
+        to: u32,
+        /// The switches it crossed, first to last.
+        path: Vec<u32>,
+    },
     /// Switch `node` dropped it.
     Dropped {
         /// The switch.
@@ -160,7 +170,19 @@ impl Emulator {
 
     /// Sends `frame` from the hosts of node `src` into the fabric at the current time; each
     /// switch `n` holds it `hop_ns(n)` ns. Time advances by the sum.
-    pub fn send(&mut self, src: u32, frame: &[u8], mut hop_ns: impl FnMut(u32) -> u64) -> Outcome {
+    pub fn send(&mut self, src: u32, frame: &[u8], hop_ns: impl FnMut(u32) -> u64) -> Outcome {
+        self.send_lossy(src, frame, hop_ns, |_, _| false)
+    }
+
+    /// As [`Emulator::send`], with links that lose frames: `lose(from, to)` says whether the
+    /// frame is lost on its way from switch `from` to switch `to` (node numbers).
+    pub fn send_lossy(
+        &mut self,
+        src: u32,
+        frame: &[u8],
+        mut hop_ns: impl FnMut(u32) -> u64,
+        mut lose: impl FnMut(u32, u32) -> bool,
+    ) -> Outcome {
         let mut node = src;
         let mut port = 0usize;
         let mut pkt = [VecFrame::new(frame)];
@@ -188,6 +210,13 @@ impl Emulator {
                 };
             }
             let next = self.topology.neighbours(node)[egress - 1];
+            if lose(node, next) {
+                return Outcome::Lost {
+                    after: node,
+                    to: next,
+                    path,
+                };
+            }
             port =
                 usize::from(fabric::port_towards(&self.topology, next, node).expect("symmetric"));
             node = next;

@@ -201,7 +201,7 @@ pub struct FlowRecord {
 }
 
 /// Running statistics of a per-packet query over a flow's packets.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Aggregate {
     /// Packets that carried the query.
     pub count: u64,
@@ -211,6 +211,10 @@ pub struct Aggregate {
     pub mean: f64,
     /// The largest value.
     pub max: f64,
+    /// Values by power of two: (e, packets whose value v has 2^e <= v < 2^(e+1)), e from
+    /// -64 to 63 (values at or below zero count in e = -128), sorted by e: at most 129
+    /// entries, usually a handful.
+    pub histogram: Vec<(i8, u32)>,
 }
 
 impl Aggregate {
@@ -220,6 +224,15 @@ impl Aggregate {
         self.last = v;
         self.mean += (v - self.mean) / self.count as f64;
         self.max = if self.count == 1 { v } else { self.max.max(v) };
+        let e = if v > 0.0 {
+            v.log2().floor().clamp(-64.0, 63.0) as i8
+        } else {
+            i8::MIN
+        };
+        match self.histogram.binary_search_by_key(&e, |b| b.0) {
+            Ok(i) => self.histogram[i].1 = self.histogram[i].1.saturating_add(1),
+            Err(i) => self.histogram.insert(i, (e, 1)),
+        }
     }
 }
 
@@ -281,6 +294,30 @@ impl FlowRecord {
 
     /// Records one packet's digest.
     pub fn record(&mut self, plan: &Plan, space: Space<'_>, pid: u32, digest: u64) {
+        self.record_into(plan, space, pid, digest, None);
+    }
+
+    /// Records one packet's digest and appends its dynamic queries' samples to `samples`
+    /// as (query, hop, code), for per-switch summaries once the hop's switch is known.
+    pub fn record_samples(
+        &mut self,
+        plan: &Plan,
+        space: Space<'_>,
+        pid: u32,
+        digest: u64,
+        samples: &mut Vec<(usize, usize, u32)>,
+    ) {
+        self.record_into(plan, space, pid, digest, Some(samples));
+    }
+
+    fn record_into(
+        &mut self,
+        plan: &Plan,
+        space: Space<'_>,
+        pid: u32,
+        digest: u64,
+        mut samples: Option<&mut Vec<(usize, usize, u32)>>,
+    ) {
         self.packets += 1;
         for (q, reading) in plan.readings(pid, self.k, digest) {
             match reading {
@@ -294,6 +331,9 @@ impl FlowRecord {
                 Reading::Sample { hop, code, .. } => {
                     if let Some(Some(s)) = self.sketches.get_mut(q) {
                         s.add(hop, code);
+                    }
+                    if let Some(out) = samples.as_deref_mut() {
+                        out.push((q, hop, code));
                     }
                 }
                 Reading::Aggregate(v) => {
@@ -350,6 +390,12 @@ impl FlowRecord {
                 .map(HopSketches::memory_bytes)
                 .sum::<usize>()
             + self.aggregates.capacity() * std::mem::size_of::<Option<Aggregate>>()
+            + self
+                .aggregates
+                .iter()
+                .flatten()
+                .map(|a| a.histogram.capacity() * 8)
+                .sum::<usize>()
     }
 }
 

@@ -6,6 +6,7 @@ pub mod bytes;
 pub mod checksum;
 pub mod ethernet;
 pub mod ipv4;
+pub mod prefix;
 pub mod shim;
 pub mod transport;
 

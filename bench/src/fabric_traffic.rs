@@ -1,0 +1,323 @@
+//! Traffic through an emulated fabric (the switches' own pipeline over real frames, no DPDK)
+//! turned into what each switch sends its sink: hellos, digest batches and flowsets, in the
+//! protocol's frames. With it the sink is tested and benchmarked against an exact truth:
+//! every flow's route, every hop's latency, every switch's per-flow counts per epoch, every
+//! packet lost on a lossy link.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use pipeline::PortRole;
+use pipeline::capture::PacketSpec;
+use pipeline::emulator::{Emulator, EmulatorConfig, Outcome};
+use pipeline::fabric::{host_addr, host_mac, port_mac};
+use telemetry::flowradar::flowset::FILTER_SEED;
+use telemetry::flowradar::wire::Shape;
+use telemetry::flowradar::{FlowKey, FlowSet, FlowSetConfig};
+use telemetry::pint::encoder::SwitchPlan;
+use telemetry::protocol::{
+    FrameType, Hello, PlanText, PortInfo, WireDigest, encode_digests, encode_flowset,
+};
+use telemetry::sim_rng::SimRng;
+use telemetry::topology::Topology;
+
+/// What traffic to send.
+#[derive(Debug, Clone)]
+pub struct TrafficSpec {
+    /// The query file every switch runs.
+    pub plan: String,
+    /// Flows, between random edge switches.
+    pub flows: u32,
+    /// Packets per flow.
+    pub packets: u32,
+    /// A link (node numbers, from -> to) that loses this share of the frames crossing it.
+    pub lossy_link: Option<((u32, u32), f64)>,
+    /// Mean hop latency at hop 1, ns; hop `h` holds a packet uniformly between 0.5 and 1.5
+    /// times `h` times this.
+    pub hop_ns: u64,
+    /// FlowRadar epoch, ns.
+    pub epoch_ns: u64,
+    /// Digests per batch.
+    pub batch: usize,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// One flow's truth.
+#[derive(Debug, Clone)]
+pub struct FlowTruth {
+    /// The flow.
+    pub key: FlowKey,
+    /// Its route (node numbers), as the switches forwarded it.
+    pub route: Vec<u32>,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets delivered.
+    pub delivered: u64,
+    /// Per node: (packets, bytes) counted there.
+    pub counted: HashMap<u32, (u64, u64)>,
+    /// Per node: epochs in which it counted the flow.
+    pub epochs: HashMap<u32, Vec<u64>>,
+}
+
+/// Everything that happened.
+#[derive(Debug, Clone, Default)]
+pub struct Truth {
+    /// The flows.
+    pub flows: Vec<FlowTruth>,
+    /// Packets lost per link (node numbers).
+    pub lost: HashMap<(u32, u32), u64>,
+    /// Digests produced.
+    pub digests: u64,
+    /// Flowsets produced.
+    pub flowsets: u64,
+}
+
+/// A frame for a switch's sink: its type and payload.
+#[derive(Debug, Clone)]
+pub struct Export {
+    /// The switch's node number.
+    pub node: u32,
+    /// Frame type.
+    pub ty: FrameType,
+    /// Payload.
+    pub payload: Vec<u8>,
+}
+
+/// The hello node `n` of `emu` sends (one worker; `plan` its query file).
+pub fn hello(emu: &Emulator, n: u32, plan: &SwitchPlan, flowset: &FlowSet) -> Hello {
+    let node = &emu.nodes[n as usize];
+    Hello {
+        switch_id: emu.topology.switch_id(n),
+        session: 0x5e55_1000 + u64::from(n),
+        epoch_ns: emu.config.epoch_ns,
+        shim_ethertype: emu.config.shim_ethertype,
+        shape: Shape::of(flowset),
+        filter_seed: FILTER_SEED,
+        table_seeds: vec![flowset.table_seed()],
+        max_digests: 1 << 16,
+        ports: node
+            .tables
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PortInfo {
+                name: format!("p{i}"),
+                edge: p.role == PortRole::Edge,
+                capacity_bps: p.capacity_bps,
+                mac: p.mac,
+            })
+            .collect(),
+        plan: Some(PlanText {
+            version: plan.version(),
+            digest_bytes: plan.digest_bytes() as u8,
+            text: plan.text.clone(),
+        }),
+    }
+}
+
+/// An empty flowset as the emulator's switch `n` sizes and seeds it (for its hello).
+pub fn flowset_of(emu: &Emulator, n: u32) -> FlowSet {
+    FlowSet::new(&FlowSetConfig::for_flows(
+        emu.config.expected_flows,
+        emu.topology.switch_id(n),
+    ))
+}
+
+/// An emulator on `topology` for `spec`, its clock at `start_ns` (Unix time, so that epochs
+/// are numbered as a real switch numbers them).
+pub fn emulator(topology: Topology, spec: &TrafficSpec, start_ns: u64) -> Emulator {
+    let mut emu = Emulator::new(
+        topology,
+        EmulatorConfig {
+            plan: Some(spec.plan.clone()),
+            expected_flows: (spec.flows * 2).max(64),
+            epoch_ns: spec.epoch_ns,
+            ring: 1 << 20,
+            ..Default::default()
+        },
+    )
+    .expect("the fabric builds");
+    emu.advance_to(start_ns);
+    // The first epochs close at once (from epoch 0 to now); drop them.
+    for n in 0..emu.nodes.len() as u32 {
+        emu.flowsets(n);
+    }
+    emu
+}
+
+/// The flows of `spec`: (source node, destination node, first packet), between random edge
+/// switches `edges`.
+pub fn plan_flows(spec: &TrafficSpec, edges: &[u32]) -> Vec<(u32, u32, PacketSpec)> {
+    let mut rng = SimRng::new(spec.seed);
+    (0..spec.flows)
+        .map(|f| {
+            let src = edges[rng.below(edges.len() as u64) as usize];
+            let mut dst = edges[rng.below(edges.len() as u64) as usize];
+            if dst == src {
+                dst = edges
+                    [(edges.iter().position(|&e| e == src).expect("an edge") + 1) % edges.len()];
+            }
+            let mut p = PacketSpec::udp(
+                Ipv4Addr::from(host_addr(src, 1)),
+                Ipv4Addr::from(host_addr(dst, 1)),
+                1000 + f as u16,
+                4791,
+            );
+            p.dst_mac = port_mac(src, 0);
+            p.src_mac = host_mac(src);
+            p.payload_len = 40 + (f as usize % 9) * 100;
+            (src, dst, p)
+        })
+        .collect()
+}
+
+/// The route (node numbers) a flow's packets take through a fabric like `emu`'s, found with
+/// a scratch copy of it (nothing is counted in `emu`).
+pub fn route_of(
+    topology: &Topology,
+    spec: &TrafficSpec,
+    src: u32,
+    packet: &PacketSpec,
+) -> Vec<u32> {
+    let mut scratch = emulator(topology.clone(), spec, 0);
+    match scratch.send(src, &packet.build(), |_| 1_000) {
+        Outcome::Delivered { path, .. } => path,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Sends `spec`'s traffic through `emu` (edge switches: `edges`), handing every frame a
+/// switch would send its sink to `out` as it would send it. Returns the truth.
+pub fn run(
+    emu: &mut Emulator,
+    edges: &[u32],
+    spec: &TrafficSpec,
+    mut out: impl FnMut(Export),
+) -> Truth {
+    let mut rng = SimRng::new(spec.seed ^ 0x7472_6166);
+    let plan = SwitchPlan::compile(&spec.plan, 1).expect("the plan compiles");
+    let digest_bytes = plan.digest_bytes() as u8;
+    let nodes = emu.nodes.len() as u32;
+    let mut truth = Truth::default();
+    let mut flows = plan_flows(spec, edges);
+    for (f, (src, dst, _)) in flows.iter().enumerate() {
+        let sport = 1000 + f as u16;
+        truth.flows.push(FlowTruth {
+            key: FlowKey {
+                src: host_addr(*src, 1),
+                dst: host_addr(*dst, 1),
+                src_port: sport,
+                dst_port: 4791,
+                protocol: 17,
+            },
+            route: Vec::new(),
+            sent: 0,
+            delivered: 0,
+            counted: HashMap::new(),
+            epochs: HashMap::new(),
+        });
+    }
+    let mut pending: Vec<Vec<WireDigest>> = vec![Vec::new(); nodes as usize];
+    let flush = |emu: &mut Emulator,
+                 pending: &mut Vec<Vec<WireDigest>>,
+                 truth: &mut Truth,
+                 all: bool,
+                 out: &mut dyn FnMut(Export)| {
+        for n in 0..nodes {
+            pending[n as usize].extend(emu.digests(n).iter().map(|r| r.to_wire(r.tsc)));
+            let p = &mut pending[n as usize];
+            while p.len() >= spec.batch || (all && !p.is_empty()) {
+                let take = p.len().min(spec.batch);
+                let batch: Vec<WireDigest> = p.drain(..take).collect();
+                truth.digests += batch.len() as u64;
+                out(Export {
+                    node: n,
+                    ty: FrameType::Digests,
+                    payload: encode_digests(0, &batch, |_| digest_bytes),
+                });
+            }
+            for c in emu.flowsets(n) {
+                truth.flowsets += 1;
+                out(Export {
+                    node: n,
+                    ty: FrameType::FlowSet,
+                    payload: encode_flowset(
+                        c.worker,
+                        c.epochs,
+                        emu.topology.switch_id(n),
+                        c.epoch,
+                        &c.flowset,
+                    ),
+                });
+            }
+        }
+    };
+    let total = u64::from(spec.flows) * u64::from(spec.packets);
+    for i in 0..total {
+        let fi = (i % u64::from(spec.flows)) as usize;
+        let (src, _, p) = &mut flows[fi];
+        p.ident = (i / u64::from(spec.flows)) as u16;
+        let frame = p.build();
+        let bytes = (frame.len() - 14) as u64;
+        // Hop h holds the packet uniformly between 0.5 and 1.5 times h x hop_ns; the frame
+        // crosses the lossy link (at most once) and is lost there with its share.
+        let holds: Vec<f64> = (0..16).map(|_| 0.5 + rng.unit()).collect();
+        let lose_u = rng.unit();
+        let start = emu.now_ns;
+        let mut at: Vec<(u32, u64)> = Vec::new();
+        let mut elapsed = 0u64;
+        let lossy = spec.lossy_link;
+        let out_come = emu.send_lossy(
+            *src,
+            &frame,
+            |n| {
+                let h = at.len();
+                at.push((n, start + elapsed));
+                let d = (spec.hop_ns as f64 * (h + 1) as f64 * holds[h.min(15)]) as u64;
+                elapsed += d;
+                d
+            },
+            |a, b| matches!(lossy, Some((l, share)) if l == (a, b) && lose_u < share),
+        );
+        let t = &mut truth.flows[fi];
+        t.sent += 1;
+        let (path, delivered) = match out_come {
+            Outcome::Delivered { path, .. } => (path, true),
+            Outcome::Lost { path, after, to } => {
+                *truth.lost.entry((after, to)).or_default() += 1;
+                (path, false)
+            }
+            Outcome::Dropped { node, reason } => {
+                panic!("switch {node} dropped a frame: {reason:?}")
+            }
+        };
+        if delivered {
+            t.delivered += 1;
+            t.route = path.clone();
+        }
+        debug_assert_eq!(path.len(), at.len());
+        for (n, rx) in at {
+            let c = t.counted.entry(n).or_default();
+            c.0 += 1;
+            c.1 += bytes;
+            let epoch = rx / spec.epoch_ns;
+            let e = t.epochs.entry(n).or_default();
+            if e.last() != Some(&epoch) {
+                e.push(epoch);
+            }
+        }
+        // Every switch keeps time, as a real one does between packets.
+        emu.advance_to(emu.now_ns + 1_000);
+        if i % 256 == 255 {
+            flush(emu, &mut pending, &mut truth, false, &mut out);
+        }
+    }
+    // Let every epoch end (time moving as it does on a switch, a little at a time), then
+    // send what is left.
+    for _ in 0..8 {
+        emu.advance_to(emu.now_ns + spec.epoch_ns / 2);
+        flush(emu, &mut pending, &mut truth, true, &mut out);
+    }
+    truth
+}

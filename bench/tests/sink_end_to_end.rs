@@ -1,0 +1,388 @@
+//! The sink against an exact truth. An emulated fabric (the switches' own pipeline over real
+//! frames) sends its traffic; each switch's exports go through the switch's own exporter
+//! (`control::export`: hello, queue, TCP) to a real sink; the sink's HTTP API, metrics,
+//! JSON lines and IPFIX (read back by Debian's nfcapd/nfdump) are checked against what the
+//! fabric really did: routes, hop latencies, per-switch counts per epoch, packets lost on a
+//! lossy link.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant, SystemTime};
+
+use bench::fabric_traffic::{
+    Export, TrafficSpec, Truth, emulator, flowset_of, hello, plan_flows, route_of, run,
+};
+use bench::scratch::Scratch;
+use control::export::{Announcement, Exporter, Outgoing};
+use serde_json::Value;
+use sink::{Sink, SinkConfig};
+use telemetry::pint::encoder::SwitchPlan;
+use telemetry::topology::Topology;
+
+const PAPER: &str = include_str!("../../configs/queries/paper.toml");
+
+/// GET `path`; (status, body).
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: sink\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    let status: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = s.split_once("\r\n").unwrap();
+        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+}
+
+fn json(addr: SocketAddr, path: &str) -> Value {
+    let (status, body) = get(addr, path);
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// The topology in the sink's TOML adjacency form.
+fn topology_toml(t: &Topology) -> String {
+    let mut links = Vec::new();
+    for a in 0..t.len() as u32 {
+        for &b in t.neighbours(a) {
+            if a < b {
+                links.push(format!("[{}, {}]", t.switch_id(a), t.switch_id(b)));
+            }
+        }
+    }
+    format!("name = \"{}\"\nlinks = [{}]\n", t.name, links.join(", "))
+}
+
+/// Runs `spec` on `topology` into `sink`, through one exporter per switch.
+fn drive(topology: &Topology, edges: &[u32], spec: &TrafficSpec, sink: SocketAddr) -> Truth {
+    let mut emu = emulator(topology.clone(), spec, unix_ns());
+    let plan = SwitchPlan::compile(&spec.plan, 1).unwrap();
+    let exporters: Vec<Exporter> = (0..topology.len() as u32)
+        .map(|n| {
+            let h = hello(&emu, n, &plan, &flowset_of(&emu, n));
+            Exporter::start(
+                sink.to_string(),
+                Announcement {
+                    hello: h,
+                    older_plans: Vec::new(),
+                },
+                256 << 20,
+            )
+        })
+        .collect();
+    let t0 = Instant::now();
+    while !exporters
+        .iter()
+        .all(|e| e.stats.connected.load(std::sync::atomic::Ordering::Relaxed))
+    {
+        assert!(t0.elapsed() < Duration::from_secs(20), "switches connect");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let truth = run(&mut emu, edges, spec, |e: Export| {
+        let sent = exporters[e.node as usize].send(Outgoing {
+            ty: e.ty,
+            payload: e.payload,
+            digests: 0,
+            flowsets: 0,
+        });
+        assert!(sent, "the exporter's queue takes everything");
+    });
+    for e in exporters {
+        e.finish(Duration::from_secs(30));
+    }
+    truth
+}
+
+/// Waits until the sink has every digest and flowset and no epoch is pending.
+fn settle(sink: &Sink, truth: &Truth) {
+    let shared = sink.shared();
+    let t0 = Instant::now();
+    loop {
+        let digests: u64 = shared
+            .shards
+            .iter()
+            .map(|s| s.table.lock().unwrap().stats.digests)
+            .sum();
+        let flowsets = shared
+            .epochs
+            .counters
+            .flowsets
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if digests == truth.digests && flowsets == truth.flowsets {
+            // The last epochs' counters reach the decode threads once the grace time passed.
+            std::thread::sleep(shared.config.epoch_grace * 3 + Duration::from_millis(300));
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the sink took {digests} of {} digests, {flowsets} of {} flowsets",
+            truth.digests,
+            truth.flowsets
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn flow_path(t: &bench::fabric_traffic::FlowTruth) -> String {
+    format!(
+        "/api/flow?src={}&dst={}&sport={}&dport={}&proto={}",
+        std::net::Ipv4Addr::from(t.key.src),
+        std::net::Ipv4Addr::from(t.key.dst),
+        t.key.src_port,
+        t.key.dst_port,
+        t.key.protocol
+    )
+}
+
+/// A K = 4 fat tree, the paper's plan, 40 flows of 1000 packets, 10% loss on one link: every
+/// flow's path decodes to its route, hop latency medians come out within the sketches'
+/// documented error, every flow's counts at every switch are exact and counted in the right
+/// number of epochs, the lossy link's loss is found exactly and no other link shows any, the
+/// API and metrics say so, and the JSON lines hold every packet.
+#[test]
+fn the_sink_decodes_paths_latency_counters_and_loss() {
+    let dir = Scratch::new("sink-e2e").unwrap();
+    let topology = Topology::fat_tree(4);
+    let edges = Topology::fat_tree_edges(4);
+    let topo_file = dir.path("fabric.toml");
+    std::fs::write(&topo_file, topology_toml(&topology)).unwrap();
+    let mut spec = TrafficSpec {
+        plan: PAPER.to_owned(),
+        flows: 40,
+        packets: 1000,
+        lossy_link: None,
+        hop_ns: 2_000,
+        epoch_ns: 10_000_000,
+        batch: 500,
+        seed: 5,
+    };
+    // The lossy link: the second link of the first flow that crosses the core.
+    let flows = plan_flows(&spec, &edges);
+    let route = flows
+        .iter()
+        .map(|(src, _, p)| route_of(&topology, &spec, *src, p))
+        .find(|r| r.len() == 5)
+        .expect("some flow crosses the core");
+    let lossy = (route[1], route[2]);
+    spec.lossy_link = Some((lossy, 0.1));
+
+    let json_lines = dir.path("flows.jsonl");
+    let sink = Sink::start(SinkConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        topology: Some(topo_file),
+        decode_threads: 2,
+        epoch_grace: Duration::from_secs(1),
+        json_lines: Some(json_lines.clone()),
+        ..SinkConfig::default()
+    })
+    .unwrap();
+    let http = sink.http_addr().unwrap();
+    let truth = drive(&topology, &edges, &spec, sink.listen_addr());
+    settle(&sink, &truth);
+    let id = |n: u32| topology.switch_id(n);
+
+    // Switches: all there, nothing refused or dropped.
+    let switches = json(http, "/api/switches");
+    let switches = switches.as_array().unwrap();
+    assert_eq!(switches.len(), topology.len());
+    let digests: u64 = switches
+        .iter()
+        .map(|s| s["digests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(digests, truth.digests);
+    for s in switches {
+        assert_eq!(s["rejected"], 0, "{s}");
+        assert_eq!(s["digests_dropped"], 0, "{s}");
+        assert_eq!(s["flowsets_dropped"], 0, "{s}");
+        assert_eq!(s["digests_unknown_plan"], 0, "{s}");
+    }
+    // Epochs: every one complete, decoded switch by switch (no burst here).
+    let epochs = json(http, "/api/epochs?n=5");
+    assert!(epochs["epochs"].as_u64().unwrap() >= 10, "{epochs}");
+    assert_eq!(epochs["incomplete"], 0, "{epochs}");
+    for r in epochs["latest"].as_array().unwrap() {
+        assert_eq!(r["complete"], true, "{r}");
+        assert_eq!(r["switches"].as_array().unwrap().len(), topology.len());
+    }
+
+    let mut lost_flows = 0;
+    for t in &truth.flows {
+        let f = json(http, &flow_path(t));
+        // The path.
+        let want: Vec<u64> = t.route.iter().map(|&n| u64::from(id(n))).collect();
+        let got: Vec<u64> = f["path"]
+            .as_array()
+            .unwrap_or_else(|| panic!("flow {} not decoded: {f}", t.key))
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(got, want, "flow {}", t.key);
+        assert_eq!(
+            f["digests"].as_u64().unwrap(),
+            t.delivered,
+            "flow {}",
+            t.key
+        );
+        // Counters: exact at every switch the flow crossed, in as many epochs as it was
+        // counted there, nowhere else.
+        let counters = f["counters"].as_array().unwrap();
+        assert_eq!(counters.len(), t.counted.len(), "flow {}: {f}", t.key);
+        for c in counters {
+            let node = topology.node(c["switch"].as_u64().unwrap() as u32).unwrap();
+            let (p, b) = t.counted[&node];
+            assert_eq!(
+                c["packets"].as_u64().unwrap(),
+                p,
+                "flow {} at {node}",
+                t.key
+            );
+            assert_eq!(c["bytes"].as_u64().unwrap(), b, "flow {} at {node}", t.key);
+            assert_eq!(
+                c["epochs"].as_u64().unwrap(),
+                t.epochs[&node].len() as u64,
+                "flow {} at {node}: epochs",
+                t.key
+            );
+        }
+        // Latency: hop h holds packets uniformly in [0.5, 1.5] x h x 2 us, median h x 2 us.
+        let lat = &f["latency"][0];
+        let rank_error = lat["rank_error"].as_f64().unwrap();
+        for h in lat["hops"].as_array().unwrap() {
+            let hop = h["hop"].as_u64().unwrap() as f64;
+            let n = h["samples"].as_u64().unwrap() as f64;
+            assert!(n >= 50.0, "flow {}: {h}", t.key);
+            let median = h["quantiles"][0][1].as_f64().unwrap();
+            let want = hop * 2_000.0;
+            let tolerance = 2.0 * rank_error + 3.0 * 0.5 / n.sqrt() + 0.045;
+            assert!(
+                (median - want).abs() / want < tolerance,
+                "flow {} hop {hop}: median {median} ns, truth {want} (tolerance {tolerance})",
+                t.key
+            );
+            assert_eq!(
+                h["switch"].as_u64(),
+                Some(got[hop as usize - 1]),
+                "flow {}",
+                t.key
+            );
+        }
+        if t.route.windows(2).any(|w| (w[0], w[1]) == lossy) && t.sent > t.delivered {
+            lost_flows += 1;
+            let loss = f["loss"].as_array().unwrap();
+            let on = loss
+                .iter()
+                .find(|l| {
+                    (l["from"].as_u64().unwrap(), l["to"].as_u64().unwrap())
+                        == (u64::from(id(lossy.0)), u64::from(id(lossy.1)))
+                })
+                .unwrap();
+            assert_eq!(on["lost_packets"].as_u64().unwrap(), t.sent - t.delivered);
+        }
+    }
+    assert!(lost_flows > 0, "some flows crossed the lossy link");
+
+    // Links: exactly the packets lost, on exactly that link.
+    let links = json(http, "/api/links");
+    let mut found = HashMap::new();
+    for l in links.as_array().unwrap() {
+        let k = (
+            l["from"].as_u64().unwrap() as u32,
+            l["to"].as_u64().unwrap() as u32,
+        );
+        found.insert(k, l["lost_packets"].as_i64().unwrap());
+    }
+    let lost = truth.lost[&lossy];
+    assert!(lost > 100, "the link lost packets: {lost}");
+    assert_eq!(found.get(&(id(lossy.0), id(lossy.1))), Some(&(lost as i64)));
+    for (k, v) in &found {
+        if *k != (id(lossy.0), id(lossy.1)) {
+            assert_eq!(*v, 0, "link {k:?}");
+        }
+    }
+    assert_eq!(json(http, "/api/health")["switches_connected"], 0);
+    let flows = json(http, "/api/flows?top=5&by=packets");
+    assert_eq!(flows.as_array().unwrap().len(), 5);
+    let (status, body) = get(http, "/api/flows?by=colour");
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = get(
+        http,
+        "/api/flow?src=1.2.3.4&dst=1.2.3.5&sport=1&dport=2&proto=6",
+    );
+    assert_eq!(status, 404);
+
+    // Metrics: promtool-clean, with the link's loss and the switches' latency.
+    let (status, metrics) = get(http, "/metrics");
+    assert_eq!(status, 200);
+    if let Err(e) = bench::promtool::check_metrics(&metrics) {
+        panic!("promtool check metrics:\n{e}\n{metrics}");
+    }
+    let link_line = format!(
+        "pint_sink_link_lost_packets{{from=\"{}\",to=\"{}\"}} {lost}",
+        id(lossy.0),
+        id(lossy.1)
+    );
+    assert!(
+        metrics.contains(&link_line),
+        "{link_line} missing:\n{metrics}"
+    );
+    assert!(metrics.contains("pint_sink_hop_latency_seconds{switch="));
+
+    // JSON lines: at the stop every flow's remaining counts are written.
+    sink.stop();
+    let mut written: HashMap<(String, u64), u64> = HashMap::new();
+    for line in std::fs::read_to_string(&json_lines).unwrap().lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        let k = (
+            format!("{}:{}", r["key"]["src"], r["key"]["src_port"]),
+            r["switch"].as_u64().unwrap(),
+        );
+        *written.entry(k).or_default() += r["packets"].as_u64().unwrap();
+    }
+    for t in &truth.flows {
+        for (node, (p, _)) in &t.counted {
+            let k = (
+                format!(
+                    "\"{}\":{}",
+                    std::net::Ipv4Addr::from(t.key.src),
+                    t.key.src_port
+                ),
+                u64::from(id(*node)),
+            );
+            assert_eq!(written.get(&k), Some(p), "flow {} at {node}", t.key);
+        }
+    }
+}

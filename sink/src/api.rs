@@ -1,0 +1,583 @@
+//! The HTTP/JSON API (`docs/api.md`) and `/metrics`. Handlers read the sink's state under
+//! short locks; nothing here changes it.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::thread::JoinHandle;
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+use telemetry::flowradar::FlowKey;
+use telemetry::pint::path_decoder::Space;
+use telemetry::pint::plan::QueryKind;
+use telemetry::pint::recording::path_context;
+use telemetry::wire::prefix::Ipv4Prefix;
+
+use crate::app::Shared;
+use crate::epochs::EpochReport;
+use crate::flows::{FlowId, FlowState, QUANTILES, decoded_path};
+use crate::metrics::SinkMetrics;
+use crate::registry::SwitchInfo;
+
+struct ApiState {
+    shared: Arc<Shared>,
+    metrics: SinkMetrics,
+}
+
+type St = State<Arc<ApiState>>;
+
+/// The HTTP server's thread and what stops it.
+pub type HttpThread = (JoinHandle<()>, tokio::sync::oneshot::Sender<()>);
+
+/// Serves the API on `listener` from a thread of its own; returns its address, the thread
+/// and what stops it.
+pub fn serve(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+) -> anyhow::Result<(SocketAddr, HttpThread)> {
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let state = Arc::new(ApiState {
+        shared,
+        metrics: SinkMetrics::new(),
+    });
+    let t = std::thread::Builder::new()
+        .name("http".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the HTTP server");
+            rt.block_on(async move {
+                let l = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!("http: {e}");
+                        return;
+                    }
+                };
+                let shutdown = async {
+                    let _ = rx.await;
+                };
+                if let Err(e) = axum::serve(l, router(state))
+                    .with_graceful_shutdown(shutdown)
+                    .await
+                {
+                    tracing::error!("http: {e}");
+                }
+            });
+        })?;
+    Ok((addr, (t, tx)))
+}
+
+fn router(state: Arc<ApiState>) -> Router {
+    Router::new()
+        .route("/api/health", get(health))
+        .route("/api/switches", get(switches))
+        .route("/api/plans", get(plans))
+        .route("/api/flows", get(flows))
+        .route("/api/flow", get(flow))
+        .route("/api/links", get(links))
+        .route("/api/epochs", get(epochs))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+fn bad_request(msg: String) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(serde_json::json!({ "error": msg })),
+    )
+        .into_response()
+}
+
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    uptime_seconds: f64,
+    switches_connected: usize,
+    switches_known: usize,
+    flows: usize,
+    epochs: u64,
+}
+
+async fn health(State(s): St) -> Json<Health> {
+    let sw = s.shared.registry.switches();
+    Json(Health {
+        status: "ok",
+        uptime_seconds: s.shared.started.elapsed().as_secs_f64(),
+        switches_connected: sw
+            .iter()
+            .filter(|e| e.counters.connected.load(Relaxed))
+            .count(),
+        switches_known: sw.len(),
+        flows: s
+            .shared
+            .shards
+            .iter()
+            .map(|x| x.table.lock().expect("flow table lock").len())
+            .sum(),
+        epochs: s.shared.epochs.counters.epochs.load(Relaxed),
+    })
+}
+
+#[derive(Serialize)]
+struct SwitchView {
+    #[serde(flatten)]
+    info: SwitchInfo,
+    connected: bool,
+    connections: u64,
+    frames: u64,
+    bytes: u64,
+    rejected: u64,
+    reject_reasons: std::collections::BTreeMap<&'static str, u64>,
+    sequence_gaps: u64,
+    digests: u64,
+    digests_dropped: u64,
+    digests_unknown_plan: u64,
+    flowsets: u64,
+    flowsets_dropped: u64,
+}
+
+async fn switches(State(s): St) -> Json<Vec<SwitchView>> {
+    Json(
+        s.shared
+            .registry
+            .switches()
+            .iter()
+            .map(|e| {
+                let c = &e.counters;
+                SwitchView {
+                    info: e.info.lock().expect("switch lock").clone(),
+                    connected: c.connected.load(Relaxed),
+                    connections: c.connections.load(Relaxed),
+                    frames: c.frames.load(Relaxed),
+                    bytes: c.bytes.load(Relaxed),
+                    rejected: c.rejected.load(Relaxed),
+                    reject_reasons: e.reject_reasons.lock().expect("switch lock").clone(),
+                    sequence_gaps: c.sequence_gaps.load(Relaxed),
+                    digests: c.digests.load(Relaxed),
+                    digests_dropped: c.digests_dropped.load(Relaxed),
+                    digests_unknown_plan: c.digests_unknown_plan.load(Relaxed),
+                    flowsets: c.flowsets.load(Relaxed),
+                    flowsets_dropped: c.flowsets_dropped.load(Relaxed),
+                }
+            })
+            .collect(),
+    )
+}
+
+#[derive(Serialize)]
+struct PlanView {
+    version: String,
+    description: String,
+    text: String,
+}
+
+async fn plans(State(s): St) -> Json<Vec<PlanView>> {
+    Json(
+        s.shared
+            .registry
+            .plans()
+            .iter()
+            .map(|p| PlanView {
+                version: format!("{:08x}", p.version),
+                description: p.plan.describe(),
+                text: p.text.clone(),
+            })
+            .collect(),
+    )
+}
+
+#[derive(Deserialize)]
+struct FlowsQuery {
+    /// How many (default 20, at most 10000).
+    top: Option<usize>,
+    /// `packets`, `bytes` (default) or `digests`.
+    by: Option<String>,
+    /// `A.B.C.D/LEN`: flows from or to it.
+    prefix: Option<String>,
+}
+
+#[derive(Serialize, Clone)]
+struct FlowSummary {
+    flow: FlowId,
+    /// Largest count at any switch (the packets that entered the network).
+    packets: u64,
+    /// As above, bytes.
+    bytes: u64,
+    digests: u64,
+    path: Option<Vec<u32>>,
+    path_decoded_hops: usize,
+    hops: Option<usize>,
+    first_ms: u64,
+    last_ms: u64,
+}
+
+fn summary(f: &FlowState, space: Space<'_>) -> FlowSummary {
+    let packets = f.counts.iter().map(|c| c.packets).max().unwrap_or(0);
+    let bytes = f.counts.iter().map(|c| c.bytes).max().unwrap_or(0);
+    let (decoded, hops) = match &f.pint {
+        Some(p) => (
+            p.plan
+                .path_query
+                .and_then(|q| p.record.path(q))
+                .map_or(0, |s| s.decoded_hops()),
+            Some(p.record.k()),
+        ),
+        None => (0, None),
+    };
+    FlowSummary {
+        flow: f.key.into(),
+        packets,
+        bytes,
+        digests: f.digests,
+        path: decoded_path(f, space),
+        path_decoded_hops: decoded,
+        hops,
+        first_ms: f.first_ms,
+        last_ms: f.last_ms,
+    }
+}
+
+fn with_space<T>(shared: &Shared, f: impl FnOnce(Space<'_>) -> T) -> T {
+    match &shared.topology {
+        Some(t) => f(Space::Topology(t)),
+        None => {
+            let ids = shared.registry.ids();
+            f(Space::Ids(&ids))
+        }
+    }
+}
+
+async fn flows(State(s): St, Query(q): Query<FlowsQuery>) -> Response {
+    let top = q.top.unwrap_or(20).min(10_000);
+    let by = q.by.as_deref().unwrap_or("bytes");
+    let key: fn(&FlowSummary) -> u64 = match by {
+        "bytes" => |f| f.bytes,
+        "packets" => |f| f.packets,
+        "digests" => |f| f.digests,
+        other => {
+            return bad_request(format!(
+                "by: `{other}` is not one of packets, bytes, digests"
+            ));
+        }
+    };
+    let prefix = match q
+        .prefix
+        .as_deref()
+        .map(str::parse::<Ipv4Prefix>)
+        .transpose()
+    {
+        Ok(p) => p,
+        Err(e) => return bad_request(format!("prefix: {e}")),
+    };
+    let mut all: Vec<FlowSummary> = Vec::new();
+    with_space(&s.shared, |space| {
+        for shard in &s.shared.shards {
+            let t = shard.table.lock().expect("flow table lock");
+            let mut part: Vec<FlowSummary> = t
+                .iter()
+                .filter(|f| prefix.is_none_or(|p| p.contains(f.key.src) || p.contains(f.key.dst)))
+                .map(|f| summary(f, space))
+                .collect();
+            part.sort_by_key(|f| std::cmp::Reverse(key(f)));
+            part.truncate(top);
+            all.extend(part);
+        }
+    });
+    all.sort_by_key(|f| std::cmp::Reverse(key(f)));
+    all.truncate(top);
+    Json(all).into_response()
+}
+
+#[derive(Deserialize)]
+struct FlowQuery {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: u16,
+    dport: u16,
+    proto: u8,
+}
+
+#[derive(Serialize)]
+struct HopView {
+    hop: usize,
+    switch: Option<u32>,
+    /// Candidates left (None: nothing known yet).
+    candidates: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct LatencyHop {
+    hop: usize,
+    switch: Option<u32>,
+    samples: u64,
+    /// (quantile, ns).
+    quantiles: Vec<(f64, f64)>,
+}
+
+#[derive(Serialize)]
+struct LatencyView {
+    query: String,
+    kll_k: u16,
+    /// The sketches' normalized rank error (99% confidence): a quantile answered is the true
+    /// quantile of a rank within this much of the one asked (plus the compression's own
+    /// error and the sampling's).
+    rank_error: f64,
+    budget_bytes: u64,
+    hops: Vec<LatencyHop>,
+}
+
+#[derive(Serialize)]
+struct AggregateView {
+    query: String,
+    count: u64,
+    last: f64,
+    mean: f64,
+    max: f64,
+    /// (from, to, packets): values in [from, to).
+    histogram: Vec<(f64, f64, u32)>,
+}
+
+#[derive(Serialize)]
+struct CounterView {
+    switch: u32,
+    packets: u64,
+    bytes: u64,
+    epochs: u32,
+    first_ms: u64,
+    last_ms: u64,
+}
+
+#[derive(Serialize)]
+struct LossView {
+    from: u32,
+    to: u32,
+    lost_packets: i64,
+}
+
+#[derive(Serialize)]
+struct FlowDetail {
+    #[serde(flatten)]
+    summary: FlowSummary,
+    plan: Option<String>,
+    reporter: Option<u32>,
+    ingress_port: Option<u8>,
+    egress_port: Option<u8>,
+    first_hop_pinned: bool,
+    path_resets: u32,
+    path_hops: Vec<HopView>,
+    latency: Vec<LatencyView>,
+    aggregates: Vec<AggregateView>,
+    counters: Vec<CounterView>,
+    loss: Vec<LossView>,
+}
+
+fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
+    let mut d = FlowDetail {
+        summary: summary(f, space),
+        plan: None,
+        reporter: None,
+        ingress_port: None,
+        egress_port: None,
+        first_hop_pinned: false,
+        path_resets: f.path_resets,
+        path_hops: Vec::new(),
+        latency: Vec::new(),
+        aggregates: Vec::new(),
+        counters: f
+            .counts
+            .iter()
+            .map(|c| CounterView {
+                switch: c.switch,
+                packets: c.packets,
+                bytes: c.bytes,
+                epochs: c.epochs,
+                first_ms: c.first_ms,
+                last_ms: c.last_ms,
+            })
+            .collect(),
+        loss: Vec::new(),
+    };
+    if let Some(path) = &d.summary.path {
+        for w in path.windows(2) {
+            let c = |s: u32| f.counts.iter().find(|c| c.switch == s).map(|c| c.packets);
+            if let Some(up) = c(w[0]) {
+                d.loss.push(LossView {
+                    from: w[0],
+                    to: w[1],
+                    lost_packets: up as i64 - c(w[1]).unwrap_or(0) as i64,
+                });
+            }
+        }
+    }
+    let Some(p) = &f.pint else { return d };
+    d.plan = Some(format!("{:08x}", p.plan.version));
+    d.reporter = Some(p.reporter);
+    d.ingress_port = Some(p.ingress_port);
+    d.egress_port = Some(p.egress_port);
+    d.first_hop_pinned = p.first_pinned;
+    let plan = &p.plan.plan;
+    let k = p.record.k();
+    let hop_switch = |hop: usize| -> Option<u32> {
+        let q = p.plan.path_query?;
+        p.record.path(q)?.hop(path_context(plan, space, q)?, hop)
+    };
+    if let Some(q) = p.plan.path_query
+        && let Some(st) = p.record.path(q)
+        && let Some(cx) = path_context(plan, space, q)
+    {
+        d.path_hops = (1..=k)
+            .map(|i| HopView {
+                hop: i,
+                switch: st.hop(cx, i),
+                candidates: st.candidates(i),
+            })
+            .collect();
+    }
+    for (qi, q) in plan.queries.iter().enumerate() {
+        match &q.kind {
+            QueryKind::DynamicPerFlow { .. } => {
+                let Some(sk) = p.record.sketches(qi) else {
+                    continue;
+                };
+                d.latency.push(LatencyView {
+                    query: q.name.clone(),
+                    kll_k: sk.kll_k(),
+                    rank_error: sk.rank_error(),
+                    budget_bytes: sk.budget_bytes(),
+                    hops: (1..=k)
+                        .map(|h| LatencyHop {
+                            hop: h,
+                            switch: hop_switch(h),
+                            samples: sk.samples(h),
+                            quantiles: QUANTILES
+                                .iter()
+                                .filter_map(|&x| sk.quantile(h, x).map(|v| (x, v)))
+                                .collect(),
+                        })
+                        .collect(),
+                });
+            }
+            QueryKind::PerPacket { .. } => {
+                let Some(a) = p.record.aggregate(qi) else {
+                    continue;
+                };
+                d.aggregates.push(AggregateView {
+                    query: q.name.clone(),
+                    count: a.count,
+                    last: a.last,
+                    mean: a.mean,
+                    max: a.max,
+                    histogram: a
+                        .histogram
+                        .iter()
+                        .map(|&(e, n)| {
+                            if e == i8::MIN {
+                                (f64::NEG_INFINITY, 0.0, n)
+                            } else {
+                                (2f64.powi(i32::from(e)), 2f64.powi(i32::from(e) + 1), n)
+                            }
+                        })
+                        .collect(),
+                });
+            }
+            QueryKind::StaticPerFlow { .. } => {}
+        }
+    }
+    d
+}
+
+async fn flow(
+    State(s): St,
+    q: Result<Query<FlowQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => return bad_request(format!("{e} (want src, dst, sport, dport, proto)")),
+    };
+    let key = FlowKey {
+        src: u32::from(q.src),
+        dst: u32::from(q.dst),
+        src_port: q.sport,
+        dst_port: q.dport,
+        protocol: q.proto,
+    };
+    let n = s.shared.shards.len();
+    let t = s.shared.shards[crate::shard::shard_of(&key, n)]
+        .table
+        .lock()
+        .expect("flow table lock");
+    match t.get(&key) {
+        Some(f) => with_space(&s.shared, |space| Json(detail(f, space)).into_response()),
+        None => (
+            StatusCode::NOT_FOUND,
+            Json(serde_json::json!({ "error": format!("flow {key} is not tracked") })),
+        )
+            .into_response(),
+    }
+}
+
+#[derive(Serialize)]
+struct LinkView {
+    from: u32,
+    to: u32,
+    #[serde(flatten)]
+    stats: crate::flows::LinkStats,
+}
+
+async fn links(State(s): St) -> Json<Vec<LinkView>> {
+    let mut v: Vec<LinkView> = crate::metrics::links(&s.shared)
+        .into_iter()
+        .map(|((from, to), stats)| LinkView { from, to, stats })
+        .collect();
+    v.sort_by_key(|l| (std::cmp::Reverse(l.stats.lost_packets), l.from, l.to));
+    Json(v)
+}
+
+#[derive(Deserialize)]
+struct EpochsQuery {
+    /// How many of the latest (default 20).
+    n: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct EpochsView {
+    epochs: u64,
+    network: u64,
+    incomplete: u64,
+    by_deadline: u64,
+    late_flowsets: u64,
+    flowsets: u64,
+    latest: Vec<EpochReport>,
+}
+
+async fn epochs(State(s): St, Query(q): Query<EpochsQuery>) -> Json<EpochsView> {
+    let c = &s.shared.epochs.counters;
+    let reports = s.shared.epochs.reports.lock().expect("epoch log lock");
+    let n = q.n.unwrap_or(20).min(reports.len());
+    Json(EpochsView {
+        epochs: c.epochs.load(Relaxed),
+        network: c.network.load(Relaxed),
+        incomplete: c.incomplete.load(Relaxed),
+        by_deadline: c.by_deadline.load(Relaxed),
+        late_flowsets: c.late_flowsets.load(Relaxed),
+        flowsets: c.flowsets.load(Relaxed),
+        latest: reports.iter().rev().take(n).cloned().collect(),
+    })
+}
+
+async fn metrics(State(s): St) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics.render(&s.shared),
+    )
+        .into_response()
+}

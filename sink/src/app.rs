@@ -1,0 +1,260 @@
+//! The sink assembled: ingest, decode threads, the epoch assembler, the export thread and the
+//! HTTP server, started together and stopped in order (ingest first, so that nothing is
+//! decoded half-way; the decode threads last, exporting what they hold).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{SendTimeoutError, bounded};
+use telemetry::topology::Topology;
+
+use crate::config::SinkConfig;
+use crate::epochs::{self, EpochLog};
+use crate::export::{ExportCounters, Outputs};
+use crate::flows::{FlowTable, ShardContext};
+use crate::ingest::{self, Ingest};
+use crate::registry::Registry;
+use crate::shard::{self, Shard, ShardMsg, Timeouts, shard_of};
+use crate::transport::TcpTransport;
+
+/// Flowsets waiting for the epoch assembler before new ones are dropped.
+const FLOWSET_QUEUE: usize = 4096;
+/// Records waiting for the export thread before new ones are dropped.
+const EXPORT_QUEUE: usize = 1 << 16;
+
+/// Everything the API and the metrics read.
+pub struct Shared {
+    /// Switches, plans, owners.
+    pub registry: Arc<Registry>,
+    /// Decode threads.
+    pub shards: Vec<Shard>,
+    /// Epoch reports and counters.
+    pub epochs: Arc<EpochLog>,
+    /// Export counters.
+    pub exports: Arc<ExportCounters>,
+    /// Epoch counters that could not be handed to a decode thread in time.
+    pub counts_dropped: AtomicU64,
+    /// The topology, if given.
+    pub topology: Option<Arc<Topology>>,
+    /// When the sink started.
+    pub started: Instant,
+    /// The settings.
+    pub config: SinkConfig,
+}
+
+/// A running sink.
+pub struct Sink {
+    shared: Arc<Shared>,
+    listen: SocketAddr,
+    http: Option<SocketAddr>,
+    stop: Arc<AtomicBool>,
+    ingest: Option<JoinHandle<()>>,
+    assembler: Option<JoinHandle<()>>,
+    shard_threads: Vec<JoinHandle<()>>,
+    exporter: Option<JoinHandle<()>>,
+    http_thread: Option<crate::api::HttpThread>,
+}
+
+impl Sink {
+    /// Starts a sink; an error says which setting is wrong or what could not be opened.
+    pub fn start(config: SinkConfig) -> anyhow::Result<Sink> {
+        config.validate()?;
+        let topology = match &config.topology {
+            Some(p) => Some(Arc::new(
+                Topology::load(&p.to_string_lossy())
+                    .map_err(|e| anyhow::anyhow!("--topology: {e}"))?,
+            )),
+            None => None,
+        };
+        let transport = TcpTransport::bind(config.listen)
+            .map_err(|e| anyhow::anyhow!("--listen {}: {e}", config.listen))?;
+        let listen = transport.local_addr()?;
+        let http_listener = match config.http {
+            Some(a) => Some(
+                std::net::TcpListener::bind(a).map_err(|e| anyhow::anyhow!("--http {a}: {e}"))?,
+            ),
+            None => None,
+        };
+        let exports = Arc::new(ExportCounters::default());
+        let outputs = Outputs::open(
+            config.ipfix,
+            config.template_interval,
+            config.json_lines.as_deref(),
+            Arc::clone(&exports),
+        )?;
+        let registry = Arc::new(Registry::default());
+        let stop = Arc::new(AtomicBool::new(false));
+
+        let (export_tx, exporter) = if outputs.any() {
+            let (tx, rx) = bounded(EXPORT_QUEUE);
+            let t = std::thread::Builder::new()
+                .name("export".into())
+                .spawn(move || outputs.run(rx))?;
+            (Some(tx), Some(t))
+        } else {
+            (None, None)
+        };
+
+        let cx = ShardContext {
+            registry: Arc::clone(&registry),
+            topology: topology.clone(),
+        };
+        let per_shard = config.max_flows / config.decode_threads;
+        let timeouts = Timeouts {
+            idle: config.idle_timeout,
+            active: config.active_timeout,
+        };
+        let mut shards = Vec::with_capacity(config.decode_threads);
+        let mut shard_threads = Vec::with_capacity(config.decode_threads);
+        for i in 0..config.decode_threads {
+            let (tx, rx) = bounded(config.queue_batches);
+            let table = Arc::new(Mutex::new(FlowTable::new(per_shard)));
+            let (t, c, e) = (Arc::clone(&table), cx.clone(), export_tx.clone());
+            shard_threads.push(
+                std::thread::Builder::new()
+                    .name(format!("decode-{i}"))
+                    .spawn(move || shard::run(rx, t, c, timeouts, e))?,
+            );
+            shards.push(Shard { tx, table });
+        }
+        drop(export_tx);
+
+        let epochs_log = Arc::new(EpochLog::default());
+        let shared = Arc::new(Shared {
+            registry: Arc::clone(&registry),
+            shards: shards.clone(),
+            epochs: Arc::clone(&epochs_log),
+            exports,
+            counts_dropped: AtomicU64::new(0),
+            topology,
+            started: Instant::now(),
+            config: config.clone(),
+        });
+
+        let (fs_tx, fs_rx) = bounded(FLOWSET_QUEUE);
+        let assembler = {
+            let (registry, log, shared) = (
+                Arc::clone(&registry),
+                Arc::clone(&epochs_log),
+                Arc::clone(&shared),
+            );
+            let grace = config.epoch_grace;
+            std::thread::Builder::new()
+                .name("epochs".into())
+                .spawn(move || {
+                    let n = shared.shards.len();
+                    let mut route = |epoch, epoch_ms, counts: Vec<_>| {
+                        let mut parts: Vec<Vec<_>> = vec![Vec::new(); n];
+                        for c in counts {
+                            let (k, _, _, _) = &c;
+                            parts[shard_of(k, n)].push(c);
+                        }
+                        for (i, counts) in parts.into_iter().enumerate() {
+                            if counts.is_empty() {
+                                continue;
+                            }
+                            let msg = ShardMsg::Counts {
+                                epoch,
+                                epoch_ms,
+                                counts,
+                            };
+                            if let Err(SendTimeoutError::Timeout(_)) = shared.shards[i]
+                                .tx
+                                .send_timeout(msg, Duration::from_secs(1))
+                            {
+                                shared.counts_dropped.fetch_add(1, Relaxed);
+                            }
+                        }
+                    };
+                    epochs::run(fs_rx, registry, log, grace, &mut route);
+                })?
+        };
+
+        let ingest = ingest::serve(
+            transport,
+            Ingest {
+                registry,
+                shards,
+                flowsets: fs_tx,
+                max_flowset_bytes: config.max_flowset_bytes,
+                stop: Arc::clone(&stop),
+            },
+        );
+
+        let (http, http_thread) = match http_listener {
+            Some(l) => {
+                let (addr, t) = crate::api::serve(l, Arc::clone(&shared))?;
+                (Some(addr), Some(t))
+            }
+            None => (None, None),
+        };
+        tracing::info!(listen = %listen, http = ?http, "pint-sink running");
+        Ok(Sink {
+            shared,
+            listen,
+            http,
+            stop,
+            ingest: Some(ingest),
+            assembler: Some(assembler),
+            shard_threads,
+            exporter,
+            http_thread,
+        })
+    }
+
+    /// Where switches connect.
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen
+    }
+
+    /// Where the HTTP API listens.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http
+    }
+
+    /// What the API reads.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Stops everything in order and waits for it.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.ingest.take() {
+            let _ = t.join();
+        }
+        // The assembler ends once every ingest thread has dropped its queue.
+        if let Some(t) = self.assembler.take() {
+            let _ = t.join();
+        }
+        // Decode threads are told to stop (the shared state keeps their queues open); each
+        // exports what it holds first.
+        for s in &self.shared.shards {
+            let _ = s.tx.send(ShardMsg::Stop);
+        }
+        for t in self.shard_threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(t) = self.exporter.take() {
+            let _ = t.join();
+        }
+        if let Some((t, tx)) = self.http_thread.take() {
+            let _ = tx.send(());
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,161 @@
+//! The sink's settings, checked before anything starts: a bad value names its flag and why.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the sink listens for switches by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7300";
+/// Where the HTTP API (and `/metrics`) listens by default.
+pub const DEFAULT_HTTP: &str = "127.0.0.1:7380";
+
+/// Everything the sink is told.
+#[derive(Debug, Clone)]
+pub struct SinkConfig {
+    /// Where switches connect (TCP).
+    pub listen: SocketAddr,
+    /// The HTTP API and `/metrics` (None: off).
+    pub http: Option<SocketAddr>,
+    /// Topology file for path candidates (GraphML or TOML adjacency); None: the switch IDs
+    /// the sink has heard from.
+    pub topology: Option<PathBuf>,
+    /// Decode threads (flows are sharded over them by flow hash).
+    pub decode_threads: usize,
+    /// Most flows tracked at once (over all threads).
+    pub max_flows: usize,
+    /// A flow not heard of for this long is exported (IPFIX, JSON lines) and forgotten.
+    pub idle_timeout: Duration,
+    /// How long an epoch waits for flowsets from every connected switch before it is
+    /// decoded with the ones that came.
+    pub epoch_grace: Duration,
+    /// IPFIX collector (UDP).
+    pub ipfix: Option<SocketAddr>,
+    /// A long-lived flow's counters are exported this often.
+    pub active_timeout: Duration,
+    /// IPFIX templates are sent again this often.
+    pub template_interval: Duration,
+    /// The same records as JSON lines.
+    pub json_lines: Option<PathBuf>,
+    /// Largest flowset (in memory) a switch may declare.
+    pub max_flowset_bytes: usize,
+    /// Batches of digests waiting per decode thread before new ones are dropped (counted).
+    pub queue_batches: usize,
+}
+
+impl Default for SinkConfig {
+    fn default() -> Self {
+        SinkConfig {
+            listen: DEFAULT_LISTEN.parse().expect("address"),
+            http: Some(DEFAULT_HTTP.parse().expect("address")),
+            topology: None,
+            decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            max_flows: 1_000_000,
+            idle_timeout: Duration::from_secs(30),
+            epoch_grace: Duration::from_millis(100),
+            ipfix: None,
+            active_timeout: Duration::from_secs(60),
+            template_interval: Duration::from_secs(30),
+            json_lines: None,
+            max_flowset_bytes: 256 << 20,
+            queue_batches: 1024,
+        }
+    }
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--{flag}: {reason}")]
+pub struct ConfigError {
+    /// The flag.
+    pub flag: &'static str,
+    /// Why.
+    pub reason: String,
+}
+
+impl SinkConfig {
+    /// Checks every value; the first bad one is the error.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |flag, reason: &str| {
+            Err(ConfigError {
+                flag,
+                reason: reason.to_owned(),
+            })
+        };
+        if !(1..=256).contains(&self.decode_threads) {
+            return bad("decode-threads", "must be 1 to 256");
+        }
+        if self.max_flows < self.decode_threads {
+            return bad("max-flows", "must be at least one per decode thread");
+        }
+        if self.idle_timeout.is_zero() {
+            return bad("idle-timeout", "must be above zero");
+        }
+        if self.active_timeout.is_zero() {
+            return bad("active-timeout", "must be above zero");
+        }
+        if self.template_interval.is_zero() {
+            return bad("template-interval", "must be above zero");
+        }
+        if self.epoch_grace.is_zero() || self.epoch_grace > Duration::from_secs(60) {
+            return bad("epoch-grace-ms", "must be 1 ms to 60 s");
+        }
+        if self.max_flowset_bytes < 1 << 20 {
+            return bad("max-flowset-mb", "must be at least 1");
+        }
+        if self.queue_batches == 0 {
+            return bad("queue-batches", "must be at least 1");
+        }
+        if let (Some(h), l) = (self.http, self.listen)
+            && h == l
+            && h.port() != 0
+        {
+            return bad("http", "is the same address as --listen");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_name_their_flag() {
+        SinkConfig::default().validate().unwrap();
+        let cases: [(&str, SinkConfig); 4] = [
+            (
+                "decode-threads",
+                SinkConfig {
+                    decode_threads: 0,
+                    ..Default::default()
+                },
+            ),
+            (
+                "idle-timeout",
+                SinkConfig {
+                    idle_timeout: Duration::ZERO,
+                    ..Default::default()
+                },
+            ),
+            (
+                "epoch-grace-ms",
+                SinkConfig {
+                    epoch_grace: Duration::from_secs(120),
+                    ..Default::default()
+                },
+            ),
+            (
+                "http",
+                SinkConfig {
+                    http: Some(DEFAULT_LISTEN.parse().unwrap()),
+                    ..Default::default()
+                },
+            ),
+        ];
+        for (flag, c) in cases {
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.flag, flag);
+            assert!(e.to_string().starts_with(&format!("--{flag}: ")));
+        }
+    }
+}

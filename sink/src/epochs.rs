@@ -1,0 +1,334 @@
+//! FlowRadar epochs at the sink: every flowset is decoded on its own as it arrives
+//! (SingleDecode); once every connected switch with the same epoch length has delivered an
+//! epoch (one flowset per worker), or the grace time after its first flowset has passed, the
+//! epoch is finished: if some flowset did not decode completely, the epoch's flowsets are
+//! decoded together (FlowDecode and CounterDecode over the switches that delivered). The
+//! per-flow counters then go to the decode threads that own the flows, and the epoch's
+//! report (what decoded, how) to the API.
+//!
+//! A flowset that covers several epochs (its worker was late) or that arrives after its
+//! epoch was finished is decoded on its own and counted in its first epoch.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use telemetry::flowradar::decode::{DecodeResult, SingleDecoder};
+use telemetry::flowradar::network::network_decode;
+use telemetry::flowradar::{FlowKey, FlowSet};
+
+use crate::registry::Registry;
+
+/// A flowset as ingest hands it over.
+#[derive(Debug)]
+pub struct FlowSetIn {
+    /// The switch.
+    pub switch: u32,
+    /// Its epoch length, ns.
+    pub epoch_ns: u64,
+    /// The worker.
+    pub worker: u16,
+    /// The first epoch it covers.
+    pub epoch: u64,
+    /// Epochs it covers.
+    pub epochs: u32,
+    /// The flowset.
+    pub flowset: FlowSet,
+}
+
+/// How an epoch was decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecodeMode {
+    /// Every flowset decoded on its own.
+    Single,
+    /// The flowsets were decoded together.
+    Network,
+}
+
+/// One switch's part of an epoch.
+#[derive(Debug, Clone, Serialize)]
+pub struct SwitchPart {
+    /// The switch.
+    pub switch: u32,
+    /// Flowsets received (one per worker).
+    pub flowsets: usize,
+    /// Flows found (all workers).
+    pub flows: usize,
+    /// Whether every flow is known for certain.
+    pub keys_complete: bool,
+    /// Whether every flow's counters are known.
+    pub counters_complete: bool,
+}
+
+/// What happened to one epoch.
+#[derive(Debug, Clone, Serialize)]
+pub struct EpochReport {
+    /// Epoch number (`unix_ns / epoch_ns`).
+    pub epoch: u64,
+    /// Epoch length, ns.
+    pub epoch_ns: u64,
+    /// How it was decoded.
+    pub mode: DecodeMode,
+    /// Whether every switch expected delivered and decoded completely.
+    pub complete: bool,
+    /// Switches expected (connected with this epoch length) that did not deliver.
+    pub missing: Vec<u32>,
+    /// Per switch.
+    pub switches: Vec<SwitchPart>,
+    /// Whether it was finished by the grace time rather than by every flowset arriving.
+    pub by_deadline: bool,
+    /// Whether this is a late flowset decoded on its own.
+    pub late: bool,
+    /// Decoding time, µs.
+    pub decode_us: u64,
+}
+
+/// Counters of the epoch assembler.
+#[derive(Debug, Default)]
+pub struct EpochCounters {
+    /// Epochs finished.
+    pub epochs: AtomicU64,
+    /// Of those, decoded network-wide.
+    pub network: AtomicU64,
+    /// Of those, not complete.
+    pub incomplete: AtomicU64,
+    /// Finished by the grace time.
+    pub by_deadline: AtomicU64,
+    /// Flowsets decoded on their own after their epoch (late or spanning several epochs).
+    pub late_flowsets: AtomicU64,
+    /// Flowsets received.
+    pub flowsets: AtomicU64,
+}
+
+/// Reports of the most recent epochs.
+pub const REPORTS_KEPT: usize = 512;
+
+/// The epoch assembler's shared state: reports and counters.
+#[derive(Debug, Default)]
+pub struct EpochLog {
+    /// The latest reports, oldest first.
+    pub reports: Mutex<VecDeque<EpochReport>>,
+    /// Counters.
+    pub counters: EpochCounters,
+}
+
+/// Where decoded counters go: (epoch, (epoch start ms, epoch ms), counters).
+pub type CountSink<'a> = dyn FnMut(u64, (u64, u64), Vec<(FlowKey, u32, u64, u64)>) + 'a;
+
+struct Bucket {
+    first: Instant,
+    sets: Vec<FlowSetIn>,
+}
+
+/// Runs the assembler until `rx` closes.
+pub fn run(
+    rx: Receiver<FlowSetIn>,
+    registry: Arc<Registry>,
+    log: Arc<EpochLog>,
+    grace: Duration,
+    counts: &mut CountSink<'_>,
+) {
+    let mut buckets: BTreeMap<(u64, u64), Bucket> = BTreeMap::new();
+    let mut finished: VecDeque<(u64, u64)> = VecDeque::new();
+    let mut single = SingleDecoder::default();
+    loop {
+        match rx.recv_timeout(grace.min(Duration::from_millis(20))) {
+            Ok(f) => {
+                log.counters.flowsets.fetch_add(1, Relaxed);
+                let key = (f.epoch_ns, f.epoch);
+                if f.epochs > 1 || finished.contains(&key) {
+                    log.counters.late_flowsets.fetch_add(1, Relaxed);
+                    let report = finish(vec![f], &registry, &mut single, counts, false, true);
+                    keep(&log, report);
+                    continue;
+                }
+                let b = buckets.entry(key).or_insert_with(|| Bucket {
+                    first: Instant::now(),
+                    sets: Vec::new(),
+                });
+                b.sets.push(f);
+                let expected = registry.connected_with_epoch(key.0);
+                let all_in = !expected.is_empty()
+                    && expected.iter().all(|&(s, workers)| {
+                        (0..workers).all(|w| {
+                            b.sets
+                                .iter()
+                                .any(|x| x.switch == s && usize::from(x.worker) == w)
+                        })
+                    });
+                if all_in {
+                    let b = buckets.remove(&key).expect("present");
+                    let r = finish(b.sets, &registry, &mut single, counts, false, false);
+                    done(&mut finished, key);
+                    keep(&log, r);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let due: Vec<(u64, u64)> = buckets
+            .iter()
+            .filter(|(_, b)| b.first.elapsed() >= grace)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in due {
+            let b = buckets.remove(&key).expect("present");
+            let r = finish(b.sets, &registry, &mut single, counts, true, false);
+            done(&mut finished, key);
+            keep(&log, r);
+        }
+    }
+    // Whatever is still waiting is decoded with what came.
+    for (_, b) in std::mem::take(&mut buckets) {
+        let r = finish(b.sets, &registry, &mut single, counts, true, false);
+        keep(&log, r);
+    }
+}
+
+fn done(finished: &mut VecDeque<(u64, u64)>, key: (u64, u64)) {
+    if finished.len() >= 4096 {
+        finished.pop_front();
+    }
+    finished.push_back(key);
+}
+
+fn keep(log: &EpochLog, r: EpochReport) {
+    log.counters.epochs.fetch_add(1, Relaxed);
+    log.counters
+        .network
+        .fetch_add(u64::from(r.mode == DecodeMode::Network), Relaxed);
+    log.counters
+        .incomplete
+        .fetch_add(u64::from(!r.complete), Relaxed);
+    log.counters
+        .by_deadline
+        .fetch_add(u64::from(r.by_deadline), Relaxed);
+    let mut reports = log.reports.lock().expect("epoch log lock");
+    if reports.len() >= REPORTS_KEPT {
+        reports.pop_front();
+    }
+    reports.push_back(r);
+}
+
+/// Decodes one epoch's flowsets and hands the counters over.
+fn finish(
+    sets: Vec<FlowSetIn>,
+    registry: &Registry,
+    single: &mut SingleDecoder,
+    counts: &mut CountSink<'_>,
+    by_deadline: bool,
+    late: bool,
+) -> EpochReport {
+    let t = Instant::now();
+    let (epoch_ns, epoch) = (sets[0].epoch_ns, sets[0].epoch);
+    let singles: Vec<DecodeResult> = sets.iter().map(|s| single.decode(&s.flowset)).collect();
+    // Per flowset: flows with counters (None where unknown), keys complete, counters complete.
+    type Found = (Vec<(FlowKey, Option<(u64, u64)>)>, bool, bool);
+    let (mode, found): (DecodeMode, Vec<Found>) =
+        if singles.iter().all(|r| r.complete) || sets.len() == 1 {
+            let found = singles
+                .into_iter()
+                .map(|r| {
+                    let c = r.complete;
+                    (
+                        r.flows
+                            .into_iter()
+                            .map(|f| (f.key, Some((f.packets, f.bytes))))
+                            .collect(),
+                        c,
+                        c,
+                    )
+                })
+                .collect();
+            (DecodeMode::Single, found)
+        } else {
+            let refs: Vec<&FlowSet> = sets.iter().map(|s| &s.flowset).collect();
+            let r = network_decode(&refs);
+            let found = r
+                .switches
+                .into_iter()
+                .map(|s| {
+                    (
+                        s.flows
+                            .into_iter()
+                            .map(|f| (f.key, f.packets.zip(f.bytes)))
+                            .collect(),
+                        s.keys_complete,
+                        s.counters_complete,
+                    )
+                })
+                .collect();
+            (DecodeMode::Network, found)
+        };
+    // Per switch: counters summed over its workers (each counts its own packets).
+    type Sums = FxHashMap<FlowKey, (u64, u64)>;
+    let mut per_switch: BTreeMap<u32, (SwitchPart, Sums)> = BTreeMap::new();
+    for (s, (flows, keys, counters)) in sets.iter().zip(found) {
+        let (part, sums) = per_switch.entry(s.switch).or_insert_with(|| {
+            (
+                SwitchPart {
+                    switch: s.switch,
+                    flowsets: 0,
+                    flows: 0,
+                    keys_complete: true,
+                    counters_complete: true,
+                },
+                FxHashMap::default(),
+            )
+        });
+        part.flowsets += 1;
+        part.keys_complete &= keys;
+        part.counters_complete &= counters;
+        for (key, v) in flows {
+            if let Some((p, b)) = v {
+                let e = sums.entry(key).or_insert((0, 0));
+                e.0 += p;
+                e.1 += b;
+            }
+        }
+    }
+    let expected = if late {
+        Vec::new()
+    } else {
+        registry.connected_with_epoch(epoch_ns)
+    };
+    let missing: Vec<u32> = expected
+        .iter()
+        .filter(|(s, w)| per_switch.get(s).is_none_or(|(p, _)| p.flowsets < *w))
+        .map(|(s, _)| *s)
+        .collect();
+    let mut out = Vec::new();
+    let mut switches = Vec::with_capacity(per_switch.len());
+    for (switch, (mut part, sums)) in per_switch {
+        part.flows = sums.len();
+        // Counters of a switch whose counters are not all known are kept only where known.
+        out.extend(sums.into_iter().map(|(k, (p, b))| (k, switch, p, b)));
+        switches.push(part);
+    }
+    let complete = missing.is_empty()
+        && switches
+            .iter()
+            .all(|s| s.keys_complete && s.counters_complete);
+    let epoch_ms = epoch_ns / 1_000_000;
+    counts(
+        epoch,
+        (epoch.saturating_mul(epoch_ns) / 1_000_000, epoch_ms.max(1)),
+        out,
+    );
+    EpochReport {
+        epoch,
+        epoch_ns,
+        mode,
+        complete,
+        missing,
+        switches,
+        by_deadline,
+        late,
+        decode_us: t.elapsed().as_micros() as u64,
+    }
+}

@@ -1,0 +1,668 @@
+//! The flows one decode thread owns (flows are sharded by flow hash): per flow its PINT
+//! record (path decoding, latency sketches per hop, per-packet aggregates), its exact
+//! FlowRadar counters at every switch, and the loss on each link of its decoded path; per
+//! link the loss summed over flows; per switch the latency samples of the hops decoded to it.
+//!
+//! Memory is bounded: at most `capacity` flows; a flow not heard of for the idle timeout is
+//! exported and forgotten, and when the table is full a new flow is refused (counted) until
+//! the next sweep frees room. One flow costs about 400 bytes plus its path state and its
+//! latency sketches (bounded by the query's `space_budget`, 4 KB in the paper's plan);
+//! [`FlowTable::memory_bytes`] measures it.
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use datasketches::kll::KllSketch;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use telemetry::flowradar::FlowKey;
+use telemetry::pint::path_decoder::Space;
+use telemetry::pint::plan::QueryKind;
+use telemetry::pint::recording::{FlowRecord, path_context};
+use telemetry::protocol::WireDigest;
+use telemetry::topology::Topology;
+
+use crate::registry::{Registry, SinkPlan};
+
+/// Quantiles reported for latency.
+pub const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 1.0];
+
+/// KLL parameter of the per-switch latency summaries.
+const SWITCH_SKETCH_K: u16 = 200;
+
+/// What a decode thread reads besides its flows.
+#[derive(Debug, Clone)]
+pub struct ShardContext {
+    /// Switches, plans, address owners.
+    pub registry: Arc<Registry>,
+    /// Path candidates, when the sink was given a topology.
+    pub topology: Option<Arc<Topology>>,
+}
+
+/// A flow's PINT state: the plan and path length its digests carry.
+#[derive(Debug)]
+pub struct PintState {
+    /// The plan.
+    pub plan: Arc<SinkPlan>,
+    /// Everything recorded.
+    pub record: FlowRecord,
+    /// The switch that reports the flow (its last hop).
+    pub reporter: u32,
+    /// Port the flow arrives on at its last hop.
+    pub ingress_port: u8,
+    /// Edge port it leaves by.
+    pub egress_port: u8,
+    /// Whether hop 1 is pinned to the source's edge switch.
+    pub first_pinned: bool,
+}
+
+/// A flow's counters at one switch, summed over epochs.
+#[derive(Debug, Clone)]
+pub struct SwitchCount {
+    /// The switch.
+    pub switch: u32,
+    /// Packets.
+    pub packets: u64,
+    /// Bytes (IPv4 total length).
+    pub bytes: u64,
+    /// Epochs it was counted in.
+    pub epochs: u32,
+    /// Start of the first of those epochs, Unix ms.
+    pub first_ms: u64,
+    /// End of the last, Unix ms.
+    pub last_ms: u64,
+    /// The last epoch's packets and bytes.
+    pub last_epoch: (u64, u64, u64),
+    exported: (u64, u64),
+    exported_at: Instant,
+}
+
+/// The loss one flow contributes to one link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LinkLoss {
+    link: (u32, u32),
+    lost: i64,
+    /// Counted before the link, never after it.
+    vanished: bool,
+}
+
+/// Moves a count of flows with a property when one flow gains or loses it.
+fn adjust(v: &mut u64, was: bool, is: bool) {
+    match (was, is) {
+        (false, true) => *v += 1,
+        (true, false) => *v = v.saturating_sub(1),
+        _ => {}
+    }
+}
+
+/// One flow.
+#[derive(Debug)]
+pub struct FlowState {
+    /// The flow.
+    pub key: FlowKey,
+    /// Digests received.
+    pub digests: u64,
+    /// First heard of, Unix ms.
+    pub first_ms: u64,
+    /// Last heard of, Unix ms.
+    pub last_ms: u64,
+    touched: Instant,
+    /// PINT state, once a digest came.
+    pub pint: Option<PintState>,
+    /// Times the path decoding started over (route or plan changes).
+    pub path_resets: u32,
+    /// Counters per switch.
+    pub counts: Vec<SwitchCount>,
+    loss: Vec<LinkLoss>,
+}
+
+/// Loss on one link (from switch, to switch) over all flows whose path crosses it.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LinkStats {
+    /// Packets counted before the link and not after it.
+    pub lost_packets: i64,
+    /// Flows whose decoded path crosses it (ever).
+    pub flows: u64,
+    /// Of those, flows that lost packets on it.
+    pub flows_with_loss: u64,
+    /// Flows counted before it and never after it.
+    pub vanished_flows: u64,
+}
+
+/// A record for IPFIX and JSON lines: a flow's counters at one switch since its last record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FlowExport {
+    /// The flow.
+    #[serde(serialize_with = "ser_key")]
+    pub key: FlowKey,
+    /// The switch (IPFIX observation domain).
+    pub switch: u32,
+    /// Packets since the last record.
+    pub packets: u64,
+    /// Bytes since the last record.
+    pub bytes: u64,
+    /// First epoch's start, Unix ms.
+    pub start_ms: u64,
+    /// Last epoch's end, Unix ms.
+    pub end_ms: u64,
+    /// Ingress port at the switch (known at the flow's last hop; 0 elsewhere).
+    pub ingress: u32,
+    /// Egress port at the switch (known at the flow's last hop; 0 elsewhere).
+    pub egress: u32,
+    /// Whether the flow ended (idle) rather than the active timeout passing.
+    pub ended: bool,
+}
+
+fn ser_key<S: serde::Serializer>(k: &FlowKey, s: S) -> Result<S::Ok, S::Error> {
+    FlowId::from(*k).serialize(s)
+}
+
+/// A flow key as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowId {
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// IP protocol.
+    pub protocol: u8,
+}
+
+impl From<FlowKey> for FlowId {
+    fn from(k: FlowKey) -> FlowId {
+        FlowId {
+            src: Ipv4Addr::from(k.src),
+            dst: Ipv4Addr::from(k.dst),
+            src_port: k.src_port,
+            dst_port: k.dst_port,
+            protocol: k.protocol,
+        }
+    }
+}
+
+/// Latency samples of the hops decoded to one switch, for one query.
+#[derive(Debug, Clone)]
+pub struct SwitchSamples {
+    /// Values (ns, rounded).
+    pub sketch: KllSketch<u64>,
+    /// Sum of the values.
+    pub sum: f64,
+}
+
+/// What a decode thread counts.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ShardStats {
+    /// Digests recorded.
+    pub digests: u64,
+    /// Digests of a plan the sink does not have.
+    pub unknown_plan: u64,
+    /// Flows created.
+    pub flows_created: u64,
+    /// Flows forgotten after the idle timeout.
+    pub flows_evicted: u64,
+    /// Updates for new flows refused because the table was full.
+    pub flows_refused: u64,
+    /// Path decodings started over.
+    pub path_resets: u64,
+    /// FlowRadar counters applied (flow, switch, epoch).
+    pub counts_applied: u64,
+    /// Export records dropped (exporter queue full).
+    pub exports_dropped: u64,
+}
+
+/// The flows of one decode thread.
+#[derive(Debug)]
+pub struct FlowTable {
+    flows: FxHashMap<FlowKey, FlowState>,
+    capacity: usize,
+    links: FxHashMap<(u32, u32), LinkStats>,
+    switch_samples: FxHashMap<(u32, Arc<str>), SwitchSamples>,
+    plans: FxHashMap<u32, Arc<SinkPlan>>,
+    samples: Vec<(usize, usize, u32)>,
+    owners: Vec<(u32, u32)>,
+    /// Counters.
+    pub stats: ShardStats,
+}
+
+/// Unix time in ms.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl FlowTable {
+    /// A table of at most `capacity` flows.
+    pub fn new(capacity: usize) -> FlowTable {
+        FlowTable {
+            flows: FxHashMap::default(),
+            capacity,
+            links: FxHashMap::default(),
+            switch_samples: FxHashMap::default(),
+            plans: FxHashMap::default(),
+            samples: Vec::new(),
+            owners: Vec::new(),
+            stats: ShardStats::default(),
+        }
+    }
+
+    /// Flows tracked.
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Whether no flow is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    fn plan(&mut self, cx: &ShardContext, version: u32) -> Option<Arc<SinkPlan>> {
+        if let Some(p) = self.plans.get(&version) {
+            return Some(Arc::clone(p));
+        }
+        let p = cx.registry.plan(version)?;
+        self.plans.insert(version, Arc::clone(&p));
+        Some(p)
+    }
+
+    /// Records digests reported by switch `reporter`.
+    pub fn add_digests(&mut self, cx: &ShardContext, reporter: u32, digests: &[WireDigest]) {
+        let ids = cx.registry.ids();
+        let space = match &cx.topology {
+            Some(t) => Space::Topology(t),
+            None => Space::Ids(&ids),
+        };
+        let now = Instant::now();
+        self.owners.clear();
+        for d in digests {
+            let Some(plan) = self.plan(cx, d.plan_version) else {
+                self.stats.unknown_plan += 1;
+                if let Some(e) = cx.registry.switch(reporter) {
+                    e.counters
+                        .digests_unknown_plan
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                continue;
+            };
+            let k = usize::from(d.hops);
+            let now_ms = d.time_ns / 1_000_000;
+            let owner = cx.registry.owner(d.key.src);
+            let mut samples = std::mem::take(&mut self.samples);
+            samples.clear();
+            let Some(flow) = flow_entry(
+                &mut self.flows,
+                self.capacity,
+                &mut self.stats,
+                d.key,
+                now_ms,
+            ) else {
+                self.samples = samples;
+                continue;
+            };
+            flow.digests += 1;
+            flow.last_ms = flow.last_ms.max(now_ms);
+            flow.touched = now;
+            let fresh = match &flow.pint {
+                Some(p) => p.plan.version != plan.version || p.record.k() != k,
+                None => true,
+            };
+            if fresh {
+                if flow.pint.is_some() {
+                    flow.path_resets += 1;
+                    self.stats.path_resets += 1;
+                }
+                flow.pint = Some(new_pint(&plan, space, k, reporter, d));
+            }
+            let p = flow.pint.as_mut().expect("set above");
+            p.reporter = reporter;
+            p.ingress_port = d.ingress_port;
+            p.egress_port = d.egress_port;
+            if !p.first_pinned
+                && k > 1
+                && let Some(o) = owner
+                && o != reporter
+            {
+                p.record.pin(&p.plan.plan, space, 1, o);
+                p.first_pinned = true;
+            }
+            let was_decoded = p
+                .plan
+                .path_query
+                .and_then(|q| p.record.path(q))
+                .is_some_and(|s| s.is_decoded());
+            p.record
+                .record_samples(&p.plan.plan, space, d.pid, d.digest, &mut samples);
+            if p.record.conflict() {
+                // The digests no longer fit one path: the route changed. Start over.
+                flow.path_resets += 1;
+                self.stats.path_resets += 1;
+                flow.pint = Some(new_pint(&plan, space, k, reporter, d));
+                samples.clear();
+            }
+            self.stats.digests += 1;
+            // Samples of hops decoded to a switch feed that switch's summary.
+            if !samples.is_empty()
+                && let Some(p) = &flow.pint
+                && let Some(q) = p.plan.path_query
+                && let Some(cx_path) = path_context(&p.plan.plan, space, q)
+                && let Some(state) = p.record.path(q)
+            {
+                for &(query, hop, code) in &samples {
+                    let Some(switch) = state.hop(cx_path, hop) else {
+                        continue;
+                    };
+                    let QueryKind::DynamicPerFlow { compression, .. } =
+                        &p.plan.plan.queries[query].kind
+                    else {
+                        continue;
+                    };
+                    let v = compression.decompress(code);
+                    let name: Arc<str> = Arc::from(p.plan.plan.queries[query].name.as_str());
+                    let s = self
+                        .switch_samples
+                        .entry((switch, name))
+                        .or_insert_with(|| SwitchSamples {
+                            sketch: KllSketch::new(SWITCH_SKETCH_K).expect("K in range"),
+                            sum: 0.0,
+                        });
+                    s.sketch.update(v.round() as u64);
+                    s.sum += v;
+                }
+            }
+            self.samples = samples;
+            self.owners.push((d.key.dst, reporter));
+            // A path decoded just now places the flow's counters on its links.
+            let decoded_now = flow.pint.as_ref().is_some_and(|p| {
+                p.plan
+                    .path_query
+                    .and_then(|q| p.record.path(q))
+                    .is_some_and(|s| s.is_decoded())
+            });
+            if decoded_now && !was_decoded && !flow.counts.is_empty() {
+                self.update_loss(cx, d.key);
+            }
+        }
+        self.owners.sort_unstable();
+        self.owners.dedup();
+        cx.registry.learn_owners(&self.owners);
+    }
+
+    /// Applies one epoch's decoded counters: (flow, switch, packets, bytes). `epoch_ms` is
+    /// the epoch's start and length in ms.
+    pub fn add_counts(
+        &mut self,
+        cx: &ShardContext,
+        epoch: u64,
+        epoch_ms: (u64, u64),
+        counts: &[(FlowKey, u32, u64, u64)],
+    ) {
+        let now = Instant::now();
+        let mut touched: Vec<FlowKey> = Vec::with_capacity(counts.len());
+        for &(key, switch, packets, bytes) in counts {
+            let Some(flow) = flow_entry(
+                &mut self.flows,
+                self.capacity,
+                &mut self.stats,
+                key,
+                epoch_ms.0,
+            ) else {
+                continue;
+            };
+            flow.touched = now;
+            flow.last_ms = flow.last_ms.max(epoch_ms.0 + epoch_ms.1);
+            let c = match flow.counts.iter_mut().position(|c| c.switch == switch) {
+                Some(i) => &mut flow.counts[i],
+                None => {
+                    flow.counts.push(SwitchCount {
+                        switch,
+                        packets: 0,
+                        bytes: 0,
+                        epochs: 0,
+                        first_ms: epoch_ms.0,
+                        last_ms: epoch_ms.0,
+                        last_epoch: (epoch, 0, 0),
+                        exported: (0, 0),
+                        exported_at: now,
+                    });
+                    flow.counts.last_mut().expect("pushed")
+                }
+            };
+            c.packets += packets;
+            c.bytes += bytes;
+            c.epochs += 1;
+            c.first_ms = c.first_ms.min(epoch_ms.0);
+            c.last_ms = c.last_ms.max(epoch_ms.0 + epoch_ms.1);
+            c.last_epoch = (epoch, packets, bytes);
+            self.stats.counts_applied += 1;
+            touched.push(key);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for key in touched {
+            self.update_loss(cx, key);
+        }
+    }
+
+    /// Recomputes a flow's loss on each link of its decoded path and adds the change to the
+    /// links' totals.
+    fn update_loss(&mut self, cx: &ShardContext, key: FlowKey) {
+        let Some(flow) = self.flows.get_mut(&key) else {
+            return;
+        };
+        let space_ids;
+        let space = match &cx.topology {
+            Some(t) => Space::Topology(t),
+            None => {
+                space_ids = cx.registry.ids();
+                Space::Ids(&space_ids)
+            }
+        };
+        let Some(path) = decoded_path(flow, space) else {
+            return;
+        };
+        let count = |s: u32| {
+            flow.counts
+                .iter()
+                .find(|c| c.switch == s)
+                .map(|c| c.packets)
+        };
+        let mut now = Vec::with_capacity(path.len().saturating_sub(1));
+        for w in path.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            // Counted before the link; after it, counted or known to be zero (the switch
+            // exports, so a flow it never counted had no packet there).
+            let Some(up) = count(a) else { continue };
+            let down = match count(b) {
+                Some(d) => d,
+                None if cx.registry.switch(b).is_some() => 0,
+                None => continue,
+            };
+            now.push(LinkLoss {
+                link: (a, b),
+                lost: up as i64 - down as i64,
+                vanished: up > 0 && down == 0,
+            });
+        }
+        let before = std::mem::take(&mut flow.loss);
+        for l in &now {
+            let old = before.iter().find(|o| o.link == l.link);
+            let e = self.links.entry(l.link).or_default();
+            e.flows += u64::from(old.is_none());
+            e.lost_packets += l.lost - old.map_or(0, |o| o.lost);
+            adjust(
+                &mut e.flows_with_loss,
+                old.is_some_and(|o| o.lost > 0),
+                l.lost > 0,
+            );
+            adjust(
+                &mut e.vanished_flows,
+                old.is_some_and(|o| o.vanished),
+                l.vanished,
+            );
+        }
+        flow.loss = now;
+    }
+
+    /// Exports counters due (the active timeout passed) and forgets flows idle for
+    /// `idle`; records go to `out` (a full queue drops them, counted).
+    pub fn sweep(
+        &mut self,
+        idle: Duration,
+        active: Duration,
+        mut out: impl FnMut(FlowExport) -> bool,
+    ) {
+        let now = Instant::now();
+        let mut gone = Vec::new();
+        let mut dropped = 0;
+        for (key, flow) in &mut self.flows {
+            let ended = now.duration_since(flow.touched) >= idle;
+            if ended {
+                gone.push(*key);
+            }
+            let ports = flow.pint.as_ref().map(|p| {
+                (
+                    p.reporter,
+                    u32::from(p.ingress_port),
+                    u32::from(p.egress_port),
+                )
+            });
+            for c in &mut flow.counts {
+                let delta = (c.packets - c.exported.0, c.bytes - c.exported.1);
+                if delta.0 == 0 || !(ended || now.duration_since(c.exported_at) >= active) {
+                    continue;
+                }
+                let (ingress, egress) = match ports {
+                    Some((r, i, e)) if r == c.switch => (i, e),
+                    _ => (0, 0),
+                };
+                let rec = FlowExport {
+                    key: *key,
+                    switch: c.switch,
+                    packets: delta.0,
+                    bytes: delta.1,
+                    start_ms: c.first_ms,
+                    end_ms: c.last_ms,
+                    ingress,
+                    egress,
+                    ended,
+                };
+                if !out(rec) {
+                    dropped += 1;
+                }
+                c.exported = (c.packets, c.bytes);
+                c.exported_at = now;
+            }
+        }
+        self.stats.exports_dropped += dropped;
+        for k in gone {
+            self.flows.remove(&k);
+            self.stats.flows_evicted += 1;
+        }
+    }
+
+    /// Exports every flow's remaining counters (at shutdown).
+    pub fn flush(&mut self, out: impl FnMut(FlowExport) -> bool) {
+        for f in self.flows.values_mut() {
+            f.touched = Instant::now() - Duration::from_secs(3600 * 24 * 365);
+        }
+        self.sweep(Duration::ZERO, Duration::ZERO, out);
+    }
+
+    /// A flow.
+    pub fn get(&self, key: &FlowKey) -> Option<&FlowState> {
+        self.flows.get(key)
+    }
+
+    /// Every flow.
+    pub fn iter(&self) -> impl Iterator<Item = &FlowState> {
+        self.flows.values()
+    }
+
+    /// Links with their loss.
+    pub fn links(&self) -> impl Iterator<Item = (&(u32, u32), &LinkStats)> {
+        self.links.iter()
+    }
+
+    /// Per (switch, query) latency samples.
+    pub fn switch_samples(&self) -> impl Iterator<Item = (&(u32, Arc<str>), &SwitchSamples)> {
+        self.switch_samples.iter()
+    }
+
+    /// Bytes the flows take (see the module documentation).
+    pub fn memory_bytes(&self) -> usize {
+        self.flows.capacity()
+            * (std::mem::size_of::<FlowKey>() + std::mem::size_of::<FlowState>() + 8)
+            + self.flows.values().map(flow_heap_bytes).sum::<usize>()
+    }
+}
+
+/// The flow, created if there is room.
+fn flow_entry<'a>(
+    flows: &'a mut FxHashMap<FlowKey, FlowState>,
+    capacity: usize,
+    stats: &mut ShardStats,
+    key: FlowKey,
+    now_ms: u64,
+) -> Option<&'a mut FlowState> {
+    if !flows.contains_key(&key) {
+        if flows.len() >= capacity {
+            stats.flows_refused += 1;
+            return None;
+        }
+        stats.flows_created += 1;
+        flows.insert(
+            key,
+            FlowState {
+                key,
+                digests: 0,
+                first_ms: now_ms,
+                last_ms: now_ms,
+                touched: Instant::now(),
+                pint: None,
+                path_resets: 0,
+                counts: Vec::new(),
+                loss: Vec::new(),
+            },
+        );
+    }
+    flows.get_mut(&key)
+}
+
+fn new_pint(
+    plan: &Arc<SinkPlan>,
+    space: Space<'_>,
+    k: usize,
+    reporter: u32,
+    d: &WireDigest,
+) -> PintState {
+    let mut record = FlowRecord::new(&plan.plan, k);
+    record.pin(&plan.plan, space, k, reporter);
+    PintState {
+        plan: Arc::clone(plan),
+        record,
+        reporter,
+        ingress_port: d.ingress_port,
+        egress_port: d.egress_port,
+        first_pinned: k == 1,
+    }
+}
+
+/// Heap bytes of one flow.
+pub fn flow_heap_bytes(f: &FlowState) -> usize {
+    f.counts.capacity() * std::mem::size_of::<SwitchCount>()
+        + f.loss.capacity() * std::mem::size_of::<LinkLoss>()
+        + f.pint.as_ref().map_or(0, |p| p.record.memory_bytes())
+}
+
+/// The flow's decoded path (switch IDs), if its path query is decoded.
+pub fn decoded_path(flow: &FlowState, space: Space<'_>) -> Option<Vec<u32>> {
+    let p = flow.pint.as_ref()?;
+    let q = p.plan.path_query?;
+    let cx = path_context(&p.plan.plan, space, q)?;
+    p.record.path(q)?.path(cx)
+}

@@ -1,0 +1,275 @@
+//! Ingest: one thread per switch connection decodes its frames (strictly: a bad frame closes
+//! that connection with the reason logged and counted, other switches go on), learns its
+//! plans, and hands digests to the decode threads by flow hash and flowsets to the epoch
+//! assembler, through bounded queues: what does not fit is dropped and counted, memory never
+//! grows without bound.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Sender, TrySendError};
+use telemetry::flowradar::filter::Block;
+use telemetry::flowradar::flowset::Cell;
+use telemetry::protocol::{Frame, Hello, ProtocolError, Session, WireDigest};
+
+use crate::epochs::FlowSetIn;
+use crate::registry::{Registry, SwitchEntry};
+use crate::shard::{Shard, ShardMsg, shard_of};
+use crate::transport::{FrameSource, Next, SourceError, Transport};
+
+/// What every connection thread shares.
+#[derive(Clone)]
+pub struct Ingest {
+    /// Switches and plans.
+    pub registry: Arc<Registry>,
+    /// Decode threads.
+    pub shards: Vec<Shard>,
+    /// The epoch assembler's queue.
+    pub flowsets: Sender<FlowSetIn>,
+    /// Largest flowset a switch may declare, bytes.
+    pub max_flowset_bytes: usize,
+    /// Set to stop.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Accepts sources from `transport` until stopped; each gets a thread.
+pub fn serve<T: Transport>(mut transport: T, ingest: Ingest) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("ingest".into())
+        .spawn(move || {
+            let mut threads: Vec<JoinHandle<()>> = Vec::new();
+            while !ingest.stop.load(Relaxed) {
+                match transport.accept() {
+                    Ok(Some(src)) => {
+                        let i = ingest.clone();
+                        threads.retain(|t| !t.is_finished());
+                        match std::thread::Builder::new()
+                            .name("switch".into())
+                            .spawn(move || connection(src, i))
+                        {
+                            Ok(t) => threads.push(t),
+                            Err(e) => tracing::error!("cannot start a connection thread: {e}"),
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!("accept: {e}");
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                }
+            }
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .expect("ingest thread")
+}
+
+/// Why a connection was closed by the sink.
+#[derive(Debug, thiserror::Error)]
+enum Close {
+    #[error("{0}")]
+    Source(#[from] SourceError),
+    #[error("bad frame: {0}")]
+    Frame(#[from] ProtocolError),
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl Close {
+    /// A bounded label for the counters.
+    fn reason(&self) -> &'static str {
+        match self {
+            Close::Source(SourceError::Io(_)) => "io",
+            Close::Source(SourceError::Framing(_)) => "framing",
+            Close::Frame(e) => match e {
+                ProtocolError::Truncated => "truncated",
+                ProtocolError::BadLength(_) => "bad_length",
+                ProtocolError::UnknownType(_) => "unknown_type",
+                ProtocolError::UnsupportedVersion(_) => "unsupported_version",
+                ProtocolError::HelloOrder => "hello_order",
+                ProtocolError::BadSequence { .. } => "bad_sequence",
+                ProtocolError::BadField(_) => "bad_field",
+                ProtocolError::OverLimit(_) => "over_limit",
+                ProtocolError::UnknownPlan(_) => "unknown_plan",
+                ProtocolError::FlowSet(_) => "bad_flowset",
+                ProtocolError::TrailingBytes => "trailing_bytes",
+            },
+            Close::Refused(_) => "refused",
+        }
+    }
+}
+
+/// Serves one connection until it closes, fails or the sink stops.
+fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
+    let peer = src.peer();
+    let mut session = Session::default();
+    let mut entry: Option<Arc<SwitchEntry>> = None;
+    let mut gaps = 0u64;
+    let mut batches: Vec<Vec<WireDigest>> = vec![Vec::new(); ing.shards.len()];
+    let result: Result<(), Close> = loop {
+        if ing.stop.load(Relaxed) {
+            break Ok(());
+        }
+        let bytes = match src.next_frame() {
+            Ok(Next::Frame(b)) => b,
+            Ok(Next::Idle) => continue,
+            Ok(Next::Closed) => break Ok(()),
+            Err(e) => break Err(e.into()),
+        };
+        let len = bytes.len() as u64;
+        let frame = match session.decode(bytes) {
+            Ok(f) => f,
+            Err(e) => break Err(e.into()),
+        };
+        if session.gaps > gaps
+            && let Some(e) = &entry
+        {
+            e.counters
+                .sequence_gaps
+                .fetch_add(session.gaps - gaps, Relaxed);
+            gaps = session.gaps;
+        }
+        if let Frame::Hello(h) = &frame {
+            match hello(&ing, h, &peer) {
+                Ok(e) => entry = Some(e),
+                Err(e) => break Err(e),
+            }
+        }
+        let e = entry
+            .as_ref()
+            .expect("a hello came first (the session checks)");
+        e.counters.frames.fetch_add(1, Relaxed);
+        e.counters.bytes.fetch_add(len, Relaxed);
+        match frame {
+            Frame::Hello(_) => {}
+            Frame::Plan(p) => {
+                if let Err(why) = ing.registry.add_plan(p.version, &p.text) {
+                    tracing::warn!(
+                        switch = e.info_id(),
+                        "plan {:08x} not usable: {why}",
+                        p.version
+                    );
+                }
+                e.info.lock().expect("switch lock").plan = Some(p.version);
+            }
+            Frame::Digests(b) => {
+                e.counters
+                    .digests
+                    .fetch_add(b.digests.len() as u64, Relaxed);
+                route_digests(&ing, e, b.digests, &mut batches);
+            }
+            Frame::FlowSet(f) => {
+                e.counters.flowsets.fetch_add(1, Relaxed);
+                let epoch_ns = e.info.lock().expect("switch lock").epoch_ns;
+                let item = FlowSetIn {
+                    switch: f.flowset.switch_id,
+                    epoch_ns,
+                    worker: f.worker,
+                    epoch: f.flowset.epoch,
+                    epochs: f.epochs,
+                    flowset: f.flowset.flowset,
+                };
+                if let Err(TrySendError::Full(_)) = ing.flowsets.try_send(item) {
+                    e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+                }
+            }
+            Frame::Stats(s) => e.info.lock().expect("switch lock").stats = s.counters,
+        }
+    };
+    let error = match result {
+        Ok(()) => None,
+        Err(c) => {
+            let reason = c.reason();
+            // A connection that breaks is not the switch's fault; anything else is a frame
+            // the sink refused.
+            if !matches!(c, Close::Source(SourceError::Io(_))) {
+                match &entry {
+                    Some(e) => {
+                        e.counters.rejected.fetch_add(1, Relaxed);
+                        *e.reject_reasons
+                            .lock()
+                            .expect("switch lock")
+                            .entry(reason)
+                            .or_default() += 1;
+                    }
+                    None => {
+                        ing.registry.anonymous_rejects.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+            tracing::warn!(peer = %peer, switch = entry.as_ref().map(|e| e.info_id()), "connection closed: {c}");
+            Some(c.to_string())
+        }
+    };
+    if let Some(e) = &entry {
+        ing.registry.disconnect(e, error);
+        tracing::info!(peer = %peer, switch = e.info_id(), "switch disconnected");
+    }
+}
+
+impl SwitchEntry {
+    fn info_id(&self) -> u32 {
+        self.info.lock().expect("switch lock").id
+    }
+}
+
+/// Registers a switch's hello, refusing a flowset shape beyond the sink's limit.
+fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<Arc<SwitchEntry>, Close> {
+    let s = h.shape;
+    let bytes = s.cells_per_table as usize * usize::from(s.hashes) * std::mem::size_of::<Cell>()
+        + s.filter_blocks as usize * std::mem::size_of::<Block>();
+    if bytes > ing.max_flowset_bytes {
+        return Err(Close::Refused(format!(
+            "switch {} declares flowsets of {} MiB, above --max-flowset-mb {}",
+            h.switch_id,
+            bytes >> 20,
+            ing.max_flowset_bytes >> 20
+        )));
+    }
+    let e = ing.registry.connect(h, peer, bytes);
+    if let Some(p) = &h.plan
+        && let Err(why) = ing.registry.add_plan(p.version, &p.text)
+    {
+        tracing::warn!(
+            switch = h.switch_id,
+            "plan {:08x} not usable: {why}",
+            p.version
+        );
+    }
+    tracing::info!(peer = %peer, switch = h.switch_id, workers = h.table_seeds.len(), "switch connected");
+    Ok(e)
+}
+
+/// Splits a batch by decode thread and queues the parts; a full queue drops its part.
+fn route_digests(
+    ing: &Ingest,
+    e: &SwitchEntry,
+    digests: Vec<WireDigest>,
+    batches: &mut [Vec<WireDigest>],
+) {
+    let n = ing.shards.len();
+    let switch = e.info_id();
+    if n == 1 {
+        send(ing, e, 0, switch, digests);
+        return;
+    }
+    for d in digests {
+        batches[shard_of(&d.key, n)].push(d);
+    }
+    for (i, b) in batches.iter_mut().enumerate() {
+        if !b.is_empty() {
+            let part = std::mem::replace(b, Vec::with_capacity(b.capacity()));
+            send(ing, e, i, switch, part);
+        }
+    }
+}
+
+fn send(ing: &Ingest, e: &SwitchEntry, shard: usize, switch: u32, digests: Vec<WireDigest>) {
+    let n = digests.len() as u64;
+    let msg = ShardMsg::Digests { switch, digests };
+    if let Err(TrySendError::Full(_)) = ing.shards[shard].tx.try_send(msg) {
+        e.counters.digests_dropped.fetch_add(n, Relaxed);
+    }
+}

@@ -1,0 +1,307 @@
+//! The sink's Prometheus metrics (`GET /metrics`): sink health, per-switch ingest counters,
+//! decoding and epoch counters, per-link loss, and per-switch hop latency summaries. Labels
+//! are bounded: switch, link (from, to), reason, mode, query, output; never a flow.
+//!
+//! Values are copied from the sink's own counters when scraped, into a recorder of its own
+//! (`metrics-exporter-prometheus`, not installed globally, so several sinks can share a
+//! process). Hop latency summaries come from the KLL sketches the decode threads keep per
+//! switch; they are written in the exposition format's summary form after the recorder's
+//! output.
+
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use datasketches::common::SearchCriteria;
+use datasketches::kll::KllSketch;
+use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+use crate::app::Shared;
+use crate::flows::{LinkStats, ShardStats};
+
+/// The sink's recorder.
+pub struct SinkMetrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+}
+
+impl Default for SinkMetrics {
+    fn default() -> Self {
+        SinkMetrics::new()
+    }
+}
+
+fn describe() {
+    describe_gauge!("pint_sink_up", "1 while the sink runs.");
+    describe_gauge!(
+        "pint_sink_uptime_seconds",
+        Unit::Seconds,
+        "Time since the sink started."
+    );
+    describe_gauge!(
+        "pint_sink_switch_connected",
+        "1 while the switch is connected."
+    );
+    describe_counter!(
+        "pint_sink_switch_connections_total",
+        "Connections accepted from the switch."
+    );
+    describe_counter!("pint_sink_frames_total", "Frames decoded from the switch.");
+    describe_counter!(
+        "pint_sink_received_bytes_total",
+        Unit::Bytes,
+        "Bytes of frames decoded from the switch."
+    );
+    describe_counter!(
+        "pint_sink_frames_rejected_total",
+        "Frames refused (each closes its connection), by reason."
+    );
+    describe_counter!(
+        "pint_sink_sequence_gaps_total",
+        "Frames the switch numbered but never sent (dropped on its side)."
+    );
+    describe_counter!("pint_sink_digests_total", "Digests received.");
+    describe_counter!(
+        "pint_sink_digests_dropped_total",
+        "Digests dropped because a decode thread's queue was full."
+    );
+    describe_counter!(
+        "pint_sink_digests_unknown_plan_total",
+        "Digests of a plan the sink could not compile."
+    );
+    describe_counter!("pint_sink_flowsets_total", "Flowsets received.");
+    describe_counter!(
+        "pint_sink_flowsets_dropped_total",
+        "Flowsets dropped because the epoch assembler's queue was full."
+    );
+    describe_gauge!("pint_sink_flows", "Flows tracked.");
+    describe_counter!(
+        "pint_sink_digests_recorded_total",
+        "Digests recorded into flows."
+    );
+    describe_counter!(
+        "pint_sink_flows_evicted_total",
+        "Flows forgotten after the idle timeout."
+    );
+    describe_counter!(
+        "pint_sink_flows_refused_total",
+        "Updates for new flows refused because the flow table was full."
+    );
+    describe_counter!(
+        "pint_sink_path_resets_total",
+        "Path decodings started over (route or plan changes)."
+    );
+    describe_counter!(
+        "pint_sink_epochs_total",
+        "Epochs finished, by how they were decoded."
+    );
+    describe_counter!(
+        "pint_sink_epochs_incomplete_total",
+        "Epochs with a switch missing or not decoded completely."
+    );
+    describe_counter!(
+        "pint_sink_epochs_by_deadline_total",
+        "Epochs finished by the grace time rather than by every flowset arriving."
+    );
+    describe_counter!(
+        "pint_sink_late_flowsets_total",
+        "Flowsets decoded on their own after their epoch."
+    );
+    describe_counter!(
+        "pint_sink_counts_dropped_total",
+        "Epoch counters not handed to a decode thread in time."
+    );
+    describe_gauge!(
+        "pint_sink_link_lost_packets",
+        "Packets counted before the link and not after it, over the flows crossing it."
+    );
+    describe_gauge!(
+        "pint_sink_link_flows_with_loss",
+        "Flows that lost packets on the link."
+    );
+    describe_gauge!(
+        "pint_sink_link_vanished_flows",
+        "Flows counted before the link and never after it."
+    );
+    describe_counter!(
+        "pint_sink_exported_records_total",
+        "Per-flow records exported, by output."
+    );
+}
+
+fn sum_stats(shared: &Shared) -> (ShardStats, usize) {
+    let mut total = ShardStats::default();
+    let mut flows = 0;
+    for s in &shared.shards {
+        let t = s.table.lock().expect("flow table lock");
+        flows += t.len();
+        let x = t.stats;
+        total.digests += x.digests;
+        total.unknown_plan += x.unknown_plan;
+        total.flows_created += x.flows_created;
+        total.flows_evicted += x.flows_evicted;
+        total.flows_refused += x.flows_refused;
+        total.path_resets += x.path_resets;
+        total.counts_applied += x.counts_applied;
+        total.exports_dropped += x.exports_dropped;
+    }
+    (total, flows)
+}
+
+/// Per-link loss summed over the decode threads.
+pub fn links(shared: &Shared) -> Vec<((u32, u32), LinkStats)> {
+    let mut all: std::collections::BTreeMap<(u32, u32), LinkStats> = Default::default();
+    for s in &shared.shards {
+        let t = s.table.lock().expect("flow table lock");
+        for (k, v) in t.links() {
+            let e = all.entry(*k).or_default();
+            e.lost_packets += v.lost_packets;
+            e.flows += v.flows;
+            e.flows_with_loss += v.flows_with_loss;
+            e.vanished_flows += v.vanished_flows;
+        }
+    }
+    all.into_iter().collect()
+}
+
+/// One switch's latency for one query: (switch, query), merged sketch, sum of values.
+pub type SwitchLatency = ((u32, Arc<str>), KllSketch<u64>, f64);
+
+/// Per (switch, query): the merged latency sketch and the sum of values.
+pub fn switch_latency(shared: &Shared) -> Vec<SwitchLatency> {
+    let mut all: std::collections::BTreeMap<(u32, Arc<str>), (KllSketch<u64>, f64)> =
+        Default::default();
+    for s in &shared.shards {
+        let t = s.table.lock().expect("flow table lock");
+        for (k, v) in t.switch_samples() {
+            match all.get_mut(k) {
+                Some((sk, sum)) => {
+                    let _ = sk.merge(&v.sketch);
+                    *sum += v.sum;
+                }
+                None => {
+                    all.insert(k.clone(), (v.sketch.clone(), v.sum));
+                }
+            }
+        }
+    }
+    all.into_iter().map(|(k, (s, sum))| (k, s, sum)).collect()
+}
+
+impl SinkMetrics {
+    /// A recorder of the sink's own.
+    pub fn new() -> SinkMetrics {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, describe);
+        SinkMetrics { recorder, handle }
+    }
+
+    /// The exposition text, with every value as of now.
+    pub fn render(&self, shared: &Shared) -> String {
+        let (stats, flows) = sum_stats(shared);
+        metrics::with_local_recorder(&self.recorder, || {
+            gauge!("pint_sink_up").set(1.0);
+            gauge!("pint_sink_uptime_seconds").set(shared.started.elapsed().as_secs_f64());
+            for e in shared.registry.switches() {
+                let id = e.info.lock().expect("switch lock").id.to_string();
+                let c = &e.counters;
+                let l = [("switch", id.clone())];
+                gauge!("pint_sink_switch_connected", &l)
+                    .set(f64::from(u8::from(c.connected.load(Relaxed))));
+                counter!("pint_sink_switch_connections_total", &l)
+                    .absolute(c.connections.load(Relaxed));
+                counter!("pint_sink_frames_total", &l).absolute(c.frames.load(Relaxed));
+                counter!("pint_sink_received_bytes_total", &l).absolute(c.bytes.load(Relaxed));
+                counter!("pint_sink_sequence_gaps_total", &l)
+                    .absolute(c.sequence_gaps.load(Relaxed));
+                counter!("pint_sink_digests_total", &l).absolute(c.digests.load(Relaxed));
+                counter!("pint_sink_digests_dropped_total", &l)
+                    .absolute(c.digests_dropped.load(Relaxed));
+                counter!("pint_sink_digests_unknown_plan_total", &l)
+                    .absolute(c.digests_unknown_plan.load(Relaxed));
+                counter!("pint_sink_flowsets_total", &l).absolute(c.flowsets.load(Relaxed));
+                counter!("pint_sink_flowsets_dropped_total", &l)
+                    .absolute(c.flowsets_dropped.load(Relaxed));
+                for (reason, n) in e.reject_reasons.lock().expect("switch lock").iter() {
+                    counter!(
+                        "pint_sink_frames_rejected_total",
+                        "switch" => id.clone(),
+                        "reason" => *reason
+                    )
+                    .absolute(*n);
+                }
+            }
+            counter!(
+                "pint_sink_frames_rejected_total",
+                "switch" => "none",
+                "reason" => "before_hello"
+            )
+            .absolute(shared.registry.anonymous_rejects.load(Relaxed));
+            gauge!("pint_sink_flows").set(flows as f64);
+            counter!("pint_sink_digests_recorded_total").absolute(stats.digests);
+            counter!("pint_sink_flows_evicted_total").absolute(stats.flows_evicted);
+            counter!("pint_sink_flows_refused_total").absolute(stats.flows_refused);
+            counter!("pint_sink_path_resets_total").absolute(stats.path_resets);
+            let ec = &shared.epochs.counters;
+            let (all, network) = (ec.epochs.load(Relaxed), ec.network.load(Relaxed));
+            counter!("pint_sink_epochs_total", "mode" => "single").absolute(all - network);
+            counter!("pint_sink_epochs_total", "mode" => "network").absolute(network);
+            counter!("pint_sink_epochs_incomplete_total").absolute(ec.incomplete.load(Relaxed));
+            counter!("pint_sink_epochs_by_deadline_total").absolute(ec.by_deadline.load(Relaxed));
+            counter!("pint_sink_late_flowsets_total").absolute(ec.late_flowsets.load(Relaxed));
+            counter!("pint_sink_counts_dropped_total")
+                .absolute(shared.counts_dropped.load(Relaxed));
+            for ((from, to), l) in links(shared) {
+                let lbl = [("from", from.to_string()), ("to", to.to_string())];
+                gauge!("pint_sink_link_lost_packets", &lbl).set(l.lost_packets as f64);
+                gauge!("pint_sink_link_flows_with_loss", &lbl).set(l.flows_with_loss as f64);
+                gauge!("pint_sink_link_vanished_flows", &lbl).set(l.vanished_flows as f64);
+            }
+            let x = &shared.exports;
+            counter!("pint_sink_exported_records_total", "output" => "ipfix")
+                .absolute(x.ipfix_records.load(Relaxed));
+            counter!("pint_sink_exported_records_total", "output" => "json_lines")
+                .absolute(x.json_records.load(Relaxed));
+        });
+        let mut out = self.handle.render();
+        render_latency(&mut out, shared);
+        out
+    }
+}
+
+/// Appends the per-switch hop latency summaries.
+fn render_latency(out: &mut String, shared: &Shared) {
+    let rows = switch_latency(shared);
+    if rows.is_empty() {
+        return;
+    }
+    let name = "pint_sink_hop_latency_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Latency of the hops decoded to each switch (per dynamic query), from the sampled digests."
+    );
+    let _ = writeln!(out, "# TYPE {name} summary");
+    for ((switch, query), sketch, sum) in rows {
+        let labels = format!("switch=\"{switch}\",query=\"{}\"", escape(&query));
+        for q in [0.5, 0.9, 0.99] {
+            if let Ok(Some(v)) = sketch.quantile(q, SearchCriteria::Inclusive) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{{labels},quantile=\"{q}\"}} {}",
+                    v as f64 / 1e9
+                );
+            }
+        }
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", sum / 1e9);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", sketch.n());
+    }
+}
+
+/// A label value as the exposition format wants it.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

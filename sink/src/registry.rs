@@ -1,0 +1,337 @@
+//! What the sink knows about switches: who connected, what they declared (ports, flowset
+//! shape, epochs, plans), their counters, and which switch delivers to which host address
+//! (so that a flow's first hop can be pinned: the edge switch that delivers traffic to an
+//! address is the one its traffic enters by).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use telemetry::pint::plan::{Plan, QueryKind};
+use telemetry::pint::query::{QueryFile, ValueKind};
+use telemetry::protocol::Hello;
+
+/// A plan as the sink reads it.
+#[derive(Debug)]
+pub struct SinkPlan {
+    /// Its version.
+    pub version: u32,
+    /// The compiled plan.
+    pub plan: Plan,
+    /// The query file.
+    pub text: String,
+    /// The path-tracing query (static per-flow, switch IDs), if any.
+    pub path_query: Option<usize>,
+}
+
+impl SinkPlan {
+    /// Compiles `text` and checks it is plan `version`.
+    pub fn compile(version: u32, text: &str) -> Result<SinkPlan, String> {
+        let file = QueryFile::from_toml(text)?;
+        let plan = Plan::compile(&file).map_err(|e| e.to_string())?;
+        if plan.version != version {
+            return Err(format!(
+                "the query file compiles to plan {:08x} here, not {version:08x} (a different encoding)",
+                plan.version
+            ));
+        }
+        let path_query = plan.queries.iter().position(|q| {
+            matches!(q.kind, QueryKind::StaticPerFlow { .. }) && q.value == ValueKind::SwitchId
+        });
+        Ok(SinkPlan {
+            version,
+            plan,
+            text: text.to_owned(),
+            path_query,
+        })
+    }
+}
+
+/// A switch's counters at the sink (updated by its connection's thread, read by anyone).
+#[derive(Debug, Default)]
+pub struct SwitchCounters {
+    /// Whether a connection is up.
+    pub connected: AtomicBool,
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Frames decoded.
+    pub frames: AtomicU64,
+    /// Bytes of frames decoded.
+    pub bytes: AtomicU64,
+    /// Frames rejected (each closes its connection).
+    pub rejected: AtomicU64,
+    /// Frames the switch numbered but never sent (its own drops).
+    pub sequence_gaps: AtomicU64,
+    /// Digests received.
+    pub digests: AtomicU64,
+    /// Digests dropped because a decode thread's queue was full.
+    pub digests_dropped: AtomicU64,
+    /// Digests of a plan the sink could not compile.
+    pub digests_unknown_plan: AtomicU64,
+    /// Flowsets received.
+    pub flowsets: AtomicU64,
+    /// Flowsets dropped because the epoch assembler's queue was full.
+    pub flowsets_dropped: AtomicU64,
+}
+
+/// What a switch declared, and its state.
+#[derive(Debug, Clone, Serialize)]
+pub struct SwitchInfo {
+    /// The switch's ID.
+    pub id: u32,
+    /// Its address as the sink sees it.
+    pub peer: String,
+    /// Its process (a new value: it restarted).
+    pub session: u64,
+    /// FlowRadar epoch length, ns.
+    pub epoch_ns: u64,
+    /// Workers, one flowset each per epoch.
+    pub workers: usize,
+    /// Ports: name and role.
+    pub ports: Vec<(String, bool)>,
+    /// The plan in force (version), if any.
+    pub plan: Option<u32>,
+    /// Flowset memory it declared, bytes.
+    pub flowset_bytes: usize,
+    /// The last counters it reported.
+    pub stats: Vec<(String, u64)>,
+    /// Why its last connection was closed by the sink, if it was.
+    pub last_error: Option<String>,
+    /// When it last connected, Unix seconds.
+    pub connected_at: u64,
+}
+
+/// One switch.
+#[derive(Debug)]
+pub struct SwitchEntry {
+    /// Its counters.
+    pub counters: SwitchCounters,
+    /// What it declared.
+    pub info: Mutex<SwitchInfo>,
+    /// Reasons its frames were rejected, with counts.
+    pub reject_reasons: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+/// Most host addresses whose delivering switch is remembered.
+pub const MAX_OWNERS: usize = 1 << 20;
+
+/// Every switch, plan and learned address.
+#[derive(Debug, Default)]
+pub struct Registry {
+    switches: RwLock<BTreeMap<u32, Arc<SwitchEntry>>>,
+    plans: RwLock<FxHashMap<u32, Arc<SinkPlan>>>,
+    /// Plans that failed to compile, with the reason.
+    bad_plans: Mutex<BTreeMap<u32, String>>,
+    owners: RwLock<FxHashMap<u32, u32>>,
+    ids: RwLock<Arc<Vec<u32>>>,
+    /// Connections closed before a hello (not attributable to a switch).
+    pub anonymous_rejects: AtomicU64,
+}
+
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Registry {
+    /// A switch connected with `hello`; returns its entry (the same one across reconnects).
+    pub fn connect(&self, hello: &Hello, peer: &str, flowset_bytes: usize) -> Arc<SwitchEntry> {
+        let info = SwitchInfo {
+            id: hello.switch_id,
+            peer: peer.to_owned(),
+            session: hello.session,
+            epoch_ns: hello.epoch_ns,
+            workers: hello.table_seeds.len(),
+            ports: hello
+                .ports
+                .iter()
+                .map(|p| (p.name.clone(), p.edge))
+                .collect(),
+            plan: hello.plan.as_ref().map(|p| p.version),
+            flowset_bytes,
+            stats: Vec::new(),
+            last_error: None,
+            connected_at: unix_secs(),
+        };
+        let entry = {
+            let mut map = self.switches.write().expect("registry lock");
+            let e = map.entry(hello.switch_id).or_insert_with(|| {
+                Arc::new(SwitchEntry {
+                    counters: SwitchCounters::default(),
+                    info: Mutex::new(info.clone()),
+                    reject_reasons: Mutex::new(BTreeMap::new()),
+                })
+            });
+            *e.info.lock().expect("switch lock") = info;
+            Arc::clone(e)
+        };
+        entry.counters.connected.store(true, Relaxed);
+        entry.counters.connections.fetch_add(1, Relaxed);
+        let ids: Vec<u32> = self
+            .switches
+            .read()
+            .expect("registry lock")
+            .keys()
+            .copied()
+            .collect();
+        *self.ids.write().expect("registry lock") = Arc::new(ids);
+        entry
+    }
+
+    /// The switch's connection ended (`error`: why the sink closed it).
+    pub fn disconnect(&self, entry: &SwitchEntry, error: Option<String>) {
+        entry.counters.connected.store(false, Relaxed);
+        if let Some(e) = error {
+            entry.info.lock().expect("switch lock").last_error = Some(e);
+        }
+    }
+
+    /// The switch `id`.
+    pub fn switch(&self, id: u32) -> Option<Arc<SwitchEntry>> {
+        self.switches
+            .read()
+            .expect("registry lock")
+            .get(&id)
+            .cloned()
+    }
+
+    /// Every switch, by ID.
+    pub fn switches(&self) -> Vec<Arc<SwitchEntry>> {
+        self.switches
+            .read()
+            .expect("registry lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Switch IDs heard from (path candidates without a topology).
+    pub fn ids(&self) -> Arc<Vec<u32>> {
+        Arc::clone(&self.ids.read().expect("registry lock"))
+    }
+
+    /// Adds plan `version` from its query file (once; later calls are no-ops). An error is
+    /// remembered and returned again.
+    pub fn add_plan(&self, version: u32, text: &str) -> Result<Arc<SinkPlan>, String> {
+        if let Some(p) = self.plan(version) {
+            return Ok(p);
+        }
+        if let Some(e) = self.bad_plans.lock().expect("plans lock").get(&version) {
+            return Err(e.clone());
+        }
+        match SinkPlan::compile(version, text) {
+            Ok(p) => {
+                let p = Arc::new(p);
+                self.plans
+                    .write()
+                    .expect("plans lock")
+                    .insert(version, Arc::clone(&p));
+                Ok(p)
+            }
+            Err(e) => {
+                self.bad_plans
+                    .lock()
+                    .expect("plans lock")
+                    .insert(version, e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Plan `version`, if compiled.
+    pub fn plan(&self, version: u32) -> Option<Arc<SinkPlan>> {
+        self.plans
+            .read()
+            .expect("plans lock")
+            .get(&version)
+            .cloned()
+    }
+
+    /// Every plan compiled so far.
+    pub fn plans(&self) -> Vec<Arc<SinkPlan>> {
+        let mut v: Vec<_> = self
+            .plans
+            .read()
+            .expect("plans lock")
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by_key(|p| p.version);
+        v
+    }
+
+    /// Records that switch `switch` delivered traffic to host `addr` at its edge.
+    pub fn learn_owners(&self, pairs: &[(u32, u32)]) {
+        if pairs.is_empty() {
+            return;
+        }
+        {
+            let map = self.owners.read().expect("owners lock");
+            if pairs.iter().all(|(a, s)| map.get(a) == Some(s)) {
+                return;
+            }
+        }
+        let mut map = self.owners.write().expect("owners lock");
+        for &(addr, switch) in pairs {
+            if map.len() < MAX_OWNERS || map.contains_key(&addr) {
+                map.insert(addr, switch);
+            }
+        }
+    }
+
+    /// The edge switch that delivers to host `addr`, if learned.
+    pub fn owner(&self, addr: u32) -> Option<u32> {
+        self.owners.read().expect("owners lock").get(&addr).copied()
+    }
+
+    /// Connected switches with epoch length `epoch_ns`, with their worker counts.
+    pub fn connected_with_epoch(&self, epoch_ns: u64) -> Vec<(u32, usize)> {
+        self.switches
+            .read()
+            .expect("registry lock")
+            .iter()
+            .filter(|(_, e)| e.counters.connected.load(Relaxed))
+            .filter_map(|(id, e)| {
+                let info = e.info.lock().expect("switch lock");
+                (info.epoch_ns == epoch_ns).then_some((*id, info.workers))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAPER: &str = include_str!("../../configs/queries/paper.toml");
+
+    #[test]
+    fn plans_compile_once_and_must_match_their_version() {
+        let r = Registry::default();
+        let v = Plan::compile(&QueryFile::from_toml(PAPER).unwrap())
+            .unwrap()
+            .version;
+        let p = r.add_plan(v, PAPER).unwrap();
+        assert_eq!(p.path_query, Some(0));
+        assert!(Arc::ptr_eq(&p, &r.add_plan(v, "ignored").unwrap()));
+        let e = r.add_plan(v ^ 1, PAPER).unwrap_err();
+        assert!(e.contains("compiles to plan"), "{e}");
+        assert_eq!(r.add_plan(v ^ 1, PAPER).unwrap_err(), e);
+        assert!(r.add_plan(7, "not toml [").is_err());
+        assert_eq!(r.plans().len(), 1);
+    }
+
+    #[test]
+    fn owners_are_learned_and_bounded() {
+        let r = Registry::default();
+        r.learn_owners(&[(10, 1), (11, 2)]);
+        r.learn_owners(&[(10, 3)]);
+        assert_eq!(r.owner(10), Some(3));
+        assert_eq!(r.owner(11), Some(2));
+        assert_eq!(r.owner(12), None);
+    }
+}

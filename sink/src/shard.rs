@@ -1,0 +1,126 @@
+//! Decode threads: each owns the flows whose hash falls to it, takes digests and epoch
+//! counters from a bounded queue, and once a second exports what is due and forgets idle
+//! flows. The API reads a thread's flows under its lock, briefly.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use telemetry::flowradar::FlowKey;
+use telemetry::hash::key_hash;
+use telemetry::protocol::WireDigest;
+
+use crate::flows::{FlowExport, FlowTable, ShardContext};
+
+/// Work for a decode thread.
+#[derive(Debug)]
+pub enum ShardMsg {
+    /// Digests reported by a switch.
+    Digests {
+        /// The reporting switch (the flows' last hop).
+        switch: u32,
+        /// The digests.
+        digests: Vec<WireDigest>,
+    },
+    /// One epoch's decoded counters of this thread's flows.
+    Counts {
+        /// The epoch.
+        epoch: u64,
+        /// Its start and length, ms.
+        epoch_ms: (u64, u64),
+        /// (flow, switch, packets, bytes).
+        counts: Vec<(FlowKey, u32, u64, u64)>,
+    },
+    /// Export everything and end.
+    Stop,
+}
+
+/// One decode thread, as the rest of the sink sees it.
+#[derive(Debug, Clone)]
+pub struct Shard {
+    /// Its queue.
+    pub tx: Sender<ShardMsg>,
+    /// Its flows.
+    pub table: Arc<Mutex<FlowTable>>,
+}
+
+/// The decode thread of flow `key` among `n`.
+#[inline]
+pub fn shard_of(key: &FlowKey, n: usize) -> usize {
+    let [w0, w1] = key.words();
+    ((u128::from(key_hash(w0, w1) >> 32) * n as u128) >> 32) as usize
+}
+
+/// How the threads sweep.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Idle flows are forgotten after this.
+    pub idle: Duration,
+    /// Long flows' counters are exported this often.
+    pub active: Duration,
+}
+
+/// Runs a decode thread until its queue closes; exports go to `exports` (dropped, counted,
+/// when it is full).
+pub fn run(
+    rx: Receiver<ShardMsg>,
+    table: Arc<Mutex<FlowTable>>,
+    cx: ShardContext,
+    timeouts: Timeouts,
+    exports: Option<Sender<FlowExport>>,
+) {
+    let mut last_sweep = Instant::now();
+    let send = |e: FlowExport| match &exports {
+        Some(tx) => !matches!(tx.try_send(e), Err(TrySendError::Full(_))),
+        None => true,
+    };
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(msg) => {
+                let mut t = table.lock().expect("flow table lock");
+                match msg {
+                    ShardMsg::Digests { switch, digests } => t.add_digests(&cx, switch, &digests),
+                    ShardMsg::Counts {
+                        epoch,
+                        epoch_ms,
+                        counts,
+                    } => t.add_counts(&cx, epoch, epoch_ms, &counts),
+                    ShardMsg::Stop => break,
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if last_sweep.elapsed() >= Duration::from_secs(1) {
+            last_sweep = Instant::now();
+            table
+                .lock()
+                .expect("flow table lock")
+                .sweep(timeouts.idle, timeouts.active, send);
+        }
+    }
+    table.lock().expect("flow table lock").flush(send);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flows_spread_over_threads() {
+        let mut per = [0usize; 4];
+        for i in 0..40_000u32 {
+            let k = FlowKey {
+                src: 0x0a00_0000 + (i >> 8),
+                dst: 0x0a01_0001,
+                src_port: i as u16,
+                dst_port: 80,
+                protocol: 6,
+            };
+            per[shard_of(&k, 4)] += 1;
+        }
+        for p in per {
+            assert!((9_000..11_000).contains(&p), "{per:?}");
+        }
+    }
+}
