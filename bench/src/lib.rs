@@ -13,6 +13,7 @@ pub mod pint_path;
 pub mod promtool;
 pub mod scratch;
 pub mod sender;
+pub mod sink_bench;
 pub mod stats;
 pub mod testpmd;
 pub mod throughput;

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use bench::fabric_traffic::{
@@ -384,5 +385,90 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
             );
             assert_eq!(written.get(&k), Some(p), "flow {} at {node}", t.key);
         }
+    }
+}
+
+/// IPFIX to a real collector: Debian's nfcapd receives the sink's records and nfdump reads
+/// back, for every flow, exactly the packets and bytes counted at every switch.
+#[test]
+fn ipfix_records_reach_nfcapd_exactly() {
+    let dir = Scratch::new("sink-ipfix").unwrap();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut nfcapd = Command::new("nfcapd")
+        .arg("-w")
+        .arg(dir.dir())
+        .args(["-p", &port.to_string(), "-b", "127.0.0.1", "-t", "3600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nfcapd runs (scripts/setup.sh installs Debian's nfdump)");
+    // nfcapd binds at once; give it a moment before anything is sent.
+    std::thread::sleep(Duration::from_millis(500));
+    let topology = Topology::line(3);
+    let spec = TrafficSpec {
+        plan: PAPER.to_owned(),
+        flows: 12,
+        packets: 200,
+        lossy_link: None,
+        hop_ns: 2_000,
+        epoch_ns: 10_000_000,
+        batch: 200,
+        seed: 9,
+    };
+    let sink = Sink::start(SinkConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        http: None,
+        decode_threads: 2,
+        epoch_grace: Duration::from_millis(500),
+        ipfix: Some(format!("127.0.0.1:{port}").parse().unwrap()),
+        active_timeout: Duration::from_secs(1),
+        ..SinkConfig::default()
+    })
+    .unwrap();
+    let truth = drive(&topology, &[0, 2], &spec, sink.listen_addr());
+    settle(&sink, &truth);
+    sink.stop();
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(nfcapd.id() as i32, libc::SIGTERM) };
+    nfcapd.wait().unwrap();
+    let out = Command::new("nfdump")
+        .arg("-R")
+        .arg(dir.dir())
+        .args(["-q", "-N", "-o", "fmt:%sa %da %sp %dp %pr %pkt %byt"])
+        .output()
+        .expect("nfdump runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut got: HashMap<(String, u64), (u64, u64)> = HashMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(f.len(), 7, "{line}");
+        let e = got
+            .entry((f[0].to_owned(), f[2].parse().unwrap()))
+            .or_default();
+        e.0 += f[5].parse::<u64>().unwrap();
+        e.1 += f[6].parse::<u64>().unwrap();
+    }
+    assert_eq!(got.len(), truth.flows.len(), "{text}");
+    for t in &truth.flows {
+        // Every switch on the path exported the flow's counts (one observation domain each).
+        let want = t
+            .counted
+            .values()
+            .fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1));
+        let key = (
+            std::net::Ipv4Addr::from(t.key.src).to_string(),
+            u64::from(t.key.src_port),
+        );
+        assert_eq!(got.get(&key), Some(&want), "flow {}", t.key);
     }
 }

@@ -13,7 +13,6 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use datasketches::kll::KllSketch;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use telemetry::flowradar::FlowKey;
@@ -24,12 +23,10 @@ use telemetry::protocol::WireDigest;
 use telemetry::topology::Topology;
 
 use crate::registry::{Registry, SinkPlan};
+use crate::summary::CodeSummary;
 
 /// Quantiles reported for latency.
 pub const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 1.0];
-
-/// KLL parameter of the per-switch latency summaries.
-const SWITCH_SKETCH_K: u16 = 200;
 
 /// What a decode thread reads besides its flows.
 #[derive(Debug, Clone)]
@@ -185,15 +182,6 @@ impl From<FlowKey> for FlowId {
     }
 }
 
-/// Latency samples of the hops decoded to one switch, for one query.
-#[derive(Debug, Clone)]
-pub struct SwitchSamples {
-    /// Values (ns, rounded).
-    pub sketch: KllSketch<u64>,
-    /// Sum of the values.
-    pub sum: f64,
-}
-
 /// What a decode thread counts.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct ShardStats {
@@ -221,7 +209,8 @@ pub struct FlowTable {
     flows: FxHashMap<FlowKey, FlowState>,
     capacity: usize,
     links: FxHashMap<(u32, u32), LinkStats>,
-    switch_samples: FxHashMap<(u32, Arc<str>), SwitchSamples>,
+    /// Per (switch, plan version, query): samples of the hops decoded to the switch.
+    switch_samples: FxHashMap<(u32, u32, u16), CodeSummary>,
     plans: FxHashMap<u32, Arc<SinkPlan>>,
     samples: Vec<(usize, usize, u32)>,
     owners: Vec<(u32, u32)>,
@@ -291,7 +280,6 @@ impl FlowTable {
             };
             let k = usize::from(d.hops);
             let now_ms = d.time_ns / 1_000_000;
-            let owner = cx.registry.owner(d.key.src);
             let mut samples = std::mem::take(&mut self.samples);
             samples.clear();
             let Some(flow) = flow_entry(
@@ -322,9 +310,12 @@ impl FlowTable {
             p.reporter = reporter;
             p.ingress_port = d.ingress_port;
             p.egress_port = d.egress_port;
+            // The source's edge switch, once learned (looked up now and then, not per
+            // digest, until found).
             if !p.first_pinned
                 && k > 1
-                && let Some(o) = owner
+                && flow.digests % 64 == 1
+                && let Some(o) = cx.registry.owner(d.key.src)
                 && o != reporter
             {
                 p.record.pin(&p.plan.plan, space, 1, o);
@@ -361,17 +352,10 @@ impl FlowTable {
                     else {
                         continue;
                     };
-                    let v = compression.decompress(code);
-                    let name: Arc<str> = Arc::from(p.plan.plan.queries[query].name.as_str());
-                    let s = self
-                        .switch_samples
-                        .entry((switch, name))
-                        .or_insert_with(|| SwitchSamples {
-                            sketch: KllSketch::new(SWITCH_SKETCH_K).expect("K in range"),
-                            sum: 0.0,
-                        });
-                    s.sketch.update(v.round() as u64);
-                    s.sum += v;
+                    self.switch_samples
+                        .entry((switch, p.plan.version, query as u16))
+                        .or_insert_with(|| CodeSummary::new(compression.max_code()))
+                        .add(code, compression);
                 }
             }
             self.samples = samples;
@@ -588,8 +572,8 @@ impl FlowTable {
         self.links.iter()
     }
 
-    /// Per (switch, query) latency samples.
-    pub fn switch_samples(&self) -> impl Iterator<Item = (&(u32, Arc<str>), &SwitchSamples)> {
+    /// Per (switch, plan version, query) samples.
+    pub fn switch_samples(&self) -> impl Iterator<Item = (&(u32, u32, u16), &CodeSummary)> {
         self.switch_samples.iter()
     }
 
@@ -665,4 +649,114 @@ pub fn decoded_path(flow: &FlowState, space: Space<'_>) -> Option<Vec<u32>> {
     let q = p.plan.path_query?;
     let cx = path_context(&p.plan.plan, space, q)?;
     p.record.path(q)?.path(cx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use telemetry::pint::plan::Plan;
+    use telemetry::pint::query::QueryFile;
+
+    const PAPER: &str = include_str!("../../configs/queries/paper.toml");
+
+    fn context() -> (ShardContext, u32) {
+        let registry = Arc::new(Registry::default());
+        let version = Plan::compile(&QueryFile::from_toml(PAPER).unwrap())
+            .unwrap()
+            .version;
+        registry.add_plan(version, PAPER).unwrap();
+        (
+            ShardContext {
+                registry,
+                topology: None,
+            },
+            version,
+        )
+    }
+
+    fn digest(version: u32, flow: u32, i: u32) -> WireDigest {
+        WireDigest {
+            key: FlowKey {
+                src: 0x0a00_0000 | (flow >> 16),
+                dst: 0x0b00_0001,
+                src_port: flow as u16,
+                dst_port: 443,
+                protocol: 6,
+            },
+            ingress_port: 1,
+            egress_port: 0,
+            pid: i.wrapping_mul(0x9e37_79b9) ^ flow,
+            hops: 3,
+            plan_version: version,
+            digest: u64::from(i) & 0xffff,
+            time_ns: 1_700_000_000_000_000_000,
+        }
+    }
+
+    /// A flood of distinct flows stays within the table's bound; the ones refused are
+    /// counted, and memory follows the flows kept, not the flows offered.
+    #[test]
+    fn a_flood_of_flows_stays_within_the_bound() {
+        let (cx, v) = context();
+        let mut t = FlowTable::new(1000);
+        for burst in 0..50u32 {
+            let ds: Vec<WireDigest> = (0..2000).map(|i| digest(v, burst * 2000 + i, i)).collect();
+            t.add_digests(&cx, 9, &ds);
+            assert!(t.len() <= 1000);
+        }
+        assert_eq!(t.len(), 1000);
+        assert_eq!(t.stats.flows_created, 1000);
+        assert_eq!(t.stats.flows_refused, 99_000);
+        let per_flow = t.memory_bytes() / t.len();
+        assert!(
+            per_flow < 8 * 1024,
+            "one digest per flow: {per_flow} bytes per flow"
+        );
+        // Flows already tracked keep being recorded while the table is full.
+        let again: Vec<WireDigest> = (0..1000).map(|i| digest(v, i, i + 1)).collect();
+        let before = t.stats.flows_refused;
+        t.add_digests(&cx, 9, &again);
+        let tracked = (0..1000)
+            .filter(|&i| t.get(&digest(v, i, 0).key).is_some_and(|f| f.digests == 2))
+            .count();
+        assert_eq!(tracked + (t.stats.flows_refused - before) as usize, 1000);
+    }
+
+    /// Idle flows are exported (their remaining counters) and forgotten, making room.
+    #[test]
+    fn idle_flows_are_exported_and_forgotten() {
+        let (cx, v) = context();
+        let mut t = FlowTable::new(10);
+        let ds: Vec<WireDigest> = (0..10).map(|f| digest(v, f, 0)).collect();
+        t.add_digests(&cx, 9, &ds);
+        let counts: Vec<(FlowKey, u32, u64, u64)> = ds.iter().map(|d| (d.key, 9, 5, 500)).collect();
+        t.add_counts(&cx, 1, (1000, 10), &counts);
+        let mut out = Vec::new();
+        // Not idle yet, and the active timeout has not passed: nothing.
+        t.sweep(Duration::from_secs(60), Duration::from_secs(60), |r| {
+            out.push(r);
+            true
+        });
+        assert!(out.is_empty());
+        t.sweep(Duration::ZERO, Duration::from_secs(60), |r| {
+            out.push(r);
+            true
+        });
+        assert_eq!(t.len(), 0);
+        assert_eq!(t.stats.flows_evicted, 10);
+        assert_eq!(out.len(), 10);
+        for r in &out {
+            assert_eq!((r.packets, r.bytes, r.switch), (5, 500, 9));
+            assert!(r.ended);
+            assert_eq!(
+                (r.ingress, r.egress),
+                (1, 0),
+                "known at the reporting switch"
+            );
+            assert_eq!((r.start_ms, r.end_ms), (1000, 1010));
+        }
+        // Room again.
+        t.add_digests(&cx, 9, &[digest(v, 77, 0)]);
+        assert_eq!(t.len(), 1);
+    }
 }

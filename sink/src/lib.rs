@@ -19,6 +19,7 @@ pub mod ipfix;
 pub mod metrics;
 pub mod registry;
 pub mod shard;
+pub mod summary;
 pub mod transport;
 
 pub use app::{Shared, Sink};

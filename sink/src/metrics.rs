@@ -9,16 +9,15 @@
 //! output.
 
 use std::fmt::Write;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use datasketches::common::SearchCriteria;
-use datasketches::kll::KllSketch;
 use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use telemetry::pint::plan::QueryKind;
 
 use crate::app::Shared;
 use crate::flows::{LinkStats, ShardStats};
+use crate::summary::CodeSummary;
 
 /// The sink's recorder.
 pub struct SinkMetrics {
@@ -165,28 +164,24 @@ pub fn links(shared: &Shared) -> Vec<((u32, u32), LinkStats)> {
     all.into_iter().collect()
 }
 
-/// One switch's latency for one query: (switch, query), merged sketch, sum of values.
-pub type SwitchLatency = ((u32, Arc<str>), KllSketch<u64>, f64);
+/// One switch's samples of one query: (switch, plan version, query), merged summary.
+pub type SwitchLatency = ((u32, u32, u16), CodeSummary);
 
-/// Per (switch, query): the merged latency sketch and the sum of values.
+/// Per (switch, plan version, query): the samples merged over the decode threads.
 pub fn switch_latency(shared: &Shared) -> Vec<SwitchLatency> {
-    let mut all: std::collections::BTreeMap<(u32, Arc<str>), (KllSketch<u64>, f64)> =
-        Default::default();
+    let mut all: std::collections::BTreeMap<(u32, u32, u16), CodeSummary> = Default::default();
     for s in &shared.shards {
         let t = s.table.lock().expect("flow table lock");
         for (k, v) in t.switch_samples() {
             match all.get_mut(k) {
-                Some((sk, sum)) => {
-                    let _ = sk.merge(&v.sketch);
-                    *sum += v.sum;
-                }
+                Some(x) => x.merge(v),
                 None => {
-                    all.insert(k.clone(), (v.sketch.clone(), v.sum));
+                    all.insert(*k, v.clone());
                 }
             }
         }
     }
-    all.into_iter().map(|(k, (s, sum))| (k, s, sum)).collect()
+    all.into_iter().collect()
 }
 
 impl SinkMetrics {
@@ -283,19 +278,29 @@ fn render_latency(out: &mut String, shared: &Shared) {
         "# HELP {name} Latency of the hops decoded to each switch (per dynamic query), from the sampled digests."
     );
     let _ = writeln!(out, "# TYPE {name} summary");
-    for ((switch, query), sketch, sum) in rows {
-        let labels = format!("switch=\"{switch}\",query=\"{}\"", escape(&query));
-        for q in [0.5, 0.9, 0.99] {
-            if let Ok(Some(v)) = sketch.quantile(q, SearchCriteria::Inclusive) {
-                let _ = writeln!(
-                    out,
-                    "{name}{{{labels},quantile=\"{q}\"}} {}",
-                    v as f64 / 1e9
-                );
+    for ((switch, version, query), summary) in rows {
+        let Some(plan) = shared.registry.plan(version) else {
+            continue;
+        };
+        let q = &plan.plan.queries[usize::from(query)];
+        let QueryKind::DynamicPerFlow { compression, .. } = &q.kind else {
+            continue;
+        };
+        let labels = format!(
+            "switch=\"{switch}\",plan=\"{version:08x}\",query=\"{}\"",
+            escape(&q.name)
+        );
+        for x in [0.5, 0.9, 0.99] {
+            if let Some(v) = summary.quantile(x, compression) {
+                let _ = writeln!(out, "{name}{{{labels},quantile=\"{x}\"}} {}", v / 1e9);
             }
         }
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", sum / 1e9);
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", sketch.n());
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{labels}}} {}",
+            summary.sum(compression) / 1e9
+        );
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", summary.count());
     }
 }
 

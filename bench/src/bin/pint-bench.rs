@@ -222,6 +222,28 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The sink: ingest rate (recorded exports replayed over loopback TCP into 1 and 2 decode
+    /// threads), FlowRadar decoding per epoch, memory per tracked flow.
+    Sink {
+        /// Flows in the recorded traffic (K = 4 fat tree, the paper's plan).
+        #[arg(long, default_value_t = 2000)]
+        flows: u32,
+        /// Packets per flow.
+        #[arg(long, default_value_t = 50)]
+        packets: u32,
+        /// Replays per run.
+        #[arg(long, default_value_t = 20)]
+        rounds: u32,
+        /// Decode threads to run with (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        threads: Vec<usize>,
+        /// Flows per flowset for the FlowRadar part (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+        flowset_flows: Vec<u32>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Runs the switch (the same code as pint-switch); the benchmarks start it this way.
     #[command(hide = true)]
     Switch {
@@ -450,6 +472,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 seed,
             });
             emit(json, &r, bench::flowradar::print_table)?;
+        }
+        Cmd::Sink {
+            flows,
+            packets,
+            rounds,
+            threads,
+            flowset_flows,
+            json,
+        } => {
+            if flows == 0 || packets == 0 || rounds == 0 || threads.contains(&0) {
+                anyhow::bail!("--flows, --packets, --rounds and --threads must be positive");
+            }
+            let r = bench::sink_bench::run_bench(&bench::sink_bench::SinkBenchOptions {
+                flows,
+                packets,
+                rounds,
+                threads,
+                flowset_flows,
+            })?;
+            emit(json, &r, bench::sink_bench::print_table)?;
         }
         Cmd::Switch {
             config,

@@ -9,6 +9,9 @@ use crate::pint::compress::LogCompressor;
 use crate::pint::path_decoder::{PathContext, PathState, PathView, Space};
 use crate::pint::plan::{Plan, QueryKind, Reading};
 
+/// Once a flow's path is decoded, one digest in this many is still fed to its decoder.
+pub const PATH_CHECK_EVERY: u64 = 8;
+
 /// Bytes one retained sample takes in a sketch (a u32 code).
 const BYTES_PER_ITEM: u32 = 4;
 
@@ -55,6 +58,38 @@ pub fn kll_items_bound(k: u16, n: u64) -> u64 {
     (0..=levels).map(cap).sum()
 }
 
+/// The largest KLL parameter whose sketch stays within `per_hop` bytes up to
+/// [`SIZED_FOR_SAMPLES`] samples (8, the smallest, when even it does not fit). Computed once
+/// per budget (a collector creates sketches for every new flow).
+fn kll_k_for(per_hop: u64) -> u16 {
+    thread_local! {
+        static KNOWN: std::cell::RefCell<Vec<(u64, u16)>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    if let Some(k) = KNOWN.with(|c| c.borrow().iter().find(|e| e.0 == per_hop).map(|e| e.1)) {
+        return k;
+    }
+    let fits = |kk: u16| kll_items_bound(kk, SIZED_FOR_SAMPLES) * BYTES_PER_ITEM as u64 <= per_hop;
+    let (mut lo, mut hi) = (KLL_MIN as u16, u16::MAX);
+    if !fits(lo) {
+        hi = lo;
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    KNOWN.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() < 64 {
+            c.push((per_hop, lo));
+        }
+    });
+    lo
+}
+
 impl HopSketches {
     /// Sketches for a flow of `k` hops whose samples are codes of `compression`, within
     /// `space_budget` bytes split evenly over the hops: the largest KLL parameter whose
@@ -62,25 +97,11 @@ impl HopSketches {
     /// smallest, 8, when even it does not fit: [`HopSketches::budget_bytes`] then says what
     /// it needs).
     pub fn new(k: usize, compression: LogCompressor, space_budget: u32) -> HopSketches {
-        let per_hop = u64::from(space_budget) / k.max(1) as u64;
-        let fits =
-            |kk: u16| kll_items_bound(kk, SIZED_FOR_SAMPLES) * BYTES_PER_ITEM as u64 <= per_hop;
-        let (mut lo, mut hi) = (KLL_MIN as u16, u16::MAX);
-        if !fits(lo) {
-            hi = lo;
-        }
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            if fits(mid) {
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
+        let kk = kll_k_for(u64::from(space_budget) / k.max(1) as u64);
         HopSketches {
             compression,
             sketches: (0..k)
-                .map(|_| KllSketch::new(lo).expect("K within the library's range"))
+                .map(|_| KllSketch::new(kk).expect("K within the library's range"))
                 .collect(),
         }
     }
@@ -322,8 +343,12 @@ impl FlowRecord {
         for (q, reading) in plan.readings(pid, self.k, digest) {
             match reading {
                 Reading::Fields(f) => {
+                    // Once a path is decoded, one digest in eight still checks it (a route
+                    // change shows as a conflict within a few packets); the others would
+                    // only confirm it.
                     if let (Some(Some(d)), Some(cx)) =
                         (self.paths.get_mut(q), path_context(plan, space, q))
+                        && (!d.is_decoded() || self.packets.is_multiple_of(PATH_CHECK_EVERY))
                     {
                         d.feed(cx, pid, f.iter());
                     }

@@ -68,6 +68,8 @@ pub struct PathState {
     max_equations: usize,
     packets: u64,
     conflict: bool,
+    /// Every hop down to one candidate (kept up to date by `propagate`).
+    decoded: bool,
 }
 
 /// Decodes one flow's path of `k` hops: a [`PathState`] with its context at hand.
@@ -177,6 +179,7 @@ impl PathState {
             max_equations: 4 * k + 64,
             packets: 0,
             conflict: false,
+            decoded: false,
         }
     }
 
@@ -296,7 +299,7 @@ impl PathState {
 
     /// Whether every hop is decoded.
     pub fn is_decoded(&self) -> bool {
-        !self.conflict && self.decoded_hops() == self.k
+        self.decoded
     }
 
     /// The decoded path (switch IDs, hop 1 first), once every hop is decoded.
@@ -384,6 +387,11 @@ impl PathState {
     }
 
     fn propagate(&mut self, cx: PathContext<'_>) {
+        self.propagate_constraints(cx);
+        self.decoded = !self.conflict && self.decoded_hops() == self.k;
+    }
+
+    fn propagate_constraints(&mut self, cx: PathContext<'_>) {
         while !self.conflict {
             let mut changed = false;
             if let Space::Topology(t) = cx.space {

@@ -1,0 +1,328 @@
+//! The sink's ingest with hand-made switches: bad frames close only their own connection and
+//! are counted; a switch that reconnects is followed; digests of a plan the sink cannot use
+//! are counted, not guessed at; the pint-sink binary starts, answers and stops.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use sink::{Sink, SinkConfig};
+use telemetry::flowradar::flowset::FILTER_SEED;
+use telemetry::flowradar::wire::Shape;
+use telemetry::flowradar::{FlowKey, FlowSet, FlowSetConfig};
+use telemetry::pint::plan::Plan;
+use telemetry::pint::query::QueryFile;
+use telemetry::protocol::{
+    FrameType, Hello, PlanText, PortInfo, WireDigest, encode_digests, encode_flowset, encode_frame,
+};
+use telemetry::wire::MacAddr;
+
+const PAPER: &str = include_str!("../../configs/queries/paper.toml");
+
+fn sink() -> Sink {
+    Sink::start(SinkConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        decode_threads: 2,
+        epoch_grace: Duration::from_millis(200),
+        ..SinkConfig::default()
+    })
+    .unwrap()
+}
+
+fn flowset(switch_id: u32) -> FlowSet {
+    FlowSet::new(&FlowSetConfig::for_flows(100, switch_id))
+}
+
+fn hello(switch_id: u32, plan: Option<PlanText>) -> Hello {
+    let fs = flowset(switch_id);
+    Hello {
+        switch_id,
+        session: 1,
+        epoch_ns: 10_000_000,
+        shim_ethertype: 0x88b5,
+        shape: Shape::of(&fs),
+        filter_seed: FILTER_SEED,
+        table_seeds: vec![fs.table_seed()],
+        max_digests: 1024,
+        ports: vec![PortInfo {
+            name: "hosts".into(),
+            edge: true,
+            capacity_bps: 10_000_000_000,
+            mac: MacAddr([2, 0, 0, 0, 0, 1]),
+        }],
+        plan,
+    }
+}
+
+fn paper() -> PlanText {
+    PlanText {
+        version: Plan::compile(&QueryFile::from_toml(PAPER).unwrap())
+            .unwrap()
+            .version,
+        digest_bytes: 2,
+        text: PAPER.to_owned(),
+    }
+}
+
+/// A switch stand-in: numbers its frames as a switch does.
+struct FakeSwitch {
+    s: TcpStream,
+    seq: u64,
+}
+
+impl FakeSwitch {
+    fn connect(sink: SocketAddr, h: &Hello) -> FakeSwitch {
+        let mut s = TcpStream::connect(sink).unwrap();
+        s.write_all(&encode_frame(FrameType::Hello, 0, &h.payload()))
+            .unwrap();
+        FakeSwitch { s, seq: 0 }
+    }
+
+    fn send(&mut self, ty: FrameType, payload: &[u8]) {
+        self.seq += 1;
+        self.s
+            .write_all(&encode_frame(ty, self.seq, payload))
+            .unwrap();
+    }
+}
+
+fn digest(plan: u32, i: u32) -> WireDigest {
+    WireDigest {
+        key: FlowKey {
+            src: 0x0a00_0001,
+            dst: 0x0a00_0102,
+            src_port: 1000 + (i % 10) as u16,
+            dst_port: 80,
+            protocol: 6,
+        },
+        ingress_port: 0,
+        egress_port: 0,
+        pid: i.wrapping_mul(2_654_435_761),
+        hops: 1,
+        plan_version: plan,
+        digest: u64::from(i & 0xffff),
+        time_ns: 1_700_000_000_000_000_000 + u64::from(i),
+    }
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A switch that sends garbage loses its connection with the reason counted; a switch that
+/// never said hello is counted too; the well-behaved switch next to them loses nothing.
+#[test]
+fn a_bad_frame_closes_only_its_own_connection() {
+    let sink = sink();
+    let shared = sink.shared().clone();
+    let plan = paper();
+    let mut good = FakeSwitch::connect(sink.listen_addr(), &hello(1, Some(plan.clone())));
+    let mut bad = FakeSwitch::connect(sink.listen_addr(), &hello(2, Some(plan.clone())));
+    wait_for("both switches", || shared.registry.switches().len() == 2);
+    // A frame of an unknown type from switch 2.
+    bad.seq += 1;
+    let mut f = encode_frame(FrameType::Stats, bad.seq, &[0, 0]);
+    f[4] = 99;
+    bad.s.write_all(&f).unwrap();
+    // Bytes before any hello from a third connection.
+    let mut anon = TcpStream::connect(sink.listen_addr()).unwrap();
+    anon.write_all(&encode_frame(FrameType::Stats, 1, &[0, 0]))
+        .unwrap();
+    // Switch 1 goes on.
+    let digests: Vec<WireDigest> = (0..500).map(|i| digest(plan.version, i)).collect();
+    good.send(
+        FrameType::Digests,
+        &encode_digests(0, &digests, |_| plan.digest_bytes),
+    );
+    let s2 = shared.registry.switch(2).unwrap();
+    wait_for("switch 2 rejected", || {
+        s2.counters.rejected.load(Relaxed) == 1
+    });
+    assert!(!s2.counters.connected.load(Relaxed));
+    assert_eq!(
+        s2.reject_reasons.lock().unwrap().get("unknown_type"),
+        Some(&1)
+    );
+    assert!(
+        s2.info
+            .lock()
+            .unwrap()
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("unknown frame type 99")
+    );
+    wait_for("anonymous reject", || {
+        shared.registry.anonymous_rejects.load(Relaxed) == 1
+    });
+    // The connection really is closed: reading gives end of file.
+    bad.s
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    assert_eq!(bad.s.read(&mut b).unwrap(), 0);
+    let s1 = shared.registry.switch(1).unwrap();
+    wait_for("switch 1's digests", || {
+        shared
+            .shards
+            .iter()
+            .map(|s| s.table.lock().unwrap().stats.digests)
+            .sum::<u64>()
+            == 500
+    });
+    assert!(s1.counters.connected.load(Relaxed));
+    assert_eq!(s1.counters.rejected.load(Relaxed), 0);
+    assert_eq!(s1.counters.digests.load(Relaxed), 500);
+    let flows: usize = shared
+        .shards
+        .iter()
+        .map(|s| s.table.lock().unwrap().len())
+        .sum();
+    assert_eq!(flows, 10);
+}
+
+/// A switch that disconnects and comes back (as after a restart) is the same switch to the
+/// sink: its counters go on, its flows keep their state, and a sequence gap (frames the
+/// switch dropped while the sink was away) is counted.
+#[test]
+fn a_switch_that_reconnects_is_followed() {
+    let sink = sink();
+    let shared = sink.shared().clone();
+    let plan = paper();
+    let mut sw = FakeSwitch::connect(sink.listen_addr(), &hello(7, Some(plan.clone())));
+    let first: Vec<WireDigest> = (0..100).map(|i| digest(plan.version, i)).collect();
+    sw.send(
+        FrameType::Digests,
+        &encode_digests(0, &first, |_| plan.digest_bytes),
+    );
+    let e = {
+        wait_for("switch 7", || shared.registry.switch(7).is_some());
+        shared.registry.switch(7).unwrap()
+    };
+    wait_for("first digests", || e.counters.digests.load(Relaxed) == 100);
+    drop(sw);
+    wait_for("disconnect", || !e.counters.connected.load(Relaxed));
+    let mut sw = FakeSwitch::connect(sink.listen_addr(), &hello(7, Some(plan.clone())));
+    sw.seq = 4; // the next frame is 5: frames 1 to 4 never came
+    let second: Vec<WireDigest> = (100..300).map(|i| digest(plan.version, i)).collect();
+    sw.send(
+        FrameType::Digests,
+        &encode_digests(0, &second, |_| plan.digest_bytes),
+    );
+    wait_for("second digests", || e.counters.digests.load(Relaxed) == 300);
+    assert!(e.counters.connected.load(Relaxed));
+    assert_eq!(e.counters.connections.load(Relaxed), 2);
+    assert_eq!(e.counters.sequence_gaps.load(Relaxed), 4);
+    assert_eq!(shared.registry.switches().len(), 1);
+    wait_for("all recorded", || {
+        shared
+            .shards
+            .iter()
+            .map(|s| s.table.lock().unwrap().stats.digests)
+            .sum::<u64>()
+            == 300
+    });
+    let digests_per_flow: Vec<u64> = shared
+        .shards
+        .iter()
+        .flat_map(|s| {
+            s.table
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|f| f.digests)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(digests_per_flow.len(), 10);
+    assert!(
+        digests_per_flow.iter().all(|&d| d == 30),
+        "{digests_per_flow:?}"
+    );
+}
+
+/// A plan whose text does not compile to its version here is not used: its digests are
+/// counted as of an unknown plan. A hello whose flowsets are too large is refused.
+#[test]
+fn unusable_plans_and_oversized_flowsets_are_refused() {
+    let sink = sink();
+    let shared = sink.shared().clone();
+    let mut wrong = paper();
+    wrong.version ^= 0x10;
+    let mut sw = FakeSwitch::connect(sink.listen_addr(), &hello(3, Some(wrong.clone())));
+    let digests: Vec<WireDigest> = (0..50).map(|i| digest(wrong.version, i)).collect();
+    sw.send(
+        FrameType::Digests,
+        &encode_digests(0, &digests, |_| wrong.digest_bytes),
+    );
+    wait_for("switch 3", || shared.registry.switch(3).is_some());
+    let e = shared.registry.switch(3).unwrap();
+    wait_for("unknown plan counted", || {
+        e.counters.digests_unknown_plan.load(Relaxed) == 50
+    });
+    assert!(shared.registry.plan(wrong.version).is_none());
+
+    let mut big = hello(4, None);
+    big.shape.cells_per_table = 1 << 23;
+    let _sw = FakeSwitch::connect(sink.listen_addr(), &big);
+    wait_for("switch 4 refused", || {
+        shared.registry.anonymous_rejects.load(Relaxed) == 1
+    });
+    assert!(shared.registry.switch(4).is_none());
+
+    // A flowset frame of a declared worker that holds the right shape is taken.
+    let mut fs = flowset(3);
+    fs.update(&digest(0, 1).key, 100);
+    sw.send(FrameType::FlowSet, &encode_flowset(0, 1, 3, 42, &fs));
+    wait_for("flowset", || e.counters.flowsets.load(Relaxed) == 1);
+    assert_eq!(e.counters.rejected.load(Relaxed), 0);
+}
+
+/// The binary: starts on free ports, says where, serves the API, stops on SIGTERM; a bad flag
+/// is an error that names it.
+#[test]
+fn pint_sink_runs_and_stops() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pint-sink"))
+        .args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let http: SocketAddr = line
+        .split("(http ")
+        .nth(1)
+        .and_then(|r| r.strip_suffix(")\n"))
+        .unwrap_or_else(|| panic!("{line}"))
+        .parse()
+        .unwrap();
+    let mut s = TcpStream::connect(http).unwrap();
+    s.write_all(b"GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains("\"status\":\"ok\""), "{resp}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_pint-sink"))
+        .args(["--listen", "127.0.0.1:0", "--decode-threads", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--decode-threads"), "{err}");
+}
