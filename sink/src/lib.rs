@@ -11,6 +11,7 @@
 pub mod api;
 pub mod app;
 pub mod config;
+pub mod detect;
 pub mod epochs;
 pub mod export;
 pub mod flows;

@@ -7,14 +7,39 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use sink::config::{DEFAULT_HTTP, DEFAULT_LISTEN};
 use sink::{Sink, SinkConfig};
 
 /// The PINT sink: decodes digests and flowsets from many switches into per-flow paths,
 /// latency quantiles, counters and per-link loss.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    run: Args,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Detects delay, loss and reordering problems in a measurement file; one JSON object
+    /// per event per line on stdout, a summary on stderr.
+    Detect {
+        /// The measurements.
+        #[arg(long)]
+        input: PathBuf,
+        /// `csv` (header seq,send_time,delay_ms) or `owamp` (owstats -v -U text).
+        #[arg(long, default_value = "csv")]
+        format: String,
+        /// low, medium, high, or a number (1 = medium; larger is more sensitive).
+        #[arg(long, default_value = "medium")]
+        sensitivity: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
 struct Args {
     /// Where switches connect (TCP).
     #[arg(long, default_value = DEFAULT_LISTEN)]
@@ -65,7 +90,42 @@ fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(v).map_err(|_| anyhow::anyhow!("--{flag}: `{v}` is not a duration"))
 }
 
+/// `pint-sink detect`.
+fn detect(input: &std::path::Path, format: &str, sensitivity: &str) -> anyhow::Result<()> {
+    use sink::detect::{Params, Sensitivity, detect, input};
+    use std::io::Write;
+    let format = input::Format::parse(format).map_err(|e| anyhow::anyhow!("--format: {e}"))?;
+    let s = Sensitivity::parse(sensitivity).map_err(|e| anyhow::anyhow!("--sensitivity: {e}"))?;
+    let text =
+        std::fs::read_to_string(input).with_context(|| format!("--input {}", input.display()))?;
+    let samples = input::read(&text, format).with_context(|| format!("{}", input.display()))?;
+    let report = detect(&samples, &Params::with_sensitivity(s));
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for e in &report.events {
+        serde_json::to_writer(&mut out, e)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    eprintln!(
+        "pint-sink detect: {} samples, {} lost, {} windows, {} events",
+        report.samples,
+        report.lost,
+        report.windows,
+        report.events.len()
+    );
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Some(Cmd::Detect {
+        input,
+        format,
+        sensitivity,
+    }) = &cli.command
+    {
+        return detect(input, format, sensitivity);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -73,7 +133,7 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let a = Args::parse();
+    let a = cli.run;
     let defaults = SinkConfig::default();
     let config = SinkConfig {
         listen: a.listen,

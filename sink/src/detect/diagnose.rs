@@ -1,0 +1,152 @@
+//! Likely causes of an event, from simple symptom tests on its windows. Several labels may
+//! hold at once; when none does, the event is `unknown`. The tests and their thresholds are
+//! listed in `docs/detection.md`.
+
+use serde::Serialize;
+
+use super::Kind;
+use super::window::WindowStats;
+
+/// A likely cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Label {
+    /// Delay jumps of more than 300 ms in at most 10% of the samples: the receiving host
+    /// was busy elsewhere.
+    ContextSwitch,
+    /// Isolated one-sample spikes: noise at an end host, not the path.
+    EndHostNoise,
+    /// Loss whose neighbouring packets were not delayed.
+    RandomLoss,
+    /// Loss whose neighbouring packets were delayed: queues overflowing.
+    DelayCorrelatedLoss,
+    /// A run of consecutive losses in a short event: the path was down briefly.
+    ShortOutage,
+    /// Delays spread over more than 500 ms (P95 - P5): a large buffer filling.
+    LargeBuffer,
+    /// Delays spread over less than 1 ms while packets are lost: a small buffer.
+    SmallBuffer,
+    /// A flat level shift of more than 10 ms: a route change or a clock step.
+    RouteOrClockChange,
+    /// Most samples far above the baseline for the whole event: sustained overload.
+    CongestionOverload,
+    /// Some samples far above the baseline, on and off: bursty congestion.
+    CongestionBursty,
+    /// Reordering in most of the event's windows.
+    ReorderingPersistent,
+    /// Reordering now and then.
+    ReorderingUnstable,
+    /// No test holds.
+    Unknown,
+}
+
+impl Label {
+    /// Every label.
+    pub const ALL: [Label; 13] = [
+        Label::ContextSwitch,
+        Label::EndHostNoise,
+        Label::RandomLoss,
+        Label::DelayCorrelatedLoss,
+        Label::ShortOutage,
+        Label::LargeBuffer,
+        Label::SmallBuffer,
+        Label::RouteOrClockChange,
+        Label::CongestionOverload,
+        Label::CongestionBursty,
+        Label::ReorderingPersistent,
+        Label::ReorderingUnstable,
+        Label::Unknown,
+    ];
+
+    /// Its name (as JSON writes it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Label::ContextSwitch => "context_switch",
+            Label::EndHostNoise => "end_host_noise",
+            Label::RandomLoss => "random_loss",
+            Label::DelayCorrelatedLoss => "delay_correlated_loss",
+            Label::ShortOutage => "short_outage",
+            Label::LargeBuffer => "large_buffer",
+            Label::SmallBuffer => "small_buffer",
+            Label::RouteOrClockChange => "route_or_clock_change",
+            Label::CongestionOverload => "congestion_overload",
+            Label::CongestionBursty => "congestion_bursty",
+            Label::ReorderingPersistent => "reordering_persistent",
+            Label::ReorderingUnstable => "reordering_unstable",
+            Label::Unknown => "unknown",
+        }
+    }
+}
+
+/// Labels for an event of `kind` made of `windows` (problem windows, in order), with
+/// `quiet` normal windows between them.
+pub fn diagnose(kind: Kind, windows: &[WindowStats], quiet: usize) -> Vec<Label> {
+    let mut out = Vec::new();
+    let samples: usize = windows.iter().map(|w| w.samples).sum();
+    let high: usize = windows.iter().map(|w| w.high).sum();
+    let isolated: usize = windows.iter().map(|w| w.isolated_high).sum();
+    let jumps: usize = windows.iter().map(|w| w.jumps).sum();
+    let lost: u64 = windows.iter().map(|w| w.lost).sum();
+    let with_samples = || windows.iter().filter(|w| w.samples > 0);
+    let p5 = with_samples().map(|w| w.p5_ms).reduce(f64::min);
+    let p95 = with_samples().map(|w| w.p95_ms).reduce(f64::max);
+    let spread = p5.zip(p95).map(|(a, b)| b - a);
+    let high_share = if samples == 0 {
+        0.0
+    } else {
+        high as f64 / samples as f64
+    };
+    match kind {
+        Kind::Delay => {
+            if jumps > 0 && (jumps as f64) <= 0.1 * samples as f64 {
+                out.push(Label::ContextSwitch);
+            }
+            if high > 0 && isolated as f64 >= 0.8 * high as f64 {
+                out.push(Label::EndHostNoise);
+            }
+            // A level shift: a window whose lowest mode is narrow and whose other samples
+            // form one flat level more than 10 ms above it.
+            if windows.iter().any(|w| w.level_shift) {
+                out.push(Label::RouteOrClockChange);
+            } else if high_share >= 0.5 {
+                out.push(Label::CongestionOverload);
+            } else if high_share >= 0.1 && !out.contains(&Label::EndHostNoise) {
+                out.push(Label::CongestionBursty);
+            }
+            if spread.is_some_and(|s| s > 500.0) {
+                out.push(Label::LargeBuffer);
+            }
+        }
+        Kind::Loss => {
+            let neighbours: u64 = windows.iter().map(|w| w.lost_neighbours).sum();
+            let delayed: u64 = windows.iter().map(|w| w.lost_neighbours_high).sum();
+            if neighbours > 0 {
+                if delayed as f64 >= 0.5 * neighbours as f64 {
+                    out.push(Label::DelayCorrelatedLoss);
+                } else {
+                    out.push(Label::RandomLoss);
+                }
+            }
+            let run = windows.iter().map(|w| w.lost_run).max().unwrap_or(0);
+            if run >= 5 && windows.len() <= 2 && run * 2 >= lost {
+                out.push(Label::ShortOutage);
+            }
+            if spread.is_some_and(|s| s < 1.0) && lost > 0 {
+                out.push(Label::SmallBuffer);
+            } else if spread.is_some_and(|s| s > 500.0) {
+                out.push(Label::LargeBuffer);
+            }
+        }
+        Kind::Reordering => {
+            if windows.len() as f64 >= 0.8 * (windows.len() + quiet) as f64 {
+                out.push(Label::ReorderingPersistent);
+            } else {
+                out.push(Label::ReorderingUnstable);
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(Label::Unknown);
+    }
+    out
+}

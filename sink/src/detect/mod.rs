@@ -1,0 +1,185 @@
+//! Detection of performance problems on a measurement series (Pythia's detection logic,
+//! `docs/detection.md`): delay, loss and reordering problems found per window and merged
+//! into events, then labelled with likely causes.
+//!
+//! A series is what one path or flow measured: per received packet its sequence number (if
+//! any), send time and delay, in arrival order; lost packets are the sequence numbers
+//! missing, or (for series without sequence numbers) loss counts per stretch of time. The
+//! series is cut into back-to-back windows by send time (5 s by default); each window is
+//! analysed on its own ([`window::analyse`]) and an [`aggregate::Aggregator`] per kind
+//! merges problem windows into events. [`detect`] runs a whole series (offline);
+//! [`online::Detector`] runs one as it arrives (the sink).
+
+pub mod aggregate;
+pub mod diagnose;
+pub mod input;
+pub mod kde;
+pub mod online;
+pub mod window;
+
+use serde::Serialize;
+
+/// One received packet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Sequence number (None: the series has none, e.g. per-packet latency from digests).
+    pub seq: Option<u64>,
+    /// Send time, seconds.
+    pub send: f64,
+    /// Delay (one-way or round trip), ms.
+    pub delay_ms: f64,
+}
+
+/// How eager detection is: one knob that scales every threshold together.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sensitivity(pub f64);
+
+impl Sensitivity {
+    /// Fewer, larger events: thresholds doubled.
+    pub const LOW: Sensitivity = Sensitivity(0.5);
+    /// The defaults.
+    pub const MEDIUM: Sensitivity = Sensitivity(1.0);
+    /// More, smaller events: thresholds halved.
+    pub const HIGH: Sensitivity = Sensitivity(2.0);
+
+    /// `low`, `medium`, `high`, or a number above zero (1 = medium; larger is more
+    /// sensitive).
+    pub fn parse(s: &str) -> Result<Sensitivity, String> {
+        match s {
+            "low" => Ok(Sensitivity::LOW),
+            "medium" => Ok(Sensitivity::MEDIUM),
+            "high" => Ok(Sensitivity::HIGH),
+            _ => match s.parse::<f64>() {
+                Ok(v) if v > 0.0 && v.is_finite() && v <= 100.0 => Ok(Sensitivity(v)),
+                _ => Err(format!(
+                    "`{s}` is not a sensitivity (low, medium, high, or a number in (0, 100])"
+                )),
+            },
+        }
+    }
+}
+
+/// Detection parameters. The defaults and why they were chosen: `docs/detection.md`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// Window length, s.
+    pub window_s: f64,
+    /// Packets sent closer than this (s) share the earlier one's delay (self-queueing).
+    pub self_queueing_s: f64,
+    /// A window's delay range must exceed this (ms) for a delay problem (tau_d).
+    pub delay_threshold_ms: f64,
+    /// ... and more than this many samples must lie above its minimum plus tau_d.
+    pub min_high_samples: usize,
+    /// The lowest mode must hold at least this share of the window's samples ...
+    pub mode_mass: f64,
+    /// ... and be at most this wide (ms), or the window is a problem.
+    pub mode_width_ms: f64,
+    /// Problem windows this close (s) or closer merge into one event (tau_m).
+    pub merge_gap_s: f64,
+    /// Events shorter than this (s) are dropped (tau_l).
+    pub min_event_s: f64,
+    /// A window with a loss rate above this is a loss problem.
+    pub loss_rate: f64,
+    /// A window with a reordering metric R above this is a reordering problem.
+    pub reordering: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params::with_sensitivity(Sensitivity::MEDIUM)
+    }
+}
+
+impl Params {
+    /// The defaults scaled by `s`: severity thresholds (delay range, samples above, loss
+    /// rate, reordering) and the shortest event divide by it.
+    pub fn with_sensitivity(s: Sensitivity) -> Params {
+        let k = s.0;
+        Params {
+            window_s: 5.0,
+            self_queueing_s: 100e-6,
+            delay_threshold_ms: 5.0 / k,
+            min_high_samples: (5.0 / k).round() as usize,
+            mode_mass: 0.4,
+            mode_width_ms: 2.0,
+            merge_gap_s: 5.0,
+            min_event_s: 5.0 / k,
+            // Medium: any loss, any reordering (as the source); low sensitivity asks for
+            // a share of the window.
+            loss_rate: if k >= 1.0 { 0.0 } else { 0.01 / k },
+            reordering: if k >= 1.0 { 0.0 } else { 1.0 / k },
+        }
+    }
+}
+
+/// What kind of problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Delays well above the baseline.
+    Delay,
+    /// Lost packets.
+    Loss,
+    /// Packets out of order.
+    Reordering,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 3] = [Kind::Delay, Kind::Loss, Kind::Reordering];
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Delay => "delay",
+            Kind::Loss => "loss",
+            Kind::Reordering => "reordering",
+        }
+    }
+}
+
+/// A detected problem.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    /// Its kind.
+    pub kind: Kind,
+    /// Start, s (send time, as in the series).
+    pub start: f64,
+    /// End, s.
+    pub end: f64,
+    /// The delay baseline before the event (the lowest mode of the last normal window, or
+    /// of the event's first window), ms.
+    pub baseline_ms: Option<f64>,
+    /// The largest delay during the event, ms.
+    pub peak_ms: Option<f64>,
+    /// Packets lost over packets sent during the event.
+    pub loss_rate: f64,
+    /// The reordering metric R over the event's windows with reordering (mean).
+    pub reordering: f64,
+    /// Likely causes (`unknown` when no test holds).
+    pub labels: Vec<diagnose::Label>,
+}
+
+/// What a run found, with counts for the summary line.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Events, ordered by start.
+    pub events: Vec<Event>,
+    /// Samples read.
+    pub samples: u64,
+    /// Packets lost.
+    pub lost: u64,
+    /// Windows analysed.
+    pub windows: u64,
+}
+
+/// Runs detection over a whole series: `samples` in arrival order; packets whose sequence
+/// numbers are missing between the smallest and largest seen are lost.
+pub fn detect(samples: &[Sample], params: &Params) -> Report {
+    let mut d = online::Detector::new(*params);
+    d.push_all(samples);
+    d.finish()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,223 @@
+//! Detection as a series arrives: samples go into windows by send time; a window closes once
+//! a sample two windows later arrives (one window of slack for packets that arrive out of
+//! order) or time passes it ([`Detector::tick`]); each closed window is analysed and merged
+//! into events at once. Memory is two windows of samples and the events being built.
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashSet;
+
+use super::aggregate::Aggregator;
+use super::window::{Scratch, WindowStats, analyse};
+use super::{Event, Kind, Params, Report, Sample};
+
+/// Most lost sequence numbers listed per window (beyond, they are only counted).
+const MAX_LOST_LISTED: u64 = 1 << 16;
+
+#[derive(Debug, Default)]
+struct WindowBuf {
+    index: i64,
+    samples: Vec<Sample>,
+    seqs: FxHashSet<u64>,
+    extra_lost: u64,
+    extra_sent: u64,
+}
+
+/// A series' detector.
+#[derive(Debug)]
+pub struct Detector {
+    p: Params,
+    t0: Option<f64>,
+    open: VecDeque<WindowBuf>,
+    /// The lowest sequence number not yet accounted for (received or lost).
+    next_seq: Option<u64>,
+    last: Option<(f64, f64)>,
+    aggregators: [Aggregator; 3],
+    scratch: Scratch,
+    lost_list: Vec<u64>,
+    report: Report,
+    /// The last closed window.
+    pub last_window: Option<WindowStats>,
+}
+
+impl Detector {
+    /// A detector with parameters `p`.
+    pub fn new(p: Params) -> Detector {
+        Detector {
+            p,
+            t0: None,
+            open: VecDeque::with_capacity(3),
+            next_seq: None,
+            last: None,
+            aggregators: Kind::ALL.map(Aggregator::new),
+            scratch: Scratch::default(),
+            lost_list: Vec::new(),
+            report: Report::default(),
+            last_window: None,
+        }
+    }
+
+    fn index_of(&mut self, t: f64) -> i64 {
+        let t0 = *self.t0.get_or_insert(t);
+        ((t - t0) / self.p.window_s).floor() as i64
+    }
+
+    /// The window for index `idx`, closing those it leaves behind.
+    fn window(&mut self, idx: i64) -> &mut WindowBuf {
+        while let Some(first) = self.open.front() {
+            if idx >= first.index + 2 {
+                self.close_oldest();
+            } else {
+                break;
+            }
+        }
+        let idx = match self.open.front() {
+            Some(f) => idx.max(f.index),
+            None => idx,
+        };
+        let pos = self.open.iter().position(|w| w.index == idx);
+        match pos {
+            Some(p) => &mut self.open[p],
+            None => {
+                // Windows in between (no packet arrived in them) exist too.
+                let from = self.open.back().map_or(idx, |b| b.index + 1);
+                for i in from..=idx {
+                    self.open.push_back(WindowBuf {
+                        index: i,
+                        ..WindowBuf::default()
+                    });
+                }
+                self.open.back_mut().expect("pushed")
+            }
+        }
+    }
+
+    /// Adds a received packet (in arrival order).
+    pub fn push(&mut self, mut s: Sample) {
+        if !s.send.is_finite() || !s.delay_ms.is_finite() {
+            return;
+        }
+        // Self-queueing: a packet sent right after the previous one waited behind it.
+        if let Some((t, d)) = self.last
+            && (0.0..self.p.self_queueing_s).contains(&(s.send - t))
+        {
+            s.delay_ms = d;
+        }
+        self.last = Some((s.send, s.delay_ms));
+        self.report.samples += 1;
+        let idx = self.index_of(s.send);
+        let w = self.window(idx);
+        if let Some(q) = s.seq
+            && !w.seqs.insert(q)
+        {
+            return; // a duplicate
+        }
+        w.samples.push(s);
+    }
+
+    /// Adds every sample of a series.
+    pub fn push_all(&mut self, samples: &[Sample]) {
+        for s in samples {
+            self.push(*s);
+        }
+    }
+
+    /// Adds losses known without sequence numbers: `lost` of `sent` packets around time
+    /// `t` (e.g. from counters at two switches).
+    pub fn push_loss(&mut self, t: f64, lost: u64, sent: u64) {
+        if !t.is_finite() {
+            return;
+        }
+        let idx = self.index_of(t);
+        let w = self.window(idx);
+        w.extra_lost += lost;
+        w.extra_sent += sent.saturating_sub(lost);
+    }
+
+    /// Closes the windows that time `now` (send-time clock) has left behind by a window.
+    pub fn tick(&mut self, now: f64) {
+        let Some(t0) = self.t0 else { return };
+        let idx = ((now - t0) / self.p.window_s).floor() as i64;
+        while self.open.front().is_some_and(|f| idx >= f.index + 2) {
+            self.close_oldest();
+        }
+    }
+
+    /// Events found so far (taken).
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.report.events)
+    }
+
+    fn close_oldest(&mut self) {
+        let Some(w) = self.open.pop_front() else {
+            return;
+        };
+        // Loss: sequence numbers up to this window's highest that never arrived (in this
+        // window or the next, which catches packets that arrived late).
+        self.lost_list.clear();
+        let mut extra_lost = w.extra_lost;
+        if let Some(max) = w.seqs.iter().copied().max() {
+            let lo = *self
+                .next_seq
+                .get_or_insert_with(|| w.seqs.iter().copied().min().unwrap_or(max));
+            if max >= lo {
+                let next = self.open.front().map(|n| &n.seqs);
+                let span = max - lo + 1;
+                let received = |q: u64| w.seqs.contains(&q) || next.is_some_and(|n| n.contains(&q));
+                if span <= MAX_LOST_LISTED * 4 {
+                    self.lost_list.extend(
+                        (lo..=max)
+                            .filter(|&q| !received(q))
+                            .take(MAX_LOST_LISTED as usize),
+                    );
+                    let listed = self.lost_list.len() as u64;
+                    let all = (lo..=max).filter(|&q| !received(q)).count() as u64;
+                    extra_lost += all - listed;
+                } else {
+                    // A jump too large to list (a restarted sender): counted, not listed.
+                    let got = w.seqs.iter().filter(|&&q| q >= lo).count() as u64
+                        + next.map_or(0, |n| {
+                            n.iter().filter(|&&q| q >= lo && q <= max).count() as u64
+                        });
+                    extra_lost += span.saturating_sub(got);
+                }
+                self.next_seq = Some(max + 1);
+            }
+        }
+        let t0 = self.t0.unwrap_or(0.0);
+        let start = t0 + w.index as f64 * self.p.window_s;
+        let stats = analyse(
+            start,
+            start + self.p.window_s,
+            &w.samples,
+            &self.lost_list,
+            (extra_lost, w.extra_sent),
+            &self.p,
+            &mut self.scratch,
+        );
+        self.report.lost += stats.lost;
+        self.report.windows += 1;
+        for a in &mut self.aggregators {
+            if let Some(e) = a.push(&stats, &self.p) {
+                self.report.events.push(e);
+            }
+        }
+        self.last_window = Some(stats);
+    }
+
+    /// Closes everything and returns the whole report.
+    pub fn finish(mut self) -> Report {
+        while !self.open.is_empty() {
+            self.close_oldest();
+        }
+        for a in &mut self.aggregators {
+            if let Some(e) = a.close(&self.p) {
+                self.report.events.push(e);
+            }
+        }
+        self.report
+            .events
+            .sort_by(|a, b| a.start.total_cmp(&b.start).then(a.kind.cmp(&b.kind)));
+        self.report
+    }
+}

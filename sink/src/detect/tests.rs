@@ -1,0 +1,278 @@
+//! Synthetic series with known truth, one per kind of problem.
+
+use super::diagnose::Label;
+use super::*;
+use telemetry::sim_rng::SimRng;
+
+/// A 10 Hz probe stream from t = 1000 s for `secs` seconds: delay(t, rng) per packet,
+/// packets for which `lost(seq)` holds are missing.
+fn series(
+    secs: f64,
+    mut delay: impl FnMut(f64, &mut SimRng) -> f64,
+    lost: impl Fn(u64) -> bool,
+) -> Vec<Sample> {
+    let mut rng = SimRng::new(7);
+    let n = (secs * 10.0) as u64;
+    (0..n)
+        .filter(|&q| !lost(q))
+        .map(|q| {
+            let send = 1000.0 + q as f64 * 0.1;
+            Sample {
+                seq: Some(q),
+                send,
+                delay_ms: delay(send - 1000.0, &mut rng),
+            }
+        })
+        .collect()
+}
+
+fn base(rng: &mut SimRng) -> f64 {
+    10.0 + 0.3 * rng.unit()
+}
+
+fn run(s: &[Sample], p: &Params) -> Vec<Event> {
+    detect(s, p).events
+}
+
+#[test]
+fn a_flat_series_is_silent() {
+    let s = series(120.0, |_, r| base(r), |_| false);
+    let r = detect(&s, &Params::default());
+    assert!(r.events.is_empty(), "{:?}", r.events);
+    assert_eq!(r.samples, 1200);
+    assert_eq!(r.windows, 24);
+    assert_eq!(r.lost, 0);
+}
+
+#[test]
+fn a_delay_step_is_found_with_its_start_and_end() {
+    // Delays 30 to 50 ms above the baseline from 40 s to 70 s.
+    let s = series(
+        120.0,
+        |t, r| {
+            if (40.0..70.0).contains(&t) {
+                base(r) + 30.0 + 20.0 * r.unit()
+            } else {
+                base(r)
+            }
+        },
+        |_| false,
+    );
+    let e = run(&s, &Params::default());
+    assert_eq!(e.len(), 1, "{e:?}");
+    let d = &e[0];
+    assert_eq!(d.kind, Kind::Delay);
+    assert!((d.start - 1040.0).abs() < 0.11, "{d:?}");
+    assert!((d.end - 1069.9).abs() < 0.11, "{d:?}");
+    let b = d.baseline_ms.unwrap();
+    assert!((9.9..10.5).contains(&b), "{d:?}");
+    assert!(d.peak_ms.unwrap() > 55.0);
+    assert!(d.labels.contains(&Label::CongestionOverload), "{d:?}");
+    assert_eq!(d.loss_rate, 0.0);
+}
+
+#[test]
+fn a_slowly_building_queue_is_one_event() {
+    // A queue builds from 30 s to 60 s (0 to 60 ms), then drains at once.
+    let s = series(
+        100.0,
+        |t, r| {
+            if (30.0..60.0).contains(&t) {
+                base(r) + 2.0 * (t - 30.0)
+            } else {
+                base(r)
+            }
+        },
+        |_| false,
+    );
+    let e = run(&s, &Params::default());
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].kind, Kind::Delay);
+    // The first windows of the ramp rise less than the threshold; the event covers the rest.
+    assert!(e[0].start >= 1030.0 && e[0].start <= 1040.0, "{:?}", e[0]);
+    assert!((e[0].end - 1059.9).abs() < 0.11, "{:?}", e[0]);
+}
+
+#[test]
+fn random_spikes_stay_silent() {
+    // One packet in 70 is 50 ms late, at random.
+    let s = series(
+        300.0,
+        |_, r| {
+            if r.below(70) == 0 {
+                base(r) + 50.0
+            } else {
+                base(r)
+            }
+        },
+        |_| false,
+    );
+    let e = run(&s, &Params::default());
+    assert!(e.is_empty(), "{e:?}");
+}
+
+#[test]
+fn bursts_of_loss_are_events_with_their_rates() {
+    // 11 packets lost at 30 s, 6 at 90 s.
+    let s = series(
+        150.0,
+        |_, r| base(r),
+        |q| (300..311).contains(&q) || (900..906).contains(&q),
+    );
+    let e = run(&s, &Params::default());
+    let loss: Vec<&Event> = e.iter().filter(|x| x.kind == Kind::Loss).collect();
+    assert_eq!(loss.len(), 2, "{e:?}");
+    assert!((loss[0].start - 1030.0).abs() < 0.11, "{:?}", loss[0]);
+    assert!((loss[0].end - 1031.0).abs() < 0.11, "{:?}", loss[0]);
+    assert!(
+        (loss[0].loss_rate - 11.0 / 50.0).abs() < 1e-9,
+        "{:?}",
+        loss[0]
+    );
+    assert!(loss[0].labels.contains(&Label::ShortOutage));
+    assert!(loss[0].labels.contains(&Label::RandomLoss));
+    assert!((loss[1].loss_rate - 6.0 / 50.0).abs() < 1e-9);
+    assert_eq!(detect(&s, &Params::default()).lost, 17);
+}
+
+#[test]
+fn reordering_has_the_worked_examples_r() {
+    // In window 3: arrivals 1 2 4 3 6 7 5 9 10 (+ offset), 8 lost.
+    let mut s = series(60.0, |_, r| base(r), |q| q == 158);
+    let at = s.iter().position(|x| x.seq == Some(151)).unwrap();
+    let order = [151u64, 152, 154, 153, 156, 157, 155, 159, 160];
+    let mut block: Vec<Sample> = order
+        .iter()
+        .map(|q| *s.iter().find(|x| x.seq == Some(*q)).unwrap())
+        .collect();
+    s.retain(|x| !(151..=160).contains(&x.seq.unwrap()));
+    for (i, x) in block.drain(..).enumerate() {
+        s.insert(at + i, x);
+    }
+    let e = run(&s, &Params::default());
+    let r: Vec<&Event> = e.iter().filter(|x| x.kind == Kind::Reordering).collect();
+    assert_eq!(r.len(), 1, "{e:?}");
+    assert!((r[0].reordering - 1.2).abs() < 1e-12, "{:?}", r[0]);
+    assert_eq!((r[0].start, r[0].end), (1015.0, 1020.0));
+    assert!(r[0].labels.contains(&Label::ReorderingPersistent));
+    assert!(e.iter().any(|x| x.kind == Kind::Loss));
+}
+
+/// R = sum |k| RD[k] / (1 - RD[0]) with RFC 5236's reorder density (the share of packets
+/// displaced by k).
+#[test]
+fn r_follows_from_the_reorder_density() {
+    let mut rng = SimRng::new(3);
+    for _ in 0..50 {
+        let mut arrivals: Vec<u64> = (0..200).filter(|_| rng.below(10) != 0).collect();
+        for _ in 0..20 {
+            let i = rng.below(arrivals.len() as u64 - 3) as usize;
+            arrivals.swap(i, i + 1 + rng.below(3) as usize);
+        }
+        let r = window::reordering(&arrivals, &mut Vec::new());
+        let mut sorted = arrivals.clone();
+        sorted.sort_unstable();
+        let n = arrivals.len() as f64;
+        let mut density: std::collections::BTreeMap<i64, f64> = Default::default();
+        for (a, e) in arrivals.iter().zip(&sorted) {
+            *density.entry(*a as i64 - *e as i64).or_default() += 1.0 / n;
+        }
+        let rd0 = density.get(&0).copied().unwrap_or(0.0);
+        let sum: f64 = density
+            .iter()
+            .map(|(k, v)| k.unsigned_abs() as f64 * v)
+            .sum();
+        let from_rd = if rd0 >= 1.0 { 0.0 } else { sum / (1.0 - rd0) };
+        assert!((r - from_rd).abs() < 1e-9, "{r} vs {from_rd}");
+    }
+}
+
+#[test]
+fn sensitivity_scales_the_thresholds() {
+    // 20 s of delays spread over 4 ms: under medium's 5 ms threshold, over high's 2.5 ms.
+    let bump = series(
+        120.0,
+        |t, r| {
+            if (40.0..60.0).contains(&t) {
+                base(r) + 4.0 * r.unit()
+            } else {
+                base(r)
+            }
+        },
+        |_| false,
+    );
+    assert!(run(&bump, &Params::with_sensitivity(Sensitivity::MEDIUM)).is_empty());
+    let high = run(&bump, &Params::with_sensitivity(Sensitivity::HIGH));
+    assert_eq!(high.len(), 1, "{high:?}");
+    assert_eq!(high[0].kind, Kind::Delay);
+    // A 3.5 s burst of 40 ms inside one window (a 5 s event): medium keeps it, low (10 s
+    // events at least) does not.
+    let short = series(
+        120.0,
+        |t, r| {
+            if (51.0..54.5).contains(&t) {
+                base(r) + 40.0
+            } else {
+                base(r)
+            }
+        },
+        |_| false,
+    );
+    assert_eq!(run(&short, &Params::default()).len(), 1);
+    assert!(run(&short, &Params::with_sensitivity(Sensitivity::LOW)).is_empty());
+    assert_eq!(Sensitivity::parse("high"), Ok(Sensitivity::HIGH));
+    assert_eq!(Sensitivity::parse("1.5"), Ok(Sensitivity(1.5)));
+    assert!(Sensitivity::parse("0").is_err());
+    assert!(Sensitivity::parse("loud").is_err());
+}
+
+#[test]
+fn a_level_shift_is_a_route_or_clock_change() {
+    // The path gets 25 ms longer at 51.5 s and stays so.
+    let s = series(
+        120.0,
+        |t, r| if t >= 51.5 { base(r) + 25.0 } else { base(r) },
+        |_| false,
+    );
+    let e = run(&s, &Params::default());
+    // The window holding the change is the problem; the flat windows after it have a
+    // baseline of their own (the new level), as the source says of long events.
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].kind, Kind::Delay);
+    assert!(
+        e[0].labels.contains(&Label::RouteOrClockChange),
+        "{:?}",
+        e[0]
+    );
+    assert!(
+        !e[0].labels.contains(&Label::CongestionOverload),
+        "{:?}",
+        e[0]
+    );
+    assert!((e[0].start - 1051.5).abs() < 0.11, "{:?}", e[0]);
+}
+
+#[test]
+fn loss_known_from_counters_without_sequence_numbers() {
+    let mut d = online::Detector::new(Params::default());
+    for i in 0..300 {
+        let t = 2000.0 + f64::from(i) * 0.1;
+        d.push(Sample {
+            seq: None,
+            send: t,
+            delay_ms: 5.0,
+        });
+        if (100..110).contains(&i) {
+            d.push_loss(t, 3, 10);
+        }
+    }
+    let r = d.finish();
+    let loss: Vec<&Event> = r.events.iter().filter(|e| e.kind == Kind::Loss).collect();
+    assert_eq!(loss.len(), 1, "{:?}", r.events);
+    assert_eq!(r.lost, 30);
+    assert!(
+        loss[0].start >= 2010.0 && loss[0].end <= 2015.0,
+        "{:?}",
+        loss[0]
+    );
+}

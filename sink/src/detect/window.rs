@@ -1,0 +1,248 @@
+//! One window's analysis: is it a delay, loss or reordering problem, and the symptoms the
+//! diagnosis reads later.
+
+use super::kde::lowest_mode;
+use super::{Params, Sample};
+
+/// What one window showed.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WindowStats {
+    /// Start (send time), s.
+    pub start: f64,
+    /// End, s.
+    pub end: f64,
+    /// Samples received.
+    pub samples: usize,
+    /// Smallest and largest delay, ms.
+    pub min_ms: f64,
+    /// Largest delay, ms.
+    pub max_ms: f64,
+    /// 5th and 95th percentiles of the delays, ms.
+    pub p5_ms: f64,
+    /// 95th percentile, ms.
+    pub p95_ms: f64,
+    /// The lowest mode's peak (the window's baseline), ms, when the window has spread.
+    pub baseline_ms: Option<f64>,
+    /// Whether delay makes it a problem window.
+    pub delay_problem: bool,
+    /// Whether the delays form two flat levels more than 10 ms apart: a level shift inside
+    /// the window.
+    pub level_shift: bool,
+    /// Samples above the window's minimum plus the delay threshold.
+    pub high: usize,
+    /// Of those, ones whose neighbours (in arrival order) are not high: single spikes.
+    pub isolated_high: usize,
+    /// Send times of the first and last high sample.
+    pub high_span: Option<(f64, f64)>,
+    /// Delay jumps of more than 300 ms from one sample to the next.
+    pub jumps: usize,
+    /// Packets lost (and packets sent: received plus lost).
+    pub lost: u64,
+    /// Packets sent.
+    pub sent: u64,
+    /// Longest run of consecutive lost sequence numbers.
+    pub lost_run: u64,
+    /// Received neighbours of lost packets (by sequence number), and how many of them were
+    /// high.
+    pub lost_neighbours: u64,
+    /// Neighbours of lost packets that were high.
+    pub lost_neighbours_high: u64,
+    /// Estimated send times of the first and last lost packet.
+    pub lost_span: Option<(f64, f64)>,
+    /// The reordering metric R (0 without reordering).
+    pub reordering: f64,
+}
+
+impl WindowStats {
+    /// Loss rate.
+    pub fn loss_rate(&self) -> f64 {
+        if self.sent == 0 {
+            0.0
+        } else {
+            self.lost as f64 / self.sent as f64
+        }
+    }
+}
+
+/// The reordering metric of sequence numbers in arrival order: with E_k the k-th smallest
+/// of them, D_k = n_k - E_k, R = sum |D_k| / #{D_k != 0} (0 when nothing is out of place).
+/// `scratch` is reused between calls.
+pub fn reordering(arrivals: &[u64], scratch: &mut Vec<u64>) -> f64 {
+    scratch.clear();
+    scratch.extend_from_slice(arrivals);
+    scratch.sort_unstable();
+    let (mut sum, mut count) = (0u64, 0u64);
+    for (n, e) in arrivals.iter().zip(scratch.iter()) {
+        if n != e {
+            sum += n.abs_diff(*e);
+            count += 1;
+        }
+    }
+    if count == 0 {
+        0.0
+    } else {
+        sum as f64 / count as f64
+    }
+}
+
+/// Whether sorted delays form two flat levels (each spread under 2 ms between its 5th and
+/// 95th percentile, at least three samples each) more than 10 ms apart: a level shift.
+fn level_shift(sorted: &[f64]) -> bool {
+    let n = sorted.len();
+    if n < 6 {
+        return false;
+    }
+    let (gap, at) = sorted
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| (w[1] - w[0], i + 1))
+        .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
+    let flat = |v: &[f64]| {
+        let k = v.len();
+        k >= 3 && v[(k * 95 / 100).min(k - 1)] - v[k * 5 / 100] < 2.0
+    };
+    gap > 10.0 && flat(&sorted[..at]) && flat(&sorted[at..])
+}
+
+/// Scratch buffers reused from window to window.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    delays: Vec<f64>,
+    seqs: Vec<u64>,
+    sorted_seqs: Vec<u64>,
+    by_seq: Vec<(u64, f64, f64)>,
+}
+
+/// Analyses one window: `samples` in arrival order (delays already corrected for
+/// self-queueing), `lost` sequence numbers (sorted) lost in it, and `extra`: packets lost
+/// but not listed, and packets received but not among the samples (losses and deliveries
+/// known from counters rather than sequence numbers).
+pub fn analyse(
+    start: f64,
+    end: f64,
+    samples: &[Sample],
+    lost: &[u64],
+    extra: (u64, u64),
+    p: &Params,
+    s: &mut Scratch,
+) -> WindowStats {
+    let mut w = WindowStats {
+        start,
+        end,
+        samples: samples.len(),
+        lost: lost.len() as u64 + extra.0,
+        sent: samples.len() as u64 + lost.len() as u64 + extra.0 + extra.1,
+        ..WindowStats::default()
+    };
+    if !samples.is_empty() {
+        s.delays.clear();
+        s.delays.extend(samples.iter().map(|x| x.delay_ms));
+        s.delays.sort_unstable_by(f64::total_cmp);
+        let n = s.delays.len();
+        w.min_ms = s.delays[0];
+        w.max_ms = s.delays[n - 1];
+        w.p5_ms = s.delays[(n * 5 / 100).min(n - 1)];
+        w.p95_ms = s.delays[(n * 95 / 100).min(n - 1)];
+        let high_at = w.min_ms + p.delay_threshold_ms;
+        let is_high = |d: f64| d > high_at;
+        let mut prev_d: Option<f64> = None;
+        for (i, x) in samples.iter().enumerate() {
+            if is_high(x.delay_ms) {
+                w.high += 1;
+                let before = i > 0 && is_high(samples[i - 1].delay_ms);
+                let after = i + 1 < samples.len() && is_high(samples[i + 1].delay_ms);
+                if !before && !after {
+                    w.isolated_high += 1;
+                }
+                w.high_span = Some(match w.high_span {
+                    None => (x.send, x.send),
+                    Some((a, b)) => (a.min(x.send), b.max(x.send)),
+                });
+            }
+            if let Some(pd) = prev_d
+                && x.delay_ms - pd > 300.0
+            {
+                w.jumps += 1;
+            }
+            prev_d = Some(x.delay_ms);
+        }
+        if let Some(m) = lowest_mode(&s.delays) {
+            w.baseline_ms = Some(m.peak_ms);
+            w.delay_problem = (m.mass < p.mode_mass || m.width_ms > p.mode_width_ms)
+                && w.max_ms - w.min_ms > p.delay_threshold_ms
+                && w.high > p.min_high_samples;
+        }
+        w.level_shift = level_shift(&s.delays);
+        // Reordering, over the packets with sequence numbers.
+        s.seqs.clear();
+        s.seqs.extend(samples.iter().filter_map(|x| x.seq));
+        if s.seqs.len() > 1 {
+            w.reordering = reordering(&s.seqs, &mut s.sorted_seqs);
+        }
+    }
+    if !lost.is_empty() {
+        // Runs of consecutive lost numbers, and the lost packets' received neighbours.
+        let mut run = 1u64;
+        for pair in lost.windows(2) {
+            run = if pair[1] == pair[0] + 1 { run + 1 } else { 1 };
+            w.lost_run = w.lost_run.max(run);
+        }
+        w.lost_run = w.lost_run.max(1);
+        s.by_seq.clear();
+        s.by_seq.extend(
+            samples
+                .iter()
+                .filter_map(|x| x.seq.map(|q| (q, x.send, x.delay_ms))),
+        );
+        s.by_seq.sort_unstable_by_key(|x| x.0);
+        let spacing = match (s.by_seq.first(), s.by_seq.last()) {
+            (Some(a), Some(b)) if b.0 > a.0 => (b.1 - a.1) / (b.0 - a.0) as f64,
+            _ => 0.0,
+        };
+        let high_at = w.min_ms + p.delay_threshold_ms;
+        for &l in lost {
+            let i = s.by_seq.partition_point(|x| x.0 < l);
+            for j in [i.wrapping_sub(1), i] {
+                if let Some(&(q, _, d)) = s.by_seq.get(j)
+                    && q.abs_diff(l) <= 2
+                {
+                    w.lost_neighbours += 1;
+                    w.lost_neighbours_high += u64::from(d > high_at);
+                }
+            }
+            // Its send time: between its neighbours', by sequence number (one side missing:
+            // the window's packet spacing from the other).
+            let t = match (s.by_seq.get(i.wrapping_sub(1)), s.by_seq.get(i)) {
+                (Some(a), Some(b)) if b.0 > a.0 => {
+                    a.1 + (b.1 - a.1) * (l - a.0) as f64 / (b.0 - a.0) as f64
+                }
+                (Some(a), _) => a.1 + (l - a.0) as f64 * spacing,
+                (_, Some(b)) => b.1 - (b.0 - l) as f64 * spacing,
+                _ => start,
+            }
+            .clamp(start, end);
+            w.lost_span = Some(match w.lost_span {
+                None => (t, t),
+                Some((a, b)) => (a.min(t), b.max(t)),
+            });
+        }
+    } else if extra.0 > 0 {
+        w.lost_span = Some((start, end));
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worked_example_gives_1_2() {
+        // Arrivals 1 2 4 3 6 7 5 9 10, 8 lost.
+        let r = reordering(&[1, 2, 4, 3, 6, 7, 5, 9, 10], &mut Vec::new());
+        assert!((r - 1.2).abs() < 1e-12, "{r}");
+        assert_eq!(reordering(&[1, 2, 3, 5], &mut Vec::new()), 0.0);
+        // One packet three places late: D = 1, 1, 1, -3.
+        assert!((reordering(&[2, 3, 4, 1], &mut Vec::new()) - 1.5).abs() < 1e-12);
+    }
+}
