@@ -41,6 +41,47 @@ pub struct TrafficSpec {
     pub batch: usize,
     /// Seed.
     pub seed: u64,
+    /// Time between two packets sent (all flows together), ns.
+    pub gap_ns: u64,
+    /// The lossy link loses frames only between these times (s since the start), if given.
+    pub lossy_during: Option<(f64, f64)>,
+    /// A switch that holds packets longer for a while.
+    pub slow: Option<Slow>,
+}
+
+/// A switch holding packets longer for a while: `extra_ns` to twice that on top of its
+/// usual time, between `from_s` and `to_s` (s since the start).
+#[derive(Debug, Clone, Copy)]
+pub struct Slow {
+    /// The switch (node number).
+    pub node: u32,
+    /// From, s.
+    pub from_s: f64,
+    /// To, s.
+    pub to_s: f64,
+    /// Extra holding time, ns.
+    pub extra_ns: u64,
+}
+
+impl TrafficSpec {
+    /// `flows` x `packets` of the plan `plan`, back to back (1 µs apart), with the usual
+    /// hop times (2 µs at hop 1), 10 ms epochs, 500 digests per batch, no loss, no slow
+    /// switch.
+    pub fn new(plan: &str, flows: u32, packets: u32) -> TrafficSpec {
+        TrafficSpec {
+            plan: plan.to_owned(),
+            flows,
+            packets,
+            lossy_link: None,
+            hop_ns: 2_000,
+            epoch_ns: 10_000_000,
+            batch: 500,
+            seed: 5,
+            gap_ns: 1_000,
+            lossy_during: None,
+            slow: None,
+        }
+    }
 }
 
 /// One flow's truth.
@@ -254,7 +295,10 @@ pub fn run(
         }
     };
     let total = u64::from(spec.flows) * u64::from(spec.packets);
+    let begin = emu.now_ns;
+    let mut last_flush = begin;
     for i in 0..total {
+        let since = (emu.now_ns - begin) as f64 / 1e9;
         let fi = (i % u64::from(spec.flows)) as usize;
         let (src, _, p) = &mut flows[fi];
         p.ident = (i / u64::from(spec.flows)) as u16;
@@ -267,14 +311,22 @@ pub fn run(
         let start = emu.now_ns;
         let mut at: Vec<(u32, u64)> = Vec::new();
         let mut elapsed = 0u64;
-        let lossy = spec.lossy_link;
+        let lossy = spec.lossy_link.filter(|_| {
+            spec.lossy_during
+                .is_none_or(|(a, b)| (a..b).contains(&since))
+        });
+        let slow = spec.slow.filter(|s| (s.from_s..s.to_s).contains(&since));
+        let extra = slow.map_or(0, |s| s.extra_ns + (s.extra_ns as f64 * rng.unit()) as u64);
         let out_come = emu.send_lossy(
             *src,
             &frame,
             |n| {
                 let h = at.len();
                 at.push((n, start + elapsed));
-                let d = (spec.hop_ns as f64 * (h + 1) as f64 * holds[h.min(15)]) as u64;
+                let mut d = (spec.hop_ns as f64 * (h + 1) as f64 * holds[h.min(15)]) as u64;
+                if slow.is_some_and(|s| s.node == n) {
+                    d += extra;
+                }
                 elapsed += d;
                 d
             },
@@ -308,9 +360,12 @@ pub fn run(
             }
         }
         // Every switch keeps time, as a real one does between packets.
-        emu.advance_to(emu.now_ns + 1_000);
-        if i % 256 == 255 {
+        emu.advance_to(emu.now_ns.max(start + spec.gap_ns));
+        // What the control thread does: drain the rings and collect flowsets often (every
+        // epoch at least, so that every worker has a flowset to count into).
+        if i % 256 == 255 || emu.now_ns - last_flush >= spec.epoch_ns / 2 {
             flush(emu, &mut pending, &mut truth, false, &mut out);
+            last_flush = emu.now_ns;
         }
     }
     // Let every epoch end (time moving as it does on a switch, a little at a time), then

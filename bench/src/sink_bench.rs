@@ -130,14 +130,9 @@ fn record(opts: &SinkBenchOptions) -> Recording {
     let topology = Topology::fat_tree(4);
     let edges = Topology::fat_tree_edges(4);
     let spec = TrafficSpec {
-        plan: PAPER.to_owned(),
-        flows: opts.flows,
-        packets: opts.packets,
-        lossy_link: None,
-        hop_ns: 2_000,
-        epoch_ns: 10_000_000,
         batch: 4096,
         seed: 3,
+        ..TrafficSpec::new(PAPER, opts.flows, opts.packets)
     };
     let mut emu = emulator(topology.clone(), &spec, 1_700_000_000_000_000_000);
     let plan = SwitchPlan::compile(PAPER, 1).expect("the paper's plan compiles");

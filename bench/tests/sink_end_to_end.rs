@@ -87,8 +87,11 @@ fn topology_toml(t: &Topology) -> String {
     format!("name = \"{}\"\nlinks = [{}]\n", t.name, links.join(", "))
 }
 
-/// Runs `spec` on `topology` into `sink`, through one exporter per switch.
-fn drive(topology: &Topology, edges: &[u32], spec: &TrafficSpec, sink: SocketAddr) -> Truth {
+/// Runs `spec` on `topology` into `sink`, through one exporter per switch, once the sink
+/// knows every switch.
+fn drive(topology: &Topology, edges: &[u32], spec: &TrafficSpec, sink: &Sink) -> Truth {
+    let known = || sink.shared().registry.switches().len() == topology.len();
+    let sink = sink.listen_addr();
     let mut emu = emulator(topology.clone(), spec, unix_ns());
     let plan = SwitchPlan::compile(&spec.plan, 1).unwrap();
     let exporters: Vec<Exporter> = (0..topology.len() as u32)
@@ -110,6 +113,13 @@ fn drive(topology: &Topology, edges: &[u32], spec: &TrafficSpec, sink: SocketAdd
         .all(|e| e.stats.connected.load(std::sync::atomic::Ordering::Relaxed))
     {
         assert!(t0.elapsed() < Duration::from_secs(20), "switches connect");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    while !known() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the sink knows every switch"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let truth = run(&mut emu, edges, spec, |e: Export| {
@@ -147,9 +157,25 @@ fn settle(sink: &Sink, truth: &Truth) {
             std::thread::sleep(shared.config.epoch_grace * 3 + Duration::from_millis(300));
             return;
         }
+        let (received, dropped): (u64, u64) = shared
+            .registry
+            .switches()
+            .iter()
+            .map(|e| {
+                (
+                    e.counters
+                        .flowsets
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                    e.counters
+                        .flowsets_dropped
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                )
+            })
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
         assert!(
             t0.elapsed() < Duration::from_secs(60),
-            "the sink took {digests} of {} digests, {flowsets} of {} flowsets",
+            "the sink took {digests} of {} digests, {flowsets} of {} flowsets \
+             ({received} received, {dropped} dropped)",
             truth.digests,
             truth.flowsets
         );
@@ -181,14 +207,9 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
     let topo_file = dir.path("fabric.toml");
     std::fs::write(&topo_file, topology_toml(&topology)).unwrap();
     let mut spec = TrafficSpec {
-        plan: PAPER.to_owned(),
-        flows: 40,
-        packets: 1000,
-        lossy_link: None,
-        hop_ns: 2_000,
-        epoch_ns: 10_000_000,
         batch: 500,
         seed: 5,
+        ..TrafficSpec::new(PAPER, 40, 1000)
     };
     // The lossy link: the second link of the first flow that crosses the core.
     let flows = plan_flows(&spec, &edges);
@@ -212,7 +233,7 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
     })
     .unwrap();
     let http = sink.http_addr().unwrap();
-    let truth = drive(&topology, &edges, &spec, sink.listen_addr());
+    let truth = drive(&topology, &edges, &spec, &sink);
     settle(&sink, &truth);
     let id = |n: u32| topology.switch_id(n);
 
@@ -232,12 +253,19 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
         assert_eq!(s["digests_unknown_plan"], 0, "{s}");
     }
     // Epochs: every one complete, decoded switch by switch (no burst here).
-    let epochs = json(http, "/api/epochs?n=5");
+    let epochs = json(http, "/api/epochs?n=500");
     assert!(epochs["epochs"].as_u64().unwrap() >= 10, "{epochs}");
     assert_eq!(epochs["incomplete"], 0, "{epochs}");
     for r in epochs["latest"].as_array().unwrap() {
         assert_eq!(r["complete"], true, "{r}");
-        assert_eq!(r["switches"].as_array().unwrap().len(), topology.len());
+        // A flowset that came after its epoch was finished is decoded on its own.
+        if r["late"] == false {
+            assert_eq!(
+                r["switches"].as_array().unwrap().len(),
+                topology.len(),
+                "{r}"
+            );
+        }
     }
 
     let mut lost_flows = 0;
@@ -410,14 +438,9 @@ fn ipfix_records_reach_nfcapd_exactly() {
     std::thread::sleep(Duration::from_millis(500));
     let topology = Topology::line(3);
     let spec = TrafficSpec {
-        plan: PAPER.to_owned(),
-        flows: 12,
-        packets: 200,
-        lossy_link: None,
-        hop_ns: 2_000,
-        epoch_ns: 10_000_000,
         batch: 200,
         seed: 9,
+        ..TrafficSpec::new(PAPER, 12, 200)
     };
     let sink = Sink::start(SinkConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -429,7 +452,7 @@ fn ipfix_records_reach_nfcapd_exactly() {
         ..SinkConfig::default()
     })
     .unwrap();
-    let truth = drive(&topology, &[0, 2], &spec, sink.listen_addr());
+    let truth = drive(&topology, &[0, 2], &spec, &sink);
     settle(&sink, &truth);
     sink.stop();
     std::thread::sleep(Duration::from_millis(500));
@@ -471,4 +494,135 @@ fn ipfix_records_reach_nfcapd_exactly() {
         );
         assert_eq!(got.get(&key), Some(&want), "flow {}", t.key);
     }
+}
+
+/// A plan that also sums hop latency: each digest carries its packet's end-to-end latency.
+const LATENCY_PLAN: &str = r#"
+global_bits = 24
+[[queries]]
+name = "path"
+value = "switch_id"
+aggregation = "static_per_flow"
+bits = 8
+[[queries]]
+name = "e2e_latency"
+value = "hop_latency"
+aggregation = "sum"
+bits = 16
+unit = 1000.0
+"#;
+
+/// Online detection: on a line of three switches, the middle one holds packets 20 to 40 ms
+/// longer from 20 s to 35 s, and the first link loses 30% of its frames from 50 s to 55 s.
+/// The sink raises a delay event for both flows (from their end-to-end latency) with the
+/// spell's start and end, and a loss event for the flow crossing the lossy link (from its
+/// counters at its first and last switch); the API, the metrics and the event lines say so.
+#[test]
+fn the_sink_detects_delay_and_loss_as_they_happen() {
+    let dir = Scratch::new("sink-detect").unwrap();
+    let topology = Topology::line(3);
+    let spec = TrafficSpec {
+        gap_ns: 5_000_000,
+        lossy_link: Some(((0, 1), 0.3)),
+        lossy_during: Some((50.0, 55.0)),
+        slow: Some(bench::fabric_traffic::Slow {
+            node: 1,
+            from_s: 20.0,
+            to_s: 35.0,
+            extra_ns: 20_000_000,
+        }),
+        batch: 200,
+        ..TrafficSpec::new(LATENCY_PLAN, 2, 8000)
+    };
+    let event_lines = dir.path("events.jsonl");
+    let sink = Sink::start(SinkConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        decode_threads: 2,
+        epoch_grace: Duration::from_millis(500),
+        event_lines: Some(event_lines.clone()),
+        ..SinkConfig::default()
+    })
+    .unwrap();
+    let http = sink.http_addr().unwrap();
+    let start_ns = unix_ns();
+    let truth = drive(&topology, &[0, 2], &spec, &sink);
+    settle(&sink, &truth);
+    let t0 = start_ns as f64 / 1e9;
+    let events = json(http, "/api/events?n=100");
+    let events = events.as_array().unwrap();
+    let of = |flow: &bench::fabric_traffic::FlowTruth, kind: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|e| e["flow"]["src_port"] == flow.key.src_port && e["kind"] == kind)
+            .collect()
+    };
+    let crosses = |f: &bench::fabric_traffic::FlowTruth| f.route.windows(2).any(|w| w == [0, 1]);
+    for src in &truth.flows {
+        let delay = of(src, "delay");
+        assert_eq!(delay.len(), 1, "flow {}: {events:?}", src.key);
+        let e = delay[0];
+        assert_eq!(e["series"], "latency");
+        let (s, end) = (
+            e["start"].as_f64().unwrap() - t0,
+            e["end"].as_f64().unwrap() - t0,
+        );
+        assert!((s - 20.0).abs() < 0.2, "flow {}: start {s}: {e}", src.key);
+        assert!((end - 35.0).abs() < 0.2, "flow {}: end {end}: {e}", src.key);
+        assert!(e["peak_ms"].as_f64().unwrap() > 20.0, "{e}");
+        assert!(e["baseline_ms"].as_f64().unwrap() < 1.0, "{e}");
+    }
+    let mut lossy_flows = 0;
+    for f in &truth.flows {
+        let loss = of(f, "loss");
+        if !crosses(f) {
+            assert!(loss.is_empty(), "flow {}: {events:?}", f.key);
+            continue;
+        }
+        lossy_flows += 1;
+        assert_eq!(loss.len(), 1, "flow {}: {events:?}", f.key);
+        let e = loss[0];
+        assert_eq!(e["series"], "counters");
+        let (s, end) = (
+            e["start"].as_f64().unwrap() - t0,
+            e["end"].as_f64().unwrap() - t0,
+        );
+        // The loss is counted per 5 s window (windows start with the flow's first counts):
+        // the event is the one or two windows over the lossy spell.
+        assert!(
+            (s - 50.0).abs() <= 5.1 && (end - 55.0).abs() <= 5.1 && end > 52.0 && s < 53.0,
+            "{s}..{end}: {e}"
+        );
+        let rate = e["loss_rate"].as_f64().unwrap();
+        assert!((0.1..0.4).contains(&rate), "{e}");
+    }
+    assert!(lossy_flows > 0, "a flow crossed the lossy link");
+    // The flow's own view, the metrics, the lines.
+    let f = json(
+        http,
+        &format!(
+            "/api/flow?src={}&dst={}&sport=1000&dport=4791&proto=17",
+            std::net::Ipv4Addr::from(pipeline::fabric::host_addr(0, 1)),
+            std::net::Ipv4Addr::from(pipeline::fabric::host_addr(2, 1))
+        ),
+    );
+    assert_eq!(f["events"].as_array().unwrap().len(), 2, "{f}");
+    let _ = truth;
+    let (_, metrics) = get(http, "/metrics");
+    assert!(
+        metrics.contains("pint_sink_events_total{kind=\"delay\""),
+        "{metrics}"
+    );
+    if let Err(e) = bench::promtool::check_metrics(&metrics) {
+        panic!("promtool check metrics:\n{e}\n{metrics}");
+    }
+    let (status, _) = get(http, "/api/events?kind=weather");
+    assert_eq!(status, 400);
+    sink.stop();
+    let lines = std::fs::read_to_string(&event_lines).unwrap();
+    assert_eq!(
+        lines.lines().count(),
+        truth.flows.len() + lossy_flows,
+        "{lines}"
+    );
 }

@@ -19,6 +19,7 @@ use telemetry::pint::recording::path_context;
 use telemetry::wire::prefix::Ipv4Prefix;
 
 use crate::app::Shared;
+use crate::detect::Kind;
 use crate::epochs::EpochReport;
 use crate::flows::{FlowId, FlowState, QUANTILES, decoded_path};
 use crate::metrics::SinkMetrics;
@@ -85,6 +86,7 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/flow", get(flow))
         .route("/api/links", get(links))
         .route("/api/epochs", get(epochs))
+        .route("/api/events", get(events))
         .route("/metrics", get(metrics))
         .with_state(state)
 }
@@ -378,6 +380,7 @@ struct FlowDetail {
     aggregates: Vec<AggregateView>,
     counters: Vec<CounterView>,
     loss: Vec<LossView>,
+    events: Vec<crate::events::FlowEvent>,
 }
 
 fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
@@ -405,6 +408,7 @@ fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
             })
             .collect(),
         loss: Vec::new(),
+        events: Vec::new(),
     };
     if let Some(path) = &d.summary.path {
         for w in path.windows(2) {
@@ -516,7 +520,11 @@ async fn flow(
         .lock()
         .expect("flow table lock");
     match t.get(&key) {
-        Some(f) => with_space(&s.shared, |space| Json(detail(f, space)).into_response()),
+        Some(f) => with_space(&s.shared, |space| {
+            let mut d = detail(f, space);
+            d.events = s.shared.events.of_flow(&key);
+            Json(d).into_response()
+        }),
         None => (
             StatusCode::NOT_FOUND,
             Json(serde_json::json!({ "error": format!("flow {key} is not tracked") })),
@@ -572,6 +580,27 @@ async fn epochs(State(s): St, Query(q): Query<EpochsQuery>) -> Json<EpochsView> 
         flowsets: c.flowsets.load(Relaxed),
         latest: reports.iter().rev().take(n).cloned().collect(),
     })
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    /// How many of the latest (default 50).
+    n: Option<usize>,
+    /// `delay`, `loss` or `reordering`.
+    kind: Option<String>,
+}
+
+async fn events(State(s): St, Query(q): Query<EventsQuery>) -> Response {
+    let kind = match q.kind.as_deref() {
+        None => None,
+        Some(k) => match Kind::ALL.into_iter().find(|x| x.name() == k) {
+            Some(x) => Some(x),
+            None => {
+                return bad_request(format!("kind: `{k}` is not one of delay, loss, reordering"));
+            }
+        },
+    };
+    Json(s.shared.events.latest(q.n.unwrap_or(50).min(10_000), kind)).into_response()
 }
 
 async fn metrics(State(s): St) -> Response {

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,9 @@ use crossbeam_channel::{SendTimeoutError, bounded};
 use telemetry::topology::Topology;
 
 use crate::config::SinkConfig;
+use crate::detect::Params;
 use crate::epochs::{self, EpochLog};
+use crate::events::EventLog;
 use crate::export::{ExportCounters, Outputs};
 use crate::flows::{FlowTable, ShardContext};
 use crate::ingest::{self, Ingest};
@@ -21,8 +23,11 @@ use crate::registry::Registry;
 use crate::shard::{self, Shard, ShardMsg, Timeouts, shard_of};
 use crate::transport::TcpTransport;
 
-/// Flowsets waiting for the epoch assembler before new ones are dropped.
-const FLOWSET_QUEUE: usize = 4096;
+/// Flowsets waiting for the epoch assembler, at most (beyond, new ones are dropped,
+/// counted).
+const FLOWSET_QUEUE: usize = 1 << 16;
+/// ... and at most this many bytes of them in memory.
+const FLOWSET_QUEUE_BYTES: usize = 512 << 20;
 /// Records waiting for the export thread before new ones are dropped.
 const EXPORT_QUEUE: usize = 1 << 16;
 
@@ -36,6 +41,8 @@ pub struct Shared {
     pub epochs: Arc<EpochLog>,
     /// Export counters.
     pub exports: Arc<ExportCounters>,
+    /// Detected events.
+    pub events: Arc<EventLog>,
     /// Epoch counters that could not be handed to a decode thread in time.
     pub counts_dropped: AtomicU64,
     /// The topology, if given.
@@ -99,9 +106,19 @@ impl Sink {
             (None, None)
         };
 
+        let event_lines = match &config.event_lines {
+            Some(p) => Some(
+                std::fs::File::create(p)
+                    .map_err(|e| anyhow::anyhow!("--event-lines {}: {e}", p.display()))?,
+            ),
+            None => None,
+        };
+        let events = Arc::new(EventLog::with_lines(event_lines));
         let cx = ShardContext {
             registry: Arc::clone(&registry),
             topology: topology.clone(),
+            events: Arc::clone(&events),
+            detection: Params::with_sensitivity(config.sensitivity),
         };
         let per_shard = config.max_flows / config.decode_threads;
         let timeouts = Timeouts {
@@ -129,6 +146,7 @@ impl Sink {
             shards: shards.clone(),
             epochs: Arc::clone(&epochs_log),
             exports,
+            events,
             counts_dropped: AtomicU64::new(0),
             topology,
             started: Instant::now(),
@@ -136,11 +154,13 @@ impl Sink {
         });
 
         let (fs_tx, fs_rx) = bounded(FLOWSET_QUEUE);
+        let queued = Arc::new(AtomicUsize::new(0));
         let assembler = {
-            let (registry, log, shared) = (
+            let (registry, log, shared, queued) = (
                 Arc::clone(&registry),
                 Arc::clone(&epochs_log),
                 Arc::clone(&shared),
+                Arc::clone(&queued),
             );
             let grace = config.epoch_grace;
             std::thread::Builder::new()
@@ -170,7 +190,7 @@ impl Sink {
                             }
                         }
                     };
-                    epochs::run(fs_rx, registry, log, grace, &mut route);
+                    epochs::run(fs_rx, &queued, registry, log, grace, &mut route);
                 })?
         };
 
@@ -180,6 +200,8 @@ impl Sink {
                 registry,
                 shards,
                 flowsets: fs_tx,
+                flowsets_queued: Arc::clone(&queued),
+                flowsets_queue_bytes: FLOWSET_QUEUE_BYTES,
                 max_flowset_bytes: config.max_flowset_bytes,
                 stop: Arc::clone(&stop),
             },

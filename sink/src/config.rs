@@ -40,6 +40,10 @@ pub struct SinkConfig {
     pub max_flowset_bytes: usize,
     /// Batches of digests waiting per decode thread before new ones are dropped (counted).
     pub queue_batches: usize,
+    /// How eager online detection is.
+    pub sensitivity: crate::detect::Sensitivity,
+    /// Detected events as JSON lines.
+    pub event_lines: Option<PathBuf>,
 }
 
 impl Default for SinkConfig {
@@ -58,6 +62,8 @@ impl Default for SinkConfig {
             json_lines: None,
             max_flowset_bytes: 256 << 20,
             queue_batches: 1024,
+            sensitivity: crate::detect::Sensitivity::MEDIUM,
+            event_lines: None,
         }
     }
 }

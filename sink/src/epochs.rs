@@ -10,7 +10,7 @@
 //! epoch was finished is decoded on its own and counted in its first epoch.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -125,25 +125,29 @@ struct Bucket {
     sets: Vec<FlowSetIn>,
 }
 
-/// Runs the assembler until `rx` closes.
+/// Runs the assembler until `rx` closes; `queued` counts the bytes of flowsets waiting in
+/// `rx`.
 pub fn run(
     rx: Receiver<FlowSetIn>,
+    queued: &AtomicUsize,
     registry: Arc<Registry>,
     log: Arc<EpochLog>,
     grace: Duration,
     counts: &mut CountSink<'_>,
 ) {
     let mut buckets: BTreeMap<(u64, u64), Bucket> = BTreeMap::new();
-    let mut finished: VecDeque<(u64, u64)> = VecDeque::new();
+    let mut finished = Finished::default();
     let mut single = SingleDecoder::default();
     loop {
         match rx.recv_timeout(grace.min(Duration::from_millis(20))) {
             Ok(f) => {
+                queued.fetch_sub(f.flowset.memory_bytes(), Relaxed);
                 log.counters.flowsets.fetch_add(1, Relaxed);
                 let key = (f.epoch_ns, f.epoch);
-                if f.epochs > 1 || finished.contains(&key) {
+                if f.epochs > 1 || finished.set.contains(&key) {
                     log.counters.late_flowsets.fetch_add(1, Relaxed);
-                    let report = finish(vec![f], &registry, &mut single, counts, false, true);
+                    let report =
+                        finish(vec![f], &registry, grace, &mut single, counts, false, true);
                     keep(&log, report);
                     continue;
                 }
@@ -152,7 +156,7 @@ pub fn run(
                     sets: Vec::new(),
                 });
                 b.sets.push(f);
-                let expected = registry.connected_with_epoch(key.0);
+                let expected = registry.connected_with_epoch(key.0, grace);
                 let all_in = !expected.is_empty()
                     && expected.iter().all(|&(s, workers)| {
                         (0..workers).all(|w| {
@@ -163,38 +167,52 @@ pub fn run(
                     });
                 if all_in {
                     let b = buckets.remove(&key).expect("present");
-                    let r = finish(b.sets, &registry, &mut single, counts, false, false);
-                    done(&mut finished, key);
+                    let r = finish(b.sets, &registry, grace, &mut single, counts, false, false);
+                    finished.add(key);
                     keep(&log, r);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
+        // Buckets are ordered by epoch, and the oldest epochs started waiting first: stop at
+        // the first one still within its grace time.
         let due: Vec<(u64, u64)> = buckets
             .iter()
-            .filter(|(_, b)| b.first.elapsed() >= grace)
+            .take_while(|(_, b)| b.first.elapsed() >= grace)
             .map(|(k, _)| *k)
             .collect();
         for key in due {
             let b = buckets.remove(&key).expect("present");
-            let r = finish(b.sets, &registry, &mut single, counts, true, false);
-            done(&mut finished, key);
+            let r = finish(b.sets, &registry, grace, &mut single, counts, true, false);
+            finished.add(key);
             keep(&log, r);
         }
     }
     // Whatever is still waiting is decoded with what came.
     for (_, b) in std::mem::take(&mut buckets) {
-        let r = finish(b.sets, &registry, &mut single, counts, true, false);
+        let r = finish(b.sets, &registry, grace, &mut single, counts, true, false);
         keep(&log, r);
     }
 }
 
-fn done(finished: &mut VecDeque<(u64, u64)>, key: (u64, u64)) {
-    if finished.len() >= 4096 {
-        finished.pop_front();
+/// Epochs recently finished (a flowset for one of them is late).
+#[derive(Default)]
+struct Finished {
+    order: VecDeque<(u64, u64)>,
+    set: rustc_hash::FxHashSet<(u64, u64)>,
+}
+
+impl Finished {
+    fn add(&mut self, key: (u64, u64)) {
+        if self.order.len() >= 4096
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        self.order.push_back(key);
+        self.set.insert(key);
     }
-    finished.push_back(key);
 }
 
 fn keep(log: &EpochLog, r: EpochReport) {
@@ -219,6 +237,7 @@ fn keep(log: &EpochLog, r: EpochReport) {
 fn finish(
     sets: Vec<FlowSetIn>,
     registry: &Registry,
+    grace: Duration,
     single: &mut SingleDecoder,
     counts: &mut CountSink<'_>,
     by_deadline: bool,
@@ -295,7 +314,7 @@ fn finish(
     let expected = if late {
         Vec::new()
     } else {
-        registry.connected_with_epoch(epoch_ns)
+        registry.connected_with_epoch(epoch_ns, grace)
     };
     let missing: Vec<u32> = expected
         .iter()

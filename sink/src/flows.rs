@@ -22,6 +22,9 @@ use telemetry::pint::recording::{FlowRecord, path_context};
 use telemetry::protocol::WireDigest;
 use telemetry::topology::Topology;
 
+use crate::detect::online::Detector;
+use crate::detect::{Params, Sample};
+use crate::events::EventLog;
 use crate::registry::{Registry, SinkPlan};
 use crate::summary::CodeSummary;
 
@@ -35,6 +38,10 @@ pub struct ShardContext {
     pub registry: Arc<Registry>,
     /// Path candidates, when the sink was given a topology.
     pub topology: Option<Arc<Topology>>,
+    /// Where detected events go.
+    pub events: Arc<EventLog>,
+    /// Online detection's parameters.
+    pub detection: Params,
 }
 
 /// A flow's PINT state: the plan and path length its digests carry.
@@ -112,6 +119,10 @@ pub struct FlowState {
     /// Counters per switch.
     pub counts: Vec<SwitchCount>,
     loss: Vec<LinkLoss>,
+    /// Online detection on the flow's end-to-end latency (from a latency-sum query).
+    latency_detector: Option<Box<Detector>>,
+    /// Online detection on the flow's loss (from its counters at its first and last switch).
+    loss_detector: Option<Box<Detector>>,
 }
 
 /// Loss on one link (from switch, to switch) over all flows whose path crosses it.
@@ -321,6 +332,11 @@ impl FlowTable {
                 p.record.pin(&p.plan.plan, space, 1, o);
                 p.first_pinned = true;
             }
+            let sum_before = p
+                .plan
+                .latency_sum
+                .and_then(|q| p.record.aggregate(q))
+                .map_or(0, |a| a.count);
             let was_decoded = p
                 .plan
                 .path_query
@@ -328,6 +344,20 @@ impl FlowTable {
                 .is_some_and(|s| s.is_decoded());
             p.record
                 .record_samples(&p.plan.plan, space, d.pid, d.digest, &mut samples);
+            // The packet's end-to-end latency, when the plan sums hop latency.
+            if let Some(a) = p.plan.latency_sum.and_then(|q| p.record.aggregate(q))
+                && a.count > sum_before
+            {
+                let det = flow
+                    .latency_detector
+                    .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
+                det.push(Sample {
+                    seq: None,
+                    send: d.time_ns as f64 / 1e9,
+                    delay_ms: a.last / 1e6,
+                });
+                cx.events.record(d.key, "latency", det.take_events());
+            }
             if p.record.conflict() {
                 // The digests no longer fit one path: the route changed. Start over.
                 flow.path_resets += 1;
@@ -429,7 +459,49 @@ impl FlowTable {
         touched.dedup();
         for key in touched {
             self.update_loss(cx, key);
+            self.detect_loss(cx, key, epoch, epoch_ms);
         }
+    }
+
+    /// Feeds the flow's loss in this epoch (its count at its first switch less its count at
+    /// its last, on its decoded path) to its loss detector.
+    fn detect_loss(&mut self, cx: &ShardContext, key: FlowKey, epoch: u64, epoch_ms: (u64, u64)) {
+        let Some(flow) = self.flows.get_mut(&key) else {
+            return;
+        };
+        let ids;
+        let space = match &cx.topology {
+            Some(t) => Space::Topology(t),
+            None => {
+                ids = cx.registry.ids();
+                Space::Ids(&ids)
+            }
+        };
+        let Some(path) = decoded_path(flow, space) else {
+            return;
+        };
+        let (Some(&first), Some(&last)) = (path.first(), path.last()) else {
+            return;
+        };
+        let in_epoch = |s: u32| {
+            flow.counts
+                .iter()
+                .find(|c| c.switch == s && c.last_epoch.0 == epoch)
+                .map_or(0, |c| c.last_epoch.1)
+        };
+        let (sent, delivered) = (in_epoch(first), in_epoch(last));
+        if sent == 0 && delivered == 0 {
+            return;
+        }
+        let det = flow
+            .loss_detector
+            .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
+        det.push_loss(
+            epoch_ms.0 as f64 / 1e3,
+            sent as i64 - delivered as i64,
+            sent,
+        );
+        cx.events.record(key, "counters", det.take_events());
     }
 
     /// Recomputes a flow's loss on each link of its decoded path and adds the change to the
@@ -498,15 +570,34 @@ impl FlowTable {
         &mut self,
         idle: Duration,
         active: Duration,
+        events_log: Option<&EventLog>,
         mut out: impl FnMut(FlowExport) -> bool,
     ) {
         let now = Instant::now();
+        let now_s = unix_ms() as f64 / 1e3;
         let mut gone = Vec::new();
         let mut dropped = 0;
         for (key, flow) in &mut self.flows {
             let ended = now.duration_since(flow.touched) >= idle;
             if ended {
                 gone.push(*key);
+            }
+            // Detection: windows that time has passed close; an ending flow's close all.
+            for (det, series) in [
+                (&mut flow.latency_detector, "latency"),
+                (&mut flow.loss_detector, "counters"),
+            ] {
+                let events = match det {
+                    Some(d) if ended => det.take().map(|d| d.finish().events).unwrap_or_default(),
+                    Some(d) => {
+                        d.tick(now_s);
+                        d.take_events()
+                    }
+                    None => Vec::new(),
+                };
+                if let Some(log) = &events_log {
+                    log.record(*key, series, events);
+                }
             }
             let ports = flow.pint.as_ref().map(|p| {
                 (
@@ -549,12 +640,9 @@ impl FlowTable {
         }
     }
 
-    /// Exports every flow's remaining counters (at shutdown).
-    pub fn flush(&mut self, out: impl FnMut(FlowExport) -> bool) {
-        for f in self.flows.values_mut() {
-            f.touched = Instant::now() - Duration::from_secs(3600 * 24 * 365);
-        }
-        self.sweep(Duration::ZERO, Duration::ZERO, out);
+    /// Exports every flow's remaining counters and events (at shutdown).
+    pub fn flush(&mut self, events_log: Option<&EventLog>, out: impl FnMut(FlowExport) -> bool) {
+        self.sweep(Duration::ZERO, Duration::ZERO, events_log, out);
     }
 
     /// A flow.
@@ -611,6 +699,8 @@ fn flow_entry<'a>(
                 path_resets: 0,
                 counts: Vec::new(),
                 loss: Vec::new(),
+                latency_detector: None,
+                loss_detector: None,
             },
         );
     }
@@ -669,6 +759,8 @@ mod tests {
             ShardContext {
                 registry,
                 topology: None,
+                events: Arc::new(EventLog::default()),
+                detection: Params::default(),
             },
             version,
         )
@@ -733,12 +825,17 @@ mod tests {
         t.add_counts(&cx, 1, (1000, 10), &counts);
         let mut out = Vec::new();
         // Not idle yet, and the active timeout has not passed: nothing.
-        t.sweep(Duration::from_secs(60), Duration::from_secs(60), |r| {
-            out.push(r);
-            true
-        });
+        t.sweep(
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+            None,
+            |r| {
+                out.push(r);
+                true
+            },
+        );
         assert!(out.is_empty());
-        t.sweep(Duration::ZERO, Duration::from_secs(60), |r| {
+        t.sweep(Duration::ZERO, Duration::from_secs(60), None, |r| {
             out.push(r);
             true
         });

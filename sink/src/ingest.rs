@@ -5,7 +5,7 @@
 //! grows without bound.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Sender, TrySendError};
@@ -27,6 +27,10 @@ pub struct Ingest {
     pub shards: Vec<Shard>,
     /// The epoch assembler's queue.
     pub flowsets: Sender<FlowSetIn>,
+    /// Bytes of flowsets in that queue.
+    pub flowsets_queued: Arc<AtomicUsize>,
+    /// Most bytes of flowsets queued.
+    pub flowsets_queue_bytes: usize,
     /// Largest flowset a switch may declare, bytes.
     pub max_flowset_bytes: usize,
     /// Set to stop.
@@ -163,6 +167,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
             Frame::FlowSet(f) => {
                 e.counters.flowsets.fetch_add(1, Relaxed);
                 let epoch_ns = e.info.lock().expect("switch lock").epoch_ns;
+                let bytes = f.flowset.flowset.memory_bytes();
                 let item = FlowSetIn {
                     switch: f.flowset.switch_id,
                     epoch_ns,
@@ -171,7 +176,14 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     epochs: f.epochs,
                     flowset: f.flowset.flowset,
                 };
-                if let Err(TrySendError::Full(_)) = ing.flowsets.try_send(item) {
+                let room = ing.flowsets_queued.load(Relaxed) + bytes <= ing.flowsets_queue_bytes;
+                if room {
+                    ing.flowsets_queued.fetch_add(bytes, Relaxed);
+                    if let Err(TrySendError::Full(_)) = ing.flowsets.try_send(item) {
+                        ing.flowsets_queued.fetch_sub(bytes, Relaxed);
+                        e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+                    }
+                } else {
                     e.counters.flowsets_dropped.fetch_add(1, Relaxed);
                 }
             }

@@ -13,6 +13,7 @@ pub mod app;
 pub mod config;
 pub mod detect;
 pub mod epochs;
+pub mod events;
 pub mod export;
 pub mod flows;
 pub mod ingest;

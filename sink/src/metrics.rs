@@ -127,6 +127,10 @@ fn describe() {
         "pint_sink_exported_records_total",
         "Per-flow records exported, by output."
     );
+    describe_counter!(
+        "pint_sink_events_total",
+        "Problems detected online, by kind and diagnosis label (an event with two labels counts under both)."
+    );
 }
 
 fn sum_stats(shared: &Shared) -> (ShardStats, usize) {
@@ -259,6 +263,10 @@ impl SinkMetrics {
                 .absolute(x.ipfix_records.load(Relaxed));
             counter!("pint_sink_exported_records_total", "output" => "json_lines")
                 .absolute(x.json_records.load(Relaxed));
+            for ((kind, label), n) in shared.events.counts() {
+                counter!("pint_sink_events_total", "kind" => kind.name(), "label" => label.name())
+                    .absolute(n);
+            }
         });
         let mut out = self.handle.render();
         render_latency(&mut out, shared);

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use telemetry::pint::plan::{Plan, QueryKind};
+use telemetry::pint::plan::{PerPacketOp, Plan, QueryKind};
 use telemetry::pint::query::{QueryFile, ValueKind};
 use telemetry::protocol::Hello;
 
@@ -25,6 +25,9 @@ pub struct SinkPlan {
     pub text: String,
     /// The path-tracing query (static per-flow, switch IDs), if any.
     pub path_query: Option<usize>,
+    /// A per-packet sum of hop latency (each packet's end-to-end latency), if any: the
+    /// series online delay detection reads.
+    pub latency_sum: Option<usize>,
 }
 
 impl SinkPlan {
@@ -41,11 +44,21 @@ impl SinkPlan {
         let path_query = plan.queries.iter().position(|q| {
             matches!(q.kind, QueryKind::StaticPerFlow { .. }) && q.value == ValueKind::SwitchId
         });
+        let latency_sum = plan.queries.iter().position(|q| {
+            matches!(
+                q.kind,
+                QueryKind::PerPacket {
+                    op: PerPacketOp::Sum,
+                    ..
+                }
+            ) && q.value == ValueKind::HopLatency
+        });
         Ok(SinkPlan {
             version,
             plan,
             text: text.to_owned(),
             path_query,
+            latency_sum,
         })
     }
 }
@@ -113,6 +126,8 @@ pub struct SwitchEntry {
     pub info: Mutex<SwitchInfo>,
     /// Reasons its frames were rejected, with counts.
     pub reject_reasons: Mutex<BTreeMap<&'static str, u64>>,
+    /// When its connection last ended.
+    pub disconnected_at: Mutex<Option<std::time::Instant>>,
 }
 
 /// Most host addresses whose delivering switch is remembered.
@@ -164,6 +179,7 @@ impl Registry {
                     counters: SwitchCounters::default(),
                     info: Mutex::new(info.clone()),
                     reject_reasons: Mutex::new(BTreeMap::new()),
+                    disconnected_at: Mutex::new(None),
                 })
             });
             *e.info.lock().expect("switch lock") = info;
@@ -185,6 +201,7 @@ impl Registry {
     /// The switch's connection ended (`error`: why the sink closed it).
     pub fn disconnect(&self, entry: &SwitchEntry, error: Option<String>) {
         entry.counters.connected.store(false, Relaxed);
+        *entry.disconnected_at.lock().expect("switch lock") = Some(std::time::Instant::now());
         if let Some(e) = error {
             entry.info.lock().expect("switch lock").last_error = Some(e);
         }
@@ -288,13 +305,20 @@ impl Registry {
         self.owners.read().expect("owners lock").get(&addr).copied()
     }
 
-    /// Connected switches with epoch length `epoch_ns`, with their worker counts.
-    pub fn connected_with_epoch(&self, epoch_ns: u64) -> Vec<(u32, usize)> {
+    /// Switches with epoch length `epoch_ns` that are connected or were less than `recent`
+    /// ago (their last flowsets may still be on their way), with their worker counts.
+    pub fn connected_with_epoch(&self, epoch_ns: u64, recent: Duration) -> Vec<(u32, usize)> {
         self.switches
             .read()
             .expect("registry lock")
             .iter()
-            .filter(|(_, e)| e.counters.connected.load(Relaxed))
+            .filter(|(_, e)| {
+                e.counters.connected.load(Relaxed)
+                    || e.disconnected_at
+                        .lock()
+                        .expect("switch lock")
+                        .is_some_and(|t| t.elapsed() < recent)
+            })
             .filter_map(|(id, e)| {
                 let info = e.info.lock().expect("switch lock");
                 (info.epoch_ns == epoch_ns).then_some((*id, info.workers))

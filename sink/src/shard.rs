@@ -93,13 +93,18 @@ pub fn run(
         }
         if last_sweep.elapsed() >= Duration::from_secs(1) {
             last_sweep = Instant::now();
-            table
-                .lock()
-                .expect("flow table lock")
-                .sweep(timeouts.idle, timeouts.active, send);
+            table.lock().expect("flow table lock").sweep(
+                timeouts.idle,
+                timeouts.active,
+                Some(&cx.events),
+                send,
+            );
         }
     }
-    table.lock().expect("flow table lock").flush(send);
+    table
+        .lock()
+        .expect("flow table lock")
+        .flush(Some(&cx.events), send);
 }
 
 #[cfg(test)]

@@ -84,6 +84,12 @@ struct Args {
     /// Digest batches queued per decode thread before new ones are dropped.
     #[arg(long, default_value_t = 1024)]
     queue_batches: usize,
+    /// Online detection: low, medium, high, or a number (1 = medium).
+    #[arg(long, default_value = "medium")]
+    sensitivity: String,
+    /// Write detected events as JSON lines to this file.
+    #[arg(long)]
+    event_lines: Option<PathBuf>,
 }
 
 fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
@@ -149,6 +155,9 @@ fn main() -> anyhow::Result<()> {
         json_lines: a.json_lines,
         max_flowset_bytes: a.max_flowset_mb.saturating_mul(1 << 20),
         queue_batches: a.queue_batches,
+        sensitivity: sink::detect::Sensitivity::parse(&a.sensitivity)
+            .map_err(|e| anyhow::anyhow!("--sensitivity: {e}"))?,
+        event_lines: a.event_lines,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

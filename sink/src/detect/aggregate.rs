@@ -40,7 +40,14 @@ impl Aggregator {
     fn is_problem(&self, w: &WindowStats, p: &Params) -> bool {
         match self.kind {
             Kind::Delay => w.delay_problem,
-            Kind::Loss => w.lost > 0 && w.loss_rate() > p.loss_rate,
+            Kind::Loss => {
+                let floor = if w.counted_lost > 0 {
+                    p.counted_loss_rate
+                } else {
+                    p.loss_rate
+                };
+                w.lost > 0 && w.loss_rate() > floor
+            }
             Kind::Reordering => w.reordering > p.reordering,
         }
     }

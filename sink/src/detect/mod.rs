@@ -80,6 +80,10 @@ pub struct Params {
     pub min_event_s: f64,
     /// A window with a loss rate above this is a loss problem.
     pub loss_rate: f64,
+    /// ... or above this, when the loss is known from counters: packets in flight when a
+    /// window ends look lost to counters (latency x rate: 5% of a 5 s window is 250 ms of
+    /// latency).
+    pub counted_loss_rate: f64,
     /// A window with a reordering metric R above this is a reordering problem.
     pub reordering: f64,
 }
@@ -107,6 +111,7 @@ impl Params {
             // Medium: any loss, any reordering (as the source); low sensitivity asks for
             // a share of the window.
             loss_rate: if k >= 1.0 { 0.0 } else { 0.01 / k },
+            counted_loss_rate: 0.05 / k,
             reordering: if k >= 1.0 { 0.0 } else { 1.0 / k },
         }
     }

@@ -14,13 +14,23 @@ use super::{Event, Kind, Params, Report, Sample};
 /// Most lost sequence numbers listed per window (beyond, they are only counted).
 const MAX_LOST_LISTED: u64 = 1 << 16;
 
+/// Most samples a window keeps: beyond, every other one is dropped and only one in two
+/// (then four, ...) of the later ones is kept, so a window is an evenly thinned series.
+pub const MAX_WINDOW_SAMPLES: usize = 4096;
+
 #[derive(Debug, Default)]
 struct WindowBuf {
     index: i64,
     samples: Vec<Sample>,
     seqs: FxHashSet<u64>,
-    extra_lost: u64,
+    /// Packets lost known from counters (signed: counts taken at two points may run ahead
+    /// of each other between windows).
+    extra_lost: i64,
+    /// Packets sent known from counters.
     extra_sent: u64,
+    /// One sample in `stride` is kept (see [`MAX_WINDOW_SAMPLES`]).
+    stride: u64,
+    offered: u64,
 }
 
 /// A series' detector.
@@ -112,6 +122,19 @@ impl Detector {
         {
             return; // a duplicate
         }
+        w.offered += 1;
+        let stride = w.stride.max(1);
+        if !w.offered.is_multiple_of(stride) {
+            return;
+        }
+        if w.samples.len() >= MAX_WINDOW_SAMPLES {
+            let mut i = 0;
+            w.samples.retain(|_| {
+                i += 1;
+                i % 2 == 0
+            });
+            w.stride = stride * 2;
+        }
         w.samples.push(s);
     }
 
@@ -123,15 +146,17 @@ impl Detector {
     }
 
     /// Adds losses known without sequence numbers: `lost` of `sent` packets around time
-    /// `t` (e.g. from counters at two switches).
-    pub fn push_loss(&mut self, t: f64, lost: u64, sent: u64) {
+    /// `t` (e.g. the difference of a flow's counters at its first and last switch; it may
+    /// be negative for a stretch when packets in flight are counted at the second switch
+    /// later, and evens out within a window).
+    pub fn push_loss(&mut self, t: f64, lost: i64, sent: u64) {
         if !t.is_finite() {
             return;
         }
         let idx = self.index_of(t);
         let w = self.window(idx);
         w.extra_lost += lost;
-        w.extra_sent += sent.saturating_sub(lost);
+        w.extra_sent += sent;
     }
 
     /// Closes the windows that time `now` (send-time clock) has left behind by a window.
@@ -155,7 +180,8 @@ impl Detector {
         // Loss: sequence numbers up to this window's highest that never arrived (in this
         // window or the next, which catches packets that arrived late).
         self.lost_list.clear();
-        let mut extra_lost = w.extra_lost;
+        let counted_lost = (w.extra_lost.max(0) as u64).min(w.extra_sent);
+        let mut extra_lost = counted_lost;
         if let Some(max) = w.seqs.iter().copied().max() {
             let lo = *self
                 .next_seq
@@ -191,10 +217,12 @@ impl Detector {
             start + self.p.window_s,
             &w.samples,
             &self.lost_list,
-            (extra_lost, w.extra_sent),
+            (extra_lost, w.extra_sent - counted_lost),
             &self.p,
             &mut self.scratch,
         );
+        let mut stats = stats;
+        stats.counted_lost = counted_lost;
         self.report.lost += stats.lost;
         self.report.windows += 1;
         for a in &mut self.aggregators {

@@ -264,6 +264,10 @@ fn loss_known_from_counters_without_sequence_numbers() {
         });
         if (100..110).contains(&i) {
             d.push_loss(t, 3, 10);
+        } else if i == 200 {
+            // Counters running ahead of each other: evens out in the window.
+            d.push_loss(t, -2, 10);
+            d.push_loss(t + 0.01, 2, 10);
         }
     }
     let r = d.finish();

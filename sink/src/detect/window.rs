@@ -40,6 +40,8 @@ pub struct WindowStats {
     pub lost: u64,
     /// Packets sent.
     pub sent: u64,
+    /// Of the packets lost, those known from counters rather than sequence numbers.
+    pub counted_lost: u64,
     /// Longest run of consecutive lost sequence numbers.
     pub lost_run: u64,
     /// Received neighbours of lost packets (by sequence number), and how many of them were
