@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod collector;
+pub mod detect_bench;
 pub mod fabric_traffic;
 pub mod flowradar;
 pub mod forward;

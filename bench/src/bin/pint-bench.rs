@@ -244,6 +244,18 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Detection (Pythia) on probe streams: samples per second per core.
+    Detect {
+        /// Streams watched at once.
+        #[arg(long, default_value_t = 1000)]
+        streams: u32,
+        /// Seconds of each stream (10 samples each).
+        #[arg(long, default_value_t = 600)]
+        seconds: u32,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Runs the switch (the same code as pint-switch); the benchmarks start it this way.
     #[command(hide = true)]
     Switch {
@@ -472,6 +484,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 seed,
             });
             emit(json, &r, bench::flowradar::print_table)?;
+        }
+        Cmd::Detect {
+            streams,
+            seconds,
+            json,
+        } => {
+            if streams == 0 || seconds == 0 {
+                anyhow::bail!("--streams and --seconds must be positive");
+            }
+            let r = bench::detect_bench::run(&bench::detect_bench::DetectBenchOptions {
+                streams,
+                seconds,
+            });
+            emit(json, &r, bench::detect_bench::print_table)?;
         }
         Cmd::Sink {
             flows,

@@ -2,8 +2,28 @@
 //! bandwidth, `h = 0.79 IQR n^(-1/5)`, walked from the smallest delay upward to its first
 //! local maximum (the mode's peak: the window's baseline) and on to the next local minimum
 //! (the mode's end). The grid is half a bandwidth apart, so no mode falls between two
-//! points, and each point sums only the samples within four bandwidths: the cost is linear
-//! in the window's samples (once they are sorted).
+//! points, and each point sums only the samples within three bandwidths, the kernel read
+//! from a table: the cost is linear in the window's samples (once they are sorted).
+
+/// Kernel evaluations cut off at this many bandwidths (the Gaussian is below 1.2% of its
+/// peak there: no effect on where modes are).
+const REACH: f64 = 3.0;
+/// Steps per bandwidth of the kernel's table.
+const TABLE_STEPS: f64 = 1024.0;
+
+/// `exp(-z^2 / 2)` for z from 0 to [`REACH`] in steps of 1/[`TABLE_STEPS`]: the kernel read
+/// from a table (an `exp` per sample and grid point was most of detection's time).
+fn kernel_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=(REACH * TABLE_STEPS) as usize + 1)
+            .map(|i| {
+                let z = i as f64 / TABLE_STEPS;
+                (-z * z / 2.0).exp() as f32
+            })
+            .collect()
+    })
+}
 
 /// The lowest mode of a window.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,8 +58,9 @@ pub fn lowest_mode(sorted: &[f64]) -> Option<LowestMode> {
     }
     let (lo_d, hi_d) = (sorted[0], sorted[n - 1]);
     let step = h / 2.0;
-    let reach = 4.0 * h;
-    let inv = 1.0 / (2.0 * h * h);
+    let reach = REACH * h;
+    let table = kernel_table();
+    let scale = TABLE_STEPS / h;
     // Samples within reach of x: sorted[a..b].
     let (mut a, mut b) = (0usize, 0usize);
     let mut density = |x: f64| -> f64 {
@@ -52,8 +73,8 @@ pub fn lowest_mode(sorted: &[f64]) -> Option<LowestMode> {
         sorted[a..b]
             .iter()
             .map(|&d| {
-                let z = x - d;
-                (-z * z * inv).exp()
+                let i = ((x - d).abs() * scale) as usize;
+                f64::from(table.get(i).copied().unwrap_or(0.0))
             })
             .sum()
     };

@@ -45,6 +45,8 @@ pub struct Detector {
     aggregators: [Aggregator; 3],
     scratch: Scratch,
     lost_list: Vec<u64>,
+    /// Closed windows' buffers, kept for their allocations.
+    spare: Vec<WindowBuf>,
     report: Report,
     /// The last closed window.
     pub last_window: Option<WindowStats>,
@@ -62,6 +64,7 @@ impl Detector {
             aggregators: Kind::ALL.map(Aggregator::new),
             scratch: Scratch::default(),
             lost_list: Vec::new(),
+            spare: Vec::new(),
             report: Report::default(),
             last_window: None,
         }
@@ -92,10 +95,9 @@ impl Detector {
                 // Windows in between (no packet arrived in them) exist too.
                 let from = self.open.back().map_or(idx, |b| b.index + 1);
                 for i in from..=idx {
-                    self.open.push_back(WindowBuf {
-                        index: i,
-                        ..WindowBuf::default()
-                    });
+                    let mut w = self.spare.pop().unwrap_or_default();
+                    w.index = i;
+                    self.open.push_back(w);
                 }
                 self.open.back_mut().expect("pushed")
             }
@@ -231,6 +233,16 @@ impl Detector {
             }
         }
         self.last_window = Some(stats);
+        let mut w = w;
+        w.samples.clear();
+        w.seqs.clear();
+        w.extra_lost = 0;
+        w.extra_sent = 0;
+        w.stride = 0;
+        w.offered = 0;
+        if self.spare.len() < 2 {
+            self.spare.push(w);
+        }
     }
 
     /// Closes everything and returns the whole report.

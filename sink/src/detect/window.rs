@@ -70,6 +70,9 @@ impl WindowStats {
 /// of them, D_k = n_k - E_k, R = sum |D_k| / #{D_k != 0} (0 when nothing is out of place).
 /// `scratch` is reused between calls.
 pub fn reordering(arrivals: &[u64], scratch: &mut Vec<u64>) -> f64 {
+    if arrivals.is_sorted() {
+        return 0.0;
+    }
     scratch.clear();
     scratch.extend_from_slice(arrivals);
     scratch.sort_unstable();
