@@ -43,7 +43,7 @@ pub struct DetectBenchResult {
 
 fn delay(t: f64, stream: u32, rng: &mut SimRng) -> f64 {
     let base = 10.0 + f64::from(stream % 7) + 0.3 * rng.unit();
-    if stream % 10 == 0 && (100.0..130.0).contains(&(t % 300.0)) {
+    if stream.is_multiple_of(10) && (100.0..130.0).contains(&(t % 300.0)) {
         base + 20.0 + 30.0 * rng.unit()
     } else {
         base
@@ -70,7 +70,7 @@ pub fn run(opts: &DetectBenchOptions) -> DetectBenchResult {
         for q in step..upto {
             let t = f64::from(q) * 0.1;
             for s in 0..opts.streams {
-                let lost = s % 10 == 0 && (200..220).contains(&(q % 3000));
+                let lost = s.is_multiple_of(10) && (200..220).contains(&(q % 3000));
                 batch.push(Sample {
                     seq: (!lost).then_some(u64::from(q)),
                     send: t,
