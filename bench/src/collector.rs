@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use telemetry::protocol::{
-    FlowSetFrame, Frame, Hello, PlanText, Session, Stats, WireDigest, frame_len,
+    FlowSetFrame, Frame, Hello, PlanText, Session, Stats, WireDigest, WireProbe, frame_len,
 };
 
 /// What arrived.
@@ -38,6 +38,8 @@ pub struct Collected {
     pub plans: Vec<PlanText>,
     /// The last stats frame.
     pub stats: Option<Stats>,
+    /// Probe arrivals (kept only when asked).
+    pub probes: Vec<WireProbe>,
     /// Sequence gaps over all connections.
     pub gaps: u64,
     /// Decoding errors (each closes its connection).
@@ -186,6 +188,11 @@ fn read(mut s: TcpStream, stop: Arc<AtomicBool>, data: Arc<Mutex<Collected>>, ke
                             }
                         }
                         Frame::Stats(st) => d.stats = Some(st),
+                        Frame::Probes(b) => {
+                            if keep {
+                                d.probes.extend(b.probes);
+                            }
+                        }
                     }
                 }
                 Err(e) => {

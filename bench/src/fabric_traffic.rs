@@ -16,7 +16,8 @@ use telemetry::flowradar::wire::Shape;
 use telemetry::flowradar::{FlowKey, FlowSet, FlowSetConfig};
 use telemetry::pint::encoder::SwitchPlan;
 use telemetry::protocol::{
-    FrameType, Hello, PlanText, PortInfo, WireDigest, encode_digests, encode_flowset,
+    FrameType, Hello, PlanText, PortInfo, WireDigest, WireProbe, encode_digests, encode_flowset,
+    encode_probes,
 };
 use telemetry::sim_rng::SimRng;
 use telemetry::topology::Topology;
@@ -47,6 +48,9 @@ pub struct TrafficSpec {
     pub lossy_during: Option<(f64, f64)>,
     /// A switch that holds packets longer for a while.
     pub slow: Option<Slow>,
+    /// The first this many flows are probe streams: their packets carry a probe payload
+    /// (`telemetry::wire::probe`: stream, sequence number, send time).
+    pub probe_flows: u32,
 }
 
 /// A switch holding packets longer for a while: `extra_ns` to twice that on top of its
@@ -80,6 +84,7 @@ impl TrafficSpec {
             gap_ns: 1_000,
             lossy_during: None,
             slow: None,
+            probe_flows: 0,
         }
     }
 }
@@ -266,7 +271,28 @@ pub fn run(
                  all: bool,
                  out: &mut dyn FnMut(Export)| {
         for n in 0..nodes {
-            pending[n as usize].extend(emu.digests(n).iter().map(|r| r.to_wire(r.tsc)));
+            let records = emu.digests(n);
+            // Probe arrivals go in a frame of their own, as the control thread sends them.
+            let probes: Vec<WireProbe> = records
+                .iter()
+                .filter_map(|r| {
+                    r.probe.map(|p| WireProbe {
+                        key: r.key,
+                        stream: p.stream,
+                        seq: p.seq,
+                        sent_ns: p.sent_ns,
+                        recv_ns: r.tsc,
+                    })
+                })
+                .collect();
+            if !probes.is_empty() {
+                out(Export {
+                    node: n,
+                    ty: FrameType::Probes,
+                    payload: encode_probes(0, &probes),
+                });
+            }
+            pending[n as usize].extend(records.iter().map(|r| r.to_wire(r.tsc)));
             let p = &mut pending[n as usize];
             while p.len() >= spec.batch || (all && !p.is_empty()) {
                 let take = p.len().min(spec.batch);
@@ -302,7 +328,18 @@ pub fn run(
         let fi = (i % u64::from(spec.flows)) as usize;
         let (src, _, p) = &mut flows[fi];
         p.ident = (i / u64::from(spec.flows)) as u16;
-        let frame = p.build();
+        let mut frame = p.build();
+        if (fi as u32) < spec.probe_flows {
+            // A probe: its payload after the UDP header (untagged frame, no IP options), the
+            // UDP checksum left out (zero: allowed over IPv4).
+            let probe = telemetry::wire::probe::ProbePayload {
+                stream: fi as u32,
+                seq: truth.flows[fi].sent,
+                sent_ns: emu.now_ns,
+            };
+            frame[42..42 + telemetry::wire::probe::PROBE_LEN].copy_from_slice(&probe.encode());
+            frame[40..42].fill(0);
+        }
         let bytes = (frame.len() - 14) as u64;
         // Hop h holds the packet uniformly between 0.5 and 1.5 times h x hop_ns; the frame
         // crosses the lossy link (at most once) and is lost there with its share.

@@ -601,17 +601,11 @@ fn three_switches_carry_decode_and_count_telemetry() {
     }
 }
 
-/// A switch keeps forwarding at full pace while its sink is gone, and reconnects when the
-/// sink comes back (pint-gen sending and receiving through one switch).
-#[test]
-fn a_sink_that_goes_away_does_not_disturb_forwarding() {
-    let _serial = serial();
-    let dir = Scratch::new("tel-outage").unwrap();
-    let sink = Collector::start(false).unwrap();
-    let addr = sink.addr();
-    let sock = dir.path("loop.sock");
-    let config = format!(
-        r#"switch_id = 5
+/// One switch with one edge port (a memif server at `sock`) that sends everything back out
+/// of it: pint-gen sends and receives through it.
+fn loop_switch(id: u32, sock: &Path, sink: std::net::SocketAddr) -> String {
+    format!(
+        r#"switch_id = {id}
 [eal]
 main_lcore = 0
 [stats]
@@ -628,10 +622,22 @@ rx = ["gen"]
 prefix = "10.0.0.0/8"
 next_hops = [{{ port = "gen", mac = "02:00:00:00:aa:01" }}]
 [telemetry]
-sink = "{addr}"
+sink = "{sink}"
 "#,
-        memif(0, "server", &sock)
-    );
+        memif(0, "server", sock)
+    )
+}
+
+/// A switch keeps forwarding at full pace while its sink is gone, and reconnects when the
+/// sink comes back (pint-gen sending and receiving through one switch).
+#[test]
+fn a_sink_that_goes_away_does_not_disturb_forwarding() {
+    let _serial = serial();
+    let dir = Scratch::new("tel-outage").unwrap();
+    let sink = Collector::start(false).unwrap();
+    let addr = sink.addr();
+    let sock = dir.path("loop.sock");
+    let config = loop_switch(5, &sock, addr);
     let switch = start_switch(&dir, "loop", &config);
     let mut g = generator(
         &[
@@ -865,4 +871,69 @@ listen = "127.0.0.1:{port}"
     if let Err(e) = bench::promtool::check_metrics(&body) {
         panic!("promtool check metrics:\n{e}\n{body}");
     }
+}
+
+/// The edge switch reports the probes that leave the network through it: every probe
+/// pint-gen received back was reported to the sink once, with its stream, sequence number
+/// and send time, and a departure time after it was sent.
+#[test]
+fn the_edge_switch_exports_probe_arrivals() {
+    let _serial = serial();
+    let dir = Scratch::new("tel-probes").unwrap();
+    let sink = Collector::start(true).unwrap();
+    let sock = dir.path("probe.sock");
+    let config = loop_switch(9, &sock, sink.addr());
+    let switch = start_switch(&dir, "probes", &config);
+    let mut g = generator(
+        &[
+            "--mode",
+            "both",
+            "--rate",
+            "5Kpps",
+            "--duration",
+            "2",
+            "--flows",
+            "20",
+            "--probes",
+            "3",
+            "--probe-hz",
+            "100",
+        ],
+        &memif(0, "client", &sock),
+        &format!("pint-tel-probe-{}", std::process::id()),
+        0,
+    );
+    let report = report_of(&mut g)
+        .recv_timeout(Duration::from_secs(60))
+        .expect("pint-gen report");
+    let (sum, log) = switch.stop();
+    finish_generator(g);
+    let got = sink.stop();
+    assert!(got.errors.is_empty(), "{:?}", got.errors);
+
+    let received = &report["received"]["probes"];
+    let n = received["received"].as_u64().unwrap();
+    assert!(n >= 3 * 150, "{report}");
+    assert_eq!(received["lost"].as_u64(), Some(0), "{report}");
+    assert_eq!(got.probes.len() as u64, n, "{log}");
+    let mut per_stream: HashMap<u32, Vec<u64>> = HashMap::new();
+    for p in &got.probes {
+        assert_eq!(
+            p.key.dst_port,
+            bench::generator::traffic::PROBE_PORT,
+            "{p:?}"
+        );
+        assert!(
+            p.recv_ns >= p.sent_ns && p.recv_ns - p.sent_ns < 1_000_000_000,
+            "{p:?}"
+        );
+        per_stream.entry(p.stream).or_default().push(p.seq);
+    }
+    assert_eq!(per_stream.len(), 3);
+    for seqs in per_stream.values_mut() {
+        seqs.sort_unstable();
+        let want: Vec<u64> = (0..seqs.len() as u64).collect();
+        assert_eq!(*seqs, want, "each probe once, none missing");
+    }
+    assert_eq!(sum.dropped(), 0);
 }

@@ -20,7 +20,8 @@ use telemetry::flowradar::{FlowSet, FlowSetConfig};
 use telemetry::hash::mix64;
 use telemetry::pint::encoder::SwitchPlan;
 use telemetry::protocol::{
-    FrameType, Hello, PlanText, PortInfo, Stats, WireDigest, encode_digests, encode_flowset,
+    FrameType, Hello, PlanText, PortInfo, Stats, WireDigest, WireProbe, encode_digests,
+    encode_flowset, encode_probes,
 };
 
 use crate::Config;
@@ -46,6 +47,8 @@ struct WorkerEnd {
     epochs: EpochCollector,
     load: Arc<SharedLoad>,
     batch: Vec<WireDigest>,
+    /// Probes among the batch's packets (`telemetry::wire::probe`).
+    probes: Vec<WireProbe>,
     /// The plans the batch refers to.
     batch_plans: Vec<u32>,
     batch_started: Option<Instant>,
@@ -159,6 +162,7 @@ impl TelemetryStart {
                 load,
                 batch: Vec::with_capacity(t.batch_digests as usize),
                 batch_plans: Vec::new(),
+                probes: Vec::new(),
                 batch_started: None,
             });
         }
@@ -269,7 +273,17 @@ impl TelemetryControl {
             if !end.batch_plans.contains(&r.plan_version) {
                 end.batch_plans.push(r.plan_version);
             }
-            end.batch.push(r.to_wire(clock.unix_ns(r.tsc)));
+            let time_ns = clock.unix_ns(r.tsc);
+            if let Some(p) = r.probe {
+                end.probes.push(WireProbe {
+                    key: r.key,
+                    stream: p.stream,
+                    seq: p.seq,
+                    sent_ns: p.sent_ns,
+                    recv_ns: time_ns,
+                });
+            }
+            end.batch.push(r.to_wire(time_ns));
         }
         let end = &self.workers[w];
         if end
@@ -288,7 +302,16 @@ impl TelemetryControl {
             return;
         }
         let batch = std::mem::take(&mut end.batch);
+        let probes = std::mem::take(&mut end.probes);
         if let Some(ex) = &self.exporter {
+            if !probes.is_empty() {
+                ex.send(Outgoing {
+                    ty: FrameType::Probes,
+                    payload: encode_probes(w as u16, &probes),
+                    digests: 0,
+                    flowsets: 0,
+                });
+            }
             let history = &self.history;
             let payload = encode_digests(w as u16, &batch, |v| {
                 history
@@ -306,6 +329,8 @@ impl TelemetryControl {
         let end = &mut self.workers[w];
         end.batch = batch;
         end.batch.clear();
+        end.probes = probes;
+        end.probes.clear();
     }
 
     /// Serialises worker `w`'s finished flowsets and hands them back cleared.

@@ -145,6 +145,8 @@ struct SwitchView {
     digests_unknown_plan: u64,
     flowsets: u64,
     flowsets_dropped: u64,
+    probes: u64,
+    probes_dropped: u64,
 }
 
 async fn switches(State(s): St) -> Json<Vec<SwitchView>> {
@@ -169,6 +171,8 @@ async fn switches(State(s): St) -> Json<Vec<SwitchView>> {
                     digests_unknown_plan: c.digests_unknown_plan.load(Relaxed),
                     flowsets: c.flowsets.load(Relaxed),
                     flowsets_dropped: c.flowsets_dropped.load(Relaxed),
+                    probes: c.probes.load(Relaxed),
+                    probes_dropped: c.probes_dropped.load(Relaxed),
                 }
             })
             .collect(),

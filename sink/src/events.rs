@@ -22,7 +22,8 @@ pub struct FlowEvent {
     /// The flow.
     pub flow: FlowId,
     /// What series it was found in: `latency` (per-packet end-to-end latency from the
-    /// digests) or `counters` (loss from the FlowRadar counters along the path).
+    /// digests), `counters` (loss from the FlowRadar counters along the path) or `probes`
+    /// (a probe stream's sequence numbers and one-way delay).
     pub series: &'static str,
     /// The event.
     #[serde(flatten)]

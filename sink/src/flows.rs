@@ -123,6 +123,10 @@ pub struct FlowState {
     latency_detector: Option<Box<Detector>>,
     /// Online detection on the flow's loss (from its counters at its first and last switch).
     loss_detector: Option<Box<Detector>>,
+    /// Probes of the flow that left the network (it is a probe stream).
+    pub probes: u64,
+    /// Online detection on the flow's probes (sequence numbers, one-way delay).
+    probe_detector: Option<Box<Detector>>,
 }
 
 /// Loss on one link (from switch, to switch) over all flows whose path crosses it.
@@ -463,6 +467,35 @@ impl FlowTable {
         }
     }
 
+    /// Records probe arrivals: each probe stream's samples (sequence number, send time,
+    /// one-way delay = arrival at the last switch less send time) go to its flow's detector.
+    pub fn add_probes(&mut self, cx: &ShardContext, probes: &[telemetry::protocol::WireProbe]) {
+        let now = Instant::now();
+        for p in probes {
+            let Some(flow) = flow_entry(
+                &mut self.flows,
+                self.capacity,
+                &mut self.stats,
+                p.key,
+                p.recv_ns / 1_000_000,
+            ) else {
+                continue;
+            };
+            flow.touched = now;
+            flow.probes += 1;
+            flow.last_ms = flow.last_ms.max(p.recv_ns / 1_000_000);
+            let det = flow
+                .probe_detector
+                .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
+            det.push(Sample {
+                seq: Some(p.seq),
+                send: p.sent_ns as f64 / 1e9,
+                delay_ms: (p.recv_ns as i128 - p.sent_ns as i128) as f64 / 1e6,
+            });
+            cx.events.record(p.key, "probes", det.take_events());
+        }
+    }
+
     /// Feeds the flow's loss in this epoch (its count at its first switch less its count at
     /// its last, on its decoded path) to its loss detector.
     fn detect_loss(&mut self, cx: &ShardContext, key: FlowKey, epoch: u64, epoch_ms: (u64, u64)) {
@@ -586,6 +619,7 @@ impl FlowTable {
             for (det, series) in [
                 (&mut flow.latency_detector, "latency"),
                 (&mut flow.loss_detector, "counters"),
+                (&mut flow.probe_detector, "probes"),
             ] {
                 let events = match det {
                     Some(d) if ended => det.take().map(|d| d.finish().events).unwrap_or_default(),
@@ -701,6 +735,8 @@ fn flow_entry<'a>(
                 loss: Vec::new(),
                 latency_detector: None,
                 loss_detector: None,
+                probes: 0,
+                probe_detector: None,
             },
         );
     }

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Sender, TrySendError};
 use telemetry::flowradar::filter::Block;
 use telemetry::flowradar::flowset::Cell;
-use telemetry::protocol::{Frame, Hello, ProtocolError, Session, WireDigest};
+use telemetry::protocol::{Frame, Hello, ProtocolError, Session, WireDigest, WireProbe};
 
 use crate::epochs::FlowSetIn;
 use crate::registry::{Registry, SwitchEntry};
@@ -188,6 +188,10 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 }
             }
             Frame::Stats(s) => e.info.lock().expect("switch lock").stats = s.counters,
+            Frame::Probes(b) => {
+                e.counters.probes.fetch_add(b.probes.len() as u64, Relaxed);
+                route_probes(&ing, e, b.probes);
+            }
         }
     };
     let error = match result {
@@ -274,6 +278,25 @@ fn route_digests(
         if !b.is_empty() {
             let part = std::mem::replace(b, Vec::with_capacity(b.capacity()));
             send(ing, e, i, switch, part);
+        }
+    }
+}
+
+/// Splits probe arrivals by decode thread (their flows' owners) and queues them; a full
+/// queue drops them, counted.
+fn route_probes(ing: &Ingest, e: &SwitchEntry, probes: Vec<WireProbe>) {
+    let n = ing.shards.len();
+    let mut parts: Vec<Vec<WireProbe>> = vec![Vec::new(); n];
+    for p in probes {
+        parts[shard_of(&p.key, n)].push(p);
+    }
+    for (i, probes) in parts.into_iter().enumerate() {
+        if probes.is_empty() {
+            continue;
+        }
+        let k = probes.len() as u64;
+        if let Err(TrySendError::Full(_)) = ing.shards[i].tx.try_send(ShardMsg::Probes(probes)) {
+            e.counters.probes_dropped.fetch_add(k, Relaxed);
         }
     }
 }

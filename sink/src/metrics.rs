@@ -74,6 +74,11 @@ fn describe() {
         "pint_sink_flowsets_dropped_total",
         "Flowsets dropped because the epoch assembler's queue was full."
     );
+    describe_counter!("pint_sink_probes_total", "Probe arrivals received.");
+    describe_counter!(
+        "pint_sink_probes_dropped_total",
+        "Probe arrivals dropped because a decode thread's queue was full."
+    );
     describe_gauge!("pint_sink_flows", "Flows tracked.");
     describe_counter!(
         "pint_sink_digests_recorded_total",
@@ -223,6 +228,9 @@ impl SinkMetrics {
                 counter!("pint_sink_flowsets_total", &l).absolute(c.flowsets.load(Relaxed));
                 counter!("pint_sink_flowsets_dropped_total", &l)
                     .absolute(c.flowsets_dropped.load(Relaxed));
+                counter!("pint_sink_probes_total", &l).absolute(c.probes.load(Relaxed));
+                counter!("pint_sink_probes_dropped_total", &l)
+                    .absolute(c.probes_dropped.load(Relaxed));
                 for (reason, n) in e.reject_reasons.lock().expect("switch lock").iter() {
                     counter!(
                         "pint_sink_frames_rejected_total",

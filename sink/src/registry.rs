@@ -88,6 +88,10 @@ pub struct SwitchCounters {
     pub flowsets: AtomicU64,
     /// Flowsets dropped because the epoch assembler's queue was full.
     pub flowsets_dropped: AtomicU64,
+    /// Probe arrivals received.
+    pub probes: AtomicU64,
+    /// Probe arrivals dropped because a decode thread's queue was full.
+    pub probes_dropped: AtomicU64,
 }
 
 /// What a switch declared, and its state.

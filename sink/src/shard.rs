@@ -31,6 +31,8 @@ pub enum ShardMsg {
         /// (flow, switch, packets, bytes).
         counts: Vec<(FlowKey, u32, u64, u64)>,
     },
+    /// Probe arrivals of this thread's flows.
+    Probes(Vec<telemetry::protocol::WireProbe>),
     /// Export everything and end.
     Stop,
 }
@@ -85,6 +87,7 @@ pub fn run(
                         epoch_ms,
                         counts,
                     } => t.add_counts(&cx, epoch, epoch_ms, &counts),
+                    ShardMsg::Probes(p) => t.add_probes(&cx, &p),
                     ShardMsg::Stop => break,
                 }
             }

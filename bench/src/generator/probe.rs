@@ -1,49 +1,6 @@
-//! Probe packets: UDP packets whose payload starts with a magic value, the probe stream, a
-//! sequence number and the send time, so that the receiver can measure per-stream loss
-//! (sequence gaps), reordering and one-way latency.
-//!
-//! Payload layout (big-endian): magic `PINTPRB1` (8 bytes), stream (4), reserved zero (4),
-//! sequence number (8), send time in nanoseconds (8): 32 bytes.
+//! Probe packets (layout in `telemetry::wire::probe`): what the receiving side counts.
 
-/// Bytes of a probe payload.
-pub const PROBE_LEN: usize = 32;
-const MAGIC: [u8; 8] = *b"PINTPRB1";
-
-/// A probe's payload fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProbePayload {
-    /// Probe stream (one per path probed).
-    pub stream: u32,
-    /// Sequence number in the stream, from 0.
-    pub seq: u64,
-    /// Send time, nanoseconds on the sender's clock.
-    pub sent_ns: u64,
-}
-
-impl ProbePayload {
-    /// The payload bytes.
-    pub fn encode(&self) -> [u8; PROBE_LEN] {
-        let mut b = [0u8; PROBE_LEN];
-        b[0..8].copy_from_slice(&MAGIC);
-        b[8..12].copy_from_slice(&self.stream.to_be_bytes());
-        b[16..24].copy_from_slice(&self.seq.to_be_bytes());
-        b[24..32].copy_from_slice(&self.sent_ns.to_be_bytes());
-        b
-    }
-
-    /// The fields, if `payload` starts with a probe.
-    pub fn decode(payload: &[u8]) -> Option<ProbePayload> {
-        let b = payload.get(..PROBE_LEN)?;
-        if b[0..8] != MAGIC {
-            return None;
-        }
-        Some(ProbePayload {
-            stream: u32::from_be_bytes(b[8..12].try_into().ok()?),
-            seq: u64::from_be_bytes(b[16..24].try_into().ok()?),
-            sent_ns: u64::from_be_bytes(b[24..32].try_into().ok()?),
-        })
-    }
-}
+pub use telemetry::wire::probe::{PROBE_LEN, ProbePayload};
 
 /// Per-stream receive state.
 #[derive(Debug, Clone, Default)]

@@ -4,6 +4,7 @@
 
 use telemetry::flowradar::FlowKey;
 use telemetry::protocol::WireDigest;
+use telemetry::wire::probe::ProbePayload;
 
 /// One packet's telemetry as the last PINT hop saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -24,6 +25,9 @@ pub struct DigestRecord {
     pub ingress_port: u8,
     /// The edge port it left by.
     pub egress_port: u8,
+    /// The probe it carried, if it was one (`telemetry::wire::probe`): the sink measures
+    /// the probe stream's loss, reordering and one-way delay from these.
+    pub probe: Option<ProbePayload>,
 }
 
 impl DigestRecord {

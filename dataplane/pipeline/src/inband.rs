@@ -23,6 +23,7 @@ use telemetry::pint::plan::HopInput;
 use telemetry::pint::tape::packet_word;
 use telemetry::wire::EtherType;
 use telemetry::wire::ipv4::protocol;
+use telemetry::wire::probe::ProbePayload;
 use telemetry::wire::shim::{FORMAT, MAX_DIGEST_BYTES, shim_len};
 
 use crate::burst::{BurstVerdicts, MAX_BURST};
@@ -101,6 +102,9 @@ struct Meta {
     counted: bool,
     /// IPv4 total length (what FlowRadar counts as bytes: the same at every hop).
     ip_len: u16,
+    /// Where a UDP payload starts in the frame as received (0: not UDP), to recognise
+    /// probes at the last hop.
+    udp_payload_at: u16,
     pid: u32,
     digest: u64,
     key: FlowKey,
@@ -388,11 +392,15 @@ impl State {
         let ident = be16(ip, 4);
         let fragment = be16(ip, 6) & 0x3fff != 0;
         let (mut sport, mut dport, mut seq) = (0u16, 0u16, 0u32);
+        meta.udp_payload_at = 0;
         if (proto == protocol::TCP || proto == protocol::UDP) && !fragment {
             let l4 = &frame[l3 + header_len..];
             if l4.len() >= 4 {
                 sport = be16(l4, 0);
                 dport = be16(l4, 2);
+                if proto == protocol::UDP {
+                    meta.udp_payload_at = (l3 + header_len + 8) as u16;
+                }
                 if proto == protocol::TCP && l4.len() >= 8 {
                     seq = u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]);
                 }
@@ -515,7 +523,12 @@ impl State {
                 c.event(TelemetryEvent::TransitEncoded);
             }
             Action::Strip | Action::OneHop => {
+                let probe = match usize::from(meta.udp_payload_at) {
+                    0 => None,
+                    at => m.data().get(at..).and_then(ProbePayload::decode),
+                };
                 let rec = DigestRecord {
+                    probe,
                     key: meta.key,
                     pid: meta.pid,
                     plan_version: plan.version(),

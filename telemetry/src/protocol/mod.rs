@@ -9,7 +9,7 @@
 //! ```text
 //! offset  size  field
 //! 0       4     length of the rest of the frame (12 .. MAX_FRAME)
-//! 4       1     type: 1 hello, 2 plan, 3 digests, 4 flowset, 5 stats
+//! 4       1     type: 1 hello, 2 plan, 3 digests, 4 flowset, 5 stats, 6 probes
 //! 5       1     protocol version (1)
 //! 6       2     reserved, zero
 //! 8       8     sequence number: 0 for the hello, then +1 per frame; a gap means the
@@ -19,9 +19,11 @@
 
 mod digests;
 mod frames;
+mod probes;
 
 pub use digests::{DigestBatch, MAX_PLANS_PER_BATCH, WireDigest, encode_digests};
 pub use frames::{FlowSetFrame, Hello, PlanText, PortInfo, Stats, encode_flowset};
+pub use probes::{ProbeBatch, WireProbe, encode_probes};
 
 use crate::flowradar::wire::{FlowSetWireError, Shape};
 use crate::wire::bytes::{ReadError, Reader};
@@ -57,6 +59,8 @@ pub enum FrameType {
     FlowSet = 4,
     /// The switch's counters.
     Stats = 5,
+    /// Probe arrivals.
+    Probes = 6,
 }
 
 impl FrameType {
@@ -67,6 +71,7 @@ impl FrameType {
             3 => FrameType::Digests,
             4 => FrameType::FlowSet,
             5 => FrameType::Stats,
+            6 => FrameType::Probes,
             _ => return None,
         })
     }
@@ -137,6 +142,8 @@ pub enum Frame {
     FlowSet(FlowSetFrame),
     /// Counters.
     Stats(Stats),
+    /// Probe arrivals.
+    Probes(ProbeBatch),
 }
 
 /// Writes a frame of `ty` with `payload` and sequence number `seq`.
@@ -244,6 +251,10 @@ impl Session {
                 Frame::FlowSet(FlowSetFrame::decode(payload, h)?)
             }
             FrameType::Stats => Frame::Stats(Stats::decode(payload)?),
+            FrameType::Probes => {
+                let h = self.hello.as_ref().expect("checked above");
+                Frame::Probes(ProbeBatch::decode(payload, h)?)
+            }
         };
         self.last_seq = Some(seq);
         Ok(out)

@@ -135,6 +135,22 @@ fn every_frame_round_trips() {
     };
     let f = encode_frame(FrameType::Stats, 6, &st.payload());
     assert_eq!(s.decode(&f).unwrap(), Frame::Stats(st));
+
+    let probes: Vec<WireProbe> = (0..30u64)
+        .map(|i| WireProbe {
+            key: batch[0].key,
+            stream: 3,
+            seq: 100 + i,
+            sent_ns: 1_700_000_000_000_000_000 + i * 100_000_000,
+            // One arrives out of order (an earlier arrival time).
+            recv_ns: 1_700_000_000_000_200_000 + i * 100_000_000 - u64::from(i == 7) * 150_000_000,
+        })
+        .collect();
+    let f = encode_frame(FrameType::Probes, 7, &encode_probes(0, &probes));
+    assert_eq!(
+        s.decode(&f).unwrap(),
+        Frame::Probes(ProbeBatch { worker: 0, probes })
+    );
 }
 
 #[test]
@@ -219,7 +235,7 @@ proptest! {
 
     #[test]
     fn mutated_frames_never_panic(
-        which in 0usize..4,
+        which in 0usize..5,
         flips in proptest::collection::vec((0usize..3000, any::<u8>()), 1..8),
         cut in 0usize..3000,
     ) {
@@ -229,6 +245,8 @@ proptest! {
         fs.update(&digests(1, 1, 1)[0].key, 60);
         frames.push(encode_frame(FrameType::FlowSet, 2, &encode_flowset(0, 1, 9, 3, &fs)));
         frames.push(encode_frame(FrameType::Stats, 3, &Stats { counters: vec![("a".into(), 1)] }.payload()));
+        let probe = WireProbe { key: digests(1, 1, 1)[0].key, stream: 1, seq: 2, sent_ns: 3, recv_ns: 4 };
+        frames.push(encode_frame(FrameType::Probes, 4, &encode_probes(0, &[probe, probe])));
         let mut f = frames[which].clone();
         for (at, v) in flips {
             if at < f.len() {

@@ -7,6 +7,7 @@ pub mod checksum;
 pub mod ethernet;
 pub mod ipv4;
 pub mod prefix;
+pub mod probe;
 pub mod shim;
 pub mod transport;
 
