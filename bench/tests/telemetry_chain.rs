@@ -603,7 +603,7 @@ fn three_switches_carry_decode_and_count_telemetry() {
 
 /// One switch with one edge port (a memif server at `sock`) that sends everything back out
 /// of it: pint-gen sends and receives through it.
-fn loop_switch(id: u32, sock: &Path, sink: std::net::SocketAddr) -> String {
+fn loop_switch(id: u32, sock: &Path, sink: std::net::SocketAddr, port_extra: &str) -> String {
     format!(
         r#"switch_id = {id}
 [eal]
@@ -615,6 +615,7 @@ name = "gen"
 device = "{}"
 role = "edge"
 mac = "02:00:00:00:00:01"
+{port_extra}
 [[workers]]
 lcore = 1
 rx = ["gen"]
@@ -637,7 +638,7 @@ fn a_sink_that_goes_away_does_not_disturb_forwarding() {
     let sink = Collector::start(false).unwrap();
     let addr = sink.addr();
     let sock = dir.path("loop.sock");
-    let config = loop_switch(5, &sock, addr);
+    let config = loop_switch(5, &sock, addr, "");
     let switch = start_switch(&dir, "loop", &config);
     let mut g = generator(
         &[
@@ -882,7 +883,7 @@ fn the_edge_switch_exports_probe_arrivals() {
     let dir = Scratch::new("tel-probes").unwrap();
     let sink = Collector::start(true).unwrap();
     let sock = dir.path("probe.sock");
-    let config = loop_switch(9, &sock, sink.addr());
+    let config = loop_switch(9, &sock, sink.addr(), "");
     let switch = start_switch(&dir, "probes", &config);
     let mut g = generator(
         &[
@@ -936,4 +937,70 @@ fn the_edge_switch_exports_probe_arrivals() {
         assert_eq!(*seqs, want, "each probe once, none missing");
     }
     assert_eq!(sum.dropped(), 0);
+}
+
+/// A port's impairment drops, delays and reorders what it sends, and the switch counts what
+/// it dropped: exactly what pint-gen found missing.
+#[test]
+fn an_impaired_port_loses_delays_and_reorders_and_counts_it() {
+    let _serial = serial();
+    let dir = Scratch::new("tel-impair").unwrap();
+    let sink = Collector::start(false).unwrap();
+    let sock = dir.path("impair.sock");
+    let config = loop_switch(
+        11,
+        &sock,
+        sink.addr(),
+        "impair = { loss = 0.05, delay_us = 5000, jitter_us = 1000, reorder = 0.02 }",
+    );
+    let switch = start_switch(&dir, "impair", &config);
+    let mut g = generator(
+        &[
+            "--mode",
+            "both",
+            "--rate",
+            "20Kpps",
+            "--duration",
+            "3",
+            "--flows",
+            "50",
+            "--probes",
+            "2",
+            "--probe-hz",
+            "500",
+        ],
+        &memif(0, "client", &sock),
+        &format!("pint-tel-impair-{}", std::process::id()),
+        0,
+    );
+    let run = report_of(&mut g)
+        .recv_timeout(Duration::from_secs(60))
+        .expect("pint-gen report");
+    let (sum, log) = switch.stop();
+    finish_generator(g);
+    drop(sink.stop());
+
+    let sent = run["sent"]["packets"].as_u64().unwrap();
+    let lost = run["lost"].as_u64().unwrap();
+    let dropped = sum.drops.get(pipeline::DropReason::ImpairLoss);
+    assert_eq!(
+        lost, dropped,
+        "pint-gen's missing packets are the impairment's\n{log}"
+    );
+    assert_eq!(sum.drops.get(pipeline::DropReason::ImpairOverflow), 0);
+    let share = lost as f64 / sent as f64;
+    assert!((0.035..0.065).contains(&share), "{lost} of {sent}");
+    assert!(sum.impair_delayed > sent / 2, "{sum:?}");
+    assert!(sum.impair_reordered > 0, "{sum:?}");
+    let probes = &run["received"]["probes"];
+    let lat = probes["latency_ns"].as_array().unwrap();
+    let (min, median) = (lat[0].as_u64().unwrap(), lat[1].as_u64().unwrap());
+    // Most probes wait in the delay line (5 ms +- 1 ms, order kept: a packet waits at
+    // least as long as the one before it); the reordered ones overtake it.
+    assert!((4_500_000..10_000_000).contains(&median), "{probes}");
+    assert!(
+        min < 1_000_000,
+        "a reordered probe overtook the line: {probes}"
+    );
+    assert!(probes["reordered"].as_u64().unwrap() > 0, "{probes}");
 }

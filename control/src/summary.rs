@@ -108,6 +108,12 @@ pub struct Summary {
     pub tx_full_drops: u64,
     /// Tx retries.
     pub tx_retries: u64,
+    /// Packets impaired ports held in their delay lines.
+    #[serde(default)]
+    pub impair_delayed: u64,
+    /// Packets impaired ports reordered.
+    #[serde(default)]
+    pub impair_reordered: u64,
     /// Average received Mpps over the run.
     pub rx_mpps: f64,
     /// TSC cycles per packet in polls that received packets (rx, pipeline and tx).
@@ -135,6 +141,8 @@ impl Summary {
             drops: t.drops,
             tx_full_drops: t.tx_full_drops,
             tx_retries: t.tx_retries,
+            impair_delayed: t.impair_delayed,
+            impair_reordered: t.impair_reordered,
             rx_mpps: if seconds > 0.0 {
                 t.rx_packets as f64 / seconds / 1e6
             } else {
@@ -195,6 +203,16 @@ impl Summary {
             "tx queue full: {} dropped, {} retries",
             self.tx_full_drops, self.tx_retries
         );
+        let (lost, over) = (
+            self.drops.get(pipeline::DropReason::ImpairLoss),
+            self.drops.get(pipeline::DropReason::ImpairOverflow),
+        );
+        if lost + over + self.impair_delayed + self.impair_reordered > 0 {
+            println!(
+                "impairment: {lost} lost, {} delayed, {} reordered, {over} over the limit",
+                self.impair_delayed, self.impair_reordered
+            );
+        }
         let t = &self.telemetry;
         if t.enabled {
             println!(

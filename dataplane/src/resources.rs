@@ -61,7 +61,7 @@ pub fn check_captures(config: &Config) -> anyhow::Result<u64> {
 }
 
 /// Mbufs the pool needs: every rx and tx descriptor, per-worker caches and bursts, packets
-/// held by capture-replaying devices, and headroom. Rounded to 2^n - 1 (DPDK's best size).
+/// held by capture-replaying devices and by impaired ports' delay lines, and headroom. Rounded to 2^n - 1 (DPDK's best size).
 pub fn auto_mbufs(config: &Config, held_by_captures: u64) -> u32 {
     let workers = config.workers.len() as u64;
     let ports = config.ports.len() as u64;
@@ -73,6 +73,14 @@ pub fn auto_mbufs(config: &Config, held_by_captures: u64) -> u32 {
     n += workers
         * (u64::from(config.dataplane.mbuf_cache) * 3 / 2 + BURST_SIZE as u64 * (ports + 2));
     n += held_by_captures + 4096;
+    // What impaired ports may hold in their delay lines, per worker.
+    n += workers
+        * config
+            .ports
+            .iter()
+            .filter_map(|p| p.impair.as_ref())
+            .map(|i| u64::from(i.limit))
+            .sum::<u64>();
     let rounded = n.next_power_of_two() - 1;
     rounded.min(u64::from(u32::MAX)) as u32
 }

@@ -13,10 +13,11 @@ use control::inband::TelemetryStart;
 use control::metrics::SwitchMetrics;
 use control::runtime::{ControlLoop, RunLimits, total};
 use control::summary::{PortSummary, Summary, TelemetrySummary};
+use pipeline::impair::Impairer;
 use pipeline::inband::Inband;
 use pipeline::{Forwarder, Pipeline, SharedCounters};
 
-use crate::dpdk::{Eal, Mempool, Port, PortSetup};
+use crate::dpdk::{Eal, Mbuf, Mempool, Port, PortSetup};
 use crate::resources;
 use crate::worker::Worker;
 
@@ -165,11 +166,34 @@ fn run_with_eal(
         for p in &ports {
             tx.push(p.tx_queue(w as u16)?);
         }
+        let (tsc_hz, start) = (eal.tsc_hz(), crate::dpdk::tsc());
+        let impair: Vec<Option<Impairer<Mbuf>>> = config
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(p, pc)| {
+                pc.impair.as_ref().map(|i| {
+                    let seed = telemetry::hash::mix64(
+                        (u64::from(config.switch_id) << 32) | ((p as u64) << 16) | w as u64,
+                    );
+                    let mut spec = i.spec(tsc_hz, start, seed);
+                    spec.seed = spec.seed.wrapping_add(w as u64);
+                    Impairer::new(spec)
+                })
+            })
+            .collect();
+        let impaired = impair
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.is_some())
+            .fold(0u32, |m, (p, _)| m | 1 << p);
         workers.push(Worker {
             rx,
             tx,
             idle: config.dataplane.idle,
             idle_sleep: Duration::from_micros(config.dataplane.idle_sleep_us),
+            impair,
+            impaired,
         });
     }
     let shared: Vec<SharedCounters> = (0..workers.len())

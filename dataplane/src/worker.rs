@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use control::config::{IdleMode, MAX_PORTS};
-use pipeline::{BurstVerdicts, DROPPED, LocalCounters, Pipeline, SharedCounters};
+use pipeline::impair::{Fate, Impairer};
+use pipeline::{BurstVerdicts, DROPPED, DropReason, LocalCounters, Pipeline, SharedCounters};
 
-use crate::dpdk::{Burst, RxQueue, TxQueue};
+use crate::dpdk::{Burst, Mbuf, RxQueue, TxQueue};
 
 /// Times a tx call is retried for one burst before the rest is dropped.
 const TX_RETRIES: u32 = 16;
@@ -29,13 +30,22 @@ pub struct Worker<'p> {
     pub idle: IdleMode,
     /// How long it sleeps in `sleep` idle mode.
     pub idle_sleep: Duration,
+    /// Its impairment of each port, indexed by port (None: the port sends as is).
+    pub impair: Vec<Option<Impairer<Mbuf>>>,
+    /// Bit `p` set when port `p` has an impairment (one test per flush when none has).
+    pub impaired: u32,
 }
 
 /// Sends a port's buffered packets, retrying a few times; what still does not fit is
 /// dropped and counted (and taken off the port's and the worker's tx totals, which the
 /// pipeline counted when it forwarded the packets).
 #[inline(always)]
-fn flush(port: usize, txq: &mut TxQueue<'_>, buf: &mut Burst, c: &mut LocalCounters) {
+fn flush<const N: usize>(
+    port: usize,
+    txq: &mut TxQueue<'_>,
+    buf: &mut Burst<N>,
+    c: &mut LocalCounters,
+) {
     let mut tries = 0;
     loop {
         txq.tx(buf);
@@ -56,6 +66,74 @@ fn flush(port: usize, txq: &mut TxQueue<'_>, buf: &mut Burst, c: &mut LocalCount
             return;
         }
     }
+}
+
+/// Takes a port's mbufs off the pipeline's counters (tx) and counts them under `reason`.
+#[inline]
+fn uncount(port: usize, bytes: u64, reason: DropReason, c: &mut LocalCounters) {
+    c.tx_bytes -= bytes;
+    c.tx_packets -= 1;
+    c.ports[port].tx_bytes -= bytes;
+    c.ports[port].tx_packets -= 1;
+    c.drop_one(reason);
+}
+
+/// Sends a port's buffered packets through its impairment: first what the delay line
+/// releases now (it was sent earlier), then the buffer's packets that are neither lost,
+/// delayed nor held back. `buf` may be empty (a release tick).
+#[inline(never)]
+fn flush_impaired(
+    port: usize,
+    txq: &mut TxQueue<'_>,
+    buf: &mut Burst,
+    c: &mut LocalCounters,
+    imp: &mut Impairer<Mbuf>,
+    now: u64,
+) {
+    let mut out: Burst<{ 2 * crate::dpdk::BURST_SIZE }> = Burst::new();
+    while let Some(m) = imp.pop_due(now) {
+        if out.is_full() {
+            flush(port, txq, &mut out, c);
+        }
+        let _ = out.push(m);
+    }
+    flush(port, txq, &mut out, c);
+    for m in buf.drain() {
+        let bytes = m.pkt_len() as u64;
+        let mut lost = None;
+        // At most two packets go out per packet admitted (it and one held back), so `out`
+        // (twice a burst, empty at the start) cannot fill.
+        let fate = imp.admit(
+            now,
+            m,
+            &mut |m| {
+                let _ = out.push(m);
+            },
+            &mut |m| lost = Some(m),
+        );
+        match fate {
+            Fate::Sent => {}
+            Fate::Lost => uncount(port, bytes, DropReason::ImpairLoss, c),
+            Fate::Overflow => uncount(port, bytes, DropReason::ImpairOverflow, c),
+            Fate::Delayed => c.impair_delayed += 1,
+            Fate::Reordered => c.impair_reordered += 1,
+        }
+        drop(lost);
+    }
+    flush(port, txq, &mut out, c);
+}
+
+/// Sends `buf` to port `e` through its impairment.
+#[inline(never)]
+fn send_impaired(
+    e: usize,
+    txq: &mut TxQueue<'_>,
+    imp: &mut Option<Impairer<Mbuf>>,
+    buf: &mut Burst,
+    c: &mut LocalCounters,
+) {
+    let imp = imp.as_mut().expect("an impaired port has an impairer");
+    flush_impaired(e, txq, buf, c, imp, crate::dpdk::tsc());
 }
 
 impl Worker<'_> {
@@ -95,7 +173,11 @@ impl Worker<'_> {
                 let first = verdicts.verdicts[0];
                 if verdicts.all_same && first & DROPPED == 0 && out[usize::from(first)].is_empty() {
                     let e = usize::from(first);
-                    flush(e, &mut self.tx[e], &mut rx_burst, c);
+                    if self.impaired & (1 << e) == 0 {
+                        flush(e, &mut self.tx[e], &mut rx_burst, c);
+                    } else {
+                        send_impaired(e, &mut self.tx[e], &mut self.impair[e], &mut rx_burst, c);
+                    }
                 } else if verdicts.all_same && first & DROPPED != 0 {
                     rx_burst.clear();
                 } else {
@@ -110,7 +192,17 @@ impl Worker<'_> {
                         }
                         let e = usize::from(v);
                         if out[e].is_full() {
-                            flush(e, &mut self.tx[e], &mut out[e], c);
+                            if self.impaired & (1 << e) == 0 {
+                                flush(e, &mut self.tx[e], &mut out[e], c);
+                            } else {
+                                send_impaired(
+                                    e,
+                                    &mut self.tx[e],
+                                    &mut self.impair[e],
+                                    &mut out[e],
+                                    c,
+                                );
+                            }
                         }
                         let _ = out[e].push(m);
                         used |= 1 << e;
@@ -119,7 +211,11 @@ impl Worker<'_> {
                     while used != 0 {
                         let e = used.trailing_zeros() as usize;
                         used &= used - 1;
-                        flush(e, &mut self.tx[e], &mut out[e], c);
+                        if self.impaired & (1 << e) == 0 {
+                            flush(e, &mut self.tx[e], &mut out[e], c);
+                        } else {
+                            send_impaired(e, &mut self.tx[e], &mut self.impair[e], &mut out[e], c);
+                        }
                     }
                 }
                 c.busy_polls += 1;
@@ -135,6 +231,9 @@ impl Worker<'_> {
                 pipeline.counters.busy_cycles += now - last;
             }
             last = now;
+            if self.impaired != 0 {
+                self.release_impaired(now, &mut pipeline.counters);
+            }
             pipeline.tick(now);
             if got == 0 {
                 if idle_polls == 0 {
@@ -148,7 +247,32 @@ impl Worker<'_> {
                 idle_polls = 0;
             }
         }
+        self.drain_impaired(&mut pipeline.counters);
         shared.publish(&pipeline.counters);
         pipeline.counters
+    }
+
+    /// Sends what the impaired ports' delay lines release by `now`.
+    #[inline(never)]
+    fn release_impaired(&mut self, now: u64, c: &mut LocalCounters) {
+        let mut none = Burst::new();
+        for (e, imp) in self.impair.iter_mut().enumerate() {
+            if let Some(imp) = imp
+                && imp.next_due().is_some_and(|t| t <= now)
+            {
+                flush_impaired(e, &mut self.tx[e], &mut none, c, imp, now);
+            }
+        }
+    }
+
+    /// Sends everything the impaired ports still hold (the worker is stopping).
+    #[cold]
+    fn drain_impaired(&mut self, c: &mut LocalCounters) {
+        let mut none = Burst::new();
+        for (e, imp) in self.impair.iter_mut().enumerate() {
+            if let Some(imp) = imp {
+                flush_impaired(e, &mut self.tx[e], &mut none, c, imp, u64::MAX);
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! [`Config::from_toml`] parses and validates in one step; any error names the key and the
 //! reason, and nothing is half-applied because the result is a fresh value.
 
+pub mod impair;
 mod raw;
 pub mod telemetry;
 pub mod types;
@@ -13,6 +14,7 @@ use std::path::Path;
 use ::telemetry::wire::MacAddr;
 use serde::Serialize;
 
+pub use impair::ImpairConfig;
 pub use telemetry::{FlowRadarConfig, MetricsConfig, TelemetryConfig};
 pub use types::{IdleMode, Ipv4Prefix, PortRole};
 
@@ -140,6 +142,9 @@ pub struct PortConfig {
     pub promiscuous: bool,
     /// Rx queues (derived from the workers: highest polled queue + 1, at least 1).
     pub rx_queues: u16,
+    /// Loss, delay and reordering applied on transmit (None: none, at no cost).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impair: Option<ImpairConfig>,
 }
 
 impl PortConfig {
@@ -442,6 +447,10 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
             tx_descriptors: desc(p.tx_descriptors, "tx_descriptors")?,
             promiscuous: p.promiscuous.unwrap_or(true),
             rx_queues: 1,
+            impair: p
+                .impair
+                .map(|r| ImpairConfig::from_raw(r, &format!("ports[{i}].impair")))
+                .transpose()?,
         });
     }
     let mut devices = BTreeMap::new();

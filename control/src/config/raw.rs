@@ -113,6 +113,20 @@ pub(super) struct RawPort {
     pub rx_descriptors: Option<u32>,
     pub tx_descriptors: Option<u32>,
     pub promiscuous: Option<bool>,
+    pub impair: Option<RawImpair>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawImpair {
+    pub loss: Option<f64>,
+    pub delay_us: Option<u64>,
+    pub jitter_us: Option<u64>,
+    pub reorder: Option<f64>,
+    pub limit: Option<u32>,
+    pub from_s: Option<f64>,
+    pub until_s: Option<f64>,
+    pub seed: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

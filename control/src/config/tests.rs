@@ -276,3 +276,49 @@ fn query_files_are_read_relative_to_the_config_and_checked() {
     assert!(e.to_string().contains("query `latency`"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn impairments_are_validated_by_key() {
+    let with = |imp: &str| {
+        GOOD.replacen(
+            "capacity = \"40G\"",
+            &format!("capacity = \"40G\"\nimpair = {{ {imp} }}"),
+            1,
+        )
+    };
+    let c = Config::from_toml(&with(
+        "loss = 0.01, delay_us = 2000, jitter_us = 500, reorder = 0.001, from_s = 5, until_s = 15",
+    ))
+    .unwrap();
+    let i = c.ports[1].impair.as_ref().unwrap();
+    assert_eq!((i.loss, i.delay_us, i.jitter_us), (0.01, 2000, 500));
+    assert_eq!((i.from_s, i.until_s, i.limit), (5.0, Some(15.0), 8192));
+    assert!(c.ports[0].impair.is_none());
+    // Times become cycles at the worker's clock rate, from when it started.
+    let s = i.spec(2_000_000_000, 1000, 7);
+    assert_eq!((s.delay_cycles, s.jitter_cycles), (4_000_000, 1_000_000));
+    assert_eq!((s.from_tsc, s.until_tsc), (10_000_001_000, 30_000_001_000));
+    assert_eq!(s.seed, 7);
+
+    for (imp, key) in [
+        ("loss = 1.0", "ports[1].impair.loss"),
+        ("loss = -0.1", "ports[1].impair.loss"),
+        ("reorder = 2", "ports[1].impair.reorder"),
+        ("delay_us = 2000000", "ports[1].impair.delay_us"),
+        (
+            "delay_us = 100, jitter_us = 200",
+            "ports[1].impair.jitter_us",
+        ),
+        ("loss = 0.1, limit = 0", "ports[1].impair.limit"),
+        (
+            "loss = 0.1, from_s = 5, until_s = 4",
+            "ports[1].impair.until_s",
+        ),
+        ("loss = 0.1, from_s = -1", "ports[1].impair.from_s"),
+        ("jitter_us = 0", "ports[1].impair"),
+    ] {
+        let e = err(&with(imp));
+        assert_eq!(key_of(&e), key, "{imp}: {e}");
+    }
+    assert!(Config::from_toml(&with("loss = 0.1, speed = 3")).is_err());
+}

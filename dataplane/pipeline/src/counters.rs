@@ -87,6 +87,10 @@ named_counters! {
         /// A frame with the telemetry shim arrived on an edge port: hosts do not send
         /// telemetry, and forwarding it would let a host forge another path's digest.
         ShimFromHost => "shim_from_host",
+        /// Dropped on transmit by the port's configured impairment (`impair.loss`).
+        ImpairLoss => "impair_loss",
+        /// The port's impairment already held its `impair.limit` packets.
+        ImpairOverflow => "impair_overflow",
     }
 }
 
@@ -221,6 +225,10 @@ pub struct LocalCounters {
     pub tx_retries: u64,
     /// Packets dropped because a tx queue stayed full.
     pub tx_full_drops: u64,
+    /// Packets an impaired port held in its delay line.
+    pub impair_delayed: u64,
+    /// Packets an impaired port reordered.
+    pub impair_reordered: u64,
     /// TSC cycles spent in loop iterations that received packets.
     pub busy_cycles: u64,
     /// Loop iterations that received packets.
@@ -266,6 +274,8 @@ impl LocalCounters {
         f(&mut self.tx_bytes);
         f(&mut self.tx_retries);
         f(&mut self.tx_full_drops);
+        f(&mut self.impair_delayed);
+        f(&mut self.impair_reordered);
         f(&mut self.busy_cycles);
         f(&mut self.busy_polls);
         self.drops.0.iter_mut().for_each(&mut f);
@@ -295,7 +305,7 @@ impl LocalCounters {
     }
 }
 
-const FIELDS: usize = 8 + DropReason::COUNT + TelemetryEvent::COUNT + 4 * MAX_PORTS;
+const FIELDS: usize = 10 + DropReason::COUNT + TelemetryEvent::COUNT + 4 * MAX_PORTS;
 
 /// A worker's counters as the control thread sees them: one writer (the worker, with plain
 /// relaxed stores, no atomic read-modify-write), any number of readers. Cache-padded so

@@ -16,6 +16,7 @@ pub mod fabric;
 pub mod fib;
 pub mod forward;
 pub mod frame;
+pub mod impair;
 pub mod inband;
 pub mod load;
 pub mod lpm;
