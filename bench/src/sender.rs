@@ -45,6 +45,9 @@ pub struct PortRun {
     pub linger: Duration,
     /// Receiving: write every received frame to this capture.
     pub capture: Option<std::path::PathBuf>,
+    /// Sleep this long after a loop that neither sent nor received (None: spin), so that
+    /// generators share cores with the switches of a lab.
+    pub idle_sleep: Option<Duration>,
 }
 
 /// Send-side totals.
@@ -191,6 +194,7 @@ pub fn run(
             receive: opts.receive,
             until_idle: opts.until_idle,
             progress: opts.progress,
+            idle_sleep: opts.idle_sleep,
         };
         let sent = run_phase(io, sender.as_mut(), &mut rx, &phase, stop)?;
         let received = opts.receive.then(|| rx.report());
@@ -295,6 +299,7 @@ fn trial(
         receive: true,
         until_idle: search.drain,
         progress: false,
+        idle_sleep: None,
     };
     let s = run_phase(io, Some(sender), rx, &phase, stop)?;
     let received = rx.packets - before;
@@ -436,6 +441,7 @@ struct Phase {
     receive: bool,
     until_idle: Duration,
     progress: bool,
+    idle_sleep: Option<Duration>,
 }
 
 /// Sends (if `sender`) and receives (if the phase says so) until the phase is over: sending
@@ -458,6 +464,7 @@ fn run_phase(
         if stop.load(Ordering::Relaxed) {
             break;
         }
+        let mut worked = false;
         if let Some(s) = sender.as_deref_mut()
             && sending
         {
@@ -490,6 +497,7 @@ fn run_phase(
                     drop(io.tx.pop());
                 }
                 sent.packets += built as u64;
+                worked |= built > 0;
             }
             io.txq.tx(&mut io.tx);
             if !sending {
@@ -506,7 +514,14 @@ fn run_phase(
             }
         }
         if phase.receive {
+            let before = rx.packets;
             rx.poll(io);
+            worked |= rx.packets != before;
+        }
+        if let Some(d) = phase.idle_sleep
+            && !worked
+        {
+            std::thread::sleep(d);
         }
         if phase.progress {
             let now = io.clock.ns();

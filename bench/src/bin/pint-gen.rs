@@ -20,6 +20,7 @@ use bench::generator::{
     FlowSizes, PacketSizes, Popularity, Rate, Traffic, TrafficSpec, emit_frame,
 };
 use telemetry::wire::MacAddr;
+use telemetry::wire::prefix::Ipv4Prefix;
 
 /// Command line.
 #[derive(Debug, Parser)]
@@ -72,6 +73,17 @@ struct Cli {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Source network of flows and probes (default 10.0.0.0/16; probes 10.2.0.0/16).
+    #[arg(long)]
+    src_net: Option<Ipv4Prefix>,
+    /// Destination network (repeat for several: flow i goes to the i-th mod n); default
+    /// 10.1.0.0/16 (probes 10.3.0.0/16).
+    #[arg(long)]
+    dst_net: Vec<Ipv4Prefix>,
+    /// On a port: sleep this many microseconds after a loop that neither sent nor received
+    /// (0: spin, the lowest latency; a lab's generators sleep to share cores).
+    #[arg(long, default_value_t = 0)]
+    idle_sleep_us: u64,
     /// Destination MAC of every frame.
     #[arg(long, default_value = "02:00:00:00:00:01")]
     dst_mac: MacAddr,
@@ -212,6 +224,10 @@ fn run() -> anyhow::Result<()> {
         probe_streams: cli.probes,
         probe_hz: cli.probe_hz,
         seed: cli.seed,
+        src_net: cli
+            .src_net
+            .map_or(TrafficSpec::default().src_net, |p| (p.addr, p.len)),
+        dst_nets: cli.dst_net.iter().map(|p| (p.addr, p.len)).collect(),
     };
     let mut traffic = Traffic::new(spec).map_err(anyhow::Error::msg)?;
     let Some(pcap) = cli.write_pcap.clone() else {
@@ -345,6 +361,7 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
         progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         linger: Duration::from_secs_f64(cli.linger),
         capture: cli.capture.clone(),
+        idle_sleep: (cli.idle_sleep_us > 0).then(|| Duration::from_micros(cli.idle_sleep_us)),
     };
     if cli.zero_loss {
         return zero_loss(cli, &eal, &devargs, traffic, &opts, &stop);

@@ -62,6 +62,12 @@ pub struct TrafficSpec {
     pub probe_hz: f64,
     /// Seed: the same spec and seed give the same packets.
     pub seed: u64,
+    /// Source addresses of flows and probes (address, prefix length).
+    pub src_net: (u32, u8),
+    /// Destination networks: flow (and probe stream) `i` goes to network `i mod n`; empty:
+    /// flows to 10.1.0.0/16 (from `src_net`, by default 10.0.0.0/16) and probes from
+    /// 10.2.0.0/16 to 10.3.0.0/16.
+    pub dst_nets: Vec<(u32, u8)>,
 }
 
 impl Default for TrafficSpec {
@@ -79,6 +85,8 @@ impl Default for TrafficSpec {
             probe_streams: 0,
             probe_hz: 10.0,
             seed: 1,
+            src_net: (0x0a00_0000, 16),
+            dst_nets: Vec::new(),
         }
     }
 }
@@ -119,32 +127,63 @@ impl TrafficSpec {
         if self.ttl == 0 {
             return Err("ttl: must be at least 1".into());
         }
+        for (net, what) in std::iter::once((&self.src_net, "source"))
+            .chain(self.dst_nets.iter().map(|n| (n, "destination")))
+        {
+            if !(8..=30).contains(&net.1) {
+                return Err(format!(
+                    "{what} network /{}: the prefix length must be 8 to 30",
+                    net.1
+                ));
+            }
+        }
         Ok(())
     }
 
-    /// The pool's 5-tuples (flows from 10.0.0.0/16 to 10.1.0.0/16), then one UDP tuple per
-    /// probe stream (from 10.2.0.0/16 to 10.3.0.0/16, destination port [`PROBE_PORT`]).
+    /// The pool's 5-tuples (flows from `src_net` to the destination networks, by default
+    /// from 10.0.0.0/16 to 10.1.0.0/16), then one UDP tuple per probe stream (by default
+    /// from 10.2.0.0/16 to 10.3.0.0/16; with destination networks, from `src_net` to them),
+    /// destination port [`PROBE_PORT`].
     pub fn tuples(&self) -> Vec<FlowTuple> {
         let mut rng = SimRng::new(self.seed ^ 0x7475_706c_6573);
+        let host_bits = |len: u8| 32 - u32::from(len);
+        let mask = |len: u8| (1u32 << host_bits(len)) - 1;
+        let (src, src_len) = self.src_net;
+        let dsts: &[(u32, u8)] = if self.dst_nets.is_empty() {
+            &[(0x0a01_0000, 16)]
+        } else {
+            &self.dst_nets
+        };
         let mut out: Vec<FlowTuple> = (0..self.flows)
             .map(|i| {
                 let tcp = rng.unit() < self.tcp_share;
+                let (dst, dst_len) = dsts[i as usize % dsts.len()];
                 FlowTuple {
-                    src: Ipv4Addr::from(0x0a00_0000 | (i & 0xffff)),
-                    dst: Ipv4Addr::from(0x0a01_0000 | (i.wrapping_mul(2_654_435_761) >> 16)),
-                    // Distinct for up to 2^16 x 60000 flows.
-                    sport: 1024 + ((i >> 16) % 60_000) as u16,
+                    src: Ipv4Addr::from(src | (i & mask(src_len))),
+                    dst: Ipv4Addr::from(
+                        dst | ((i.wrapping_mul(2_654_435_761) >> 16) & mask(dst_len)),
+                    ),
+                    // Distinct for up to 2^host_bits x 60000 flows.
+                    sport: 1024 + ((i >> host_bits(src_len)) % 60_000) as u16,
                     dport: if tcp { 443 } else { 9000 },
                     tcp,
                 }
             })
             .collect();
-        out.extend((0..self.probe_streams).map(|s| FlowTuple {
-            src: Ipv4Addr::from(0x0a02_0000 | (s & 0xffff)),
-            dst: Ipv4Addr::from(0x0a03_0000 | (s & 0xffff)),
-            sport: 10_000 + (s % 50_000) as u16,
-            dport: PROBE_PORT,
-            tcp: false,
+        out.extend((0..self.probe_streams).map(|s| {
+            let (src, dst) = if self.dst_nets.is_empty() {
+                (0x0a02_0000 | (s & 0xffff), 0x0a03_0000 | (s & 0xffff))
+            } else {
+                let (dst, dst_len) = dsts[s as usize % dsts.len()];
+                (src | (s & mask(src_len)), dst | (s & mask(dst_len)))
+            };
+            FlowTuple {
+                src: Ipv4Addr::from(src),
+                dst: Ipv4Addr::from(dst),
+                sport: 10_000 + (s % 50_000) as u16,
+                dport: PROBE_PORT,
+                tcp: false,
+            }
         }));
         out
     }
@@ -417,6 +456,43 @@ impl Iterator for Traffic {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flows_and_probes_stay_in_their_networks_and_are_distinct() {
+        let spec = TrafficSpec {
+            flows: 3000,
+            probe_streams: 4,
+            src_net: (0x0a00_0300, 24),
+            dst_nets: vec![(0x0a00_0400, 24), (0x0a00_0500, 24)],
+            ..TrafficSpec::default()
+        };
+        let tuples = spec.tuples();
+        assert_eq!(tuples.len(), 3004);
+        let net = |a: Ipv4Addr| u32::from(a) & 0xffff_ff00;
+        assert!(tuples.iter().all(|t| net(t.src) == 0x0a00_0300));
+        for (i, t) in tuples.iter().enumerate() {
+            let want = if i % 2 == 0 { 0x0a00_0400 } else { 0x0a00_0500 };
+            assert_eq!(net(t.dst), want, "tuple {i}");
+        }
+        let distinct: std::collections::HashSet<_> = tuples
+            .iter()
+            .map(|t| (t.src, t.dst, t.sport, t.dport, t.tcp))
+            .collect();
+        assert_eq!(distinct.len(), tuples.len());
+        assert!(tuples[3000..].iter().all(|t| t.dport == PROBE_PORT));
+        // The default is what it always was.
+        let d = TrafficSpec::default().tuples();
+        assert_eq!(d[5].src, Ipv4Addr::new(10, 0, 0, 5));
+        assert_eq!(net(d[5].dst) >> 16, 0x0a01);
+        assert!(
+            TrafficSpec {
+                src_net: (0, 31),
+                ..TrafficSpec::default()
+            }
+            .validate()
+            .is_err()
+        );
+    }
 
     #[test]
     fn packet_mode_paces_at_the_rate() {
