@@ -1,13 +1,19 @@
 # The two commands of the README, and the checks CI runs.
-.PHONY: setup demo test lint bench
+.PHONY: setup demo switch-demo test lint bench
 
 # Installs what the project needs (idempotent; hugepages optional: HUGEPAGES=1024 make setup).
 setup:
 	@scripts/setup.sh $(if $(HUGEPAGES),--hugepages $(HUGEPAGES))
 
-# The main job on an embedded default: the switch forwarding a generated capture through
-# virtual devices (no NIC, no hugepages), printing its counters and rate.
+# The main job on an embedded default: the leaf-spine lab (five switches linked over memif,
+# traffic between three hosts, one impaired link, the sink decoding it all) for 20 seconds,
+# ending with a summary and the report's path. No NIC, no hugepages.
 demo: setup
+	cargo build --release -p dataplane -p sink -p bench
+	cargo run --release -p bench --bin pint-lab -- run configs/labs/leaf-spine.toml
+
+# The single-switch demo: one switch forwarding a generated capture through virtual devices.
+switch-demo: setup
 	cargo run --release -p dataplane --bin pint-switch -- --demo
 
 # All tests.

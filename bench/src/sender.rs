@@ -48,6 +48,9 @@ pub struct PortRun {
     /// Sleep this long after a loop that neither sent nor received (None: spin), so that
     /// generators share cores with the switches of a lab.
     pub idle_sleep: Option<Duration>,
+    /// Once the port is up, wait for this wall-clock time before sending (generators of a
+    /// lab start together, once every one of them is connected).
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 /// Send-side totals.
@@ -187,6 +190,14 @@ pub fn run(
             None
         };
         let mut rx = Receiver::new(opts.capture.as_deref())?;
+        if let Some(at) = opts.start_at {
+            while std::time::SystemTime::now() < at && !stop.load(Ordering::Relaxed) {
+                if opts.receive {
+                    rx.poll(io);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         let phase = Phase {
             count: opts.count,
             duration_ns: opts.duration.map(|d| (d * 1e9) as u64),

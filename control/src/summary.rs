@@ -54,6 +54,13 @@ pub struct PortSummary {
     pub driver: String,
     /// Driver counters.
     pub stats: PortStats,
+    /// Packets the workers handed to the port (forwarded there, less tx-full and
+    /// impairment drops; virtual devices do not all count what they send).
+    #[serde(default)]
+    pub forwarded_packets: u64,
+    /// Their bytes.
+    #[serde(default)]
+    pub forwarded_bytes: u64,
 }
 
 /// What the telemetry did over the run.
@@ -272,6 +279,8 @@ mod tests {
             cycles_per_packet: 99.5,
         });
         s.ports.push(PortSummary {
+            forwarded_packets: 0,
+            forwarded_bytes: 0,
             name: "a".into(),
             driver: "net_null".into(),
             stats: PortStats {

@@ -166,7 +166,7 @@ fn run_with_eal(
         for p in &ports {
             tx.push(p.tx_queue(w as u16)?);
         }
-        let (tsc_hz, start) = (eal.tsc_hz(), crate::dpdk::tsc());
+        let tsc_hz = eal.tsc_hz();
         let impair: Vec<Option<Impairer<Mbuf>>> = config
             .ports
             .iter()
@@ -176,7 +176,7 @@ fn run_with_eal(
                     let seed = telemetry::hash::mix64(
                         (u64::from(config.switch_id) << 32) | ((p as u64) << 16) | w as u64,
                     );
-                    let mut spec = i.spec(tsc_hz, start, seed);
+                    let mut spec = i.spec(tsc_hz, seed);
                     spec.seed = spec.seed.wrapping_add(w as u64);
                     Impairer::new(spec)
                 })
@@ -271,12 +271,16 @@ fn run_with_eal(
 
     let t = total(&shared);
     let mut port_summaries = Vec::with_capacity(ports.len());
-    for (p, driver) in ports.iter_mut().zip(drivers) {
+    for (i, (p, driver)) in ports.iter_mut().zip(drivers).enumerate() {
+        // Read before stopping: some drivers (memif) clear their counters on stop.
+        let stats = p.stats();
         p.stop();
         port_summaries.push(PortSummary {
             name: p.name().to_owned(),
             driver,
-            stats: p.stats(),
+            stats,
+            forwarded_packets: t.ports[i].tx_packets,
+            forwarded_bytes: t.ports[i].tx_bytes,
         });
     }
     let mut summary = Summary::from_totals(config.switch_id, outcome.seconds, &t);

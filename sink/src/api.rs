@@ -88,6 +88,7 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/epochs", get(epochs))
         .route("/api/events", get(events))
         .route("/metrics", get(metrics))
+        .route("/", get(index))
         .with_state(state)
 }
 
@@ -220,6 +221,8 @@ struct FlowSummary {
     bytes: u64,
     digests: u64,
     path: Option<Vec<u32>>,
+    /// Digests it took to decode the path.
+    path_digests: Option<u64>,
     path_decoded_hops: usize,
     hops: Option<usize>,
     first_ms: u64,
@@ -245,6 +248,7 @@ fn summary(f: &FlowState, space: Space<'_>) -> FlowSummary {
         bytes,
         digests: f.digests,
         path: decoded_path(f, space),
+        path_digests: f.decode_digests,
         path_decoded_hops: decoded,
         hops,
         first_ms: f.first_ms,
@@ -605,6 +609,36 @@ async fn events(State(s): St, Query(q): Query<EventsQuery>) -> Response {
         },
     };
     Json(s.shared.events.latest(q.n.unwrap_or(50).min(10_000), kind)).into_response()
+}
+
+async fn index(State(s): St) -> Response {
+    axum::response::Html(crate::page::render(&crate::live::page(&s.shared))).into_response()
+}
+
+/// The `n` largest flows by bytes: each flow's summary and detail as the API serves them.
+pub(crate) fn top_flows(shared: &Shared, n: usize) -> Vec<(serde_json::Value, serde_json::Value)> {
+    let mut all: Vec<(u64, serde_json::Value, serde_json::Value)> = Vec::new();
+    with_space(shared, |space| {
+        for shard in &shared.shards {
+            let t = shard.table.lock().expect("flow table lock");
+            let mut part: Vec<(u64, &FlowState)> = t
+                .iter()
+                .map(|f| (f.counts.iter().map(|c| c.bytes).max().unwrap_or(0), f))
+                .collect();
+            part.sort_by_key(|(b, _)| std::cmp::Reverse(*b));
+            for (b, f) in part.into_iter().take(n) {
+                let mut d = detail(f, space);
+                d.events = shared.events.of_flow(&f.key);
+                all.push((
+                    b,
+                    serde_json::to_value(summary(f, space)).unwrap_or_default(),
+                    serde_json::to_value(d).unwrap_or_default(),
+                ));
+            }
+        }
+    });
+    all.sort_by_key(|(b, _, _)| std::cmp::Reverse(*b));
+    all.into_iter().take(n).map(|(_, s, d)| (s, d)).collect()
 }
 
 async fn metrics(State(s): St) -> Response {

@@ -116,6 +116,10 @@ pub struct FlowState {
     pub pint: Option<PintState>,
     /// Times the path decoding started over (route or plan changes).
     pub path_resets: u32,
+    /// Digests it took to decode the path (since decoding last started), once decoded.
+    pub decode_digests: Option<u64>,
+    /// `digests` when path decoding last started.
+    pint_since: u64,
     /// Counters per switch.
     pub counts: Vec<SwitchCount>,
     loss: Vec<LinkLoss>,
@@ -320,6 +324,8 @@ impl FlowTable {
                     self.stats.path_resets += 1;
                 }
                 flow.pint = Some(new_pint(&plan, space, k, reporter, d));
+                flow.pint_since = flow.digests - 1;
+                flow.decode_digests = None;
             }
             let p = flow.pint.as_mut().expect("set above");
             p.reporter = reporter;
@@ -367,6 +373,8 @@ impl FlowTable {
                 flow.path_resets += 1;
                 self.stats.path_resets += 1;
                 flow.pint = Some(new_pint(&plan, space, k, reporter, d));
+                flow.pint_since = flow.digests - 1;
+                flow.decode_digests = None;
                 samples.clear();
             }
             self.stats.digests += 1;
@@ -401,8 +409,11 @@ impl FlowTable {
                     .and_then(|q| p.record.path(q))
                     .is_some_and(|s| s.is_decoded())
             });
-            if decoded_now && !was_decoded && !flow.counts.is_empty() {
-                self.update_loss(cx, d.key);
+            if decoded_now && !was_decoded {
+                flow.decode_digests = Some(flow.digests - flow.pint_since);
+                if !flow.counts.is_empty() {
+                    self.update_loss(cx, d.key);
+                }
             }
         }
         self.owners.sort_unstable();
@@ -731,6 +742,8 @@ fn flow_entry<'a>(
                 touched: Instant::now(),
                 pint: None,
                 path_resets: 0,
+                decode_digests: None,
+                pint_since: 0,
                 counts: Vec::new(),
                 loss: Vec::new(),
                 latency_detector: None,

@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod detect;
 pub mod epochs;
@@ -18,7 +19,9 @@ pub mod export;
 pub mod flows;
 pub mod ingest;
 pub mod ipfix;
+pub mod live;
 pub mod metrics;
+pub mod page;
 pub mod registry;
 pub mod shard;
 pub mod summary;

@@ -1,8 +1,6 @@
 //! `pint-bench`: benchmarks and reproductions of the PINT switch.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use bench::forward::{self, ForwardOptions};
 use clap::{Parser, Subcommand};
@@ -258,16 +256,7 @@ enum Cmd {
     },
     /// Runs the switch (the same code as pint-switch); the benchmarks start it this way.
     #[command(hide = true)]
-    Switch {
-        #[arg(long)]
-        config: PathBuf,
-        #[arg(long)]
-        duration: f64,
-        #[arg(long)]
-        summary_json: PathBuf,
-        #[arg(long)]
-        until_idle: Option<u64>,
-    },
+    Switch(bench::switch_cmd::SwitchArgs),
 }
 
 fn main() -> ExitCode {
@@ -519,21 +508,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             })?;
             emit(json, &r, bench::sink_bench::print_table)?;
         }
-        Cmd::Switch {
-            config,
-            duration,
-            summary_json,
-            until_idle,
-        } => {
-            let config = control::Config::from_file(&config)?;
-            let opts = dataplane::switch::RunOptions {
-                duration: Some(Duration::from_secs_f64(duration)),
-                summary_json: Some(summary_json),
-                until_idle: until_idle.map(Duration::from_millis),
-                ..Default::default()
-            };
-            dataplane::switch::run(&config, &opts)?;
-        }
+        Cmd::Switch(a) => bench::switch_cmd::run(a)?,
     }
     Ok(())
 }

@@ -84,6 +84,10 @@ struct Cli {
     /// (0: spin, the lowest latency; a lab's generators sleep to share cores).
     #[arg(long, default_value_t = 0)]
     idle_sleep_us: u64,
+    /// On a port: once the link is up, start sending at this Unix time (seconds), so that
+    /// several generators start together.
+    #[arg(long)]
+    start_at: Option<f64>,
     /// Destination MAC of every frame.
     #[arg(long, default_value = "02:00:00:00:00:01")]
     dst_mac: MacAddr,
@@ -362,6 +366,10 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
         linger: Duration::from_secs_f64(cli.linger),
         capture: cli.capture.clone(),
         idle_sleep: (cli.idle_sleep_us > 0).then(|| Duration::from_micros(cli.idle_sleep_us)),
+        start_at: cli
+            .start_at
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .map(|t| std::time::UNIX_EPOCH + Duration::from_secs_f64(t)),
     };
     if cli.zero_loss {
         return zero_loss(cli, &eal, &devargs, traffic, &opts, &stop);

@@ -24,9 +24,9 @@ pub struct ImpairConfig {
     pub reorder: f64,
     /// Packets held at most per worker (more are dropped as `impair_overflow`).
     pub limit: u32,
-    /// Active from this many seconds after the switch starts forwarding.
+    /// Active from this many seconds after the port sends its first packet.
     pub from_s: f64,
-    /// Until this many seconds after it starts (None: to the end).
+    /// Until this many seconds after it (None: to the end).
     pub until_s: Option<f64>,
     /// Seed of the random decisions (None: from the switch ID and port).
     pub seed: Option<u64>,
@@ -101,11 +101,11 @@ impl ImpairConfig {
         })
     }
 
-    /// The pipeline's spec for a worker whose clock runs at `tsc_hz` and started forwarding
-    /// at `start_tsc`; `seed` when the configuration gives none.
-    pub fn spec(&self, tsc_hz: u64, start_tsc: u64, seed: u64) -> pipeline::impair::ImpairSpec {
+    /// The pipeline's spec for a worker whose clock runs at `tsc_hz`; `seed` when the
+    /// configuration gives none.
+    pub fn spec(&self, tsc_hz: u64, seed: u64) -> pipeline::impair::ImpairSpec {
         let cycles = |us: u64| (u128::from(us) * u128::from(tsc_hz) / 1_000_000) as u64;
-        let at = |s: f64| start_tsc.saturating_add((s * tsc_hz as f64) as u64);
+        let at = |s: f64| (s * tsc_hz as f64) as u64;
         pipeline::impair::ImpairSpec {
             loss_threshold: pipeline::impair::ImpairSpec::threshold(self.loss),
             delay_cycles: cycles(self.delay_us),
@@ -113,8 +113,8 @@ impl ImpairConfig {
             reorder_threshold: pipeline::impair::ImpairSpec::threshold(self.reorder),
             reorder_hold_cycles: cycles(1000),
             limit: self.limit as usize,
-            from_tsc: at(self.from_s),
-            until_tsc: self.until_s.map_or(u64::MAX, at),
+            from_cycles: at(self.from_s),
+            until_cycles: self.until_s.map_or(u64::MAX, at),
             seed: self.seed.unwrap_or(seed),
         }
     }

@@ -294,10 +294,13 @@ fn impairments_are_validated_by_key() {
     assert_eq!((i.loss, i.delay_us, i.jitter_us), (0.01, 2000, 500));
     assert_eq!((i.from_s, i.until_s, i.limit), (5.0, Some(15.0), 8192));
     assert!(c.ports[0].impair.is_none());
-    // Times become cycles at the worker's clock rate, from when it started.
-    let s = i.spec(2_000_000_000, 1000, 7);
+    // Times become cycles at the worker's clock rate.
+    let s = i.spec(2_000_000_000, 7);
     assert_eq!((s.delay_cycles, s.jitter_cycles), (4_000_000, 1_000_000));
-    assert_eq!((s.from_tsc, s.until_tsc), (10_000_001_000, 30_000_001_000));
+    assert_eq!(
+        (s.from_cycles, s.until_cycles),
+        (10_000_000_000, 30_000_000_000)
+    );
     assert_eq!(s.seed, 7);
 
     for (imp, key) in [

@@ -28,10 +28,10 @@ pub struct ImpairSpec {
     /// Packets held at most (the delay line and reordered packets together); more are
     /// dropped and counted as overflow.
     pub limit: usize,
-    /// Active from this TSC value...
-    pub from_tsc: u64,
-    /// ...until this one (exclusive).
-    pub until_tsc: u64,
+    /// Active from this many cycles after the port's first packet on this worker...
+    pub from_cycles: u64,
+    /// ...until this many (exclusive; `u64::MAX`: to the end).
+    pub until_cycles: u64,
     /// Seed of the random stream.
     pub seed: u64,
 }
@@ -106,6 +106,8 @@ pub struct Impairer<M> {
     /// port's next packet.
     held: Option<(u64, M)>,
     last_release: u64,
+    /// When the port's first packet came (the impairment's window counts from it).
+    start: Option<u64>,
 }
 
 impl<M> Impairer<M> {
@@ -119,6 +121,7 @@ impl<M> Impairer<M> {
             seq: 0,
             held: None,
             last_release: 0,
+            start: None,
         }
     }
 
@@ -142,10 +145,12 @@ impl<M> Impairer<M> {
         z ^ (z >> 31)
     }
 
-    /// Whether the impairment applies at `now`.
+    /// Whether the impairment applies at `now` (the first call fixes when the port's
+    /// traffic started).
     #[inline(always)]
-    pub fn active(&self, now: u64) -> bool {
-        now >= self.spec.from_tsc && now < self.spec.until_tsc
+    pub fn active(&mut self, now: u64) -> bool {
+        let since = now.saturating_sub(*self.start.get_or_insert(now));
+        since >= self.spec.from_cycles && since < self.spec.until_cycles
     }
 
     /// Decides one packet's fate at `now`: `send` gets it when it goes out now, `drop` when
@@ -278,8 +283,8 @@ mod tests {
             reorder_threshold: 0,
             reorder_hold_cycles: 1000,
             limit: 1000,
-            from_tsc: 0,
-            until_tsc: u64::MAX,
+            from_cycles: 0,
+            until_cycles: u64::MAX,
             seed: 7,
         }
     }
@@ -398,15 +403,16 @@ mod tests {
     fn the_window_bounds_the_impairment_and_the_limit_holds() {
         let s = ImpairSpec {
             loss_threshold: ImpairSpec::threshold(0.5),
-            from_tsc: 1000,
-            until_tsc: 2000,
+            from_cycles: 1000,
+            until_cycles: 2000,
             ..spec()
         };
         let mut imp = Impairer::new(s);
+        // The window counts from the port's first packet (here at 5000).
         let mut lost = [0u32; 3];
-        for now in 0..3000u64 {
+        for now in 5000..8000u64 {
             if imp.admit(now, now, &mut |_| {}, &mut |_| {}) == Fate::Lost {
-                lost[(now / 1000) as usize] += 1;
+                lost[((now - 5000) / 1000) as usize] += 1;
             }
         }
         assert_eq!(lost[0], 0);
@@ -426,7 +432,7 @@ mod tests {
     fn packets_after_the_window_queue_behind_the_delayed_ones() {
         let s = ImpairSpec {
             delay_cycles: 500,
-            until_tsc: 1000,
+            until_cycles: 1000,
             ..spec()
         };
         let (sent, _, _) = run(s, 2000, 1);

@@ -1,0 +1,484 @@
+//! What a lab runs, worked out before anything starts: every switch's configuration (a
+//! normal `pint-switch` config, tables from `pipeline::fabric`), every generator's
+//! arguments, the sink's arguments and topology file, and each flow's route as the switches
+//! will choose it. Links are memif pairs: the lower-numbered switch is the server.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use pipeline::fabric::{self, host_mac, host_prefix, port_mac};
+use pipeline::{Forwarder, PortRole, Tables};
+use telemetry::flowradar::FlowKey;
+use telemetry::hash::key_hash;
+
+use super::spec::{Idle, Lab};
+
+/// Where the lab's processes meet.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    /// The run directory (configs, sockets, logs, report).
+    pub dir: PathBuf,
+    /// The sink's switch-facing address.
+    pub sink_listen: std::net::SocketAddr,
+    /// The sink's HTTP address.
+    pub sink_http: std::net::SocketAddr,
+    /// The lcore of each switch's control thread and generators.
+    pub main_lcore: u32,
+    /// The lcore of each switch's worker.
+    pub worker_lcore: u32,
+}
+
+/// One switch to start.
+#[derive(Debug, Clone)]
+pub struct SwitchPlan {
+    /// Its node number.
+    pub node: u32,
+    /// Its name.
+    pub name: String,
+    /// Its configuration file.
+    pub config: PathBuf,
+    /// The configuration's text.
+    pub text: String,
+    /// Its tables (what the configuration's ports and routes say).
+    pub tables: Tables,
+}
+
+/// One generator to start (the hosts behind a switch).
+#[derive(Debug, Clone)]
+pub struct GeneratorPlan {
+    /// The switch it hangs off.
+    pub node: u32,
+    /// pint-gen's arguments.
+    pub args: Vec<String>,
+}
+
+/// Everything a lab starts.
+#[derive(Debug, Clone)]
+pub struct LabPlan {
+    /// The switches, by node.
+    pub switches: Vec<SwitchPlan>,
+    /// The generators, by host node.
+    pub generators: Vec<GeneratorPlan>,
+    /// pint-sink's arguments.
+    pub sink_args: Vec<String>,
+    /// The topology file handed to the sink.
+    pub topology_file: PathBuf,
+}
+
+/// The ECMP seed of node `n`'s switch (each its own, so that layers do not polarise; 63
+/// bits, as TOML integers are signed).
+pub fn ecmp_seed(n: u32) -> u64 {
+    telemetry::hash::mix64(0x6c61_6200 ^ u64::from(n)) >> 1
+}
+
+/// The memif socket of the link between `a` and `b`.
+fn link_socket(dir: &Path, a: u32, b: u32) -> PathBuf {
+    let (lo, hi) = (a.min(b), a.max(b));
+    dir.join(format!("link-{lo}-{hi}.sock"))
+}
+
+/// The memif socket of node `n`'s hosts.
+pub fn host_socket(dir: &Path, n: u32) -> PathBuf {
+    dir.join(format!("hosts-{n}.sock"))
+}
+
+fn memif(index: usize, server: bool, sock: &Path) -> String {
+    format!(
+        "net_memif{index},role={},id=0,socket={},socket-abstract=no",
+        if server { "server" } else { "client" },
+        sock.display()
+    )
+}
+
+/// The port name of node `n`'s port `p` (0: its hosts).
+pub fn port_name(lab: &Lab, n: u32, p: u16) -> String {
+    if p == 0 {
+        "hosts".into()
+    } else {
+        let v = lab.topology.neighbours(n)[usize::from(p) - 1];
+        format!("to-{}", lab.name(v))
+    }
+}
+
+impl LabPlan {
+    /// Works out the lab's processes; writes nothing.
+    pub fn new(lab: &Lab, at: &Endpoints) -> anyhow::Result<LabPlan> {
+        let capacity =
+            control::config::types::parse_capacity(&lab.capacity).map_err(anyhow::Error::msg)?;
+        let mut switches = Vec::new();
+        for n in 0..lab.topology.len() as u32 {
+            let tables = fabric::tables(&lab.topology, n, capacity, 1500, ecmp_seed(n))?;
+            let text = switch_config(lab, n, &tables, at);
+            switches.push(SwitchPlan {
+                node: n,
+                name: lab.name(n).to_owned(),
+                config: at.dir.join(format!("switch-{}.toml", lab.name(n))),
+                text,
+                tables,
+            });
+        }
+        let generators = lab
+            .hosts
+            .iter()
+            .filter(|&&n| {
+                !lab.destinations(n).is_empty() || lab.traffic.pairs.iter().any(|p| p.1 == n)
+            })
+            .map(|&n| GeneratorPlan {
+                node: n,
+                args: generator_args(lab, n, at),
+            })
+            .collect();
+        let topology_file = at.dir.join("topology.toml");
+        let mut sink_args = vec![
+            "--listen".into(),
+            at.sink_listen.to_string(),
+            "--http".into(),
+            at.sink_http.to_string(),
+            "--topology".into(),
+            topology_file.display().to_string(),
+            "--sensitivity".into(),
+            lab.sensitivity.clone(),
+            "--event-lines".into(),
+            at.dir.join("events.jsonl").display().to_string(),
+            "--json-lines".into(),
+            at.dir.join("flows.jsonl").display().to_string(),
+            "--decode-threads".into(),
+            "1".into(),
+        ];
+        sink_args.extend(lab.sink_args.iter().cloned());
+        Ok(LabPlan {
+            switches,
+            generators,
+            sink_args,
+            topology_file,
+        })
+    }
+
+    /// The sink's topology file: links by switch ID, with names.
+    pub fn topology_toml(lab: &Lab) -> String {
+        let mut s = format!("name = \"{}\"\nlinks = [", lab.name);
+        let mut first = true;
+        for a in 0..lab.topology.len() as u32 {
+            for &b in lab.topology.neighbours(a) {
+                if a < b {
+                    if !first {
+                        s.push_str(", ");
+                    }
+                    first = false;
+                    let _ = write!(s, "[{}, {}]", lab.switch_id(a), lab.switch_id(b));
+                }
+            }
+        }
+        s.push_str("]\n[names]\n");
+        for n in 0..lab.topology.len() as u32 {
+            let _ = writeln!(s, "{} = \"{}\"", lab.switch_id(n), lab.name(n));
+        }
+        s
+    }
+
+    /// Writes every switch's configuration and the topology file into the run directory.
+    pub fn write(&self, lab: &Lab) -> anyhow::Result<()> {
+        for s in &self.switches {
+            std::fs::write(&s.config, &s.text)?;
+        }
+        std::fs::write(&self.topology_file, LabPlan::topology_toml(lab))?;
+        Ok(())
+    }
+}
+
+/// Node `n`'s configuration.
+fn switch_config(lab: &Lab, n: u32, tables: &Tables, at: &Endpoints) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Generated by pint-lab for lab `{}`: switch `{}`.\nswitch_id = {}\n",
+        lab.name,
+        lab.name(n),
+        lab.switch_id(n)
+    );
+    let _ = writeln!(s, "[eal]\nmain_lcore = {}\n", at.main_lcore);
+    let _ = writeln!(
+        s,
+        "[dataplane]\nidle = \"{}\"\necmp_seed = {}\n",
+        match lab.idle {
+            Idle::Poll => "poll",
+            Idle::Sleep => "sleep",
+        },
+        tables.ecmp_seed
+    );
+    let _ = writeln!(s, "[stats]\ninterval_ms = 1000\n");
+    for (p, spec) in tables.ports.iter().enumerate() {
+        let device = if p == 0 {
+            if lab.hosts.contains(&n) {
+                memif(0, true, &host_socket(&at.dir, n))
+            } else {
+                // No hosts: a port that never receives and discards what it is sent.
+                format!("net_null{n},no-rx=1")
+            }
+        } else {
+            let v = lab.topology.neighbours(n)[p - 1];
+            memif(p, n < v, &link_socket(&at.dir, n, v))
+        };
+        let _ = writeln!(
+            s,
+            "[[ports]]\nname = \"{}\"\ndevice = \"{device}\"\nrole = \"{}\"\nmac = \"{}\"\ncapacity = \"{}\"\nrx_descriptors = 256\ntx_descriptors = 256",
+            port_name(lab, n, p as u16),
+            match spec.role {
+                PortRole::Edge => "edge",
+                PortRole::Fabric => "fabric",
+            },
+            spec.mac,
+            lab.capacity,
+        );
+        if p > 0 {
+            let v = lab.topology.neighbours(n)[p - 1];
+            if let Some(i) = lab.impair.iter().find(|i| (i.from, i.to) == (n, v)) {
+                let mut t = vec![];
+                if i.loss > 0.0 {
+                    t.push(format!("loss = {}", i.loss));
+                }
+                if i.delay_us > 0 {
+                    t.push(format!("delay_us = {}", i.delay_us));
+                }
+                if i.jitter_us > 0 {
+                    t.push(format!("jitter_us = {}", i.jitter_us));
+                }
+                if i.reorder > 0.0 {
+                    t.push(format!("reorder = {}", i.reorder));
+                }
+                t.push(format!("from_s = {}", i.from_s));
+                if let Some(u) = i.until_s {
+                    t.push(format!("until_s = {u}"));
+                }
+                let _ = writeln!(s, "impair = {{ {} }}", t.join(", "));
+            }
+        }
+        s.push('\n');
+    }
+    let rx: Vec<String> = (0..tables.ports.len())
+        .map(|p| format!("\"{}\"", port_name(lab, n, p as u16)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "[[workers]]\nlcore = {}\nrx = [{}]\n",
+        at.worker_lcore,
+        rx.join(", ")
+    );
+    for r in &tables.routes {
+        let hops: Vec<String> = r
+            .next_hops
+            .iter()
+            .map(|h| {
+                format!(
+                    "{{ port = \"{}\", mac = \"{}\" }}",
+                    port_name(lab, n, h.port),
+                    h.mac
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "[[routes]]\nprefix = \"{}/{}\"\nnext_hops = [{}]\n",
+            std::net::Ipv4Addr::from(r.addr),
+            r.len,
+            hops.join(", ")
+        );
+    }
+    let _ = writeln!(
+        s,
+        "[telemetry]\nqueries = \"{}\"\nsink = \"{}\"\nepoch_ms = {}\n\n[telemetry.flowradar]\nexpected_flows = {}",
+        lab.queries.display(),
+        at.sink_listen,
+        lab.epoch_ms,
+        lab.expected_flows
+    );
+    s
+}
+
+/// pint-gen's arguments for the hosts behind node `n`.
+fn generator_args(lab: &Lab, n: u32, at: &Endpoints) -> Vec<String> {
+    let t = &lab.traffic;
+    let dsts = lab.destinations(n);
+    let (net, len) = host_prefix(n);
+    let mut a: Vec<String> = vec![
+        "--port".into(),
+        memif(0, false, &host_socket(&at.dir, n)),
+        "--mode".into(),
+        if dsts.is_empty() { "receive" } else { "both" }.into(),
+        "--json".into(),
+        "--linger".into(),
+        "60".into(),
+        "--until-idle".into(),
+        "2".into(),
+        "--idle-sleep-us".into(),
+        "100".into(),
+        "--src-mac".into(),
+        host_mac(n).to_string(),
+        "--dst-mac".into(),
+        port_mac(n, 0).to_string(),
+    ];
+    if !dsts.is_empty() {
+        a.extend([
+            "--rate".into(),
+            format!("{}pps", t.rate_pps),
+            "--duration".into(),
+            lab.duration_s.to_string(),
+            "--flows".into(),
+            t.flows.to_string(),
+            "--packet-size".into(),
+            t.packet_size.clone(),
+            "--tcp-share".into(),
+            t.tcp_share.to_string(),
+            "--seed".into(),
+            lab.switch_id(n).to_string(),
+            "--src-net".into(),
+            format!("{}/{len}", std::net::Ipv4Addr::from(net)),
+        ]);
+        if t.probes > 0 {
+            a.extend([
+                "--probes".into(),
+                t.probes.to_string(),
+                "--probe-hz".into(),
+                t.probe_hz.to_string(),
+            ]);
+        }
+        for d in dsts {
+            let (net, len) = host_prefix(d);
+            a.push("--dst-net".into());
+            a.push(format!("{}/{len}", std::net::Ipv4Addr::from(net)));
+        }
+    }
+    a.extend([
+        "--".into(),
+        "-l".into(),
+        at.main_lcore.to_string(),
+        "--no-huge".into(),
+        "-m".into(),
+        "256".into(),
+        "--no-shconf".into(),
+        "--no-pci".into(),
+        "--no-telemetry".into(),
+        "--log-level".into(),
+        "error".into(),
+        "--file-prefix".into(),
+        format!("pint-lab-gen-{n}-{}", std::process::id()),
+    ]);
+    a
+}
+
+/// The nodes a flow's packets cross, as the switches choose (the same longest-prefix match
+/// and ECMP hash as the pipeline with telemetry on). None when the source or destination is
+/// outside the lab's addressing or a switch has no route.
+pub fn route(lab: &Lab, fwd: &[Forwarder], key: &FlowKey) -> Option<Vec<u32>> {
+    let mut n = fabric::node_of(key.src)?;
+    if n as usize >= fwd.len() {
+        return None;
+    }
+    let w0 = (u64::from(key.src) << 32) | u64::from(key.dst);
+    let w1 =
+        (u64::from(key.protocol) << 32) | (u64::from(key.src_port) << 16) | u64::from(key.dst_port);
+    let f = key_hash(w0, w1);
+    let mut path = vec![n];
+    for _ in 0..=lab.topology.len() {
+        let hop = fwd[n as usize].route_hashed(key.dst, f).ok()?;
+        if hop.port == 0 {
+            return Some(path);
+        }
+        n = lab.topology.neighbours(n)[usize::from(hop.port) - 1];
+        path.push(n);
+    }
+    None
+}
+
+/// Every switch's forwarder, by node.
+pub fn forwarders(plan: &LabPlan) -> anyhow::Result<Vec<Forwarder>> {
+    plan.switches
+        .iter()
+        .map(|s| Forwarder::new(&s.tables).map_err(|e| anyhow::anyhow!("{e:?}")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lab() -> Lab {
+        Lab::parse(
+            "[topology]\nkind = \"leaf-spine\"\nspines = 2\nleaves = 3\n[[impair]]\nlink = [\"spine1\", \"leaf3\"]\nloss = 0.05\nfrom_s = 2\n",
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/labs")),
+            "t",
+        )
+        .unwrap()
+    }
+
+    fn at() -> Endpoints {
+        Endpoints {
+            dir: PathBuf::from("/run/lab"),
+            sink_listen: "127.0.0.1:7300".parse().unwrap(),
+            sink_http: "127.0.0.1:7380".parse().unwrap(),
+            main_lcore: 0,
+            worker_lcore: 1,
+        }
+    }
+
+    #[test]
+    fn every_switch_config_is_a_valid_config_with_the_tables() {
+        let lab = lab();
+        let plan = LabPlan::new(&lab, &at()).unwrap();
+        assert_eq!(plan.switches.len(), 5);
+        assert_eq!(plan.generators.len(), 3);
+        for s in &plan.switches {
+            let c = control::Config::from_toml(&s.text)
+                .unwrap_or_else(|e| panic!("{}: {e}\n{}", s.name, s.text));
+            assert_eq!(c.tables(), s.tables, "{}", s.name);
+            assert!(c.telemetry.enabled && c.telemetry.sink.is_some());
+        }
+        // spine1 (node 0) impairs its port towards leaf3 (node 4) only.
+        let spine1 = control::Config::from_toml(&plan.switches[0].text).unwrap();
+        let impaired: Vec<&str> = spine1
+            .ports
+            .iter()
+            .filter(|p| p.impair.is_some())
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(impaired, vec!["to-leaf3"]);
+        assert!(spine1.ports[0].device.starts_with("net_null"));
+        // A link's two ends share a socket, one server and one client.
+        let leaf1 = control::Config::from_toml(&plan.switches[2].text).unwrap();
+        let up = &leaf1.ports[1];
+        assert_eq!(up.name, "to-spine1");
+        assert!(up.device.contains("role=client") && up.device.contains("link-0-2.sock"));
+        assert!(spine1.ports[1].device.contains("role=server"));
+        assert!(spine1.ports[1].device.contains("link-0-2.sock"));
+    }
+
+    #[test]
+    fn routes_follow_the_tables_and_spread_over_the_spines() {
+        let lab = lab();
+        let plan = LabPlan::new(&lab, &at()).unwrap();
+        let fwd = forwarders(&plan).unwrap();
+        let mut via = [0u32; 2];
+        for sport in 0..200u16 {
+            let key = FlowKey {
+                src: fabric::host_addr(2, 1),
+                dst: fabric::host_addr(4, 7),
+                src_port: 1000 + sport,
+                dst_port: 9000,
+                protocol: 17,
+            };
+            let r = route(&lab, &fwd, &key).unwrap();
+            assert_eq!(r.len(), 3, "{r:?}");
+            assert_eq!((r[0], r[2]), (2, 4));
+            via[r[1] as usize] += 1;
+        }
+        assert!(via[0] > 50 && via[1] > 50, "{via:?}");
+        let local = FlowKey {
+            src: fabric::host_addr(2, 1),
+            dst: fabric::host_addr(2, 9),
+            src_port: 1,
+            dst_port: 2,
+            protocol: 17,
+        };
+        assert_eq!(route(&lab, &fwd, &local), Some(vec![2]));
+    }
+}

@@ -1,0 +1,224 @@
+//! The lab's child processes: started with their output going to a log file in the run
+//! directory and to a ring of last lines (shown when one dies), watched for lines that say
+//! they are ready, stopped by signal in a chosen order, never left behind.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Lines kept of a process's output for when it dies.
+const TAIL_LINES: usize = 30;
+
+/// A program and the arguments that come before the caller's.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// The executable.
+    pub path: PathBuf,
+    /// Leading arguments (a subcommand).
+    pub lead: Vec<String>,
+}
+
+impl Program {
+    /// `name` next to the running executable, or else the running executable with
+    /// `fallback` as its first argument (a hidden subcommand that runs the same code).
+    pub fn beside_me(name: &str, fallback: Option<&str>) -> anyhow::Result<Program> {
+        let me = std::env::current_exe()?;
+        let beside = me.with_file_name(name);
+        if beside.is_file() {
+            return Ok(Program {
+                path: beside,
+                lead: Vec::new(),
+            });
+        }
+        match fallback {
+            Some(sub) => Ok(Program {
+                path: me,
+                lead: vec![sub.to_owned()],
+            }),
+            None => anyhow::bail!(
+                "{} not found (build it: cargo build --release -p bench)",
+                beside.display()
+            ),
+        }
+    }
+}
+
+/// What a process printed so far.
+#[derive(Debug, Default)]
+struct Output {
+    tail: VecDeque<String>,
+    stdout: String,
+}
+
+/// A running child.
+pub struct Proc {
+    /// Its name in messages (`switch leaf1`).
+    pub name: String,
+    child: Child,
+    out: Arc<Mutex<Output>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    status: Option<ExitStatus>,
+}
+
+impl Proc {
+    /// Starts `program args`, its output appended to `log`.
+    pub fn start(
+        name: &str,
+        program: &Program,
+        args: &[String],
+        log: &Path,
+    ) -> anyhow::Result<Proc> {
+        let mut child = Command::new(&program.path)
+            .args(&program.lead)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                anyhow::anyhow!("cannot start {name} ({}): {e}", program.path.display())
+            })?;
+        let file = Arc::new(Mutex::new(std::fs::File::create(log)?));
+        let out = Arc::new(Mutex::new(Output::default()));
+        let mut readers = Vec::new();
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        for (stream, is_stdout) in [
+            (Box::new(stdout) as Box<dyn std::io::Read + Send>, true),
+            (Box::new(stderr), false),
+        ] {
+            let (file, out) = (Arc::clone(&file), Arc::clone(&out));
+            readers.push(std::thread::spawn(move || {
+                for line in BufReader::new(stream).split(b'\n').map_while(Result::ok) {
+                    let line = String::from_utf8_lossy(&line).into_owned();
+                    let _ = writeln!(file.lock().expect("log lock"), "{line}");
+                    let mut o = out.lock().expect("output lock");
+                    if is_stdout {
+                        o.stdout.push_str(&line);
+                        o.stdout.push('\n');
+                    }
+                    // DPDK's memif client retries print the same line many times.
+                    if o.tail.back() != Some(&line) {
+                        if o.tail.len() == TAIL_LINES {
+                            o.tail.pop_front();
+                        }
+                        o.tail.push_back(line);
+                    }
+                }
+            }));
+        }
+        Ok(Proc {
+            name: name.to_owned(),
+            child,
+            out,
+            readers,
+            status: None,
+        })
+    }
+
+    /// Its process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything it printed on stdout so far.
+    pub fn stdout(&self) -> String {
+        self.out.lock().expect("output lock").stdout.clone()
+    }
+
+    /// Its last lines of output.
+    pub fn tail(&self) -> String {
+        let o = self.out.lock().expect("output lock");
+        o.tail.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Waits until its stdout has a line for which `ready` says yes (returns it), or it
+    /// exits, or `timeout` passes.
+    pub fn wait_for(
+        &mut self,
+        timeout: Duration,
+        ready: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<String> {
+        let t0 = Instant::now();
+        loop {
+            if let Some(line) = self.stdout().lines().find(|l| ready(l)) {
+                return Ok(line.to_owned());
+            }
+            if let Some(st) = self.exited() {
+                anyhow::bail!(
+                    "{} exited ({st}) before it was ready:\n{}",
+                    self.name,
+                    self.tail()
+                );
+            }
+            if t0.elapsed() > timeout {
+                anyhow::bail!(
+                    "{} not ready after {:.0} s:\n{}",
+                    self.name,
+                    timeout.as_secs_f64(),
+                    self.tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Its exit status, if it has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status
+    }
+
+    /// Sends `sig`.
+    pub fn signal(&self, sig: i32) {
+        if self.status.is_none() {
+            // SAFETY: signalling our own child, which has not been reaped.
+            unsafe { libc::kill(self.child.id() as i32, sig) };
+        }
+    }
+
+    /// Waits at most `timeout` for it to exit; then kills it. Returns how it ended.
+    pub fn finish(&mut self, timeout: Duration) -> ExitStatus {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.exited() {
+                self.join_readers();
+                return st;
+            }
+            if t0.elapsed() > timeout {
+                let _ = self.child.kill();
+                let st = self.child.wait().expect("wait for a killed child");
+                self.status = Some(st);
+                self.join_readers();
+                return st;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Asks it to stop (SIGINT) and waits at most `timeout` (then kills it).
+    pub fn stop(&mut self, timeout: Duration) -> ExitStatus {
+        self.signal(libc::SIGINT);
+        self.finish(timeout)
+    }
+
+    fn join_readers(&mut self) {
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.exited().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,645 @@
+//! What a lab found, from what its processes said: the sink's API (paths, latencies,
+//! counters, link loss, epochs), its event lines, the switches' summaries and the
+//! generators' reports. The report compares each flow's decoded path with its configured
+//! route, points each event at a link, checks that the impaired link is the one found, and
+//! is written as JSON, a one-screen text summary and a self-contained HTML page.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use control::summary::Summary;
+use pipeline::DropReason;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use telemetry::flowradar::FlowKey;
+
+use super::http::get_json;
+use sink::page::{Check, EventRow, FlowRow, HostRow, LinkRow, Page, SwitchRow, layout};
+
+use sink::page::flow_label;
+
+use super::plan::{LabPlan, forwarders, port_name, route};
+use super::spec::Lab;
+
+/// The sink's view, read before it stops.
+#[derive(Debug, Clone, Default)]
+pub struct SinkView {
+    /// Every flow (`/api/flows`).
+    pub flows: Vec<Value>,
+    /// The details of the largest flows (`/api/flow`).
+    pub details: BTreeMap<String, Value>,
+    /// `/api/links`.
+    pub links: Vec<Value>,
+    /// `/api/epochs`.
+    pub epochs: Value,
+    /// `/api/switches`.
+    pub switches: Vec<Value>,
+}
+
+fn flow_query(f: &Value) -> String {
+    format!(
+        "/api/flow?src={}&dst={}&sport={}&dport={}&proto={}",
+        f["src"].as_str().unwrap_or(""),
+        f["dst"].as_str().unwrap_or(""),
+        f["src_port"],
+        f["dst_port"],
+        f["protocol"]
+    )
+}
+
+fn key_of(f: &Value) -> Option<FlowKey> {
+    Some(FlowKey {
+        src: u32::from(f["src"].as_str()?.parse::<Ipv4Addr>().ok()?),
+        dst: u32::from(f["dst"].as_str()?.parse::<Ipv4Addr>().ok()?),
+        src_port: f["src_port"].as_u64()? as u16,
+        dst_port: f["dst_port"].as_u64()? as u16,
+        protocol: f["protocol"].as_u64()? as u8,
+    })
+}
+
+impl SinkView {
+    /// Reads the sink at `http`: every flow, the details of the `top` largest.
+    pub fn read(http: SocketAddr, top: usize) -> anyhow::Result<SinkView> {
+        let flows = get_json(http, "/api/flows?top=10000&by=packets")?
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut details = BTreeMap::new();
+        for f in flows.iter().take(top) {
+            let q = flow_query(&f["flow"]);
+            if let Ok(d) = get_json(http, &q) {
+                details.insert(flow_label(&f["flow"]), d);
+            }
+        }
+        Ok(SinkView {
+            flows,
+            details,
+            links: get_json(http, "/api/links")?
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+            epochs: get_json(http, "/api/epochs?n=5")?,
+            switches: get_json(http, "/api/switches")?
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        })
+    }
+}
+
+/// Everything a run produced, before it is judged.
+#[derive(Debug)]
+pub struct Collected {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// What ran.
+    pub plan: LabPlan,
+    /// When the traffic started, Unix s.
+    pub start_unix: f64,
+    /// The whole run, s.
+    pub wall_seconds: f64,
+    /// Each switch's summary (None if it wrote none) and how it ended.
+    pub summaries: Vec<(u32, Option<Summary>, String)>,
+    /// Each generator's JSON report.
+    pub generators: Vec<(u32, String)>,
+    /// The sink's view.
+    pub view: SinkView,
+    /// The sink's event lines.
+    pub events: String,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabReport {
+    /// The lab.
+    pub lab: String,
+    /// What it shows.
+    pub description: String,
+    /// Seconds of traffic.
+    pub duration_s: f64,
+    /// Seconds the whole run took.
+    pub wall_seconds: f64,
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Switches.
+    pub switches: Vec<SwitchRow>,
+    /// Link directions (every direction of every link).
+    pub links: Vec<LinkRow>,
+    /// Flows seen by the sink.
+    pub flows_total: usize,
+    /// Flows whose path was decoded.
+    pub flows_decoded: usize,
+    /// Decoded flows whose path equals the route.
+    pub flows_matching: usize,
+    /// Decoded flows whose path does not (at most 20).
+    pub mismatches: Vec<String>,
+    /// Median digests to decode a path.
+    pub median_digests_to_decode: Option<u64>,
+    /// The largest flows.
+    pub flows: Vec<FlowRow>,
+    /// Events.
+    pub events: Vec<EventRow>,
+    /// Hosts.
+    pub hosts: Vec<HostRow>,
+    /// The sink's epoch counters.
+    pub epochs: Value,
+    /// Checks.
+    pub checks: Vec<Check>,
+    /// Node positions for drawing: (name, x, y) in 0..1.
+    pub layout: Vec<(String, f64, f64)>,
+}
+
+fn name_of_id(lab: &Lab, id: u64) -> String {
+    lab.node_of_id(id as u32)
+        .map_or_else(|| format!("#{id}"), |n| lab.name(n).to_owned())
+}
+
+fn impair_words(i: &super::spec::LinkImpair) -> String {
+    let mut w = Vec::new();
+    if i.loss > 0.0 {
+        w.push(format!("loss {}%", i.loss * 100.0));
+    }
+    if i.delay_us > 0 {
+        let mut d = format!("delay {} ms", i.delay_us as f64 / 1e3);
+        if i.jitter_us > 0 {
+            d.push_str(&format!(" ± {} ms", i.jitter_us as f64 / 1e3));
+        }
+        w.push(d);
+    }
+    if i.reorder > 0.0 {
+        w.push(format!("reorder {}%", i.reorder * 100.0));
+    }
+    let mut s = w.join(", ");
+    match i.until_s {
+        Some(u) => s.push_str(&format!(" from {} s to {u} s", i.from_s)),
+        None if i.from_s > 0.0 => s.push_str(&format!(" from {} s", i.from_s)),
+        None => {}
+    }
+    s
+}
+
+impl LabReport {
+    /// Judges what a run collected.
+    pub fn build(lab: &Lab, c: Collected, top: usize) -> anyhow::Result<LabReport> {
+        let fwd = forwarders(&c.plan)?;
+        let names = |ids: &[Value]| -> Vec<String> {
+            ids.iter()
+                .map(|v| name_of_id(lab, v.as_u64().unwrap_or(0)))
+                .collect()
+        };
+        let summary_of = |n: u32| {
+            c.summaries
+                .iter()
+                .find(|(m, _, _)| *m == n)
+                .and_then(|(_, s, _)| s.as_ref())
+        };
+        // Switches.
+        let switches: Vec<SwitchRow> = (0..lab.topology.len() as u32)
+            .map(|n| {
+                let id = lab.switch_id(n);
+                let s = summary_of(n);
+                let at_sink = c
+                    .view
+                    .switches
+                    .iter()
+                    .find(|v| v["id"].as_u64() == Some(u64::from(id)));
+                SwitchRow {
+                    name: lab.name(n).to_owned(),
+                    id,
+                    hosts: lab.hosts.contains(&n),
+                    rx_packets: s.map_or(0, |s| s.rx_packets),
+                    tx_packets: s.map_or(0, |s| s.tx_packets),
+                    drops: s.map_or_else(BTreeMap::new, |s| {
+                        s.drops
+                            .nonzero()
+                            .map(|(r, v)| (r.name().to_owned(), v))
+                            .collect()
+                    }),
+                    tx_full_drops: s.map_or(0, |s| s.tx_full_drops),
+                    digests_exported: s.map_or(0, |s| s.telemetry.digests_exported),
+                    flowsets_exported: s.map_or(0, |s| s.telemetry.flowsets_exported),
+                    digests_received: at_sink.and_then(|v| v["digests"].as_u64()).unwrap_or(0),
+                    flowsets_received: at_sink.and_then(|v| v["flowsets"].as_u64()).unwrap_or(0),
+                    exit: c
+                        .summaries
+                        .iter()
+                        .find(|(m, _, _)| *m == n)
+                        .map_or_else(String::new, |x| x.2.clone()),
+                }
+            })
+            .collect();
+        // Links, both directions.
+        let capacity = control::config::types::parse_capacity(&lab.capacity)
+            .map_err(anyhow::Error::msg)? as f64;
+        let mut links = Vec::new();
+        for a in 0..lab.topology.len() as u32 {
+            for (j, &b) in lab.topology.neighbours(a).iter().enumerate() {
+                let at_sink = c.view.links.iter().find(|l| {
+                    l["from"].as_u64() == Some(u64::from(lab.switch_id(a)))
+                        && l["to"].as_u64() == Some(u64::from(lab.switch_id(b)))
+                });
+                let port = j + 1;
+                let tx_bytes = summary_of(a)
+                    .and_then(|s| {
+                        let pn = port_name(lab, a, port as u16);
+                        s.ports
+                            .iter()
+                            .find(|p| p.name == pn)
+                            .map(|p| p.forwarded_bytes)
+                    })
+                    .unwrap_or(0);
+                let imp = lab.impair.iter().find(|i| (i.from, i.to) == (a, b));
+                links.push(LinkRow {
+                    from: lab.name(a).to_owned(),
+                    to: lab.name(b).to_owned(),
+                    lost_packets: at_sink
+                        .and_then(|l| l["lost_packets"].as_i64())
+                        .unwrap_or(0),
+                    flows: at_sink.and_then(|l| l["flows"].as_u64()).unwrap_or(0),
+                    utilisation: Some(tx_bytes as f64 * 8.0 / lab.duration_s / capacity),
+                    impaired: imp.map(impair_words),
+                    impair_dropped: imp
+                        .map(|_| summary_of(a).map_or(0, |s| s.drops.get(DropReason::ImpairLoss))),
+                });
+            }
+        }
+        // Flows: decoded path against route.
+        let mut decoded = 0;
+        let mut matching = 0;
+        let mut mismatches = Vec::new();
+        let mut to_decode = Vec::new();
+        let mut paths: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for f in &c.view.flows {
+            let label = flow_label(&f["flow"]);
+            let route = key_of(&f["flow"])
+                .and_then(|k| route(lab, &fwd, &k))
+                .map(|r| {
+                    r.iter()
+                        .map(|&n| lab.name(n).to_owned())
+                        .collect::<Vec<_>>()
+                });
+            if let Some(r) = &route {
+                paths.insert(label.clone(), r.clone());
+            }
+            let Some(p) = f["path"].as_array() else {
+                continue;
+            };
+            decoded += 1;
+            if let Some(d) = f["path_digests"].as_u64() {
+                to_decode.push(d);
+            }
+            let p = names(p);
+            if route.as_ref() == Some(&p) {
+                matching += 1;
+            } else if mismatches.len() < 20 {
+                mismatches.push(format!("{label}: decoded {p:?}, route {route:?}"));
+            }
+            paths.insert(label, p);
+        }
+        to_decode.sort_unstable();
+        let flows: Vec<FlowRow> = c
+            .view
+            .flows
+            .iter()
+            .take(top)
+            .map(|f| {
+                let label = flow_label(&f["flow"]);
+                let d = c.view.details.get(&label);
+                let route = key_of(&f["flow"])
+                    .and_then(|k| route(lab, &fwd, &k))
+                    .map(|r| r.iter().map(|&n| lab.name(n).to_owned()).collect())
+                    .unwrap_or_default();
+                sink::page::flow_row(f, d, &|id| name_of_id(lab, id), route)
+            })
+            .collect();
+        let events = events(lab, &c, &paths);
+        let hosts = c
+            .generators
+            .iter()
+            .map(|(n, text)| {
+                let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+                HostRow {
+                    name: lab.name(*n).to_owned(),
+                    sent: v["sent"]["packets"].as_u64().unwrap_or(0),
+                    received: v["received"]["packets"].as_u64().unwrap_or(0),
+                    probes_received: v["received"]["probes"]["received"].as_u64().unwrap_or(0),
+                    probes_lost: v["received"]["probes"]["lost"].as_u64().unwrap_or(0),
+                }
+            })
+            .collect();
+        let mut report = LabReport {
+            lab: lab.name.clone(),
+            description: lab.description.clone(),
+            duration_s: lab.duration_s,
+            wall_seconds: c.wall_seconds,
+            dir: c.dir.clone(),
+            switches,
+            links,
+            flows_total: c.view.flows.len(),
+            flows_decoded: decoded,
+            flows_matching: matching,
+            mismatches,
+            median_digests_to_decode: to_decode.get(to_decode.len() / 2).copied(),
+            flows,
+            events,
+            hosts,
+            epochs: {
+                let mut e = c.view.epochs.clone();
+                if let Some(o) = e.as_object_mut() {
+                    o.remove("latest");
+                }
+                e
+            },
+            checks: Vec::new(),
+            layout: layout(&lab.topology, &lab.hosts),
+        };
+        report.checks = checks(lab, &report);
+        Ok(report)
+    }
+
+    /// Writes `report.json` and `report.html` into `dir`.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(self)?)?;
+        std::fs::write(dir.join("report.html"), sink::page::render(&self.page()))?;
+        Ok(())
+    }
+
+    /// The report as the page the sink also serves.
+    pub fn page(&self) -> Page {
+        Page {
+            title: format!("pint-lab {}", self.lab),
+            subtitle: format!(
+                "{}. {:.0} s of traffic, {:.0} s in all; run directory {}.",
+                self.description,
+                self.duration_s,
+                self.wall_seconds,
+                self.dir.display()
+            ),
+            live: false,
+            checks: self.checks.clone(),
+            layout: self.layout.clone(),
+            switches: self.switches.clone(),
+            links: self.links.clone(),
+            events: self.events.clone(),
+            span_s: self.duration_s,
+            flows_total: self.flows_total,
+            flows_decoded: self.flows_decoded,
+            flows_matching: Some(self.flows_matching),
+            mismatches: self.mismatches.clone(),
+            median_digests_to_decode: self.median_digests_to_decode,
+            flows: self.flows.clone(),
+            hosts: self.hosts.clone(),
+            epochs: self.epochs.clone(),
+        }
+    }
+
+    /// Whether every check held.
+    pub fn all_ok(&self) -> bool {
+        self.checks.iter().all(|c| c.ok)
+    }
+
+    /// The one-screen summary.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "== pint-lab {}: {:.0} s of traffic, {:.0} s in all ==\n",
+            self.lab, self.duration_s, self.wall_seconds
+        );
+        for h in &self.hosts {
+            s.push_str(&format!(
+                "hosts at {:<12} sent {:>8}  received {:>8}  probes received {} lost {}\n",
+                h.name, h.sent, h.received, h.probes_received, h.probes_lost
+            ));
+        }
+        s.push_str(&format!(
+            "paths: {} flows, {} decoded, {} equal their routes (median {} digests to decode)\n",
+            self.flows_total,
+            self.flows_decoded,
+            self.flows_matching,
+            self.median_digests_to_decode
+                .map_or("-".into(), |d| d.to_string())
+        ));
+        let lossy: Vec<&LinkRow> = self
+            .links
+            .iter()
+            .filter(|l| l.lost_packets != 0 || l.impaired.is_some())
+            .collect();
+        for l in lossy {
+            s.push_str(&format!(
+                "link {} -> {}: {} packets lost{}{}\n",
+                l.from,
+                l.to,
+                l.lost_packets,
+                l.impair_dropped
+                    .map_or(String::new(), |d| format!(" (its impairment dropped {d})")),
+                l.impaired
+                    .as_ref()
+                    .map_or(String::new(), |w| format!(" [impaired: {w}]"))
+            ));
+        }
+        if self.events.is_empty() {
+            s.push_str("events: none\n");
+        }
+        // Events grouped by kind and link: how many flows, over which span.
+        let mut groups: BTreeMap<(String, String), EventGroup> = BTreeMap::new();
+        for e in &self.events {
+            let link = e
+                .link
+                .as_ref()
+                .map_or("an unknown link".into(), |(a, b)| format!("{a} -> {b}"));
+            let g = groups.entry((e.kind.clone(), link)).or_insert((
+                0,
+                f64::MAX,
+                f64::MIN,
+                BTreeSet::new(),
+            ));
+            g.0 += 1;
+            g.1 = g.1.min(e.start_s);
+            g.2 = g.2.max(e.end_s);
+            g.3.extend(e.labels.iter().cloned());
+        }
+        for ((kind, link), (n, from, to, labels)) in &groups {
+            s.push_str(&format!(
+                "event {kind:<10} on {link:<24} {n:>3} flows, {from:.1} s to {to:.1} s ({})\n",
+                labels.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        s.push_str(&format!(
+            "epochs: {} decoded ({} network-wide, {} incomplete)\n",
+            self.epochs["epochs"], self.epochs["network"], self.epochs["incomplete"]
+        ));
+        for c in &self.checks {
+            s.push_str(&format!(
+                "[{}] {}: {}\n",
+                if c.ok { "ok" } else { "FAILED" },
+                c.name,
+                c.detail
+            ));
+        }
+        s.push_str(&format!(
+            "report: {}\n",
+            self.dir.join("report.html").display()
+        ));
+        s
+    }
+}
+
+/// Events of one kind on one link: how many, first start, last end, their labels.
+type EventGroup = (usize, f64, f64, BTreeSet<String>);
+
+/// The events, each pointed at a link: loss at the link of the flow's path where its
+/// counters say the packets went missing (else as below); delay and reordering at the link
+/// of its path crossed by the most flows with the same kind of event and the fewest probe
+/// streams without one.
+fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Vec<EventRow> {
+    let raw: Vec<Value> = c
+        .events
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let links_of = |p: &[String]| -> Vec<(String, String)> {
+        p.windows(2).map(|w| (w[0].clone(), w[1].clone())).collect()
+    };
+    let probe_flows: Vec<&String> = paths
+        .keys()
+        .filter(|k| k.contains(&format!(":{} ", crate::generator::traffic::PROBE_PORT)))
+        .collect();
+    let mut by_kind: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in &raw {
+        by_kind
+            .entry(e["kind"].as_str().unwrap_or("").to_owned())
+            .or_default()
+            .insert(flow_label(&e["flow"]));
+    }
+    let blame = |kind: &str, path: &[String]| -> Option<(String, String)> {
+        let hit = by_kind.get(kind)?;
+        let mut best: Option<((String, String), i64)> = None;
+        for l in links_of(path) {
+            let crosses = |f: &String| paths.get(f).is_some_and(|p| links_of(p).contains(&l));
+            let hits = hit.iter().filter(|f| crosses(f)).count() as i64;
+            let misses = probe_flows
+                .iter()
+                .filter(|f| !hit.contains(**f) && crosses(f))
+                .count() as i64;
+            let score = hits - misses;
+            if best.as_ref().is_none_or(|(_, s)| score > *s) {
+                best = Some((l, score));
+            }
+        }
+        best.map(|(l, _)| l)
+    };
+    let mut out: Vec<EventRow> = raw
+        .iter()
+        .map(|e| {
+            let label = flow_label(&e["flow"]);
+            let kind = e["kind"].as_str().unwrap_or("").to_owned();
+            let path = paths.get(&label).cloned().unwrap_or_default();
+            let lossy_link = c.view.details.get(&label).and_then(|d| {
+                d["loss"]
+                    .as_array()?
+                    .iter()
+                    .filter(|l| l["lost_packets"].as_i64().unwrap_or(0) > 0)
+                    .max_by_key(|l| l["lost_packets"].as_i64())
+                    .map(|l| {
+                        (
+                            name_of_id(lab, l["from"].as_u64().unwrap_or(0)),
+                            name_of_id(lab, l["to"].as_u64().unwrap_or(0)),
+                        )
+                    })
+            });
+            // Else the link of its path that lost the most (all flows together).
+            let most_lost = || {
+                links_of(&path)
+                    .into_iter()
+                    .map(|(a, b)| {
+                        let lost = c
+                            .view
+                            .links
+                            .iter()
+                            .find(|l| {
+                                name_of_id(lab, l["from"].as_u64().unwrap_or(0)) == a
+                                    && name_of_id(lab, l["to"].as_u64().unwrap_or(0)) == b
+                            })
+                            .and_then(|l| l["lost_packets"].as_i64())
+                            .unwrap_or(0);
+                        ((a, b), lost)
+                    })
+                    .filter(|(_, lost)| *lost > 0)
+                    .max_by_key(|(_, lost)| *lost)
+                    .map(|(l, _)| l)
+            };
+            let link = if kind == "loss" {
+                lossy_link
+                    .or_else(most_lost)
+                    .or_else(|| blame(&kind, &path))
+            } else {
+                blame(&kind, &path)
+            };
+            sink::page::event_row(e, c.start_unix, link)
+        })
+        .collect();
+    out.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+    out
+}
+
+/// What the lab should show, checked.
+fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
+    let mut v = vec![Check {
+        name: "decoded paths equal routes".into(),
+        ok: r.flows_decoded > 0 && r.flows_matching == r.flows_decoded,
+        detail: format!(
+            "{} of {} decoded paths ({} flows)",
+            r.flows_matching, r.flows_decoded, r.flows_total
+        ),
+    }];
+    for i in &lab.impair {
+        let (from, to) = (lab.name(i.from), lab.name(i.to));
+        let row = r.links.iter().find(|l| l.from == from && l.to == to);
+        if i.loss > 0.0 {
+            let lost = row.map_or(0, |l| l.lost_packets);
+            let dropped = row.and_then(|l| l.impair_dropped).unwrap_or(0);
+            let top = r.links.iter().max_by_key(|l| l.lost_packets);
+            v.push(Check {
+                name: format!("loss found on the impaired link {from} -> {to}"),
+                ok: lost > 0
+                    && lost == dropped as i64
+                    && top.is_some_and(|t| t.from == from && t.to == to),
+                detail: format!("{lost} packets lost, the impairment dropped {dropped}"),
+            });
+        }
+        if i.delay_us > 0 {
+            let hits = r
+                .events
+                .iter()
+                .filter(|e| {
+                    e.kind == "delay" && e.link.as_ref().is_some_and(|(a, b)| a == from && b == to)
+                })
+                .count();
+            v.push(Check {
+                name: format!("delay event on the impaired link {from} -> {to}"),
+                ok: hits > 0,
+                detail: format!(
+                    "{hits} delay events point at it, {} elsewhere",
+                    r.events.iter().filter(|e| e.kind == "delay").count() - hits
+                ),
+            });
+        }
+    }
+    let impaired: Vec<(String, String)> = lab
+        .impair
+        .iter()
+        .map(|i| (lab.name(i.from).to_owned(), lab.name(i.to).to_owned()))
+        .collect();
+    let elsewhere: i64 = r
+        .links
+        .iter()
+        .filter(|l| !impaired.contains(&(l.from.clone(), l.to.clone())))
+        .map(|l| l.lost_packets)
+        .sum();
+    v.push(Check {
+        name: "no loss elsewhere".into(),
+        ok: elsewhere == 0,
+        detail: format!("{elsewhere} packets lost on links without an impairment"),
+    });
+    v
+}

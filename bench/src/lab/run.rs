@@ -1,0 +1,517 @@
+//! Runs a lab: the sink first (on free loopback ports), then every switch, then the
+//! generators (all starting to send at one moment, once every one is connected); a status
+//! line while the traffic runs; then the teardown in the order memif needs (switches in
+//! node order: on every link the server, the lower node, leaves before its client; the
+//! generators, memif clients of their switches, after them), and the sink last. Any process
+//! that dies early stops the lab with its last output.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use control::summary::Summary;
+
+use super::http::get_json;
+use super::plan::{Endpoints, LabPlan};
+use super::proc::{Proc, Program};
+use super::report::{Collected, LabReport};
+use super::spec::Lab;
+
+/// How to run a lab.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The run directory (created).
+    pub dir: PathBuf,
+    /// Print a status line while it runs.
+    pub status: bool,
+    /// Flows shown in the report.
+    pub top: usize,
+    /// Keep the lab up this long after the traffic (to look at the live page).
+    pub hold: Duration,
+}
+
+/// The programs a lab starts.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    /// pint-switch (or this program's `switch` subcommand).
+    pub switch: Program,
+    /// pint-sink (or this program's `sink` subcommand).
+    pub sink: Program,
+    /// pint-gen.
+    pub generator: Program,
+}
+
+impl Programs {
+    /// The programs next to the running one.
+    pub fn beside_me() -> anyhow::Result<Programs> {
+        Ok(Programs {
+            switch: Program::beside_me("pint-switch", Some("switch"))?,
+            sink: Program::beside_me("pint-sink", Some("sink"))?,
+            generator: Program::beside_me("pint-gen", None)?,
+        })
+    }
+}
+
+/// Why a lab stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum Stopped {
+    /// Ctrl-C.
+    #[error("interrupted")]
+    Interrupted,
+    /// A process died.
+    #[error("{name} died ({status}); its last output:\n{tail}")]
+    Died {
+        /// Which.
+        name: String,
+        /// How.
+        status: String,
+        /// What it said last.
+        tail: String,
+    },
+}
+
+fn unix_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// CPUs this process may run on.
+fn cpus() -> Vec<u32> {
+    let mut v: Vec<u32> = core_ids();
+    v.sort_unstable();
+    v
+}
+
+fn core_ids() -> Vec<u32> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as u32)
+            .collect()
+    }
+}
+
+/// Runs `lab`: starts everything, waits for the traffic, stops everything, and returns the
+/// report (also written to the run directory). `stop` (Ctrl-C) ends it early, cleanly.
+pub fn run(
+    lab: &Lab,
+    programs: &Programs,
+    opts: &RunOptions,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<LabReport> {
+    std::fs::create_dir_all(&opts.dir)
+        .with_context(|| format!("creating {}", opts.dir.display()))?;
+    let dir = opts.dir.canonicalize()?;
+    let cpus = cpus();
+    let (main_lcore, worker_lcore) = match cpus.as_slice() {
+        [] => (0, 0),
+        [one] => (*one, *one),
+        [first, .., last] => (*first, *last),
+    };
+    if main_lcore == worker_lcore {
+        anyhow::bail!("a lab needs at least two CPUs (a switch's control thread and its worker)");
+    }
+    let mut procs = Procs::default();
+    let outcome = run_inner(
+        lab,
+        programs,
+        opts,
+        stop,
+        &dir,
+        main_lcore,
+        worker_lcore,
+        &mut procs,
+    );
+    // Whatever happened, nothing is left behind.
+    procs.teardown();
+    let collected = outcome?;
+    let report = LabReport::build(lab, collected, opts.top)?;
+    report.write(&dir)?;
+    Ok(report)
+}
+
+/// The lab's processes, in the order they stop.
+#[derive(Default)]
+struct Procs {
+    sink: Option<Proc>,
+    switches: Vec<(u32, Proc, PathBuf)>,
+    generators: Vec<(u32, Proc)>,
+}
+
+impl Procs {
+    /// Stops the switches in node order (each link's memif server first), then the
+    /// generators, then the sink. Returns the switches' summaries.
+    fn stop_switches(&mut self) -> Vec<(u32, Option<Summary>, String)> {
+        let mut out = Vec::new();
+        for (n, p, summary) in self.switches.iter_mut() {
+            let st = p.stop(Duration::from_secs(30));
+            let s = std::fs::read_to_string(&*summary)
+                .ok()
+                .and_then(|t| Summary::from_json(&t).ok());
+            out.push((*n, s, format!("{st}")));
+        }
+        out
+    }
+
+    fn stop_generators(&mut self) {
+        for (_, g) in self.generators.iter_mut() {
+            // A generator lingers until its switch closes the link; then it exits.
+            if g.finish(Duration::from_secs(10)).code().is_none() {
+                g.signal(libc::SIGTERM);
+            }
+        }
+    }
+
+    fn teardown(&mut self) {
+        for (_, p, _) in self.switches.iter_mut() {
+            p.stop(Duration::from_secs(30));
+        }
+        for (_, g) in self.generators.iter_mut() {
+            g.stop(Duration::from_secs(10));
+        }
+        if let Some(s) = &mut self.sink {
+            s.stop(Duration::from_secs(30));
+        }
+    }
+
+    /// The first process that exited when it should not have.
+    fn casualty(&mut self, reports_due: bool) -> Option<Stopped> {
+        let died = |p: &mut Proc| {
+            p.exited().map(|st| Stopped::Died {
+                name: p.name.clone(),
+                status: st.to_string(),
+                tail: p.tail(),
+            })
+        };
+        if let Some(s) = self.sink.as_mut()
+            && let Some(d) = died(s)
+        {
+            return Some(d);
+        }
+        for (_, p, _) in self.switches.iter_mut() {
+            if let Some(d) = died(p) {
+                return Some(d);
+            }
+        }
+        for (_, g) in self.generators.iter_mut() {
+            // A generator may end once it has reported.
+            let reported = reports_due && g.stdout().contains("\n}");
+            if !reported && let Some(d) = died(g) {
+                return Some(d);
+            }
+        }
+        None
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_inner(
+    lab: &Lab,
+    programs: &Programs,
+    opts: &RunOptions,
+    stop: &Arc<AtomicBool>,
+    dir: &std::path::Path,
+    main_lcore: u32,
+    worker_lcore: u32,
+    procs: &mut Procs,
+) -> anyhow::Result<Collected> {
+    let t0 = Instant::now();
+    // 1. The sink, on ports the system picks; it says which.
+    let topology_file = dir.join("topology.toml");
+    std::fs::write(&topology_file, LabPlan::topology_toml(lab))?;
+    let mut sink_args: Vec<String> = vec![
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--http".into(),
+        "127.0.0.1:0".into(),
+    ];
+    let probe = Endpoints {
+        dir: dir.to_owned(),
+        sink_listen: "127.0.0.1:0".parse().expect("address"),
+        sink_http: "127.0.0.1:0".parse().expect("address"),
+        main_lcore,
+        worker_lcore,
+    };
+    sink_args.extend(LabPlan::new(lab, &probe)?.sink_args.into_iter().skip(4));
+    let mut sink = Proc::start(
+        "pint-sink",
+        &programs.sink,
+        &sink_args,
+        &dir.join("sink.log"),
+    )?;
+    let line = sink.wait_for(Duration::from_secs(60), |l| {
+        l.starts_with("pint-sink listening on")
+    })?;
+    procs.sink = Some(sink);
+    let (listen, http) = parse_sink_line(&line)
+        .ok_or_else(|| anyhow::anyhow!("cannot read the sink's addresses from `{line}`"))?;
+    let at = Endpoints {
+        sink_listen: listen,
+        sink_http: http,
+        ..probe
+    };
+    let plan = LabPlan::new(lab, &at)?;
+    plan.write(lab)?;
+    for s in &plan.switches {
+        control::Config::from_file(&s.config)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", s.config.display()))?;
+    }
+    println!(
+        "pint-lab: {} ({} switches, {} links, {} hosts); run directory {}",
+        lab.name,
+        lab.topology.len(),
+        lab.topology.edges(),
+        lab.hosts.len(),
+        dir.display()
+    );
+    println!("pint-lab: sink http://{http}/ (API /api/..., Prometheus /metrics)");
+
+    // 2. The switches.
+    for s in &plan.switches {
+        let summary = dir.join(format!("switch-{}.json", s.name));
+        let args = vec![
+            "--config".into(),
+            s.config.display().to_string(),
+            "--summary-json".into(),
+            summary.display().to_string(),
+            "--duration".into(),
+            format!("{}", lab.duration_s + 600.0),
+        ];
+        let p = Proc::start(
+            &format!("switch {}", s.name),
+            &programs.switch,
+            &args,
+            &dir.join(format!("switch-{}.log", s.name)),
+        )?;
+        procs.switches.push((s.node, p, summary));
+        // A memif client's port does not start without its server, and every switch is a
+        // client only of lower-numbered ones: each waits for the one before.
+        let (_, p, _) = procs.switches.last_mut().expect("just pushed");
+        p.wait_for(Duration::from_secs(60), |l| l.starts_with("routes:"))?;
+        check_stop(stop, procs, false)?;
+    }
+    // 3. The generators, all sending from one moment on.
+    let start_at = unix_s() + 3.0 + 0.2 * plan.generators.len() as f64;
+    for g in &plan.generators {
+        let mut args = g.args.clone();
+        let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+        args.splice(at..at, ["--start-at".to_owned(), format!("{start_at:.3}")]);
+        let p = Proc::start(
+            &format!("pint-gen {}", lab.name(g.node)),
+            &programs.generator,
+            &args,
+            &dir.join(format!("gen-{}.log", lab.name(g.node))),
+        )?;
+        procs.generators.push((g.node, p));
+        check_stop(stop, procs, false)?;
+    }
+    println!(
+        "pint-lab: {} generators send for {} s from {}",
+        plan.generators.len(),
+        lab.duration_s,
+        fmt_unix(start_at)
+    );
+
+    // 4. The traffic runs; a status line every second.
+    let mut status = Status::new(opts.status);
+    let deadline = start_at + lab.duration_s + 60.0;
+    loop {
+        check_stop(stop, procs, unix_s() > start_at + lab.duration_s)?;
+        let reported = procs
+            .generators
+            .iter()
+            .all(|(_, g)| g.stdout().contains("\n}"));
+        if reported {
+            break;
+        }
+        if unix_s() > deadline {
+            anyhow::bail!("the generators did not finish within 60 s of the traffic's end");
+        }
+        status.tick(http, unix_s() - start_at, lab);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    status.finish();
+    // The last epochs reach the sink and are decoded.
+    std::thread::sleep(Duration::from_millis(lab.epoch_ms.max(10) * 5 + 500));
+    if !opts.hold.is_zero() {
+        println!(
+            "pint-lab: traffic done; the lab stays up {:.0} s more (live page http://{http}/)",
+            opts.hold.as_secs_f64()
+        );
+        // Ctrl-C ends the wait; the lab then stops and reports as usual.
+        let until = Instant::now() + opts.hold;
+        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            if let Some(d) = procs.casualty(true) {
+                return Err(d.into());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    // 5. Teardown: switches, generators; the sink's view; the sink.
+    let summaries = procs.stop_switches();
+    procs.stop_generators();
+    let generators = procs
+        .generators
+        .iter()
+        .map(|(n, g)| {
+            (
+                *n,
+                crate::sender::read_json_report(std::io::Cursor::new(g.stdout())),
+            )
+        })
+        .collect();
+    let view = super::report::SinkView::read(http, opts.top)?;
+    if let Some(s) = &mut procs.sink {
+        s.stop(Duration::from_secs(30));
+    }
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+    Ok(Collected {
+        dir: dir.to_owned(),
+        plan,
+        start_unix: start_at,
+        wall_seconds: t0.elapsed().as_secs_f64(),
+        summaries,
+        generators,
+        view,
+        events,
+    })
+}
+
+fn check_stop(stop: &AtomicBool, procs: &mut Procs, reports_due: bool) -> anyhow::Result<()> {
+    if stop.load(Ordering::Relaxed) {
+        return Err(Stopped::Interrupted.into());
+    }
+    if let Some(d) = procs.casualty(reports_due) {
+        return Err(d.into());
+    }
+    Ok(())
+}
+
+/// `pint-sink listening on A (http B)` -> (A, B).
+fn parse_sink_line(line: &str) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+    let rest = line.strip_prefix("pint-sink listening on ")?;
+    let (listen, http) = rest.split_once(" (http ")?;
+    Some((
+        listen.parse().ok()?,
+        http.trim_end_matches(')').parse().ok()?,
+    ))
+}
+
+fn fmt_unix(t: f64) -> String {
+    format!("Unix time {t:.1}")
+}
+
+type Reading = (f64, Vec<(u32, u64)>, u64);
+
+/// The live status line: rates per switch (from the counters each switch sends the sink),
+/// digests per second and flows at the sink, events so far.
+struct Status {
+    on: bool,
+    terminal: bool,
+    last: Option<Instant>,
+    /// The previous reading: time, packets received per switch ID, digests.
+    prev: Option<Reading>,
+}
+
+impl Status {
+    fn new(on: bool) -> Status {
+        Status {
+            on,
+            terminal: std::io::stdout().is_terminal(),
+            last: None,
+            prev: None,
+        }
+    }
+
+    fn tick(&mut self, http: std::net::SocketAddr, t: f64, lab: &Lab) {
+        let every = if self.terminal { 1.0 } else { 5.0 };
+        if !self.on || self.last.is_some_and(|l| l.elapsed().as_secs_f64() < every) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let (Ok(sw), Ok(health), Ok(events)) = (
+            get_json(http, "/api/switches"),
+            get_json(http, "/api/health"),
+            get_json(http, "/api/events?n=10000"),
+        ) else {
+            return;
+        };
+        let empty = Vec::new();
+        let switches = sw.as_array().unwrap_or(&empty);
+        let rx: Vec<(u32, u64)> = switches
+            .iter()
+            .map(|s| {
+                let id = s["id"].as_u64().unwrap_or(0) as u32;
+                let rx = s["stats"]
+                    .as_array()
+                    .and_then(|st| {
+                        st.iter()
+                            .find(|p| p[0] == "rx_packets")
+                            .and_then(|p| p[1].as_u64())
+                    })
+                    .unwrap_or(0);
+                (id, rx)
+            })
+            .collect();
+        let digests: u64 = switches.iter().filter_map(|s| s["digests"].as_u64()).sum();
+        let now = t;
+        let mut line = format!(
+            "t={:>5.1}s  switches {}/{}  flows {}  ",
+            t.max(0.0),
+            switches.iter().filter(|s| s["connected"] == true).count(),
+            lab.topology.len(),
+            health["flows"].as_u64().unwrap_or(0),
+        );
+        if let Some((pt, prx, pd)) = &self.prev {
+            let dt = (now - pt).max(1e-3);
+            line.push_str(&format!(
+                "digests {:.0}/s  events {}  kpps:",
+                digests.saturating_sub(*pd) as f64 / dt,
+                events.as_array().map_or(0, Vec::len)
+            ));
+            for (id, r) in &rx {
+                let before = prx.iter().find(|(i, _)| i == id).map_or(0, |p| p.1);
+                let name = lab.node_of_id(*id).map_or("?", |n| lab.name(n));
+                line.push_str(&format!(
+                    " {name} {:.1}",
+                    r.saturating_sub(before) as f64 / dt / 1e3
+                ));
+            }
+        }
+        self.prev = Some((now, rx, digests));
+        if self.terminal {
+            print!("\r\x1b[2K{line}");
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+        } else {
+            println!("{line}");
+        }
+    }
+
+    fn finish(&self) {
+        if self.on && self.terminal && self.last.is_some() {
+            println!();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_sink_line_gives_both_addresses() {
+        let (a, b) =
+            super::parse_sink_line("pint-sink listening on 127.0.0.1:4000 (http 127.0.0.1:4001)")
+                .unwrap();
+        assert_eq!((a.port(), b.port()), (4000, 4001));
+        assert!(super::parse_sink_line("pint-sink listening on x").is_none());
+    }
+}

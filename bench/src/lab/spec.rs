@@ -1,0 +1,580 @@
+//! A lab file (`configs/labs/*.toml`): the switches and links (a generated shape or a
+//! topology file), which switches have hosts, the traffic between them, impairments on
+//! links, the query file, the sink's options and the duration. Parsed strictly: an unknown
+//! key or a bad value is an error that names the key.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use telemetry::topology::Topology;
+
+/// A lab problem: the key (`traffic.rate_pps`) and why.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// The file cannot be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for a lab.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (it names the key).
+        message: String,
+    },
+    /// A value is wrong.
+    #[error("{key}: {reason}")]
+    Key {
+        /// The key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+fn key_err(key: impl Into<String>, reason: impl Into<String>) -> LabError {
+    LabError::Key {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLab {
+    name: Option<String>,
+    description: Option<String>,
+    duration_s: Option<f64>,
+    queries: Option<String>,
+    topology: RawTopology,
+    #[serde(default)]
+    switches: RawSwitches,
+    #[serde(default)]
+    traffic: RawTraffic,
+    #[serde(default)]
+    impair: Vec<RawImpair>,
+    #[serde(default)]
+    sink: RawSink,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopology {
+    kind: String,
+    switches: Option<u32>,
+    spines: Option<u32>,
+    leaves: Option<u32>,
+    k: Option<u32>,
+    path: Option<String>,
+    hosts: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSwitches {
+    idle: Option<String>,
+    epoch_ms: Option<u64>,
+    capacity: Option<String>,
+    expected_flows: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTraffic {
+    rate_pps: Option<f64>,
+    flows: Option<u32>,
+    packet_size: Option<String>,
+    tcp_share: Option<f64>,
+    probes: Option<u32>,
+    probe_hz: Option<f64>,
+    pairs: Option<Vec<[String; 2]>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawImpair {
+    link: [String; 2],
+    loss: Option<f64>,
+    delay_us: Option<u64>,
+    jitter_us: Option<u64>,
+    reorder: Option<f64>,
+    from_s: Option<f64>,
+    until_s: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSink {
+    sensitivity: Option<String>,
+    args: Option<Vec<String>>,
+}
+
+/// What the switches do when idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idle {
+    /// Spin (a core per switch).
+    Poll,
+    /// Sleep after a run of empty polls (many switches on few cores).
+    Sleep,
+}
+
+/// The traffic every host sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Traffic {
+    /// Packets per second each host sends (spread over its destinations).
+    pub rate_pps: f64,
+    /// Flows each host sends (spread over its destinations).
+    pub flows: u32,
+    /// pint-gen's `--packet-size` (`imix` or bytes).
+    pub packet_size: String,
+    /// Share of TCP flows.
+    pub tcp_share: f64,
+    /// Probe streams per host (spread over its destinations).
+    pub probes: u32,
+    /// Probes per second per stream.
+    pub probe_hz: f64,
+    /// Which hosts send to which (node numbers): every pair by default.
+    pub pairs: Vec<(u32, u32)>,
+}
+
+/// An impairment on one direction of a link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkImpair {
+    /// The switch that sends (node number)...
+    pub from: u32,
+    /// ...to this neighbour.
+    pub to: u32,
+    /// Share of packets dropped.
+    pub loss: f64,
+    /// Delay, microseconds.
+    pub delay_us: u64,
+    /// Jitter, microseconds.
+    pub jitter_us: u64,
+    /// Share of packets reordered.
+    pub reorder: f64,
+    /// Active from (s after the switch starts).
+    pub from_s: f64,
+    /// Until (s), None: to the end.
+    pub until_s: Option<f64>,
+}
+
+/// A parsed, checked lab.
+#[derive(Debug, Clone)]
+pub struct Lab {
+    /// Its name.
+    pub name: String,
+    /// One line on what it shows.
+    pub description: String,
+    /// How long the traffic runs, seconds.
+    pub duration_s: f64,
+    /// The query file every switch runs.
+    pub queries: PathBuf,
+    /// The switches and links (switch ID = node number + 1).
+    pub topology: Topology,
+    /// Nodes with hosts behind them, ascending.
+    pub hosts: Vec<u32>,
+    /// Idle mode of every switch.
+    pub idle: Idle,
+    /// FlowRadar epoch, ms.
+    pub epoch_ms: u64,
+    /// Link capacity (pint-switch's `capacity`).
+    pub capacity: String,
+    /// FlowRadar's expected flows per epoch per switch.
+    pub expected_flows: u32,
+    /// The traffic.
+    pub traffic: Traffic,
+    /// The impairments.
+    pub impair: Vec<LinkImpair>,
+    /// The sink's `--sensitivity`.
+    pub sensitivity: String,
+    /// More pint-sink flags.
+    pub sink_args: Vec<String>,
+}
+
+impl Lab {
+    /// Reads and checks a lab file; relative paths in it are relative to the file.
+    pub fn from_file(path: &Path) -> Result<Lab, LabError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LabError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let full = path.canonicalize().map_err(|source| LabError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let base = full.parent().unwrap_or(Path::new("/"));
+        let stem = path
+            .file_stem()
+            .map_or("lab".into(), |s| s.to_string_lossy().into_owned());
+        Lab::parse(&text, base, &stem).map_err(|e| match e {
+            LabError::Parse { message, .. } => LabError::Parse {
+                path: path.to_owned(),
+                message,
+            },
+            e => e,
+        })
+    }
+
+    /// Parses a lab's text; `base` resolves relative paths, `default_name` names it when
+    /// the file does not.
+    pub fn parse(text: &str, base: &Path, default_name: &str) -> Result<Lab, LabError> {
+        let raw: RawLab = toml::from_str(text).map_err(|e| LabError::Parse {
+            path: PathBuf::new(),
+            message: e.to_string(),
+        })?;
+        let name = raw.name.unwrap_or_else(|| default_name.to_owned());
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(key_err(
+                "name",
+                format!("`{name}`: letters, digits, - and _ only"),
+            ));
+        }
+        let duration_s = raw.duration_s.unwrap_or(20.0);
+        if !(duration_s.is_finite() && (1.0..=3600.0).contains(&duration_s)) {
+            return Err(key_err("duration_s", format!("{duration_s}: 1 to 3600")));
+        }
+        let queries = match raw.queries {
+            Some(q) => base.join(q),
+            None => base.join("../queries/paper.toml"),
+        };
+        let (topology, default_hosts) = topology(&raw.topology, base)?;
+        let node_of = |name: &str, key: &str| -> Result<u32, LabError> {
+            (0..topology.len() as u32)
+                .find(|&n| topology.names[n as usize] == name)
+                .ok_or_else(|| key_err(key, format!("no switch is called `{name}`")))
+        };
+        let mut hosts = match &raw.topology.hosts {
+            Some(h) => h
+                .iter()
+                .map(|n| node_of(n, "topology.hosts"))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => default_hosts,
+        };
+        hosts.sort_unstable();
+        hosts.dedup();
+        if hosts.len() < 2 {
+            return Err(key_err(
+                "topology.hosts",
+                "at least two switches need hosts (traffic goes between them)",
+            ));
+        }
+        for n in 0..topology.len() as u32 {
+            if topology.neighbours(n).len() + 1 > pipeline::MAX_PORTS {
+                return Err(key_err(
+                    "topology",
+                    format!(
+                        "switch `{}` has {} neighbours; a switch drives at most {} fabric ports",
+                        topology.names[n as usize],
+                        topology.neighbours(n).len(),
+                        pipeline::MAX_PORTS - 1
+                    ),
+                ));
+            }
+        }
+        let idle = match raw.switches.idle.as_deref() {
+            None | Some("sleep") => Idle::Sleep,
+            Some("poll") => Idle::Poll,
+            Some(o) => return Err(key_err("switches.idle", format!("`{o}`: poll or sleep"))),
+        };
+        let epoch_ms = raw.switches.epoch_ms.unwrap_or(10);
+        if !(1..=60_000).contains(&epoch_ms) {
+            return Err(key_err(
+                "switches.epoch_ms",
+                format!("{epoch_ms}: 1 to 60000"),
+            ));
+        }
+        let capacity = raw.switches.capacity.unwrap_or_else(|| "10G".into());
+        control::config::types::parse_capacity(&capacity)
+            .map_err(|e| key_err("switches.capacity", e))?;
+        let expected_flows = raw.switches.expected_flows.unwrap_or(2000);
+        if !(1..=10_000_000).contains(&expected_flows) {
+            return Err(key_err(
+                "switches.expected_flows",
+                format!("{expected_flows}: 1 to 10000000"),
+            ));
+        }
+        let t = raw.traffic;
+        let rate_pps = t.rate_pps.unwrap_or(2000.0);
+        if !(rate_pps.is_finite() && (1.0..=20e6).contains(&rate_pps)) {
+            return Err(key_err(
+                "traffic.rate_pps",
+                format!("{rate_pps}: 1 to 20000000"),
+            ));
+        }
+        let flows = t.flows.unwrap_or(20);
+        if !(1..=65_536).contains(&flows) {
+            return Err(key_err("traffic.flows", format!("{flows}: 1 to 65536")));
+        }
+        let packet_size = t.packet_size.unwrap_or_else(|| "imix".into());
+        if packet_size
+            .parse::<crate::generator::PacketSizes>()
+            .is_err()
+        {
+            return Err(key_err(
+                "traffic.packet_size",
+                format!("`{packet_size}`: imix or a frame size of 60 to 1514"),
+            ));
+        }
+        let tcp_share = t.tcp_share.unwrap_or(0.3);
+        if !(0.0..=1.0).contains(&tcp_share) {
+            return Err(key_err("traffic.tcp_share", format!("{tcp_share}: 0 to 1")));
+        }
+        let probes = t.probes.unwrap_or(0);
+        if probes > 1024 {
+            return Err(key_err("traffic.probes", format!("{probes}: at most 1024")));
+        }
+        let probe_hz = t.probe_hz.unwrap_or(20.0);
+        if !(probe_hz.is_finite() && probe_hz > 0.0 && probe_hz <= 100_000.0) {
+            return Err(key_err("traffic.probe_hz", format!("{probe_hz}: above 0")));
+        }
+        let pairs = match &t.pairs {
+            Some(p) => {
+                let mut out = Vec::new();
+                for (i, [a, b]) in p.iter().enumerate() {
+                    let key = format!("traffic.pairs[{i}]");
+                    let (a, b) = (node_of(a, &key)?, node_of(b, &key)?);
+                    if a == b || !hosts.contains(&a) || !hosts.contains(&b) {
+                        return Err(key_err(key, "two different switches that both have hosts"));
+                    }
+                    out.push((a, b));
+                }
+                out
+            }
+            None => hosts
+                .iter()
+                .flat_map(|&a| hosts.iter().filter(move |&&b| b != a).map(move |&b| (a, b)))
+                .collect(),
+        };
+        let mut impair = Vec::new();
+        for (i, r) in raw.impair.into_iter().enumerate() {
+            let key = |f: &str| format!("impair[{i}].{f}");
+            let from = node_of(&r.link[0], &key("link"))?;
+            let to = node_of(&r.link[1], &key("link"))?;
+            if !topology.neighbours(from).contains(&to) {
+                return Err(key_err(
+                    key("link"),
+                    format!("`{}` and `{}` are not linked", r.link[0], r.link[1]),
+                ));
+            }
+            if impair
+                .iter()
+                .any(|x: &LinkImpair| (x.from, x.to) == (from, to))
+            {
+                return Err(key_err(key("link"), "impaired twice"));
+            }
+            impair.push(LinkImpair {
+                from,
+                to,
+                loss: r.loss.unwrap_or(0.0),
+                delay_us: r.delay_us.unwrap_or(0),
+                jitter_us: r.jitter_us.unwrap_or(0),
+                reorder: r.reorder.unwrap_or(0.0),
+                from_s: r.from_s.unwrap_or(0.0),
+                until_s: r.until_s,
+            });
+        }
+        let sensitivity = raw.sink.sensitivity.unwrap_or_else(|| "medium".into());
+        Ok(Lab {
+            name,
+            description: raw.description.unwrap_or_default(),
+            duration_s,
+            queries,
+            topology,
+            hosts,
+            idle,
+            epoch_ms,
+            capacity,
+            expected_flows,
+            traffic: Traffic {
+                rate_pps,
+                flows,
+                packet_size,
+                tcp_share,
+                probes,
+                probe_hz,
+                pairs,
+            },
+            impair,
+            sensitivity,
+            sink_args: raw.sink.args.unwrap_or_default(),
+        })
+    }
+
+    /// The name of node `n`.
+    pub fn name(&self, n: u32) -> &str {
+        &self.topology.names[n as usize]
+    }
+
+    /// The switch ID of node `n`.
+    pub fn switch_id(&self, n: u32) -> u32 {
+        n + 1
+    }
+
+    /// The node whose switch ID is `id`.
+    pub fn node_of_id(&self, id: u32) -> Option<u32> {
+        (id >= 1 && ((id - 1) as usize) < self.topology.len()).then(|| id - 1)
+    }
+
+    /// The destinations node `n`'s hosts send to.
+    pub fn destinations(&self, n: u32) -> Vec<u32> {
+        self.traffic
+            .pairs
+            .iter()
+            .filter(|(a, _)| *a == n)
+            .map(|(_, b)| *b)
+            .collect()
+    }
+}
+
+/// The topology of a `[topology]` table and the default hosts.
+fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>), LabError> {
+    let need = |v: Option<u32>, key: &str, range: std::ops::RangeInclusive<u32>| {
+        let v = v.ok_or_else(|| key_err(format!("topology.{key}"), "missing"))?;
+        if !range.contains(&v) {
+            return Err(key_err(
+                format!("topology.{key}"),
+                format!("{v}: {} to {}", range.start(), range.end()),
+            ));
+        }
+        Ok(v)
+    };
+    match t.kind.as_str() {
+        "chain" => {
+            let n = need(t.switches, "switches", 2..=64)?;
+            let names = (1..=n).map(|i| format!("s{i}")).collect();
+            let edges: Vec<(u32, u32)> = (1..n).map(|i| (i - 1, i)).collect();
+            Ok((
+                Topology::from_edges(&format!("chain:{n}"), names, &edges),
+                vec![0, n - 1],
+            ))
+        }
+        "leaf-spine" => {
+            let s = need(t.spines, "spines", 1..=15)?;
+            let l = need(t.leaves, "leaves", 2..=15)?;
+            let mut names: Vec<String> = (1..=s).map(|i| format!("spine{i}")).collect();
+            names.extend((1..=l).map(|i| format!("leaf{i}")));
+            let edges: Vec<(u32, u32)> = (0..l)
+                .flat_map(|leaf| (0..s).map(move |spine| (s + leaf, spine)))
+                .collect();
+            Ok((
+                Topology::from_edges(&format!("leaf-spine:{s}x{l}"), names, &edges),
+                (s..s + l).collect(),
+            ))
+        }
+        "fat-tree" => {
+            let k = need(t.k, "k", 2..=8)?;
+            if k % 2 != 0 {
+                return Err(key_err("topology.k", format!("{k}: must be even")));
+            }
+            Ok((Topology::fat_tree(k), Topology::fat_tree_edges(k)))
+        }
+        "file" => {
+            let path = t
+                .path
+                .as_ref()
+                .ok_or_else(|| key_err("topology.path", "missing (GraphML or TOML)"))?;
+            let full = base.join(path);
+            let topo = Topology::load(&full.to_string_lossy())
+                .map_err(|e| key_err("topology.path", e.to_string()))?;
+            if topo.len() < 2 || topo.len() > 256 {
+                return Err(key_err(
+                    "topology.path",
+                    format!("{} switches: a lab runs 2 to 256", topo.len()),
+                ));
+            }
+            let leaves: Vec<u32> = (0..topo.len() as u32)
+                .filter(|&n| topo.neighbours(n).len() == 1)
+                .collect();
+            let hosts = if leaves.len() >= 2 {
+                leaves
+            } else {
+                (0..topo.len() as u32).collect()
+            };
+            Ok((topo, hosts))
+        }
+        other => Err(key_err(
+            "topology.kind",
+            format!("`{other}`: chain, leaf-spine, fat-tree or file"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Lab, LabError> {
+        Lab::parse(text, Path::new("/labs"), "t")
+    }
+
+    fn key(e: LabError) -> String {
+        match e {
+            LabError::Key { key, .. } => key,
+            other => panic!("expected a key error: {other}"),
+        }
+    }
+
+    #[test]
+    fn shapes_hosts_and_defaults() {
+        let l = parse("[topology]\nkind = \"leaf-spine\"\nspines = 2\nleaves = 3\n").unwrap();
+        assert_eq!(l.topology.len(), 5);
+        assert_eq!(l.hosts, vec![2, 3, 4]);
+        assert_eq!(l.topology.names[2], "leaf1");
+        assert_eq!(l.traffic.pairs.len(), 6);
+        assert_eq!(l.destinations(2), vec![3, 4]);
+        assert_eq!(l.queries, Path::new("/labs/../queries/paper.toml"));
+        assert_eq!((l.duration_s, l.idle, l.epoch_ms), (20.0, Idle::Sleep, 10));
+        let c = parse("[topology]\nkind = \"chain\"\nswitches = 3\n").unwrap();
+        assert_eq!(c.hosts, vec![0, 2]);
+        assert_eq!(c.topology.neighbours(1), &[0, 2]);
+        let f = parse("[topology]\nkind = \"fat-tree\"\nk = 4\n").unwrap();
+        assert_eq!((f.topology.len(), f.hosts.len()), (20, 8));
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let base = "[topology]\nkind = \"chain\"\nswitches = 3\n";
+        for (extra, want) in [
+            ("[traffic]\nrate_pps = 0\n", "traffic.rate_pps"),
+            ("[traffic]\npacket_size = \"huge\"\n", "traffic.packet_size"),
+            (
+                "[traffic]\npairs = [[\"s1\", \"s2\"]]\n",
+                "traffic.pairs[0]",
+            ),
+            (
+                "[[impair]]\nlink = [\"s1\", \"s3\"]\nloss = 0.1\n",
+                "impair[0].link",
+            ),
+            ("[[impair]]\nlink = [\"s1\", \"s9\"]\n", "impair[0].link"),
+            ("[switches]\nidle = \"nap\"\n", "switches.idle"),
+            ("[switches]\ncapacity = \"fast\"\n", "switches.capacity"),
+        ] {
+            assert_eq!(
+                key(parse(&format!("{base}{extra}")).unwrap_err()),
+                want,
+                "{extra}"
+            );
+        }
+        assert_eq!(
+            key(parse("[topology]\nkind = \"ring\"\n").unwrap_err()),
+            "topology.kind"
+        );
+        assert_eq!(
+            key(parse("[topology]\nkind = \"fat-tree\"\nk = 3\n").unwrap_err()),
+            "topology.k"
+        );
+        assert!(matches!(
+            parse("[topology]\nkind = \"chain\"\nswitches = 3\nspeed = 1\n"),
+            Err(LabError::Parse { .. })
+        ));
+    }
+}

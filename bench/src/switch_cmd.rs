@@ -1,0 +1,38 @@
+//! The hidden `switch` subcommand of `pint-bench` and `pint-lab`: pint-switch's own code
+//! (`dataplane::switch::run`) behind a few flags, for the harnesses that start switches and
+//! cannot rely on the `pint-switch` binary being built beside them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The flags.
+#[derive(Debug, clap::Args)]
+pub struct SwitchArgs {
+    /// The configuration file.
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: f64,
+    /// Write the summary here.
+    #[arg(long)]
+    pub summary_json: PathBuf,
+    /// Stop once nothing arrived for this many milliseconds.
+    #[arg(long)]
+    pub until_idle: Option<u64>,
+}
+
+/// Runs the switch until the duration passes, it goes idle, or SIGINT.
+pub fn run(a: SwitchArgs) -> anyhow::Result<()> {
+    let config = control::Config::from_file(&a.config)?;
+    let opts = dataplane::switch::RunOptions {
+        duration: Some(
+            Duration::try_from_secs_f64(a.duration)
+                .map_err(|_| anyhow::anyhow!("--duration {}: not a duration", a.duration))?,
+        ),
+        summary_json: Some(a.summary_json),
+        until_idle: a.until_idle.map(Duration::from_millis),
+        ..Default::default()
+    };
+    dataplane::switch::run(&config, &opts).map(drop)
+}

@@ -1,0 +1,450 @@
+//! The lab with the real binaries: pint-lab starts pint-sink, pint-switch processes linked
+//! over memif and pint-gen hosts, impairs a link, and reports. Checked against the traffic's
+//! own truth (the generators' traffic written to captures): every flow's decoded path is its
+//! route, FlowRadar's counts are exact at every switch, the loss found on the impaired link
+//! is what its impairment dropped and none is found elsewhere, the delay event points at the
+//! impaired link; the report and the sink's live page render in headless Chromium; a switch
+//! that dies stops the lab with its last output and leaves nothing behind.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bench::lab::plan::{Endpoints, LabPlan};
+use bench::lab::{Lab, LabReport};
+use bench::scratch::Scratch;
+use telemetry::flowradar::FlowKey;
+
+/// Labs use memif sockets and both CPUs: one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The leaf-spine lab, shortened: traffic for 12 s, the impairment from 3 s to 9 s.
+const LEAF_SPINE: &str = r#"
+name = "leaf-spine-test"
+duration_s = 12
+queries = "QUERIES"
+[topology]
+kind = "leaf-spine"
+spines = 2
+leaves = 3
+[traffic]
+rate_pps = 1500
+flows = 12
+packet_size = "imix"
+tcp_share = 0.3
+probes = 6
+probe_hz = 50
+[[impair]]
+link = ["spine1", "leaf3"]
+loss = 0.05
+delay_us = 20000
+jitter_us = 10000
+from_s = 3
+until_s = 9
+"#;
+
+fn write_lab(dir: &Scratch, name: &str, text: &str) -> PathBuf {
+    let queries = repo().join("configs/queries/paper.toml");
+    let path = dir.path(name);
+    std::fs::write(
+        &path,
+        text.replace("QUERIES", &queries.display().to_string()),
+    )
+    .unwrap();
+    path
+}
+
+fn pint_lab(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pint-lab"));
+    c.args(args).stdin(Stdio::null());
+    c
+}
+
+/// Processes whose command line mentions `dir` (a lab's processes all do).
+fn left_behind(dir: &Path) -> Vec<String> {
+    let out = Command::new("pgrep")
+        .args(["-a", "-f"])
+        .arg(dir.display().to_string())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Per flow: (packets, IPv4 bytes) the generators send, from their traffic written to a
+/// capture with the same arguments.
+fn truth(dir: &Scratch, plan: &LabPlan) -> HashMap<FlowKey, (u64, u64)> {
+    let mut flows: HashMap<FlowKey, (u64, u64)> = HashMap::new();
+    for g in &plan.generators {
+        if !g.args.iter().any(|a| a == "both") {
+            continue;
+        }
+        // The traffic options only: no port, no EAL.
+        let mut args = Vec::new();
+        let mut it = g.args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--" => break,
+                "--port" | "--mode" | "--linger" | "--until-idle" | "--idle-sleep-us" => {
+                    it.next();
+                }
+                "--json" => {}
+                _ => args.push(a.clone()),
+            }
+        }
+        let pcap = dir.path(&format!("truth-{}.pcap", g.node));
+        let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+            .args(&args)
+            .arg("--write-pcap")
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for f in dataplane::capture::read_pcap(&pcap).unwrap() {
+            let ihl = usize::from(f[14] & 0x0f) * 4;
+            let l4 = 14 + ihl;
+            let key = FlowKey {
+                src: u32::from_be_bytes(f[26..30].try_into().unwrap()),
+                dst: u32::from_be_bytes(f[30..34].try_into().unwrap()),
+                src_port: u16::from_be_bytes([f[l4], f[l4 + 1]]),
+                dst_port: u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]),
+                protocol: f[23],
+            };
+            let e = flows.entry(key).or_default();
+            e.0 += 1;
+            e.1 += u64::from(u16::from_be_bytes([f[16], f[17]]));
+        }
+    }
+    flows
+}
+
+fn key_of(label: &str) -> FlowKey {
+    // `10.0.2.1:1024 > 10.0.3.7:9000 udp`
+    let mut parts = label.split_whitespace();
+    let (src, sport) = parts.next().unwrap().split_once(':').unwrap();
+    parts.next();
+    let (dst, dport) = parts.next().unwrap().split_once(':').unwrap();
+    let proto = match parts.next().unwrap() {
+        "tcp" => 6,
+        "udp" => 17,
+        other => panic!("{other}"),
+    };
+    FlowKey {
+        src: u32::from(src.parse::<std::net::Ipv4Addr>().unwrap()),
+        dst: u32::from(dst.parse::<std::net::Ipv4Addr>().unwrap()),
+        src_port: sport.parse().unwrap(),
+        dst_port: dport.parse().unwrap(),
+        protocol: proto,
+    }
+}
+
+/// Headless Chromium: (screenshot bytes, the DOM after load).
+fn chromium(url: &str, dir: &Scratch, name: &str) -> (u64, String) {
+    let shot = dir.path(&format!("{name}.png"));
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--window-size=1200,1600",
+    ];
+    let user = dir.path(&format!("chromium-{name}"));
+    let out = Command::new("chromium")
+        .args(common)
+        .arg(format!("--user-data-dir={}", user.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(url)
+        .output()
+        .expect("chromium (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+    let dom = Command::new("chromium")
+        .args(common)
+        .arg(format!("--user-data-dir={}", user.display()))
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .unwrap();
+    (size, String::from_utf8_lossy(&dom.stdout).into_owned())
+}
+
+#[test]
+fn the_leaf_spine_lab_finds_its_impaired_link() {
+    let _serial = serial();
+    let dir = Scratch::new("lab-ls").unwrap();
+    let lab_file = write_lab(&dir, "leaf-spine.toml", LEAF_SPINE);
+    let run_dir = dir.path("run");
+    let mut child = pint_lab(&["run", "--top", "1000", "--hold", "30", "--out"])
+        .arg(&run_dir)
+        .arg(&lab_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While it runs: the sink's live page.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some((_, rest)) = line
+                .strip_prefix("pint-lab: traffic done")
+                .and_then(|l| l.split_once("live page http://"))
+            {
+                let _ = tx.send(rest.split('/').next().unwrap().to_owned());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    // Once the traffic is over (Chromium's own load would disturb the delays measured),
+    // while the lab is still up.
+    let http = rx
+        .recv_timeout(Duration::from_secs(300))
+        .expect("the sink's address");
+    let (live_png, live_dom) = chromium(&format!("http://{http}/"), &dir, "live");
+    // SAFETY: signalling our own child: the lab stops now rather than at the end of --hold.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stdout = reader.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        left_behind(&run_dir).is_empty(),
+        "{:?}",
+        left_behind(&run_dir)
+    );
+    assert!(
+        live_png > 20_000,
+        "live page screenshot of {live_png} bytes"
+    );
+    assert!(live_dom.contains("id=\"topology\""), "{live_dom}");
+    assert_eq!(
+        live_dom.matches("class=\"switch\"").count(),
+        5,
+        "{live_dom}"
+    );
+    assert!(
+        live_dom.contains("class=\"decoded"),
+        "a flow's path: {live_dom}"
+    );
+
+    let report: LabReport =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
+            .unwrap();
+    assert!(report.all_ok(), "{}", report.text());
+    // Every flow's decoded path is its route.
+    assert!(report.flows_total >= 3 * 12, "{}", report.text());
+    assert_eq!(
+        report.flows_decoded,
+        report.flows_total,
+        "{}",
+        report.text()
+    );
+    assert_eq!(
+        report.flows_matching, report.flows_decoded,
+        "{:?}",
+        report.mismatches
+    );
+    for f in &report.flows {
+        assert_eq!(f.decoded.as_ref(), Some(&f.route), "{}", f.flow);
+    }
+
+    // Counts: exact at every switch before the impaired link; after it, short by what the
+    // impairment dropped, which is the loss found on that link and nowhere else.
+    let lab = Lab::from_file(&lab_file).unwrap();
+    let at = Endpoints {
+        dir: run_dir.clone(),
+        sink_listen: "127.0.0.1:1".parse().unwrap(),
+        sink_http: "127.0.0.1:2".parse().unwrap(),
+        main_lcore: 0,
+        worker_lcore: 1,
+    };
+    let plan = LabPlan::new(&lab, &at).unwrap();
+    let truth = truth(&dir, &plan);
+    assert_eq!(report.flows.len(), truth.len(), "every flow sent was seen");
+    let mut short = 0;
+    for f in &report.flows {
+        let key = key_of(&f.flow);
+        // Probes go out on the wall clock (the capture's count may differ by one per
+        // stream): their counts are checked along the path, from the first switch's.
+        let probe = key.dst_port == bench::generator::traffic::PROBE_PORT;
+        let first = f
+            .counters
+            .iter()
+            .find(|(s, _, _)| *s == f.route[0])
+            .map(|(_, p, b)| (*p, *b))
+            .unwrap_or_default();
+        let want = if probe { first } else { truth[&key] };
+        let crosses = f.route.windows(2).position(|w| w == ["spine1", "leaf3"]);
+        for (i, sw) in f.route.iter().enumerate() {
+            let got = f
+                .counters
+                .iter()
+                .find(|(s, _, _)| s == sw)
+                .map(|(_, p, b)| (*p, *b))
+                .unwrap_or_else(|| panic!("{} not counted at {sw}", f.flow));
+            if crosses.is_some_and(|c| i > c) {
+                assert!(got.0 <= want.0, "{} at {sw}: {got:?} of {want:?}", f.flow);
+                short += want.0 - got.0;
+            } else {
+                assert_eq!(got, want, "{} at {sw}", f.flow);
+            }
+        }
+    }
+    let link = report
+        .links
+        .iter()
+        .find(|l| l.from == "spine1" && l.to == "leaf3")
+        .unwrap();
+    let dropped = link.impair_dropped.unwrap();
+    assert!(dropped > 20, "{}", report.text());
+    assert_eq!(short, dropped, "{}", report.text());
+    assert_eq!(link.lost_packets, dropped as i64);
+    assert!(
+        report
+            .links
+            .iter()
+            .filter(|l| !(l.from == "spine1" && l.to == "leaf3"))
+            .all(|l| l.lost_packets == 0)
+    );
+    // The delay events point at the impaired link, over about the impairment's window.
+    let delays: Vec<_> = report.events.iter().filter(|e| e.kind == "delay").collect();
+    assert!(!delays.is_empty(), "{}", report.text());
+    for e in &delays {
+        assert_eq!(
+            e.link,
+            Some(("spine1".to_owned(), "leaf3".to_owned())),
+            "{}",
+            report.text()
+        );
+        assert!(e.start_s > 2.5 && e.end_s < 10.0, "{e:?}");
+    }
+
+    // The report renders: the topology with every switch, a flow's path.
+    let html = run_dir.join("report.html");
+    let (png, dom) = chromium(&format!("file://{}", html.display()), &dir, "report");
+    assert!(png > 50_000, "report screenshot of {png} bytes");
+    assert_eq!(dom.matches("class=\"switch\"").count(), 5);
+    assert!(
+        dom.contains("spine1 → leaf3") || dom.contains("leaf1 → spine1"),
+        "a path"
+    );
+    assert!(
+        stdout.contains("[ok] decoded paths equal routes"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_chain_and_the_fat_tree_labs_run() {
+    let _serial = serial();
+    let dir = Scratch::new("lab-more").unwrap();
+    for (file, seconds, switches) in [("chain.toml", "8", 3), ("fat-tree.toml", "10", 20)] {
+        let text = std::fs::read_to_string(repo().join("configs/labs").join(file))
+            .unwrap()
+            .replace("from_s = 5", "from_s = 2")
+            .replace("until_s = 15", "until_s = 8")
+            .replace("from_s = 3", "from_s = 2")
+            .replace("until_s = 13", "until_s = 7")
+            .replace("../queries/paper.toml", "QUERIES");
+        let lab_file = write_lab(&dir, file, &text);
+        let run_dir = dir.path(&format!("run-{file}"));
+        let t0 = Instant::now();
+        let out = pint_lab(&["run", "--quiet", "--strict", "--duration", seconds, "--out"])
+            .arg(&run_dir)
+            .arg(&lab_file)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{file}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(left_behind(&run_dir).is_empty());
+        let report: LabReport =
+            serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(report.switches.len(), switches);
+        assert!(report.flows_decoded > 0 && report.flows_matching == report.flows_decoded);
+        eprintln!("{file}: {:.0} s\n{stdout}", t0.elapsed().as_secs_f64());
+    }
+}
+
+#[test]
+fn a_switch_that_dies_stops_the_lab_and_nothing_is_left_behind() {
+    let _serial = serial();
+    let dir = Scratch::new("lab-dies").unwrap();
+    let text = std::fs::read_to_string(repo().join("configs/labs/chain.toml"))
+        .unwrap()
+        .replace("../queries/paper.toml", "QUERIES");
+    let lab_file = write_lab(&dir, "chain.toml", &text);
+    let run_dir = dir.path("run");
+    let child = pint_lab(&["run", "--quiet", "--duration", "60", "--out"])
+        .arg(&run_dir)
+        .arg(&lab_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the traffic runs, kill the middle switch.
+    let config = run_dir.join("switch-s2.toml");
+    let t0 = Instant::now();
+    let pid = loop {
+        assert!(t0.elapsed() < Duration::from_secs(120), "s2 never started");
+        let out = Command::new("pgrep")
+            .args(["-f", &config.display().to_string()])
+            .output()
+            .unwrap();
+        if let Some(p) = String::from_utf8_lossy(&out.stdout).lines().next()
+            && run_dir.join("gen-s3.log").exists()
+        {
+            break p.trim().parse::<i32>().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    std::thread::sleep(Duration::from_secs(5));
+    // SAFETY: a process this test's lab started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("switch s2 died"), "{stderr}");
+    assert!(stderr.contains("signal: 9"), "{stderr}");
+    assert!(stderr.contains("pint-switch"), "its last output: {stderr}");
+    assert!(
+        left_behind(&run_dir).is_empty(),
+        "{:?}",
+        left_behind(&run_dir)
+    );
+    assert!(
+        !run_dir.join("report.json").exists(),
+        "no report of a lab cut short"
+    );
+}

@@ -1,0 +1,190 @@
+//! The `pint-sink` command line: the server's flags and `pint-sink detect`, as a library
+//! function so that the binary and the lab launcher run the same thing.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::config::{DEFAULT_HTTP, DEFAULT_LISTEN};
+use crate::{Sink, SinkConfig};
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+/// The PINT sink: decodes digests and flowsets from many switches into per-flow paths,
+/// latency quantiles, counters and per-link loss.
+#[derive(Debug, Parser)]
+#[command(version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    run: Args,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Detects delay, loss and reordering problems in a measurement file; one JSON object
+    /// per event per line on stdout, a summary on stderr.
+    Detect {
+        /// The measurements.
+        #[arg(long)]
+        input: PathBuf,
+        /// `csv` (header seq,send_time,delay_ms) or `owamp` (owstats -v -U text).
+        #[arg(long, default_value = "csv")]
+        format: String,
+        /// low, medium, high, or a number (1 = medium; larger is more sensitive).
+        #[arg(long, default_value = "medium")]
+        sensitivity: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct Args {
+    /// Where switches connect (TCP).
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// The HTTP API and /metrics.
+    #[arg(long, default_value = DEFAULT_HTTP)]
+    http: SocketAddr,
+    /// No HTTP API.
+    #[arg(long)]
+    no_http: bool,
+    /// Topology for path candidates: GraphML (switch ID = node number + 1) or TOML adjacency
+    /// (`links = [[1, 2], ...]` by switch ID). Without it: the switches heard from.
+    #[arg(long)]
+    topology: Option<PathBuf>,
+    /// Decode threads (default: the machine's cores).
+    #[arg(long)]
+    decode_threads: Option<usize>,
+    /// Most flows tracked at once.
+    #[arg(long, default_value_t = 1_000_000)]
+    max_flows: usize,
+    /// Seconds without news after which a flow is exported and forgotten.
+    #[arg(long, default_value_t = 30.0)]
+    idle_timeout: f64,
+    /// Seconds between exports of a long flow's counters.
+    #[arg(long, default_value_t = 60.0)]
+    active_timeout: f64,
+    /// How long an epoch waits for every switch's flowsets, ms.
+    #[arg(long, default_value_t = 100)]
+    epoch_grace_ms: u64,
+    /// IPFIX collector (UDP HOST:PORT).
+    #[arg(long)]
+    ipfix: Option<SocketAddr>,
+    /// Seconds between IPFIX template resends.
+    #[arg(long, default_value_t = 30.0)]
+    template_interval: f64,
+    /// Write per-flow records as JSON lines to this file.
+    #[arg(long)]
+    json_lines: Option<PathBuf>,
+    /// Largest flowset a switch may declare, MiB.
+    #[arg(long, default_value_t = 256)]
+    max_flowset_mb: usize,
+    /// Digest batches queued per decode thread before new ones are dropped.
+    #[arg(long, default_value_t = 1024)]
+    queue_batches: usize,
+    /// Online detection: low, medium, high, or a number (1 = medium).
+    #[arg(long, default_value = "medium")]
+    sensitivity: String,
+    /// Write detected events as JSON lines to this file.
+    #[arg(long)]
+    event_lines: Option<PathBuf>,
+}
+
+fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(v).map_err(|_| anyhow::anyhow!("--{flag}: `{v}` is not a duration"))
+}
+
+/// `pint-sink detect`.
+fn detect(input: &std::path::Path, format: &str, sensitivity: &str) -> anyhow::Result<()> {
+    use crate::detect::{Params, Sensitivity, detect, input};
+    use std::io::Write;
+    let format = input::Format::parse(format).map_err(|e| anyhow::anyhow!("--format: {e}"))?;
+    let s = Sensitivity::parse(sensitivity).map_err(|e| anyhow::anyhow!("--sensitivity: {e}"))?;
+    let text =
+        std::fs::read_to_string(input).with_context(|| format!("--input {}", input.display()))?;
+    let samples = input::read(&text, format).with_context(|| format!("{}", input.display()))?;
+    let report = detect(&samples, &Params::with_sensitivity(s));
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for e in &report.events {
+        serde_json::to_writer(&mut out, e)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    eprintln!(
+        "pint-sink detect: {} samples, {} lost, {} windows, {} events",
+        report.samples,
+        report.lost,
+        report.windows,
+        report.events.len()
+    );
+    Ok(())
+}
+
+/// Runs `pint-sink` with these arguments (the first is the program name): the server until
+/// SIGINT or SIGTERM, or `detect`.
+pub fn main_with<I, T>(args: I) -> anyhow::Result<()>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args).unwrap_or_else(|e| e.exit());
+    if let Some(Cmd::Detect {
+        input,
+        format,
+        sensitivity,
+    }) = &cli.command
+    {
+        return detect(input, format, sensitivity);
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let a = cli.run;
+    let defaults = SinkConfig::default();
+    let config = SinkConfig {
+        listen: a.listen,
+        http: (!a.no_http).then_some(a.http),
+        topology: a.topology,
+        decode_threads: a.decode_threads.unwrap_or(defaults.decode_threads),
+        max_flows: a.max_flows,
+        idle_timeout: secs("idle-timeout", a.idle_timeout)?,
+        epoch_grace: Duration::from_millis(a.epoch_grace_ms),
+        ipfix: a.ipfix,
+        active_timeout: secs("active-timeout", a.active_timeout)?,
+        template_interval: secs("template-interval", a.template_interval)?,
+        json_lines: a.json_lines,
+        max_flowset_bytes: a.max_flowset_mb.saturating_mul(1 << 20),
+        queue_batches: a.queue_batches,
+        sensitivity: crate::detect::Sensitivity::parse(&a.sensitivity)
+            .map_err(|e| anyhow::anyhow!("--sensitivity: {e}"))?,
+        event_lines: a.event_lines,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    let sink = Sink::start(config)?;
+    // The address line is for scripts (and tests) that start the sink on port 0.
+    println!(
+        "pint-sink listening on {} (http {})",
+        sink.listen_addr(),
+        sink.http_addr()
+            .map_or_else(|| "off".to_owned(), |a| a.to_string())
+    );
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tracing::info!("stopping");
+    sink.stop();
+    Ok(())
+}

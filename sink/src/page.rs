@@ -1,0 +1,697 @@
+//! One page that shows what the telemetry says about a network: the topology drawn in SVG
+//! with each link's loss and utilisation (impaired links marked), the events on a timeline,
+//! each large flow's decoded path (and, in a lab, its configured route) with per-hop latency
+//! bars and per-switch counts, and the totals. Self-contained HTML (no scripts, no external
+//! resources): the sink serves it live at `/`, and `pint-lab` writes it as its report.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use telemetry::topology::Topology;
+
+/// One switch's totals.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SwitchRow {
+    /// Name.
+    pub name: String,
+    /// Switch ID.
+    pub id: u32,
+    /// Whether hosts hang off it.
+    pub hosts: bool,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Packets sent.
+    pub tx_packets: u64,
+    /// Drops by reason (non-zero ones).
+    pub drops: BTreeMap<String, u64>,
+    /// Packets a full tx queue dropped.
+    pub tx_full_drops: u64,
+    /// Digests exported to the sink.
+    pub digests_exported: u64,
+    /// Flowsets exported.
+    pub flowsets_exported: u64,
+    /// Digests the sink received from it.
+    pub digests_received: u64,
+    /// Flowsets the sink received from it.
+    pub flowsets_received: u64,
+    /// How the process ended.
+    pub exit: String,
+}
+
+/// One direction of a link.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LinkRow {
+    /// Sending switch.
+    pub from: String,
+    /// Receiving switch.
+    pub to: String,
+    /// Packets the sink found lost on it (FlowRadar counts along decoded paths).
+    pub lost_packets: i64,
+    /// Flows seen crossing it.
+    pub flows: u64,
+    /// Mean utilisation over the traffic's duration (bytes sent / capacity), when known.
+    pub utilisation: Option<f64>,
+    /// The impairment on it, in words.
+    pub impaired: Option<String>,
+    /// Packets its impairment dropped (the switch's count).
+    pub impair_dropped: Option<u64>,
+}
+
+/// Per-hop latency of a flow.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HopLatency {
+    /// Hop (1 = first switch).
+    pub hop: usize,
+    /// The switch, when decoded.
+    pub switch: Option<String>,
+    /// Samples.
+    pub samples: u64,
+    /// Median, µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// Largest, µs.
+    pub max_us: f64,
+}
+
+/// One flow.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FlowRow {
+    /// The flow.
+    pub flow: String,
+    /// The route the switches' tables give it.
+    pub route: Vec<String>,
+    /// The path the sink decoded, if it did.
+    pub decoded: Option<Vec<String>>,
+    /// Digests it took to decode.
+    pub digests_to_decode: Option<u64>,
+    /// Packets (the largest count at any switch).
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Per-hop latency.
+    pub latency: Vec<HopLatency>,
+    /// Exact packet and byte counts per switch: (switch, packets, bytes).
+    pub counters: Vec<(String, u64, u64)>,
+}
+
+/// One detected event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EventRow {
+    /// `delay`, `loss` or `reordering`.
+    pub kind: String,
+    /// Where it was found (`probes`, `latency`, `counters`).
+    pub series: String,
+    /// The flow.
+    pub flow: String,
+    /// Start, s since the traffic started.
+    pub start_s: f64,
+    /// End, s since the traffic started.
+    pub end_s: f64,
+    /// Loss rate.
+    pub loss_rate: Option<f64>,
+    /// Largest delay, ms.
+    pub peak_ms: Option<f64>,
+    /// Delay baseline, ms.
+    pub baseline_ms: Option<f64>,
+    /// Labels.
+    pub labels: Vec<String>,
+    /// The link it points to: (from, to).
+    pub link: Option<(String, String)>,
+}
+
+/// One host switch's traffic.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostRow {
+    /// The switch its hosts hang off.
+    pub name: String,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets received.
+    pub received: u64,
+    /// Probes received.
+    pub probes_received: u64,
+    /// Probes lost.
+    pub probes_lost: u64,
+}
+
+/// One check of what the lab should show.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Check {
+    /// What.
+    pub name: String,
+    /// Whether it held.
+    pub ok: bool,
+    /// The figures.
+    pub detail: String,
+}
+
+/// Everything the page shows.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Page {
+    /// The heading.
+    pub title: String,
+    /// A line under it.
+    pub subtitle: String,
+    /// Served live: the page reloads itself every few seconds.
+    pub live: bool,
+    /// Checks (a lab's), shown first.
+    pub checks: Vec<Check>,
+    /// Node positions: (name, x, y) in 0..1.
+    pub layout: Vec<(String, f64, f64)>,
+    /// Switches.
+    pub switches: Vec<SwitchRow>,
+    /// Link directions.
+    pub links: Vec<LinkRow>,
+    /// Events.
+    pub events: Vec<EventRow>,
+    /// The span of the events' timeline, s (from 0).
+    pub span_s: f64,
+    /// Flows seen.
+    pub flows_total: usize,
+    /// Flows whose path was decoded.
+    pub flows_decoded: usize,
+    /// Decoded flows equal to their routes (when routes are known).
+    pub flows_matching: Option<usize>,
+    /// Flows whose decoded path differs from the route.
+    pub mismatches: Vec<String>,
+    /// Median digests to decode a path.
+    pub median_digests_to_decode: Option<u64>,
+    /// The largest flows.
+    pub flows: Vec<FlowRow>,
+    /// Hosts' traffic (a lab's).
+    pub hosts: Vec<HostRow>,
+    /// Epoch counters.
+    pub epochs: Value,
+}
+
+/// A flow's key in the page's words (`10.0.2.1:1024 > 10.0.3.7:9000 udp`), from the API's
+/// flow object.
+pub fn flow_label(f: &Value) -> String {
+    let proto = match f["protocol"].as_u64() {
+        Some(6) => "tcp".to_owned(),
+        Some(17) => "udp".to_owned(),
+        Some(p) => format!("proto {p}"),
+        None => "?".into(),
+    };
+    format!(
+        "{}:{} > {}:{} {proto}",
+        f["src"].as_str().unwrap_or("?"),
+        f["src_port"],
+        f["dst"].as_str().unwrap_or("?"),
+        f["dst_port"]
+    )
+}
+
+/// A flow's row from the API's flow summary (`/api/flows`) and, when read, its detail
+/// (`/api/flow`); `name` names a switch ID; `route` is the configured route, if known.
+pub fn flow_row(
+    summary: &Value,
+    detail: Option<&Value>,
+    name: &dyn Fn(u64) -> String,
+    route: Vec<String>,
+) -> FlowRow {
+    let latency = detail
+        .and_then(|d| d["latency"].as_array())
+        .and_then(|l| {
+            l.iter()
+                .find(|q| q["query"].as_str().is_some_and(|n| n.contains("latency")))
+                .or_else(|| l.first())
+        })
+        .and_then(|q| q["hops"].as_array())
+        .map(|hops| {
+            hops.iter()
+                .map(|h| {
+                    let q = |want: f64| {
+                        h["quantiles"].as_array().and_then(|qs| {
+                            qs.iter()
+                                .find(|x| x[0].as_f64() == Some(want))
+                                .and_then(|x| x[1].as_f64())
+                        })
+                    };
+                    HopLatency {
+                        hop: h["hop"].as_u64().unwrap_or(0) as usize,
+                        switch: h["switch"].as_u64().map(name),
+                        samples: h["samples"].as_u64().unwrap_or(0),
+                        p50_us: q(0.5).unwrap_or(0.0) / 1e3,
+                        p99_us: q(0.99).unwrap_or(0.0) / 1e3,
+                        max_us: q(1.0).unwrap_or(0.0) / 1e3,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let counters = detail
+        .and_then(|d| d["counters"].as_array())
+        .map(|cs| {
+            cs.iter()
+                .map(|x| {
+                    (
+                        name(x["switch"].as_u64().unwrap_or(0)),
+                        x["packets"].as_u64().unwrap_or(0),
+                        x["bytes"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    FlowRow {
+        flow: flow_label(&summary["flow"]),
+        route,
+        decoded: summary["path"]
+            .as_array()
+            .map(|p| p.iter().map(|id| name(id.as_u64().unwrap_or(0))).collect()),
+        digests_to_decode: summary["path_digests"].as_u64(),
+        packets: summary["packets"].as_u64().unwrap_or(0),
+        bytes: summary["bytes"].as_u64().unwrap_or(0),
+        latency,
+        counters,
+    }
+}
+
+/// An event's row from the API's event object (`/api/events`, event lines); times become
+/// seconds since `t0` (Unix s); `link` is where it points, if known.
+pub fn event_row(e: &Value, t0: f64, link: Option<(String, String)>) -> EventRow {
+    let f = |k: &str| e[k].as_f64();
+    EventRow {
+        kind: e["kind"].as_str().unwrap_or("").to_owned(),
+        series: e["series"].as_str().unwrap_or("").to_owned(),
+        flow: flow_label(&e["flow"]),
+        start_s: f("start").unwrap_or(0.0) - t0,
+        end_s: f("end").unwrap_or(0.0) - t0,
+        loss_rate: f("loss_rate"),
+        peak_ms: f("peak_ms"),
+        baseline_ms: f("baseline_ms"),
+        labels: e["labels"]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        link,
+    }
+}
+
+/// Escapes text for HTML.
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:72em}\
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;\
+text-align:left;font-size:.9em}th{background:#f3f3f3}.ok{color:#17712b}.bad{color:#b3261e}\
+.mono{font-family:ui-monospace,monospace}svg text{font-family:system-ui,sans-serif}";
+
+/// The page as HTML.
+pub fn render(r: &Page) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">{}<title>{}</title><style>{STYLE}</style></head><body>",
+        if r.live {
+            "<meta http-equiv=\"refresh\" content=\"3\">"
+        } else {
+            ""
+        },
+        esc(&r.title)
+    );
+    let _ = write!(
+        h,
+        "<h1 id=\"title\">{}</h1><p>{}</p>",
+        esc(&r.title),
+        esc(&r.subtitle)
+    );
+    if !r.checks.is_empty() {
+        h.push_str("<h2>Checks</h2><ul id=\"checks\">");
+        for c in &r.checks {
+            let _ = write!(
+                h,
+                "<li class=\"{}\">{} {}: {}</li>",
+                if c.ok { "ok" } else { "bad" },
+                if c.ok { "&#10003;" } else { "&#10007;" },
+                esc(&c.name),
+                esc(&c.detail)
+            );
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str("<h2>Topology</h2>");
+    h.push_str(&topology_svg(r));
+    links_table(&mut h, r);
+    h.push_str("<h2>Events</h2>");
+    events(&mut h, r);
+    let _ = write!(
+        h,
+        "<h2>Flows</h2><p>{} flows seen; {} paths decoded{}; median {} digests to decode a path.</p>",
+        r.flows_total,
+        r.flows_decoded,
+        r.flows_matching
+            .map_or(String::new(), |m| format!(", {m} equal to their routes")),
+        r.median_digests_to_decode
+            .map_or("-".into(), |d| d.to_string())
+    );
+    for m in &r.mismatches {
+        let _ = write!(h, "<p class=\"bad mono\">{}</p>", esc(m));
+    }
+    for (i, f) in r.flows.iter().enumerate() {
+        flow(&mut h, i, f);
+    }
+    totals(&mut h, r);
+    h.push_str("</body></html>\n");
+    h
+}
+
+fn topology_svg(r: &Page) -> String {
+    let (w, hgt, pad) = (900.0, 360.0, 50.0);
+    let pos = |name: &str| {
+        r.layout
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map_or((w / 2.0, hgt / 2.0), |(_, x, y)| {
+                (pad + x * (w - 2.0 * pad), pad + y * (hgt - 2.0 * pad))
+            })
+    };
+    let mut s = format!(
+        "<svg id=\"topology\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{hgt}\" viewBox=\"0 0 {w} {hgt}\" role=\"img\" aria-label=\"topology\">"
+    );
+    // Each link once, coloured by the worse of its two directions.
+    for l in &r.links {
+        if l.from > l.to {
+            continue;
+        }
+        let back = r.links.iter().find(|b| b.from == l.to && b.to == l.from);
+        let lost = l.lost_packets.max(back.map_or(0, |b| b.lost_packets));
+        let impaired = l.impaired.is_some() || back.is_some_and(|b| b.impaired.is_some());
+        let util = l
+            .utilisation
+            .unwrap_or(0.0)
+            .max(back.and_then(|b| b.utilisation).unwrap_or(0.0));
+        let (x1, y1) = pos(&l.from);
+        let (x2, y2) = pos(&l.to);
+        let colour = if lost > 0 { "#b3261e" } else { "#6b7b8c" };
+        let _ = write!(
+            s,
+            "<line class=\"link\" x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" stroke=\"{colour}\" stroke-width=\"{:.1}\"{}><title>{} - {}: {} lost, utilisation {:.3}%</title></line>",
+            1.5 + (util * 200.0).min(6.0),
+            if impaired {
+                " stroke-dasharray=\"8 4\""
+            } else {
+                ""
+            },
+            l.from,
+            l.to,
+            lost,
+            util * 100.0
+        );
+        if lost > 0 || impaired {
+            let _ = write!(
+                s,
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"{colour}\">{}{} lost</text>",
+                (x1 + x2) / 2.0 + 4.0,
+                (y1 + y2) / 2.0,
+                if impaired { "impaired: " } else { "" },
+                lost
+            );
+        }
+    }
+    for sw in &r.switches {
+        let (x, y) = pos(&sw.name);
+        let fill = if sw.hosts { "#dbe9f6" } else { "#eeeeee" };
+        let _ = write!(
+            s,
+            "<g class=\"switch\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"84\" height=\"26\" rx=\"5\" fill=\"{fill}\" stroke=\"#345\"/><text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">{}</text></g>",
+            x - 42.0,
+            y - 13.0,
+            y + 4.0,
+            esc(&sw.name)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn links_table(h: &mut String, r: &Page) {
+    h.push_str("<table id=\"links\"><tr><th>link</th><th>lost packets</th><th>flows</th><th>utilisation</th><th>impairment</th></tr>");
+    for l in &r.links {
+        if l.flows == 0 && l.lost_packets == 0 && l.impaired.is_none() {
+            continue;
+        }
+        let _ = write!(
+            h,
+            "<tr><td>{} &rarr; {}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&l.from),
+            esc(&l.to),
+            if l.lost_packets > 0 { "bad" } else { "ok" },
+            l.lost_packets,
+            l.flows,
+            l.utilisation
+                .map_or("-".into(), |u| format!("{:.3}%", u * 100.0)),
+            l.impaired.as_ref().map_or(String::new(), |w| format!(
+                "{} (dropped {})",
+                esc(w),
+                l.impair_dropped.unwrap_or(0)
+            ))
+        );
+    }
+    h.push_str("</table>");
+}
+
+fn events(h: &mut String, r: &Page) {
+    if r.events.is_empty() {
+        h.push_str("<p>No events.</p>");
+        return;
+    }
+    // A timeline: one row per event over the traffic's duration.
+    let (w, row, left) = (900.0, 16.0, 260.0);
+    let shown = r.events.iter().take(40).collect::<Vec<_>>();
+    let height = 24.0 + row * shown.len() as f64;
+    let span = r.span_s.max(1.0);
+    let x = |t: f64| left + (t.clamp(0.0, span) / span) * (w - left - 10.0);
+    let _ = write!(
+        h,
+        "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" viewBox=\"0 0 {w} {height}\">"
+    );
+    let mut t = 0.0;
+    while t <= span {
+        let _ = write!(
+            h,
+            "<line x1=\"{0:.1}\" y1=\"12\" x2=\"{0:.1}\" y2=\"{height}\" stroke=\"#eee\"/><text x=\"{0:.1}\" y=\"10\" font-size=\"9\" text-anchor=\"middle\">{t:.0} s</text>",
+            x(t)
+        );
+        t += (span / 10.0).max(1.0).round();
+    }
+    for (i, e) in shown.iter().enumerate() {
+        let y = 18.0 + row * i as f64;
+        let colour = match e.kind.as_str() {
+            "delay" => "#c77700",
+            "loss" => "#b3261e",
+            _ => "#5b4bb7",
+        };
+        let _ = write!(
+            h,
+            "<text x=\"4\" y=\"{:.1}\" font-size=\"10\">{} {}</text><rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\"><title>{}</title></rect>",
+            y + 10.0,
+            esc(&e.kind),
+            esc(&e
+                .link
+                .as_ref()
+                .map_or("?".into(), |(a, b)| format!("{a} -> {b}"))),
+            x(e.start_s),
+            (x(e.end_s) - x(e.start_s)).max(2.0),
+            row - 4.0,
+            esc(&e.flow)
+        );
+    }
+    h.push_str("</svg>");
+    h.push_str("<table id=\"events\"><tr><th>kind</th><th>start (s)</th><th>end (s)</th><th>link</th><th>flow (series)</th><th>figures</th><th>labels</th></tr>");
+    for e in &r.events {
+        let mut figures = Vec::new();
+        if let Some(l) = e.loss_rate.filter(|l| *l > 0.0) {
+            figures.push(format!("loss {:.1}%", l * 100.0));
+        }
+        if let (Some(b), Some(p)) = (e.baseline_ms, e.peak_ms)
+            && e.kind == "delay"
+        {
+            figures.push(format!("{b:.2} ms &rarr; {p:.2} ms"));
+        }
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td class=\"mono\">{} ({})</td><td>{}</td><td>{}</td></tr>",
+            esc(&e.kind),
+            e.start_s,
+            e.end_s,
+            esc(&e
+                .link
+                .as_ref()
+                .map_or("?".into(), |(a, b)| format!("{a} -> {b}"))),
+            esc(&e.flow),
+            esc(&e.series),
+            figures.join(", "),
+            esc(&e.labels.join(", "))
+        );
+    }
+    h.push_str("</table>");
+}
+
+fn flow(h: &mut String, i: usize, f: &FlowRow) {
+    let known = !f.route.is_empty();
+    let same = !known || f.decoded.as_ref() == Some(&f.route);
+    let _ = write!(
+        h,
+        "<h3 class=\"mono\">{}</h3><table class=\"flow\" id=\"flow-{i}\">{}<tr><th>decoded path</th><td class=\"decoded {}\">{}</td></tr><tr><th>digests to decode</th><td>{}</td></tr><tr><th>packets / bytes</th><td>{} / {}</td></tr></table>",
+        esc(&f.flow),
+        if known {
+            format!(
+                "<tr><th>route</th><td class=\"route\">{}</td></tr>",
+                esc(&f.route.join(" → "))
+            )
+        } else {
+            String::new()
+        },
+        if same { "ok" } else { "bad" },
+        f.decoded
+            .as_ref()
+            .map_or("not decoded".into(), |d| esc(&d.join(" → "))),
+        f.digests_to_decode.map_or("-".into(), |d| d.to_string()),
+        f.packets,
+        f.bytes
+    );
+    if !f.latency.is_empty() {
+        // Per-hop latency: median and p99 bars.
+        let max = f.latency.iter().map(|l| l.p99_us).fold(1e-9, f64::max);
+        let (w, row) = (600.0, 18.0);
+        let height = row * f.latency.len() as f64 + 6.0;
+        let _ = write!(
+            h,
+            "<svg class=\"latency\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\">"
+        );
+        for (j, l) in f.latency.iter().enumerate() {
+            let y = 3.0 + row * j as f64;
+            let scale = |v: f64| (v / max) * (w - 330.0);
+            let _ = write!(
+                h,
+                "<text x=\"2\" y=\"{:.1}\" font-size=\"10\">hop {} {}</text><rect x=\"120\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#c9dcf0\"/><rect x=\"120\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#3a6ea5\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">p50 {:.1} µs, p99 {:.1} µs ({} samples)</text>",
+                y + 11.0,
+                l.hop,
+                esc(l.switch.as_deref().unwrap_or("?")),
+                scale(l.p99_us).max(1.0),
+                row - 5.0,
+                scale(l.p50_us).max(1.0),
+                row - 5.0,
+                126.0 + scale(l.p99_us),
+                y + 11.0,
+                l.p50_us,
+                l.p99_us,
+                l.samples
+            );
+        }
+        h.push_str("</svg>");
+    }
+    if !f.counters.is_empty() {
+        h.push_str("<table><tr><th>switch</th><th>packets</th><th>bytes</th></tr>");
+        for (s, p, b) in &f.counters {
+            let _ = write!(h, "<tr><td>{}</td><td>{p}</td><td>{b}</td></tr>", esc(s));
+        }
+        h.push_str("</table>");
+    }
+}
+
+fn totals(h: &mut String, r: &Page) {
+    h.push_str("<h2>Totals</h2>");
+    if !r.hosts.is_empty() {
+        h.push_str("<table id=\"hosts\"><tr><th>hosts at</th><th>sent</th><th>received</th><th>probes received</th><th>probes lost</th></tr>");
+    }
+    for x in &r.hosts {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&x.name),
+            x.sent,
+            x.received,
+            x.probes_received,
+            x.probes_lost
+        );
+    }
+    if !r.hosts.is_empty() {
+        h.push_str("</table>");
+    }
+    h.push_str("<table id=\"switches\"><tr><th>switch</th><th>rx</th><th>tx</th><th>drops</th><th>digests exported / at sink</th><th>flowsets exported / at sink</th></tr>");
+    for s in &r.switches {
+        let drops: Vec<String> = s
+            .drops
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .chain((s.tx_full_drops > 0).then(|| format!("tx_full {}", s.tx_full_drops)))
+            .collect();
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td></tr>",
+            esc(&s.name),
+            s.rx_packets,
+            s.tx_packets,
+            esc(&drops.join(", ")),
+            s.digests_exported,
+            s.digests_received,
+            s.flowsets_exported,
+            s.flowsets_received
+        );
+    }
+    h.push_str("</table>");
+    let _ = write!(
+        h,
+        "<p>Epochs: <span class=\"mono\">{}</span></p>",
+        esc(&r.epochs.to_string())
+    );
+}
+
+/// Node positions for drawing: switches with hosts at the bottom, each layer above them
+/// one hop further away; spread evenly across.
+pub fn layout(topology: &Topology, hosts: &[u32]) -> Vec<(String, f64, f64)> {
+    let n = topology.len();
+    let mut layer = vec![u32::MAX; n];
+    let mut queue: std::collections::VecDeque<u32> = hosts.iter().copied().collect();
+    for &h in hosts {
+        layer[h as usize] = 0;
+    }
+    while let Some(v) = queue.pop_front() {
+        for &w in topology.neighbours(v) {
+            if layer[w as usize] == u32::MAX {
+                layer[w as usize] = layer[v as usize] + 1;
+                queue.push_back(w);
+            }
+        }
+    }
+    let top = layer
+        .iter()
+        .filter(|&&l| l != u32::MAX)
+        .max()
+        .copied()
+        .unwrap_or(0);
+    let mut out = vec![(String::new(), 0.0, 0.0); n];
+    for l in 0..=top {
+        let members: Vec<usize> = (0..n).filter(|&v| layer[v] == l).collect();
+        for (i, &v) in members.iter().enumerate() {
+            let x = (i as f64 + 0.5) / members.len() as f64;
+            let y = if top == 0 {
+                0.5
+            } else {
+                1.0 - l as f64 / top as f64
+            };
+            out[v] = (topology.names[v].clone(), x, y);
+        }
+    }
+    for (v, o) in out.iter_mut().enumerate() {
+        if o.0.is_empty() {
+            *o = (topology.names[v].clone(), 0.5, 0.5);
+        }
+    }
+    out
+}
