@@ -83,6 +83,18 @@ fn left_behind(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// memif sockets left in a run directory.
+fn sockets_left(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Per flow: (packets, IPv4 bytes) the generators send, from their traffic written to a
 /// capture with the same arguments.
 fn truth(dir: &Scratch, plan: &LabPlan) -> HashMap<FlowKey, (u64, u64)> {
@@ -240,6 +252,11 @@ fn the_leaf_spine_lab_finds_its_impaired_link() {
         left_behind(&run_dir)
     );
     assert!(
+        sockets_left(&run_dir).is_empty(),
+        "{:?}",
+        sockets_left(&run_dir)
+    );
+    assert!(
         live_png > 20_000,
         "live page screenshot of {live_png} bytes"
     );
@@ -388,6 +405,11 @@ fn the_chain_and_the_fat_tree_labs_run() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(left_behind(&run_dir).is_empty());
+        assert!(
+            sockets_left(&run_dir).is_empty(),
+            "{:?}",
+            sockets_left(&run_dir)
+        );
         let report: LabReport =
             serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
                 .unwrap();
@@ -442,6 +464,11 @@ fn a_switch_that_dies_stops_the_lab_and_nothing_is_left_behind() {
         left_behind(&run_dir).is_empty(),
         "{:?}",
         left_behind(&run_dir)
+    );
+    assert!(
+        sockets_left(&run_dir).is_empty(),
+        "{:?}",
+        sockets_left(&run_dir)
     );
     assert!(
         !run_dir.join("report.json").exists(),

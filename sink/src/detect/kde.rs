@@ -78,13 +78,20 @@ pub fn lowest_mode(sorted: &[f64]) -> Option<LowestMode> {
             })
             .sum()
     };
-    let mut x = lo_d - reach;
+    // Left of the smallest delay the density only rises, and right of the largest it only
+    // falls: the walk starts one step left of the smallest (on the same grid as from three
+    // bandwidths left), and once past the largest the answer is known.
+    let mut x = lo_d - step;
     let mut prev = density(x);
     let mut rising = false;
     let mut peak: Option<f64> = None;
     let end = loop {
         x += step;
-        if x > hi_d + reach {
+        if x - step >= hi_d {
+            // Falling from here on: the peak, if not found yet, is the previous point.
+            if peak.is_none() {
+                peak = Some(x - step);
+            }
             break hi_d;
         }
         let f = density(x);

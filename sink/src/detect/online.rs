@@ -18,11 +18,69 @@ const MAX_LOST_LISTED: u64 = 1 << 16;
 /// (then four, ...) of the later ones is kept, so a window is an evenly thinned series.
 pub const MAX_WINDOW_SAMPLES: usize = 4096;
 
+/// A window's sequence numbers: a list that stays sorted while they arrive in order (the
+/// common case: no hashing), with a hash set built once the first one arrives out of order.
+#[derive(Debug, Default)]
+struct SeqSet {
+    list: Vec<u64>,
+    max: Option<u64>,
+    set: Option<FxHashSet<u64>>,
+}
+
+impl SeqSet {
+    /// Adds `q`; false if it was already there (a duplicate).
+    #[inline]
+    fn insert(&mut self, q: u64) -> bool {
+        match self.max {
+            Some(m) if q <= m => {
+                let set = self
+                    .set
+                    .get_or_insert_with(|| self.list.iter().copied().collect());
+                if !set.insert(q) {
+                    return false;
+                }
+            }
+            _ => {
+                self.max = Some(q);
+                if let Some(set) = &mut self.set {
+                    set.insert(q);
+                }
+            }
+        }
+        self.list.push(q);
+        true
+    }
+
+    fn contains(&self, q: u64) -> bool {
+        match &self.set {
+            Some(set) => set.contains(&q),
+            None => self.list.binary_search(&q).is_ok(),
+        }
+    }
+
+    fn min(&self) -> Option<u64> {
+        match &self.set {
+            Some(_) => self.list.iter().copied().min(),
+            None => self.list.first().copied(),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &u64> {
+        self.list.iter()
+    }
+
+    fn clear(&mut self) {
+        self.list.clear();
+        self.max = None;
+        self.set = None;
+    }
+}
+
 #[derive(Debug, Default)]
 struct WindowBuf {
     index: i64,
     samples: Vec<Sample>,
-    seqs: FxHashSet<u64>,
+    seqs: SeqSet,
     /// Packets lost known from counters (signed: counts taken at two points may run ahead
     /// of each other between windows).
     extra_lost: i64,
@@ -184,14 +242,14 @@ impl Detector {
         self.lost_list.clear();
         let counted_lost = (w.extra_lost.max(0) as u64).min(w.extra_sent);
         let mut extra_lost = counted_lost;
-        if let Some(max) = w.seqs.iter().copied().max() {
+        if let Some(max) = w.seqs.max {
             let lo = *self
                 .next_seq
-                .get_or_insert_with(|| w.seqs.iter().copied().min().unwrap_or(max));
+                .get_or_insert_with(|| w.seqs.min().unwrap_or(max));
             if max >= lo {
                 let next = self.open.front().map(|n| &n.seqs);
                 let span = max - lo + 1;
-                let received = |q: u64| w.seqs.contains(&q) || next.is_some_and(|n| n.contains(&q));
+                let received = |q: u64| w.seqs.contains(q) || next.is_some_and(|n| n.contains(q));
                 if span <= MAX_LOST_LISTED * 4 {
                     self.lost_list.extend(
                         (lo..=max)
@@ -199,7 +257,11 @@ impl Detector {
                             .take(MAX_LOST_LISTED as usize),
                     );
                     let listed = self.lost_list.len() as u64;
-                    let all = (lo..=max).filter(|&q| !received(q)).count() as u64;
+                    let all = if listed < MAX_LOST_LISTED {
+                        listed
+                    } else {
+                        (lo..=max).filter(|&q| !received(q)).count() as u64
+                    };
                     extra_lost += all - listed;
                 } else {
                     // A jump too large to list (a restarted sender): counted, not listed.

@@ -280,3 +280,35 @@ fn loss_known_from_counters_without_sequence_numbers() {
         loss[0]
     );
 }
+
+#[test]
+fn late_and_duplicate_packets_count_once_online() {
+    // 300 s at 10 Hz, one packet in 97 lost; neighbours swapped every 50 packets (one
+    // reordering per window) and every 70th packet delivered twice.
+    let lost = |q: u64| q % 97 == 5;
+    let mut s = series(300.0, |_, rng| base(rng), lost);
+    for i in (10..s.len() - 1).step_by(50) {
+        s.swap(i, i + 1);
+    }
+    let mut arrivals = Vec::new();
+    for (i, x) in s.iter().enumerate() {
+        arrivals.push(*x);
+        if i % 70 == 0 {
+            arrivals.push(*x);
+        }
+    }
+    let mut d = online::Detector::new(Params::default());
+    d.push_all(&arrivals);
+    let r = d.finish();
+    assert_eq!(r.lost, (0..3000).filter(|&q| lost(q)).count() as u64);
+    let offline = detect(&s, &Params::default());
+    assert_eq!(r.lost, offline.lost);
+    assert_eq!(r.windows, offline.windows);
+    let reorder: Vec<&Event> = r
+        .events
+        .iter()
+        .filter(|e| e.kind == Kind::Reordering)
+        .collect();
+    assert_eq!(reorder.len(), 1, "{:?}", r.events);
+    assert!(reorder[0].end - reorder[0].start > 250.0);
+}
