@@ -261,7 +261,7 @@ mod tests {
 
     #[test]
     fn order_keys_sort_like_floats() {
-        let mut v = vec![3.5, -0.0, 0.0, -2.0, 1e-300, -1e300, 7.25, f64::INFINITY];
+        let mut v = [3.5, -0.0, 0.0, -2.0, 1e-300, -1e300, 7.25, f64::INFINITY];
         let mut keys: Vec<u64> = v.iter().map(|&x| order_key(x)).collect();
         keys.sort_unstable();
         let back: Vec<f64> = keys.iter().map(|&k| from_order_key(k)).collect();
