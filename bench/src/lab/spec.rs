@@ -71,6 +71,7 @@ struct RawTopology {
     leaves: Option<u32>,
     k: Option<u32>,
     path: Option<String>,
+    links: Option<Vec<[String; 2]>>,
     hosts: Option<Vec<String>>,
 }
 
@@ -501,9 +502,62 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>), LabErr
             };
             Ok((topo, hosts))
         }
+        "links" => {
+            let links = t
+                .links
+                .as_ref()
+                .ok_or_else(|| key_err("topology.links", "missing (e.g. [[\"a\", \"b\"]])"))?;
+            let mut names: Vec<String> = Vec::new();
+            let mut edges = Vec::new();
+            for (i, [a, b]) in links.iter().enumerate() {
+                let key = format!("topology.links[{i}]");
+                if a == b {
+                    return Err(key_err(key, format!("`{a}` linked to itself")));
+                }
+                let mut node = |n: &String| -> Result<u32, LabError> {
+                    if n.is_empty()
+                        || !n
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                    {
+                        return Err(key_err(
+                            key.clone(),
+                            format!("`{n}`: letters, digits, - and _ only"),
+                        ));
+                    }
+                    Ok(match names.iter().position(|x| x == n) {
+                        Some(p) => p as u32,
+                        None => {
+                            names.push(n.clone());
+                            (names.len() - 1) as u32
+                        }
+                    })
+                };
+                let e = (node(a)?, node(b)?);
+                if edges.contains(&e) || edges.contains(&(e.1, e.0)) {
+                    return Err(key_err(key, format!("`{a}` and `{b}` are linked twice")));
+                }
+                edges.push(e);
+            }
+            let n = names.len() as u32;
+            let topo = Topology::from_edges("links", names, &edges);
+            if (0..n).any(|v| topo.bfs(0).0[v as usize] == u32::MAX) {
+                return Err(key_err(
+                    "topology.links",
+                    "the switches are not all connected",
+                ));
+            }
+            let leaves: Vec<u32> = (0..n).filter(|&v| topo.neighbours(v).len() == 1).collect();
+            let hosts = if leaves.len() >= 2 {
+                leaves
+            } else {
+                (0..n).collect()
+            };
+            Ok((topo, hosts))
+        }
         other => Err(key_err(
             "topology.kind",
-            format!("`{other}`: chain, leaf-spine, fat-tree or file"),
+            format!("`{other}`: chain, leaf-spine, fat-tree, links or file"),
         )),
     }
 }
@@ -538,6 +592,20 @@ mod tests {
         assert_eq!(c.topology.neighbours(1), &[0, 2]);
         let f = parse("[topology]\nkind = \"fat-tree\"\nk = 4\n").unwrap();
         assert_eq!((f.topology.len(), f.hosts.len()), (20, 8));
+        let l = parse(
+            "[topology]\nkind = \"links\"\nlinks = [[\"a\", \"b\"], [\"b\", \"c\"], [\"b\", \"d\"]]\nhosts = [\"a\", \"c\"]\n",
+        )
+        .unwrap();
+        assert_eq!(l.topology.names, ["a", "b", "c", "d"]);
+        assert_eq!(l.topology.neighbours(1), &[0, 2, 3]);
+        assert_eq!(l.hosts, vec![0, 2]);
+        assert_eq!(
+            key(
+                parse("[topology]\nkind = \"links\"\nlinks = [[\"a\", \"b\"], [\"c\", \"d\"]]\n")
+                    .unwrap_err()
+            ),
+            "topology.links"
+        );
     }
 
     #[test]
