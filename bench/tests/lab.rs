@@ -300,7 +300,7 @@ fn the_leaf_spine_lab_finds_its_impaired_link() {
         sink_listen: "127.0.0.1:1".parse().unwrap(),
         sink_http: "127.0.0.1:2".parse().unwrap(),
         main_lcore: 0,
-        worker_lcore: 1,
+        worker_lcores: vec![1],
     };
     let plan = LabPlan::new(&lab, &at).unwrap();
     let truth = truth(&dir, &plan);

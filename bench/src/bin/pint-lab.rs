@@ -131,7 +131,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 sink_listen: sink::config::DEFAULT_LISTEN.parse()?,
                 sink_http: sink::config::DEFAULT_HTTP.parse()?,
                 main_lcore: 0,
-                worker_lcore: 1,
+                worker_lcores: vec![1],
             };
             let plan = bench::lab::plan::LabPlan::new(&lab, &at)?;
             plan.write(&lab)?;

@@ -24,8 +24,9 @@ pub struct Endpoints {
     pub sink_http: std::net::SocketAddr,
     /// The lcore of each switch's control thread and generators.
     pub main_lcore: u32,
-    /// The lcore of each switch's worker.
-    pub worker_lcore: u32,
+    /// The lcores switches' workers run on: switch `n` on the `n mod len`-th (spread over
+    /// the CPUs other than the main one).
+    pub worker_lcores: Vec<u32>,
 }
 
 /// One switch to start.
@@ -261,7 +262,7 @@ fn switch_config(lab: &Lab, n: u32, tables: &Tables, at: &Endpoints) -> String {
     let _ = writeln!(
         s,
         "[[workers]]\nlcore = {}\nrx = [{}]\n",
-        at.worker_lcore,
+        at.worker_lcores[n as usize % at.worker_lcores.len().max(1)],
         rx.join(", ")
     );
     for r in &tables.routes {
@@ -417,7 +418,7 @@ mod tests {
             sink_listen: "127.0.0.1:7300".parse().unwrap(),
             sink_http: "127.0.0.1:7380".parse().unwrap(),
             main_lcore: 0,
-            worker_lcore: 1,
+            worker_lcores: vec![1],
         }
     }
 

@@ -112,14 +112,10 @@ pub fn run(
         .with_context(|| format!("creating {}", opts.dir.display()))?;
     let dir = opts.dir.canonicalize()?;
     let cpus = cpus();
-    let (main_lcore, worker_lcore) = match cpus.as_slice() {
-        [] => (0, 0),
-        [one] => (*one, *one),
-        [first, .., last] => (*first, *last),
-    };
-    if main_lcore == worker_lcore {
+    let Some((&main_lcore, rest)) = cpus.split_first().filter(|(_, r)| !r.is_empty()) else {
         anyhow::bail!("a lab needs at least two CPUs (a switch's control thread and its worker)");
-    }
+    };
+    let worker_lcores = rest.to_vec();
     let mut procs = Procs::default();
     let outcome = run_inner(
         lab,
@@ -128,15 +124,29 @@ pub fn run(
         stop,
         &dir,
         main_lcore,
-        worker_lcore,
+        worker_lcores,
         &mut procs,
     );
-    // Whatever happened, nothing is left behind.
+    // Whatever happened, nothing is left behind: every process stopped, and the memif
+    // sockets of servers that could not remove their own (one killed) removed.
     procs.teardown();
+    remove_sockets(&dir);
     let collected = outcome?;
     let report = LabReport::build(lab, collected, opts.top)?;
     report.write(&dir)?;
     Ok(report)
+}
+
+/// Removes the memif sockets left in `dir` (their servers are gone).
+fn remove_sockets(dir: &std::path::Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "sock") {
+                let _ = std::fs::remove_file(&p);
+            }
+        }
+    }
 }
 
 /// The lab's processes, in the order they stop.
@@ -221,7 +231,7 @@ fn run_inner(
     stop: &Arc<AtomicBool>,
     dir: &std::path::Path,
     main_lcore: u32,
-    worker_lcore: u32,
+    worker_lcores: Vec<u32>,
     procs: &mut Procs,
 ) -> anyhow::Result<Collected> {
     let t0 = Instant::now();
@@ -239,7 +249,7 @@ fn run_inner(
         sink_listen: "127.0.0.1:0".parse().expect("address"),
         sink_http: "127.0.0.1:0".parse().expect("address"),
         main_lcore,
-        worker_lcore,
+        worker_lcores,
     };
     sink_args.extend(LabPlan::new(lab, &probe)?.sink_args.into_iter().skip(4));
     let mut sink = Proc::start(
