@@ -115,6 +115,10 @@ named_counters! {
         /// A shim naming a plan version this switch does not hold: forwarded without encoding
         /// (and stripped at the edge).
         UnknownPlan => "unknown_plan",
+        /// Edge egress: a hop before forwarded the packet without encoding (it did not hold
+        /// the packet's plan, as during a rolling plan change): the digest is incomplete, so
+        /// it is not reported, and the shim is stripped.
+        DigestIncomplete => "digest_incomplete",
         /// A packet from a fabric port without a shim (a neighbour without telemetry, or one
         /// that removed it): forwarded as it is.
         NoShim => "no_shim",

@@ -24,7 +24,7 @@ use telemetry::pint::tape::packet_word;
 use telemetry::wire::EtherType;
 use telemetry::wire::ipv4::protocol;
 use telemetry::wire::probe::ProbePayload;
-use telemetry::wire::shim::{FORMAT, MAX_DIGEST_BYTES, shim_len};
+use telemetry::wire::shim::{FLAG_INCOMPLETE, FORMAT, MAX_DIGEST_BYTES, shim_len};
 
 use crate::burst::{BurstVerdicts, MAX_BURST};
 use crate::clock::{Clock, SharedClock};
@@ -102,6 +102,8 @@ struct Meta {
     counted: bool,
     /// IPv4 total length (what FlowRadar counts as bytes: the same at every hop).
     ip_len: u16,
+    /// The shim says a hop before did not encode ([`FLAG_INCOMPLETE`]).
+    incomplete: bool,
     /// Where a UDP payload starts in the frame as received (0: not UDP), to recognise
     /// probes at the last hop.
     udp_payload_at: u16,
@@ -335,6 +337,7 @@ impl State {
         meta.shim_len = 0;
         meta.digest = 0;
         meta.plan = 0;
+        meta.incomplete = false;
         // The shim, if any: its plan, digest and length.
         let mut plan: Option<u8> = None;
         let l3 = if ty == self.shim_ethertype {
@@ -368,6 +371,11 @@ impl State {
             } else {
                 None
             };
+            if plan.is_none() {
+                // Passed on without encoding: whoever reports the digest must know.
+                frame[at + 1] |= FLAG_INCOMPLETE;
+            }
+            meta.incomplete = frame[at + 1] & FLAG_INCOMPLETE != 0;
             meta.digest = digest;
             meta.shim_len = len as u8;
             at + len
@@ -448,6 +456,10 @@ impl State {
                     } else {
                         Action::None
                     }
+                }
+                Some(_) if egress_edge && meta.incomplete => {
+                    c.event(TelemetryEvent::DigestIncomplete);
+                    Action::Remove
                 }
                 Some(p) => {
                     meta.plan = p;

@@ -8,7 +8,7 @@
 //! ```text
 //! offset  size  field
 //! 0       1     format: high nibble 1 (this layout), low nibble N
-//! 1       1     flags, zero (reserved)
+//! 1       1     flags: bit 0 [`FLAG_INCOMPLETE`], the others zero (reserved)
 //! 2       2     plan tag: the low 16 bits of the plan version, big-endian
 //! 4       N     digest, big-endian
 //! 4+N     2     EtherType of what follows (IPv4)
@@ -23,6 +23,9 @@ use super::{Result, WireError};
 pub const MAX_DIGEST_BYTES: usize = 8;
 /// The format nibble of this layout.
 pub const FORMAT: u8 = 1;
+/// Flag: a hop forwarded the packet without encoding its values (it did not hold the
+/// packet's plan), so the digest is incomplete and must not be reported.
+pub const FLAG_INCOMPLETE: u8 = 0x01;
 /// Bytes of the shim besides the digest.
 pub const FIXED_LEN: usize = 6;
 /// The default EtherType of the shim (IEEE 802 local experimental EtherType 1).
