@@ -95,6 +95,20 @@ fn sockets_left(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// No lab process and no memif socket left behind.
+fn assert_nothing_left(run_dir: &Path) {
+    assert!(
+        left_behind(run_dir).is_empty(),
+        "{:?}",
+        left_behind(run_dir)
+    );
+    assert!(
+        sockets_left(run_dir).is_empty(),
+        "{:?}",
+        sockets_left(run_dir)
+    );
+}
+
 /// Per flow: (packets, IPv4 bytes) the generators send, from their traffic written to a
 /// capture with the same arguments.
 fn truth(dir: &Scratch, plan: &LabPlan) -> HashMap<FlowKey, (u64, u64)> {
@@ -129,18 +143,10 @@ fn truth(dir: &Scratch, plan: &LabPlan) -> HashMap<FlowKey, (u64, u64)> {
             String::from_utf8_lossy(&out.stderr)
         );
         for f in dataplane::capture::read_pcap(&pcap).unwrap() {
-            let ihl = usize::from(f[14] & 0x0f) * 4;
-            let l4 = 14 + ihl;
-            let key = FlowKey {
-                src: u32::from_be_bytes(f[26..30].try_into().unwrap()),
-                dst: u32::from_be_bytes(f[30..34].try_into().unwrap()),
-                src_port: u16::from_be_bytes([f[l4], f[l4 + 1]]),
-                dst_port: u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]),
-                protocol: f[23],
-            };
+            let (key, bytes) = bench::generator::flow_key_of(&f).expect("pint-gen sends IPv4");
             let e = flows.entry(key).or_default();
             e.0 += 1;
-            e.1 += u64::from(u16::from_be_bytes([f[16], f[17]]));
+            e.1 += u64::from(bytes);
         }
     }
     flows
@@ -246,16 +252,7 @@ fn the_leaf_spine_lab_finds_its_impaired_link() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        left_behind(&run_dir).is_empty(),
-        "{:?}",
-        left_behind(&run_dir)
-    );
-    assert!(
-        sockets_left(&run_dir).is_empty(),
-        "{:?}",
-        sockets_left(&run_dir)
-    );
+    assert_nothing_left(&run_dir);
     assert!(
         live_png > 20_000,
         "live page screenshot of {live_png} bytes"
@@ -404,12 +401,7 @@ fn the_chain_and_the_fat_tree_labs_run() {
             "{file}:\n{stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(left_behind(&run_dir).is_empty());
-        assert!(
-            sockets_left(&run_dir).is_empty(),
-            "{:?}",
-            sockets_left(&run_dir)
-        );
+        assert_nothing_left(&run_dir);
         let report: LabReport =
             serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
                 .unwrap();
@@ -460,16 +452,7 @@ fn a_switch_that_dies_stops_the_lab_and_nothing_is_left_behind() {
     assert!(stderr.contains("switch s2 died"), "{stderr}");
     assert!(stderr.contains("signal: 9"), "{stderr}");
     assert!(stderr.contains("pint-switch"), "its last output: {stderr}");
-    assert!(
-        left_behind(&run_dir).is_empty(),
-        "{:?}",
-        left_behind(&run_dir)
-    );
-    assert!(
-        sockets_left(&run_dir).is_empty(),
-        "{:?}",
-        sockets_left(&run_dir)
-    );
+    assert_nothing_left(&run_dir);
     assert!(
         !run_dir.join("report.json").exists(),
         "no report of a lab cut short"

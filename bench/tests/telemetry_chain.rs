@@ -5,14 +5,14 @@
 //! metrics endpoint, each checked against an independent truth.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bench::collector::{Collected, Collector};
-use bench::generator::{FlowTag, Transport};
+use bench::generator::{FlowTag, Transport, flow_key_of};
 use bench::scratch::Scratch;
 use control::summary::Summary;
 use telemetry::flowradar::{FlowKey, single_decode};
@@ -223,37 +223,14 @@ fn truth(dir: &Scratch) -> Truth {
     let mut flows: HashMap<FlowKey, (u64, u64)> = HashMap::new();
     let mut frames = HashMap::new();
     for f in dataplane::capture::read_pcap(&pcap).unwrap() {
-        let key = flow_key(&f);
+        let (key, bytes) = flow_key_of(&f).expect("pint-gen sends IPv4");
         let e = flows.entry(key).or_default();
         e.0 += 1;
-        e.1 += u64::from(u16::from_be_bytes([f[16], f[17]]));
+        e.1 += u64::from(bytes);
         let old = frames.insert((key, ident(&f)), f);
         assert!(old.is_none(), "a flow's identifications are distinct");
     }
     Truth { flows, frames }
-}
-
-/// The flow key a switch counts a frame under (ports only for TCP and UDP).
-fn flow_key(f: &[u8]) -> FlowKey {
-    let ip = &f[14..];
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    let l4 = &ip[ihl..];
-    let ports = matches!(ip[9], 6 | 17) && l4.len() >= 4;
-    FlowKey {
-        src: u32::from_be_bytes(ip[12..16].try_into().unwrap()),
-        dst: u32::from_be_bytes(ip[16..20].try_into().unwrap()),
-        src_port: if ports {
-            u16::from_be_bytes([l4[0], l4[1]])
-        } else {
-            0
-        },
-        dst_port: if ports {
-            u16::from_be_bytes([l4[2], l4[3]])
-        } else {
-            0
-        },
-        protocol: ip[9],
-    }
 }
 
 fn ident(f: &[u8]) -> u16 {
@@ -517,7 +494,7 @@ fn three_switches_carry_decode_and_count_telemetry() {
     assert_eq!(frames.len() as u64, n);
     let mut seen = std::collections::HashSet::new();
     for f in &frames {
-        let key = (flow_key(f), ident(f));
+        let key = (flow_key_of(f).expect("IPv4").0, ident(f));
         let orig = &truth.frames[&key];
         assert_eq!(
             f,
@@ -716,13 +693,20 @@ fn two_workers_export_flowsets_that_decode_exactly() {
             queues[0].push(f);
             continue;
         }
-        let key = flow_key(&f);
-        if forwarded && key.dst >> 16 == 0x0a01 {
+        let parsed = flow_key_of(&f);
+        if forwarded
+            && let Some((key, bytes)) = parsed
+            && key.dst >> 16 == 0x0a01
+        {
             let e = truth.entry(key).or_default();
             e.0 += 1;
-            e.1 += u64::from(u16::from_be_bytes([f[16], f[17]]));
+            e.1 += u64::from(bytes);
         }
-        queues[(telemetry::hash::mix64(u64::from(key.src)) & 1) as usize].push(f);
+        let src = parsed.map_or_else(
+            || u32::from_be_bytes(f[26..30].try_into().unwrap()),
+            |(k, _)| k.src,
+        );
+        queues[(telemetry::hash::mix64(u64::from(src)) & 1) as usize].push(f);
     }
     let (q0, q1) = (dir.path("q0.pcap"), dir.path("q1.pcap"));
     dataplane::capture::write_pcap(&q0, queues[0].iter().map(Vec::as_slice)).unwrap();
@@ -850,17 +834,10 @@ listen = "127.0.0.1:{port}"
     );
     let switch = start_switch(&dir, "metrics", &config);
     std::thread::sleep(Duration::from_millis(1500));
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
+    let resp = bench::lab::http::get(([127, 0, 0, 1], port).into(), "/metrics");
     let (_, log) = switch.stop();
-    let body = resp
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}\n{log}");
+    let (status, body) = resp.unwrap();
+    assert_eq!(status, 200, "{body}\n{log}");
     for want in [
         "pint_switch_rx_packets_total{port=\"hosts\",worker=\"0\"}",
         "pint_switch_dropped_packets_total{reason=\"ttl_expired\",worker=\"0\"}",

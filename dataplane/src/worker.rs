@@ -123,17 +123,24 @@ fn flush_impaired(
     flush(port, txq, &mut out, c);
 }
 
-/// Sends `buf` to port `e` through its impairment.
-#[inline(never)]
-fn send_impaired(
+/// Sends port `e`'s buffered packets: straight to its tx queue, or, when the port is
+/// impaired (bit `e` of `impaired`: one test per burst), through its impairment.
+#[inline(always)]
+fn send(
     e: usize,
+    impaired: u32,
     txq: &mut TxQueue<'_>,
     imp: &mut Option<Impairer<Mbuf>>,
     buf: &mut Burst,
     c: &mut LocalCounters,
 ) {
-    let imp = imp.as_mut().expect("an impaired port has an impairer");
-    flush_impaired(e, txq, buf, c, imp, crate::dpdk::tsc());
+    if impaired & (1 << e) != 0
+        && let Some(imp) = imp
+    {
+        flush_impaired(e, txq, buf, c, imp, crate::dpdk::tsc());
+    } else {
+        flush(e, txq, buf, c);
+    }
 }
 
 impl Worker<'_> {
@@ -173,11 +180,8 @@ impl Worker<'_> {
                 let first = verdicts.verdicts[0];
                 if verdicts.all_same && first & DROPPED == 0 && out[usize::from(first)].is_empty() {
                     let e = usize::from(first);
-                    if self.impaired & (1 << e) == 0 {
-                        flush(e, &mut self.tx[e], &mut rx_burst, c);
-                    } else {
-                        send_impaired(e, &mut self.tx[e], &mut self.impair[e], &mut rx_burst, c);
-                    }
+                    let (txq, imp) = (&mut self.tx[e], &mut self.impair[e]);
+                    send(e, self.impaired, txq, imp, &mut rx_burst, c);
                 } else if verdicts.all_same && first & DROPPED != 0 {
                     rx_burst.clear();
                 } else {
@@ -192,17 +196,8 @@ impl Worker<'_> {
                         }
                         let e = usize::from(v);
                         if out[e].is_full() {
-                            if self.impaired & (1 << e) == 0 {
-                                flush(e, &mut self.tx[e], &mut out[e], c);
-                            } else {
-                                send_impaired(
-                                    e,
-                                    &mut self.tx[e],
-                                    &mut self.impair[e],
-                                    &mut out[e],
-                                    c,
-                                );
-                            }
+                            let (txq, imp) = (&mut self.tx[e], &mut self.impair[e]);
+                            send(e, self.impaired, txq, imp, &mut out[e], c);
                         }
                         let _ = out[e].push(m);
                         used |= 1 << e;
@@ -211,11 +206,8 @@ impl Worker<'_> {
                     while used != 0 {
                         let e = used.trailing_zeros() as usize;
                         used &= used - 1;
-                        if self.impaired & (1 << e) == 0 {
-                            flush(e, &mut self.tx[e], &mut out[e], c);
-                        } else {
-                            send_impaired(e, &mut self.tx[e], &mut self.impair[e], &mut out[e], c);
-                        }
+                        let (txq, imp) = (&mut self.tx[e], &mut self.impair[e]);
+                        send(e, self.impaired, txq, imp, &mut out[e], c);
                     }
                 }
                 c.busy_polls += 1;

@@ -134,7 +134,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 worker_lcores: vec![1],
             };
             let plan = bench::lab::plan::LabPlan::new(&lab, &at)?;
-            plan.write(&lab)?;
+            plan.write()?;
+            bench::lab::plan::LabPlan::write_topology(&lab, &at.dir)?;
             for s in &plan.switches {
                 println!("{}", s.config.display());
             }

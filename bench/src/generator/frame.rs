@@ -126,6 +126,36 @@ pub fn emit_frame(buf: &mut [u8], flow: &FlowTuple, p: &PacketFields<'_>) -> Opt
     Some(len)
 }
 
+/// The flow key a switch counts an untagged Ethernet + IPv4 frame under (ports only for
+/// unfragmented TCP and UDP), and the IPv4 total length it counts as bytes; None for other
+/// frames.
+pub fn flow_key_of(frame: &[u8]) -> Option<(telemetry::flowradar::FlowKey, u16)> {
+    use telemetry::wire::ipv4::Ipv4Packet;
+    use telemetry::wire::transport::TransportPorts;
+    if frame.get(12..14)? != [0x08, 0x00] {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(frame.get(14..)?).ok()?;
+    let proto = ip.protocol();
+    let (mut src_port, mut dst_port) = (0, 0);
+    if matches!(proto, 6 | 17)
+        && !ip.is_fragment()
+        && let Ok(p) = TransportPorts::new_checked(&frame[14 + ip.header_len()..])
+    {
+        (src_port, dst_port) = (p.src_port(), p.dst_port());
+    }
+    Some((
+        telemetry::flowradar::FlowKey {
+            src: ip.src_u32(),
+            dst: ip.dst_u32(),
+            src_port,
+            dst_port,
+            protocol: proto,
+        },
+        ip.total_len(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +187,12 @@ mod tests {
                 };
                 let n = emit_frame(&mut buf, &flow, &fields(len, &[1, 2, 3])).unwrap();
                 assert_eq!(n, len);
+                let (key, bytes) = flow_key_of(&buf[..n]).unwrap();
+                assert_eq!(
+                    (key.src, key.dst, key.src_port, key.dst_port, key.protocol),
+                    (0x0a00_0102, 0x0a01_0304, 4000, 80, if tcp { 6 } else { 17 })
+                );
+                assert_eq!(usize::from(bytes), len - 14);
                 let pkt = SlicedPacket::from_ethernet(&buf[..n]).unwrap();
                 let Some(etherparse::NetSlice::Ipv4(ip)) = pkt.net else {
                     panic!("IPv4")
@@ -185,6 +221,16 @@ mod tests {
                 assert!(payload[3..].iter().all(|&b| b == 0));
             }
         }
+    }
+
+    #[test]
+    fn only_ipv4_frames_have_a_flow_key() {
+        let mut buf = [0u8; 60];
+        buf[12..14].copy_from_slice(&[0x86, 0xdd]);
+        assert!(flow_key_of(&buf).is_none());
+        buf[12..14].copy_from_slice(&[0x08, 0x00]);
+        assert!(flow_key_of(&buf).is_none(), "version 0");
+        assert!(flow_key_of(&buf[..10]).is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ pub mod tag;
 pub mod traffic;
 
 pub use dist::{FlowSizes, PacketSizes, Popularity};
-pub use frame::{FlowTuple, emit_frame};
+pub use frame::{FlowTuple, emit_frame, flow_key_of};
 pub use probe::{ProbePayload, ProbeReceiver, ProbeReport};
 pub use tag::{FlowLossCounter, FlowLossReport, FlowTag, TagPatch, Transport};
 pub use traffic::{GenPacket, Payload, Rate, Traffic, TrafficSpec};

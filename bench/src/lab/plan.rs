@@ -60,10 +60,6 @@ pub struct LabPlan {
     pub switches: Vec<SwitchPlan>,
     /// The generators, by host node.
     pub generators: Vec<GeneratorPlan>,
-    /// pint-sink's arguments.
-    pub sink_args: Vec<String>,
-    /// The topology file handed to the sink.
-    pub topology_file: PathBuf,
 }
 
 /// The ECMP seed of node `n`'s switch (each its own, so that layers do not polarise; 63
@@ -129,29 +125,9 @@ impl LabPlan {
                 args: generator_args(lab, n, at),
             })
             .collect();
-        let topology_file = at.dir.join("topology.toml");
-        let mut sink_args = vec![
-            "--listen".into(),
-            at.sink_listen.to_string(),
-            "--http".into(),
-            at.sink_http.to_string(),
-            "--topology".into(),
-            topology_file.display().to_string(),
-            "--sensitivity".into(),
-            lab.sensitivity.clone(),
-            "--event-lines".into(),
-            at.dir.join("events.jsonl").display().to_string(),
-            "--json-lines".into(),
-            at.dir.join("flows.jsonl").display().to_string(),
-            "--decode-threads".into(),
-            "1".into(),
-        ];
-        sink_args.extend(lab.sink_args.iter().cloned());
         Ok(LabPlan {
             switches,
             generators,
-            sink_args,
-            topology_file,
         })
     }
 
@@ -177,14 +153,44 @@ impl LabPlan {
         s
     }
 
-    /// Writes every switch's configuration and the topology file into the run directory.
-    pub fn write(&self, lab: &Lab) -> anyhow::Result<()> {
+    /// Writes every switch's configuration into the run directory.
+    pub fn write(&self) -> std::io::Result<()> {
         for s in &self.switches {
             std::fs::write(&s.config, &s.text)?;
         }
-        std::fs::write(&self.topology_file, LabPlan::topology_toml(lab))?;
         Ok(())
     }
+
+    /// Writes the sink's topology file into `dir`; returns its path.
+    pub fn write_topology(lab: &Lab, dir: &Path) -> std::io::Result<PathBuf> {
+        let path = dir.join("topology.toml");
+        std::fs::write(&path, LabPlan::topology_toml(lab))?;
+        Ok(path)
+    }
+}
+
+/// pint-sink's arguments: the endpoints, the topology file (`topology.toml` in the run
+/// directory), the sensitivity, event and flow lines in the run directory, and the lab's
+/// own sink flags.
+pub fn sink_args(lab: &Lab, at: &Endpoints) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "--listen".into(),
+        at.sink_listen.to_string(),
+        "--http".into(),
+        at.sink_http.to_string(),
+        "--topology".into(),
+        at.dir.join("topology.toml").display().to_string(),
+        "--sensitivity".into(),
+        lab.sensitivity.clone(),
+        "--event-lines".into(),
+        at.dir.join("events.jsonl").display().to_string(),
+        "--json-lines".into(),
+        at.dir.join("flows.jsonl").display().to_string(),
+        "--decode-threads".into(),
+        "1".into(),
+    ];
+    a.extend(lab.sink_args.iter().cloned());
+    a
 }
 
 /// Node `n`'s configuration.

@@ -270,6 +270,7 @@ impl LabReport {
         let mut mismatches = Vec::new();
         let mut to_decode = Vec::new();
         let mut paths: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut routes: Vec<Vec<String>> = Vec::with_capacity(c.view.flows.len());
         for f in &c.view.flows {
             let label = flow_label(&f["flow"]);
             let route = key_of(&f["flow"])
@@ -282,6 +283,7 @@ impl LabReport {
             if let Some(r) = &route {
                 paths.insert(label.clone(), r.clone());
             }
+            routes.push(route.clone().unwrap_or_default());
             let Some(p) = f["path"].as_array() else {
                 continue;
             };
@@ -302,14 +304,10 @@ impl LabReport {
             .view
             .flows
             .iter()
+            .zip(routes)
             .take(top)
-            .map(|f| {
-                let label = flow_label(&f["flow"]);
-                let d = c.view.details.get(&label);
-                let route = key_of(&f["flow"])
-                    .and_then(|k| route(lab, &fwd, &k))
-                    .map(|r| r.iter().map(|&n| lab.name(n).to_owned()).collect())
-                    .unwrap_or_default();
+            .map(|(f, route)| {
+                let d = c.view.details.get(&flow_label(&f["flow"]));
                 sink::page::flow_row(f, d, &|id| name_of_id(lab, id), route)
             })
             .collect();

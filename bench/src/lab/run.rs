@@ -15,7 +15,7 @@ use anyhow::Context;
 use control::summary::Summary;
 
 use super::http::get_json;
-use super::plan::{Endpoints, LabPlan};
+use super::plan::{Endpoints, LabPlan, sink_args};
 use super::proc::{Proc, Program};
 use super::report::{Collected, LabReport};
 use super::spec::Lab;
@@ -236,14 +236,7 @@ fn run_inner(
 ) -> anyhow::Result<Collected> {
     let t0 = Instant::now();
     // 1. The sink, on ports the system picks; it says which.
-    let topology_file = dir.join("topology.toml");
-    std::fs::write(&topology_file, LabPlan::topology_toml(lab))?;
-    let mut sink_args: Vec<String> = vec![
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--http".into(),
-        "127.0.0.1:0".into(),
-    ];
+    LabPlan::write_topology(lab, dir)?;
     let probe = Endpoints {
         dir: dir.to_owned(),
         sink_listen: "127.0.0.1:0".parse().expect("address"),
@@ -251,7 +244,7 @@ fn run_inner(
         main_lcore,
         worker_lcores,
     };
-    sink_args.extend(LabPlan::new(lab, &probe)?.sink_args.into_iter().skip(4));
+    let sink_args = sink_args(lab, &probe);
     let mut sink = Proc::start(
         "pint-sink",
         &programs.sink,
@@ -270,7 +263,7 @@ fn run_inner(
         ..probe
     };
     let plan = LabPlan::new(lab, &at)?;
-    plan.write(lab)?;
+    plan.write()?;
     for s in &plan.switches {
         control::Config::from_file(&s.config)
             .map_err(|e| anyhow::anyhow!("{}: {e}", s.config.display()))?;
