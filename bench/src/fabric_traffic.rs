@@ -273,16 +273,15 @@ pub fn run(
         for n in 0..nodes {
             let records = emu.digests(n);
             // Probe arrivals go in a frame of their own, as the control thread sends them.
-            let probes: Vec<WireProbe> = records
+            let probes: Vec<WireProbe> = emu
+                .probes(n)
                 .iter()
-                .filter_map(|r| {
-                    r.probe.map(|p| WireProbe {
-                        key: r.key,
-                        stream: p.stream,
-                        seq: p.seq,
-                        sent_ns: p.sent_ns,
-                        recv_ns: r.tsc,
-                    })
+                .map(|p| WireProbe {
+                    key: p.key,
+                    stream: p.probe.stream,
+                    seq: p.probe.seq,
+                    sent_ns: p.probe.sent_ns,
+                    recv_ns: p.tsc,
                 })
                 .collect();
             if !probes.is_empty() {

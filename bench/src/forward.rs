@@ -278,6 +278,12 @@ pub(crate) fn run_switch(dir: &Path, config: &str, seconds: u64) -> anyhow::Resu
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // A switch built with the `stage-timing` feature reports its stages: pass it on.
+    for line in String::from_utf8_lossy(&out.stderr).lines() {
+        if line.starts_with("worker stage cycles") {
+            eprintln!("  {line}");
+        }
+    }
     let text = std::fs::read_to_string(&summary).context("reading the switch's summary")?;
     parse_summary(&text)
 }

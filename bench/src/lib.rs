@@ -12,6 +12,7 @@ pub mod lab;
 pub mod pint_hpcc;
 pub mod pint_latency;
 pub mod pint_path;
+pub mod pipeline_roles;
 pub mod promtool;
 pub mod scratch;
 pub mod sender;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pipeline::clock::{SharedClock, tsc};
-use pipeline::digest::{DigestConsumer, digest_ring};
+use pipeline::digest::{DigestDrain, RingDigest, digest_ring};
 use pipeline::epochs::{EpochCollector, worker_epochs};
 use pipeline::inband::InbandSetup;
 use pipeline::load::{LoadParams, PortLoads, SharedLoad, share_loads};
@@ -43,7 +43,7 @@ pub struct TelemetryStart {
 
 /// The control thread's end of one worker's telemetry.
 struct WorkerEnd {
-    digests: DigestConsumer,
+    digests: DigestDrain,
     epochs: EpochCollector,
     load: Arc<SharedLoad>,
     batch: Vec<WireDigest>,
@@ -52,6 +52,8 @@ struct WorkerEnd {
     /// The plans the batch refers to.
     batch_plans: Vec<u32>,
     batch_started: Option<Instant>,
+    /// Records taken off the ring, before they join batches (reused).
+    staged: Vec<RingDigest>,
 }
 
 /// The control thread's telemetry state.
@@ -164,6 +166,7 @@ impl TelemetryStart {
                 batch_plans: Vec::new(),
                 probes: Vec::new(),
                 batch_started: None,
+                staged: Vec::new(),
             });
         }
         let hello = Hello {
@@ -253,13 +256,15 @@ impl TelemetryControl {
     /// at most what the ring held when it started, so that a worker producing faster than
     /// this thread consumes cannot keep it here (its ring fills and drops, counted).
     fn drain(&mut self, w: usize, now: Instant, clock: &pipeline::clock::Clock) {
-        let available = self.workers[w].digests.slots();
-        for _ in 0..available {
-            let end = &mut self.workers[w];
-            let Ok(r) = end.digests.pop() else {
-                break;
-            };
+        let end = &mut self.workers[w];
+        let available = end.digests.slots();
+        let mut staged = std::mem::take(&mut end.staged);
+        staged.clear();
+        end.digests.drain(available, |r| staged.push(*r));
+        for r in &staged {
+            let r = r.record();
             self.counts.digests_drained += 1;
+            let end = &mut self.workers[w];
             let new_plan = !end.batch_plans.contains(&r.plan_version);
             if end.batch.len() >= self.batch_max
                 || (new_plan && end.batch_plans.len() >= telemetry::protocol::MAX_PLANS_PER_BATCH)
@@ -273,19 +278,22 @@ impl TelemetryControl {
             if !end.batch_plans.contains(&r.plan_version) {
                 end.batch_plans.push(r.plan_version);
             }
-            let time_ns = clock.unix_ns(r.tsc);
-            if let Some(p) = r.probe {
-                end.probes.push(WireProbe {
-                    key: r.key,
-                    stream: p.stream,
-                    seq: p.seq,
-                    sent_ns: p.sent_ns,
-                    recv_ns: time_ns,
-                });
-            }
-            end.batch.push(r.to_wire(time_ns));
+            end.batch.push(r.to_wire(clock.unix_ns(r.tsc)));
         }
-        let end = &self.workers[w];
+        let end = &mut self.workers[w];
+        end.staged = staged;
+        let WorkerEnd {
+            digests, probes, ..
+        } = end;
+        digests.drain_probes(|p| {
+            probes.push(WireProbe {
+                key: p.key,
+                stream: p.probe.stream,
+                seq: p.probe.seq,
+                sent_ns: p.probe.sent_ns,
+                recv_ns: clock.unix_ns(p.tsc),
+            })
+        });
         if end
             .batch_started
             .is_some_and(|s| now.duration_since(s) >= BATCH_AGE)
@@ -335,7 +343,7 @@ impl TelemetryControl {
 
     /// Serialises worker `w`'s finished flowsets and hands them back cleared.
     fn collect(&mut self, w: usize) {
-        while let Ok(mut closed) = self.workers[w].epochs.closed.try_recv() {
+        while let Some(closed) = self.workers[w].epochs.try_recv() {
             if let Some(ex) = &self.exporter {
                 let payload = encode_flowset(
                     closed.worker,
@@ -352,8 +360,7 @@ impl TelemetryControl {
                 });
             }
             self.counts.flowsets_exported += 1;
-            closed.flowset.clear();
-            let _ = self.workers[w].epochs.free.send(closed.flowset);
+            self.workers[w].epochs.give_back(closed);
         }
     }
 

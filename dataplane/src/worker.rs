@@ -241,6 +241,9 @@ impl Worker<'_> {
         }
         self.drain_impaired(&mut pipeline.counters);
         shared.publish(&pipeline.counters);
+        if let Some(stages) = pipeline::stages::report() {
+            eprintln!("worker stage cycles per packet: {stages}");
+        }
         pipeline.counters
     }
 

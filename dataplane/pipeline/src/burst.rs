@@ -102,6 +102,11 @@ impl Pipeline {
         self.inband.as_ref()
     }
 
+    /// The telemetry state, when on, writable.
+    pub fn inband_mut(&mut self) -> Option<&mut Inband> {
+        self.inband.as_mut()
+    }
+
     /// Work between bursts and on idle polls, at counter value `now_tsc`: plan changes and
     /// FlowRadar epoch ends.
     #[inline(always)]

@@ -131,6 +131,9 @@ named_counters! {
         /// A digest record was dropped because the ring was full (the control thread fell
         /// behind).
         DigestDropped => "digest_dropped",
+        /// A probe's arrival was not reported because the worker's probe ring was full (the
+        /// control thread fell behind); its digest still was.
+        ProbeDropped => "probe_dropped",
         /// A FlowRadar epoch ended and its flowset went to the control thread.
         EpochClosed => "epoch_closed",
         /// An epoch ended while no clean flowset was free: counting went on in the old one,

@@ -14,7 +14,7 @@ use telemetry::topology::Topology;
 use crate::burst::{BurstVerdicts, DROPPED, Pipeline};
 use crate::clock::{Clock, SharedClock};
 use crate::counters::{DropReason, LocalCounters};
-use crate::digest::{DigestConsumer, DigestRecord, digest_ring};
+use crate::digest::{DigestDrain, DigestRecord, ProbeRecord, digest_ring};
 use crate::epochs::{ClosedFlowset, EpochCollector, worker_epochs};
 use crate::fabric::{self, FabricError};
 use crate::forward::Forwarder;
@@ -66,7 +66,7 @@ pub struct Node {
     pub tables: Tables,
     /// Its pipeline (one worker).
     pub pipeline: Pipeline,
-    digests: DigestConsumer,
+    digests: DigestDrain,
     epochs: EpochCollector,
     /// Where its plan comes from (install a new one for a hot reload).
     pub plans: Arc<PlanCell>,
@@ -233,12 +233,12 @@ impl Emulator {
 
     /// The digest records node `n` reported since the last call.
     pub fn digests(&mut self, n: u32) -> Vec<DigestRecord> {
-        let c = &mut self.nodes[n as usize].digests;
-        let mut out = Vec::with_capacity(c.slots());
-        while let Ok(r) = c.pop() {
-            out.push(r);
-        }
-        out
+        self.nodes[n as usize].digests.records()
+    }
+
+    /// The probe records node `n` reported since the last call.
+    pub fn probes(&mut self, n: u32) -> Vec<ProbeRecord> {
+        self.nodes[n as usize].digests.probe_records()
     }
 
     /// The flowsets node `n` finished since the last call (each is returned to the switch
@@ -246,11 +246,9 @@ impl Emulator {
     pub fn flowsets(&mut self, n: u32) -> Vec<ClosedFlowset> {
         let e = &self.nodes[n as usize].epochs;
         let mut out = Vec::new();
-        while let Ok(c) = e.closed.try_recv() {
-            let mut spare = Box::new(c.flowset.as_ref().clone());
-            spare.clear();
-            let _ = e.free.try_send(spare);
-            out.push(c);
+        while let Some(c) = e.try_recv() {
+            out.push(c.detached());
+            e.give_back(c);
         }
         out
     }

@@ -1,18 +1,21 @@
-//! FlowRadar epochs on a worker: the worker counts every packet into its active flowset; at
-//! an epoch boundary (Unix time, `unix_ns / epoch_ns`) it hands the flowset to the control
-//! thread and takes a clean one the control thread handed back. Flowsets travel as boxes over
-//! two bounded channels, so no flowset is ever shared and nothing is allocated per epoch.
+//! FlowRadar epochs on a worker: the worker counts every packet into its active
+//! [`EpochCounts`] (a flow cache of exact counts, and the flowset they are folded into); at an
+//! epoch boundary (Unix time, `unix_ns / epoch_ns`) it hands them to the control thread and
+//! takes clean ones the control thread handed back. The control thread folds the cache into
+//! the flowset ([`EpochCollector::try_recv`]), so the worker never pays for encoding. Counts
+//! travel as boxes over two bounded channels, so none is ever shared and nothing is allocated
+//! per epoch.
 //!
-//! If no clean flowset is waiting at a boundary (the control thread fell behind by more than
+//! If no clean buffer is waiting at a boundary (the control thread fell behind by more than
 //! the spare buffers), the worker keeps counting into the one it has, which then covers more
 //! than one epoch; the control thread exports it with its span, and the event is counted.
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use telemetry::flowradar::{FlowSet, FlowSetConfig};
+use telemetry::flowradar::{EpochCounts, FlowCache, FlowSet, FlowSetConfig};
 
 use crate::clock::Clock;
 
-/// A flowset the worker finished.
+/// A flowset the worker finished, complete (its flow cache folded in).
 #[derive(Debug)]
 pub struct ClosedFlowset {
     /// The worker that counted it.
@@ -23,27 +26,83 @@ pub struct ClosedFlowset {
     pub epochs: u32,
     /// The flowset.
     pub flowset: Box<FlowSet>,
+    /// The emptied cache, to go back with the flowset.
+    cache: FlowCache,
+}
+
+/// Counts a worker finished, before the control thread folded them.
+struct Closed {
+    worker: u16,
+    epoch: u64,
+    epochs: u32,
+    counts: Box<EpochCounts>,
 }
 
 /// The control thread's end of one worker's epochs.
 pub struct EpochCollector {
-    /// Finished flowsets, in order.
-    pub closed: Receiver<ClosedFlowset>,
-    /// Where cleared flowsets go back to the worker.
-    pub free: Sender<Box<FlowSet>>,
+    closed: Receiver<Closed>,
+    free: Sender<Box<EpochCounts>>,
+}
+
+impl EpochCollector {
+    /// The next finished flowset, if one is waiting: the worker's flow cache folded into its
+    /// flowset here, on the control thread.
+    pub fn try_recv(&self) -> Option<ClosedFlowset> {
+        let Closed {
+            worker,
+            epoch,
+            epochs,
+            counts,
+        } = self.closed.try_recv().ok()?;
+        let EpochCounts { mut flowset, cache } = *counts;
+        let mut cache = cache;
+        cache.drain_into(&mut flowset);
+        Some(ClosedFlowset {
+            worker,
+            epoch,
+            epochs,
+            flowset: Box::new(flowset),
+            cache,
+        })
+    }
+
+    /// Clears a finished flowset and hands it back to the worker.
+    pub fn give_back(&self, closed: ClosedFlowset) {
+        let ClosedFlowset {
+            flowset, mut cache, ..
+        } = closed;
+        let mut flowset = *flowset;
+        flowset.clear();
+        cache.clear();
+        let _ = self.free.try_send(Box::new(EpochCounts { flowset, cache }));
+    }
+}
+
+impl ClosedFlowset {
+    /// A copy of the flowset and its span, without the buffers that go back to the worker
+    /// (for callers that keep flowsets, such as the emulator).
+    pub fn detached(&self) -> ClosedFlowset {
+        ClosedFlowset {
+            worker: self.worker,
+            epoch: self.epoch,
+            epochs: self.epochs,
+            flowset: self.flowset.clone(),
+            cache: FlowCache::default(),
+        }
+    }
 }
 
 /// The worker's end.
 pub struct WorkerEpochs {
     worker: u16,
     epoch_ns: u64,
-    active: Box<FlowSet>,
+    active: Box<EpochCounts>,
     epoch: u64,
     epochs: u32,
     /// Counter value at which the active epoch ends.
     boundary_tsc: u64,
-    closed: Sender<ClosedFlowset>,
-    free: Receiver<Box<FlowSet>>,
+    closed: Sender<Closed>,
+    free: Receiver<Box<EpochCounts>>,
 }
 
 /// What happened at a boundary check.
@@ -57,7 +116,7 @@ pub enum EpochStep {
     Late,
 }
 
-/// Sets up one worker's epochs: `buffers` flowsets (at least 2) sized by `cfg`, the first
+/// Sets up one worker's epochs: `buffers` sets of counts (at least 2) sized by `cfg`, the first
 /// active from the epoch that holds counter value `now_tsc`.
 pub fn worker_epochs(
     worker: u16,
@@ -72,14 +131,14 @@ pub fn worker_epochs(
     let (free_tx, free_rx) = crossbeam_channel::bounded(buffers);
     for _ in 1..buffers {
         free_tx
-            .send(Box::new(FlowSet::new(cfg)))
+            .send(Box::new(EpochCounts::new(cfg)))
             .expect("the channel holds every buffer");
     }
     let epoch = clock.unix_ns(now_tsc) / epoch_ns;
     let w = WorkerEpochs {
         worker,
         epoch_ns,
-        active: Box::new(FlowSet::new(cfg)),
+        active: Box::new(EpochCounts::new(cfg)),
         epoch,
         epochs: 1,
         boundary_tsc: clock.tsc_at((epoch + 1) * epoch_ns),
@@ -96,15 +155,15 @@ pub fn worker_epochs(
 }
 
 impl WorkerEpochs {
-    /// The flowset packets count into now.
+    /// The counts packets go to now.
     #[inline(always)]
-    pub fn active(&mut self) -> &mut FlowSet {
+    pub fn active(&mut self) -> &mut EpochCounts {
         &mut self.active
     }
 
-    /// The flowset packets count into now (shared).
+    /// The counts packets go to now (shared).
     #[inline(always)]
-    pub fn active_ref(&self) -> &FlowSet {
+    pub fn active_ref(&self) -> &EpochCounts {
         &self.active
     }
 
@@ -135,11 +194,11 @@ impl WorkerEpochs {
                 let done = std::mem::replace(&mut self.active, fresh);
                 // The closed channel has room for every buffer, so this never fails while
                 // the control thread holds its end; if it went away, the flowset is dropped.
-                let _ = self.closed.try_send(ClosedFlowset {
+                let _ = self.closed.try_send(Closed {
                     worker: self.worker,
                     epoch: self.epoch,
                     epochs: self.epochs,
-                    flowset: done,
+                    counts: done,
                 });
                 self.epoch = now_epoch;
                 self.epochs = 1;
@@ -158,6 +217,12 @@ mod tests {
     use super::*;
     use telemetry::flowradar::FlowKey;
 
+    fn count(w: &mut WorkerEpochs, i: u32) {
+        let [w0, w1] = key(i).words();
+        w.active()
+            .count(telemetry::hash::key_hash(w0, w1), w0, w1, 100);
+    }
+
     fn key(i: u32) -> FlowKey {
         FlowKey {
             src: i,
@@ -175,23 +240,26 @@ mod tests {
         let epoch_ns = 10_000_000;
         let (mut w, c) = worker_epochs(0, &cfg, 2, epoch_ns, &clock, 0);
         assert_eq!(w.epoch(), 100);
-        w.active().update(&key(1), 100);
+        count(&mut w, 1);
+        count(&mut w, 1);
         assert!(!w.due(9_999_999));
         assert!(w.due(10_000_000));
         assert_eq!(w.advance(10_000_000, &clock), EpochStep::Closed);
-        let got = c.closed.try_recv().unwrap();
-        assert_eq!((got.epoch, got.epochs, got.flowset.packets()), (100, 1, 1));
+        let got = c.try_recv().unwrap();
+        // The flow cache's counts are in the flowset the control thread receives.
+        assert_eq!((got.epoch, got.epochs, got.flowset.packets()), (100, 1, 2));
+        assert_eq!(got.flowset.flows(), 1);
         // The control thread has not returned the buffer: the next boundary is late.
-        w.active().update(&key(2), 100);
+        count(&mut w, 2);
         assert_eq!(w.advance(20_000_000, &clock), EpochStep::Late);
-        w.active().update(&key(3), 100);
-        let mut fs = got.flowset;
-        fs.clear();
-        c.free.send(fs).unwrap();
+        count(&mut w, 3);
+        c.give_back(got);
         assert_eq!(w.advance(30_000_000, &clock), EpochStep::Closed);
-        let got = c.closed.try_recv().unwrap();
+        let got = c.try_recv().unwrap();
         assert_eq!((got.epoch, got.epochs, got.flowset.packets()), (101, 2, 2));
+        assert_eq!(got.flowset.flows(), 2);
         assert_eq!(w.epoch(), 103);
-        assert_eq!(w.active_ref().packets(), 0);
+        assert_eq!(w.active_ref().flowset.packets(), 0);
+        assert!(w.active_ref().cache.is_empty(), "given back cleared");
     }
 }

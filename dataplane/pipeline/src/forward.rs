@@ -73,7 +73,7 @@ const FAST_LEN: usize = 14 + 20;
 /// byte-order independent in the sense of RFC 1071 section 2(B), so native-endian loads
 /// give a byte-swapped result, which is 0xffff exactly when the big-endian sum is.
 #[inline(always)]
-fn sum20(h: &[u8; 20]) -> u16 {
+pub(crate) fn sum20(h: &[u8; 20]) -> u16 {
     let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
     let s = w(0) + w(4) + w(8) + w(12) + w(16);
     let s = (s & 0xffff_ffff) + (s >> 32);
@@ -134,6 +134,19 @@ impl Forwarder {
             at += 4;
         }
         Ok(at)
+    }
+
+    /// Whether port `rx_port` accepts a frame with this Ethernet header (promiscuous, or
+    /// addressed to the port's MAC): the check [`Forwarder::parse_l2`] makes, for fast paths
+    /// that already hold the header.
+    #[inline(always)]
+    pub fn accepts(&self, rx_port: usize, head: &[u8; 14]) -> bool {
+        if self.strict_ports & (1 << (rx_port & 31)) == 0 {
+            return true;
+        }
+        self.ports
+            .get(rx_port)
+            .is_some_and(|p| head[..6] == p.mac.0)
     }
 
     /// The drop reason of a frame whose EtherType is not IPv4 (or the shim's).

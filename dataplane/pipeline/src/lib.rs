@@ -21,6 +21,7 @@ pub mod inband;
 pub mod load;
 pub mod lpm;
 pub mod plans;
+pub mod stages;
 pub mod tables;
 
 pub use burst::{BurstVerdicts, DROPPED, MAX_BURST, Pipeline};

@@ -31,16 +31,24 @@ pub struct LoadParams {
     pub rtt_ns: u64,
     /// Bytes the port sends in one base RTT (`B * T`), at least 1.
     pub bytes_per_rtt: u64,
+    /// `ceil(2^64 / T)` and `ceil(2^96 / (B * T))`: the per-burst update multiplies by
+    /// these instead of dividing (a 128-bit division costs more than the rest of a burst's
+    /// bookkeeping).
+    inv_rtt: u128,
+    inv_bytes: u128,
 }
 
 impl LoadParams {
     /// Parameters for a port of `capacity_bps` bit/s with base RTT `rtt_ns`.
     pub fn new(capacity_bps: u64, rtt_ns: u64) -> LoadParams {
         let rtt_ns = rtt_ns.max(1);
+        let bytes_per_rtt =
+            ((u128::from(capacity_bps) * u128::from(rtt_ns)) / 8_000_000_000).max(1) as u64;
         LoadParams {
             rtt_ns,
-            bytes_per_rtt: ((u128::from(capacity_bps) * u128::from(rtt_ns)) / 8_000_000_000).max(1)
-                as u64,
+            bytes_per_rtt,
+            inv_rtt: (1u128 << 64).div_ceil(u128::from(rtt_ns)),
+            inv_bytes: (1u128 << 96).div_ceil(u128::from(bytes_per_rtt)),
         }
     }
 
@@ -49,6 +57,28 @@ impl LoadParams {
     pub fn decay(&self, u: u64, elapsed_ns: u64) -> u64 {
         let tau = elapsed_ns.min(self.rtt_ns);
         ((u128::from(u) * u128::from(self.rtt_ns - tau)) / u128::from(self.rtt_ns)) as u64
+    }
+
+    /// [`LoadParams::update`] for a burst with no queue behind it (what the data plane
+    /// sees of its own transmit queues), by multiplication: within two units and a part in
+    /// 2^32 of the exact form (a test checks it).
+    #[inline]
+    pub fn update_sent(&self, u: u64, elapsed_ns: u64, bytes: u64) -> u64 {
+        let tau = elapsed_ns.min(self.rtt_ns);
+        if self.rtt_ns >= 1 << 32 || bytes >= 1 << 32 {
+            return self.update(u, elapsed_ns, bytes, 0);
+        }
+        // u * (T - tau) / T as u * q / 2^64 with q = (T - tau) * ceil(2^64 / T) (below 2^64
+        // when tau > 0 and T < 2^32), and (bytes << 32) / (B * T): each at most one above
+        // the exact quotient.
+        let kept = if tau == 0 {
+            u128::from(u)
+        } else {
+            let q = u128::from(self.rtt_ns - tau) * self.inv_rtt;
+            ((u128::from(u) * q) >> 64).min(u128::from(u))
+        };
+        let sent = (u128::from(bytes) * self.inv_bytes) >> 64;
+        (kept + sent).min(u128::from(u64::MAX)) as u64
     }
 
     /// `U` after a burst of `bytes` leaving `elapsed_ns` after the previous one, with
@@ -115,7 +145,12 @@ impl PortLoads {
     #[inline]
     pub fn on_burst(&mut self, port: usize, now_ns: u64, bytes: u64, queued: u64) -> u64 {
         let elapsed = now_ns.saturating_sub(self.last_ns[port]);
-        self.u[port] = self.params[port].update(self.u[port], elapsed, bytes, queued);
+        let p = &self.params[port];
+        self.u[port] = if queued == 0 {
+            p.update_sent(self.u[port], elapsed, bytes)
+        } else {
+            p.update(self.u[port], elapsed, bytes, queued)
+        };
         self.last_ns[port] = now_ns;
         self.u[port]
     }
@@ -184,6 +219,29 @@ mod tests {
         // Idle for longer than T forgets the past.
         assert_eq!(p.decay(u, 20_000), 0);
         assert_eq!(carried_value(0), 1);
+    }
+
+    #[test]
+    fn updates_by_multiplication_stay_within_a_part_in_2_32_of_the_exact_form() {
+        let mut rng = telemetry::sim_rng::SimRng::new(9);
+        for (bps, rtt) in [
+            (10_000_000_000u64, 13_000u64),
+            (100_000_000_000, 5_000),
+            (1_000_000, 1),
+        ] {
+            let p = LoadParams::new(bps, rtt);
+            for _ in 0..20_000 {
+                let u = rng.next_u64() >> (rng.next_u64() % 40);
+                let elapsed = rng.next_u64() % (2 * rtt + 1);
+                let bytes = rng.next_u64() % 100_000;
+                let exact = p.update(u, elapsed, bytes, 0);
+                let fast = p.update_sent(u, elapsed, bytes);
+                assert!(
+                    fast.abs_diff(exact) <= 2 + (exact >> 32),
+                    "{bps} {rtt}: {u} {elapsed} {bytes}: {fast} vs {exact}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -73,6 +73,15 @@ impl WorkerPlans {
         true
     }
 
+    /// Plan 0 (current) or 1 (previous), if held.
+    #[inline(always)]
+    pub fn get(&self, which: u8) -> Option<&SwitchPlan> {
+        match which {
+            0 => self.current.as_deref(),
+            _ => self.previous.as_deref(),
+        }
+    }
+
     /// The plan a shim's tag names, if this worker holds it.
     #[inline(always)]
     pub fn by_tag(&self, tag: u16) -> Option<&Arc<SwitchPlan>> {

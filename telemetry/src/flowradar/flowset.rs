@@ -225,6 +225,21 @@ impl FlowSet {
     /// [`FlowSet::slots`] of this flowset); returns whether the flow was new in this epoch.
     #[inline(always)]
     pub fn update_slots(&mut self, slots: &Slots, key: &FlowKey, bytes: u32) -> bool {
+        self.add_slots(slots, key, 1, u64::from(bytes))
+    }
+
+    /// Counts `packets` packets of `bytes` bytes in all of flow `key`: the same cells as
+    /// that many [`FlowSet::update`] calls (the counters wrap alike), in one hash. A flow
+    /// cache folds its exact counts in with this ([`crate::flowradar::cache`]).
+    pub fn add(&mut self, key: &FlowKey, packets: u32, bytes: u64) -> bool {
+        let [w0, w1] = key.words();
+        let slots = self.slots(key_hash(w0, w1));
+        self.add_slots(&slots, key, packets, bytes)
+    }
+
+    /// [`FlowSet::add`] for a flow located at `slots`.
+    #[inline(always)]
+    pub fn add_slots(&mut self, slots: &Slots, key: &FlowKey, packets: u32, bytes: u64) -> bool {
         let mut new = self.filter.insert_located(slots.block, slots.probes);
         let idx = &slots.cells[..usize::from(self.hashes)];
         // A flow already counted has a flow in each of its cells: an empty one proves the
@@ -234,19 +249,19 @@ impl FlowSet {
             new = true;
         }
         let x = key.to_u128();
-        let fp = slots.fingerprint;
+        let check = slots.fingerprint.wrapping_mul(packets as u16);
         for &i in idx {
             let c = &mut self.cells[i as usize];
             if new {
                 c.key_xor ^= x;
                 c.flow_count = c.flow_count.wrapping_add(1);
             }
-            c.packets = c.packets.wrapping_add(1);
-            c.bytes = c.bytes.wrapping_add(u64::from(bytes));
-            c.check = c.check.wrapping_add(fp);
+            c.packets = c.packets.wrapping_add(packets);
+            c.bytes = c.bytes.wrapping_add(bytes);
+            c.check = c.check.wrapping_add(check);
         }
         self.flows += u64::from(new);
-        self.packets += 1;
+        self.packets += u64::from(packets);
         new
     }
 

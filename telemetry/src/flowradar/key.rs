@@ -87,6 +87,21 @@ impl FlowKey {
     }
 }
 
+impl FlowKey {
+    /// The key of two words as [`FlowKey::words`] gives them (bits beyond the 5-tuple's are
+    /// ignored).
+    #[inline(always)]
+    pub fn from_words(w0: u64, w1: u64) -> FlowKey {
+        FlowKey {
+            src: (w0 >> 32) as u32,
+            dst: w0 as u32,
+            protocol: (w1 >> 32) as u8,
+            src_port: (w1 >> 16) as u16,
+            dst_port: w1 as u16,
+        }
+    }
+}
+
 impl fmt::Display for FlowKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -116,6 +131,8 @@ mod tests {
         };
         assert_eq!(FlowKey::from_bytes(&k.to_bytes()), k);
         assert_eq!(FlowKey::from_u128(k.to_u128()), Some(k));
+        let [w0, w1] = k.words();
+        assert_eq!(FlowKey::from_words(w0, w1 | 1 << 63), k);
         assert_eq!(
             k.to_bytes(),
             [10, 0, 0, 1, 192, 168, 1, 2, 0x04, 0xd2, 0, 80, 6]

@@ -3,6 +3,7 @@
 //! CounterDecode), with loss analyses and a fat-tree simulation.
 
 pub mod analysis;
+pub mod cache;
 pub mod decode;
 pub mod filter;
 pub mod flowset;
@@ -11,6 +12,7 @@ pub mod network;
 pub mod sim;
 pub mod wire;
 
+pub use cache::{EpochCounts, FlowCache};
 pub use decode::{DecodeResult, DecodedFlow, SingleDecoder, single_decode};
 pub use flowset::{Cell, FlowSet, FlowSetConfig, Slots};
 pub use key::FlowKey;

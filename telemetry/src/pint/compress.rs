@@ -128,6 +128,35 @@ impl LogCompressor {
         lo + u32::from(up)
     }
 
+    /// Everything about compressing `x` that does not depend on the coin: a switch compresses
+    /// the same hop latency or link utilisation for every packet of a burst, so it prepares
+    /// the value once and pays one compare per packet ([`Prepared::code`] gives exactly
+    /// [`LogCompressor::compress`]'s code).
+    #[inline]
+    pub fn prepare(&self, x: u64) -> Prepared {
+        if x <= 1 {
+            return Prepared { lo: 0, up_below: 0 };
+        }
+        let t = &*self.tables;
+        if x >= t.bounds[self.max_code as usize] {
+            return Prepared {
+                lo: self.max_code,
+                up_below: 0,
+            };
+        }
+        let lo = self.floor_code(x);
+        let (b_lo, b_hi) = (t.fixed[lo as usize], t.fixed[lo as usize + 1]);
+        let num = (u128::from(x) << 16).saturating_sub(b_lo) << 16;
+        let step = b_hi - b_lo;
+        // coin * step < num exactly when coin < ceil(num / step).
+        let up_below = if step == 0 {
+            if num > 0 { 1 << 16 } else { 0 }
+        } else {
+            num.div_ceil(step).min(1 << 16) as u32
+        };
+        Prepared { lo, up_below }
+    }
+
     /// The value a code stands for.
     #[inline]
     pub fn decompress(&self, code: u32) -> f64 {
@@ -185,6 +214,24 @@ impl LogTables {
             start,
             values: (0..=max_code).map(|c| base.powi(c as i32)).collect(),
         }
+    }
+}
+
+/// A value prepared for compression ([`LogCompressor::prepare`]): its code is `lo`, plus one
+/// when the 16-bit coin is below `up_below`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Prepared {
+    /// The code when rounding down.
+    pub lo: u32,
+    /// Coins below this round up (0 to 2^16).
+    pub up_below: u32,
+}
+
+impl Prepared {
+    /// The code for a 16-bit random `coin`.
+    #[inline(always)]
+    pub fn code(&self, coin: u32) -> u32 {
+        self.lo + u32::from(coin & 0xffff < self.up_below)
     }
 }
 
@@ -290,6 +337,30 @@ mod tests {
             while x < bounds[c.max_code as usize] {
                 assert_eq!(c.floor_code(x), naive(x), "eps {eps} bits {bits} x {x}");
                 x = if x < 5000 { x + 1 } else { x + x / 997 + 1 };
+            }
+        }
+    }
+
+    #[test]
+    fn prepared_values_give_the_same_codes() {
+        for (eps, bits) in [(0.025, 8), (0.42, 4), (0.001, 12), (3.0, 2), (1e-6, 8)] {
+            let c = LogCompressor::with_epsilon(eps, bits);
+            let mut x = 0u64;
+            while x < 1 << 40 {
+                let p = c.prepare(x);
+                for coin in (0..=0xffffu32).step_by(97).chain([0, 1, 0xfffe, 0xffff]) {
+                    assert_eq!(
+                        p.code(coin),
+                        c.compress(x, coin),
+                        "eps {eps} x {x} coin {coin}"
+                    );
+                }
+                // The coins that round up are exactly those below the threshold.
+                if p.up_below > 0 && p.up_below < 1 << 16 {
+                    assert_eq!(c.compress(x, p.up_below - 1), p.lo + 1);
+                    assert_eq!(c.compress(x, p.up_below), p.lo);
+                }
+                x = if x < 3000 { x + 1 } else { x + x / 101 + 1 };
             }
         }
     }

@@ -119,6 +119,13 @@ pub struct Slice {
     mask: u32,
 }
 
+impl Default for Slice {
+    /// The lowest bit of word 0 (a placeholder for a decision a plan does not make).
+    fn default() -> Self {
+        Slice::new(0, 0, 1)
+    }
+}
+
 impl Slice {
     /// The slice of `width` bits (1 to 32) at bit `shift` of word `word`.
     pub const fn new(word: u8, shift: u8, width: u8) -> Slice {

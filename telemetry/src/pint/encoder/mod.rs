@@ -5,6 +5,7 @@
 //! a coin flip. The result is bit for bit [`Plan::encode`]'s (a test checks it on random
 //! inputs); queries the flat form does not cover run through the plan's own encoder.
 
+use crate::hash::burst::BurstHashes;
 use crate::pint::coding::PathParts;
 use crate::pint::compress::LogCompressor;
 use crate::pint::plan::{Compression, HopInput, PerPacketOp, Plan, QueryKind, ValueKeys};
@@ -13,8 +14,11 @@ use crate::pint::tape::{self, HopTape, SAMPLE_THRESHOLDS, Slice};
 use crate::wire::shim::{digest_bytes, mask};
 
 mod fast;
+mod lanes;
 
+pub use fast::{BurstValues, Draw, MAX_FAST_SETS, PreparedValues};
 use fast::{FastPath, FastProgram, FastSet, FastValue, Merge};
+pub use lanes::DrawLanes;
 
 /// Where a static query's value key comes from.
 #[derive(Debug, Clone, Copy)]
@@ -155,6 +159,88 @@ impl SwitchPlan {
         }
     }
 
+    /// What hashing decides about packet `pid` at hop `hop`: the first half of
+    /// [`SwitchPlan::encode`], which the data plane runs while it parses a burst. What needs
+    /// no measured value (the path query) it encodes into `digest` straight away.
+    #[inline(always)]
+    pub fn draw(&self, pid: u32, hop: usize, digest: &mut u64) -> Draw {
+        let m = tape::packet_word(pid);
+        match &self.fast {
+            Some(f) => f.draw(m, hop, digest),
+            None => Draw::of_word(m),
+        }
+    }
+
+    /// The key whose value word the data plane hashes a burst at a time for
+    /// [`SwitchPlan::draw_hashed`] (any key works; this one saves a hash per packet).
+    pub fn value_key(&self) -> u64 {
+        self.fast.as_ref().map_or(0, FastProgram::value_key)
+    }
+
+    /// Draws the lanes of `mask` of a burst whose `hashes` were computed with value key
+    /// `key` (any key; [`SwitchPlan::value_key`] saves work), encoding the path query into
+    /// each lane's digest: a burst's [`SwitchPlan::draw`]s. Plans without the straight-line
+    /// form draw nothing here ([`SwitchPlan::apply_lane`] encodes them whole).
+    pub fn draw_lanes(&self, hashes: &BurstHashes, key: u64, mask: u64, out: &mut DrawLanes) {
+        if let Some(f) = &self.fast {
+            f.draw_lanes(hashes, key, mask, out);
+        }
+    }
+
+    /// Lane `i`'s digest after this hop, its draw and packet word `m` given, with the
+    /// burst's `prepared` values and the bytes queued ahead of the packet ([`SwitchPlan::apply`]
+    /// for a lane).
+    #[inline(always)]
+    pub fn apply_lane(
+        &self,
+        lanes: &DrawLanes,
+        i: usize,
+        m: u64,
+        prepared: &PreparedValues,
+        queue_bytes: u64,
+        input: impl FnOnce() -> HopInput,
+    ) -> u64 {
+        let i = i & (lanes.digest.len() - 1);
+        match &self.fast {
+            Some(f) => f.apply_drawn(
+                lanes.digest[i],
+                lanes.set[i] as usize,
+                lanes.coin[i] as u32,
+                lanes.value_writes[i] != 0,
+                prepared,
+                queue_bytes,
+            ),
+            None => self.encode_general(lanes.digest[i], m, &input()),
+        }
+    }
+
+    /// Prepares a burst's values at one egress port for [`SwitchPlan::apply`].
+    pub fn prepare(&self, values: &BurstValues, out: &mut PreparedValues) {
+        if let Some(f) = &self.fast {
+            f.prepare(values, out);
+        }
+    }
+
+    /// The second half of [`SwitchPlan::encode`]: the digest after this hop for a drawn
+    /// packet whose `digest` is as [`SwitchPlan::draw`] left it, with the burst's `prepared`
+    /// values and the bytes queued ahead of the packet. `input` gives the packet's whole
+    /// input for plans without the straight-line form. The result is exactly
+    /// `encode(digest before the draw, packet_word(pid), &input())`.
+    #[inline(always)]
+    pub fn apply(
+        &self,
+        digest: u64,
+        draw: &Draw,
+        prepared: &PreparedValues,
+        queue_bytes: u64,
+        input: impl FnOnce() -> HopInput,
+    ) -> u64 {
+        match &self.fast {
+            Some(f) => f.apply(digest, draw, prepared, queue_bytes),
+            None => self.encode_general(digest, draw.m, &input()),
+        }
+    }
+
     /// Whether the plan runs in the straight-line form.
     pub fn is_straight_line(&self) -> bool {
         self.fast.is_some()
@@ -242,6 +328,9 @@ impl SwitchPlan {
 impl Program {
     /// The straight-line form, if every set has its shape.
     fn fast(&self) -> Option<FastProgram> {
+        if self.sets.len() > MAX_FAST_SETS {
+            return None;
+        }
         let hop_word = |s: &Slice| (s.word <= 1).then_some(s.word == 1);
         let mut sets = Vec::with_capacity(self.sets.len());
         for (end, ops) in &self.sets {
@@ -312,7 +401,7 @@ impl Program {
             }
             sets.push(set);
         }
-        Some(FastProgram { sets })
+        Some(FastProgram::new(sets))
     }
 
     fn compile(plan: &Plan, switch_keys: &[u64]) -> Program {
@@ -398,7 +487,7 @@ impl ValueKeys for SwitchPlan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::hash::hash64;
 
@@ -471,6 +560,7 @@ frequency = 0.5
                     sp.plan.encode(d0, &input),
                     "pid {pid}"
                 );
+                assert_eq!(drawn(&sp, d0, &input), sp.plan.encode(d0, &input));
             }
             assert_eq!(sp.digest_bytes(), 6);
             assert!(
@@ -489,8 +579,26 @@ frequency = 0.5
         }
     }
 
+    /// [`SwitchPlan::encode`] the data plane's way: draw, prepare the burst's values, apply.
+    fn drawn(sp: &SwitchPlan, digest: u64, input: &HopInput) -> u64 {
+        let mut digest = digest;
+        let draw = sp.draw(input.pid, input.hop, &mut digest);
+        let mut prepared = PreparedValues::default();
+        sp.prepare(
+            &BurstValues {
+                switch_id: input.switch_id,
+                ingress_port: input.ingress_port,
+                egress_port: input.egress_port,
+                hop_latency_ns: input.hop_latency_ns,
+                utilization: input.utilization,
+            },
+            &mut prepared,
+        );
+        sp.apply(digest, &draw, &prepared, input.queue_bytes, || *input)
+    }
+
     /// Plans of the straight-line shape: every set one path query and one value.
-    const STRAIGHT: [&str; 3] = [
+    pub(in crate::pint::encoder) const STRAIGHT: [&str; 4] = [
         include_str!("../../../../configs/queries/paper.toml"),
         r#"
 global_bits = 24
@@ -521,6 +629,32 @@ value = "hop_latency"
 aggregation = "dynamic_per_flow"
 bits = 8
 "#,
+        r#"
+global_bits = 24
+[[queries]]
+name = "path"
+value = "switch_id"
+aggregation = "static_per_flow"
+bits = 16
+[[queries]]
+name = "latency"
+value = "hop_latency"
+aggregation = "dynamic_per_flow"
+bits = 8
+frequency = 0.5
+[[queries]]
+name = "util"
+value = "link_utilization"
+aggregation = "max"
+bits = 8
+frequency = 0.3
+[[queries]]
+name = "s"
+value = "queue_occupancy"
+aggregation = "min"
+bits = 8
+frequency = 0.2
+"#,
     ];
 
     #[test]
@@ -546,6 +680,11 @@ bits = 8
                     assert_eq!(
                         sp.encode(d0, m, &input),
                         sp.encode_general(d0, m, &input),
+                        "pid {pid}"
+                    );
+                    assert_eq!(
+                        drawn(&sp, d0, &input),
+                        sp.encode(d0, m, &input),
                         "pid {pid}"
                     );
                     assert_eq!(sp.encode(d0, m, &input), sp.plan.encode(d0, &input));

@@ -29,6 +29,8 @@
 //! 5-tuple, host-order integers), `w2 = ident << 32 | tcp_seq` and `F = key_hash(w0, w1)`.
 //! One `F` per packet serves ECMP, FlowRadar and the packet ID.
 
+pub mod burst;
+
 /// The seeds of the hash family's members. Each use has its own seed so that decisions are
 /// independent; instance `n` of a query adds `n * INSTANCE_STRIDE` to its seeds.
 pub mod seeds {

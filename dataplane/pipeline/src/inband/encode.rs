@@ -1,0 +1,195 @@
+//! Stage 6 (encode): each forwarded packet's draw applied to its digest with the burst's
+//! prepared values, its shim inserted, updated or stripped, a digest record put on the ring
+//! at an edge egress, and the packet counted in the epoch's flow cache and the port's totals.
+
+use telemetry::flowradar::FlowKey;
+use telemetry::pint::encoder::SwitchPlan;
+use telemetry::pint::plan::HopInput;
+use telemetry::wire::probe::ProbePayload;
+use telemetry::wire::shim::{FORMAT, shim_len};
+
+use super::{Action, BurstTime, Meta, Scratch, State};
+use crate::counters::{LocalCounters, TelemetryEvent};
+use crate::digest::{ProbeRecord, RingDigest};
+use crate::frame::PacketBuf;
+use crate::tables::MAX_PORTS;
+
+impl State {
+    /// Encodes, reshapes, reports and counts every forwarded packet of a burst received on
+    /// `rx_port`; returns the bytes handed to tx queues.
+    #[inline(never)]
+    pub(super) fn encode_stage<B: PacketBuf>(
+        &mut self,
+        rx_port: usize,
+        pkts: &mut [B],
+        s: &Scratch,
+        time: &BurstTime,
+        c: &mut LocalCounters,
+    ) -> u64 {
+        let Scratch {
+            meta: metas,
+            hashes,
+            lanes,
+            prepared,
+        } = s;
+        let plans = [self.plans.get(0), self.plans.get(1)];
+        let counts = self.epochs.active();
+        let mut ahead = [0u64; MAX_PORTS];
+        let mut tx_bytes = 0u64;
+        for (i, (m, meta)) in pkts.iter_mut().zip(metas).enumerate().take(hashes.f.len()) {
+            if !meta.counted {
+                continue;
+            }
+            let (w0, w1, pid) = (hashes.w0[i], hashes.w1[i], hashes.pid[i] as u32);
+            let e = usize::from(meta.egress) & (MAX_PORTS - 1);
+            let len = m.pkt_len() as u64;
+            let p = usize::from(meta.plan & 1);
+            match (meta.action, plans[p]) {
+                (Action::None, _) => {}
+                (Action::Remove, _) => strip(m, meta),
+                (action, Some(plan)) => {
+                    let input = || HopInput {
+                        pid,
+                        hop: usize::from(meta.hop),
+                        switch_id: self.switch_id,
+                        ingress_port: rx_port as u32,
+                        egress_port: e as u32,
+                        hop_latency_ns: time.latency_ns,
+                        queue_bytes: ahead[e],
+                        utilization: time.util[e],
+                    };
+                    let digest =
+                        plan.apply_lane(lanes, i, hashes.m[i], &prepared[p][e], ahead[e], input);
+                    let eth_at = usize::from(meta.eth_at);
+                    match action {
+                        Action::Insert => {
+                            if insert_shim(m, eth_at, self.shim_ethertype, plan, digest) {
+                                c.event(TelemetryEvent::ShimInserted);
+                            } else {
+                                c.event(TelemetryEvent::NoHeadroom);
+                            }
+                        }
+                        Action::Transit => {
+                            let n = usize::from(meta.shim_len) - shim_len(0);
+                            put_digest(m.data_mut(), eth_at + 6, n, digest);
+                            c.event(TelemetryEvent::TransitEncoded);
+                        }
+                        _ => {
+                            if meta.udp_payload_at != 0
+                                && let Some(probe) = m
+                                    .data()
+                                    .get(usize::from(meta.udp_payload_at)..)
+                                    .and_then(ProbePayload::decode)
+                            {
+                                let p = ProbeRecord {
+                                    key: FlowKey::from_words(w0, w1),
+                                    probe,
+                                    tsc: time.now_tsc,
+                                };
+                                if !self.digests.push_probe(p) {
+                                    c.event(TelemetryEvent::ProbeDropped);
+                                }
+                            }
+                            self.digests.gather(RingDigest::new(
+                                w0,
+                                w1,
+                                meta.hop,
+                                rx_port as u8,
+                                meta.egress,
+                                pid,
+                                plan.version(),
+                                digest,
+                                time.now_tsc,
+                            ));
+                            if action == Action::Strip {
+                                strip(m, meta);
+                                c.event(TelemetryEvent::ShimStripped);
+                            } else {
+                                c.event(TelemetryEvent::OneHop);
+                            }
+                        }
+                    }
+                }
+                (_, None) => {}
+            }
+            ahead[e] += len;
+            counts.count(hashes.f[i], w0, w1, u32::from(meta.ip_len));
+            // The frame may have grown or shrunk by a shim.
+            let new_len = m.pkt_len() as u64;
+            tx_bytes += new_len;
+            let pc = &mut c.ports[e];
+            pc.tx_packets += 1;
+            pc.tx_bytes += new_len;
+        }
+        let pushed = self.digests.push_burst();
+        c.events(TelemetryEvent::DigestRecorded, pushed.recorded);
+        c.events(TelemetryEvent::DigestDropped, pushed.dropped);
+        tx_bytes
+    }
+}
+
+/// Inserts the shim of `plan` carrying `digest` after the Ethernet header (which ends with the
+/// EtherType field at `eth_at`); false, changing nothing, without headroom for it.
+#[inline(always)]
+fn insert_shim<B: PacketBuf>(
+    m: &mut B,
+    eth_at: usize,
+    ethertype: u16,
+    plan: &SwitchPlan,
+    digest: u64,
+) -> bool {
+    let n = plan.digest_bytes();
+    let len = shim_len(n);
+    if !m.prepend(len) {
+        return false;
+    }
+    let f = m.data_mut();
+    move_header(f, len, 0, eth_at);
+    // The frame's own EtherType (IPv4) stays where it was and ends the shim.
+    if let Some(s) = f.get_mut(eth_at..eth_at + 6) {
+        s[0..2].copy_from_slice(&ethertype.to_be_bytes());
+        s[2] = (FORMAT << 4) | n as u8;
+        s[3] = 0;
+        s[4..6].copy_from_slice(&plan.tag().to_be_bytes());
+    }
+    put_digest(f, eth_at + 6, n, digest);
+    true
+}
+
+/// Writes the low `n` bytes (1 to 8) of `digest` big-endian at `at`, as one 8-byte read,
+/// merge and write (a shim's digest is followed by at least its EtherType and an IPv4
+/// header, so the 8 bytes are in the frame; a shorter frame is left as it is).
+#[inline(always)]
+fn put_digest(f: &mut [u8], at: usize, n: usize, digest: u64) {
+    let Some(w) = f.get_mut(at..at + 8) else {
+        return;
+    };
+    let bits = 8 * n as u32;
+    let keep = u64::MAX.checked_shr(bits).unwrap_or(0);
+    let old = u64::from_be_bytes((&*w).try_into().expect("8 bytes"));
+    let new = (old & keep) | (digest << (64 - bits));
+    w.copy_from_slice(&new.to_be_bytes());
+}
+
+/// Moves the `len` bytes of the Ethernet header (MACs and VLAN tags) from `from` to `to`,
+/// with fixed-size copies for the common untagged header.
+#[inline(always)]
+fn move_header(f: &mut [u8], from: usize, to: usize, len: usize) {
+    if len == 12 {
+        let mut h = [0u8; 12];
+        h.copy_from_slice(&f[from..from + 12]);
+        f[to..to + 12].copy_from_slice(&h);
+    } else {
+        f.copy_within(from..from + len, to);
+    }
+}
+
+/// Removes the shim a packet arrived with, restoring the frame plain forwarding gives.
+#[inline(always)]
+fn strip<B: PacketBuf>(m: &mut B, meta: &Meta) {
+    let len = usize::from(meta.shim_len);
+    let eth_at = usize::from(meta.eth_at);
+    // The shim's next-EtherType field ends up where the Ethernet header's EtherType goes.
+    move_header(m.data_mut(), 0, len, eth_at);
+    let _ = m.adj(len);
+}
