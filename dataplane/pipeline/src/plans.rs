@@ -82,6 +82,15 @@ impl WorkerPlans {
         }
     }
 
+    /// Plan 0 (current) or 1 (previous), if held, as a shared handle.
+    #[inline(always)]
+    pub fn get_arc(&self, which: u8) -> Option<Arc<SwitchPlan>> {
+        match which {
+            0 => self.current.clone(),
+            _ => self.previous.clone(),
+        }
+    }
+
     /// The plan a shim's tag names, if this worker holds it.
     #[inline(always)]
     pub fn by_tag(&self, tag: u16) -> Option<&Arc<SwitchPlan>> {

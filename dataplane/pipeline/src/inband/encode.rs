@@ -8,17 +8,106 @@ use telemetry::pint::plan::HopInput;
 use telemetry::wire::probe::ProbePayload;
 use telemetry::wire::shim::{FORMAT, shim_len};
 
+use super::route::Routed;
 use super::{Action, BurstTime, Meta, Scratch, State};
 use crate::counters::{LocalCounters, TelemetryEvent};
 use crate::digest::{ProbeRecord, RingDigest};
 use crate::frame::PacketBuf;
 use crate::tables::MAX_PORTS;
 
+/// What one packet's shim work did, for counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Done {
+    /// The event to count for the packet.
+    Event(TelemetryEvent),
+    /// Nothing to count.
+    Nothing,
+}
+
 impl State {
     /// Encodes, reshapes, reports and counts every forwarded packet of a burst received on
-    /// `rx_port`; returns the bytes handed to tx queues.
+    /// `rx_port`; returns the bytes handed to tx queues. A burst whose packets all do the
+    /// same (the common case: one action, one plan, one egress port) takes a loop made for
+    /// that action, which keeps its totals in registers.
     #[inline(never)]
     pub(super) fn encode_stage<B: PacketBuf>(
+        &mut self,
+        rx_port: usize,
+        pkts: &mut [B],
+        s: &Scratch,
+        routed: &Routed,
+        time: &BurstTime,
+        c: &mut LocalCounters,
+    ) -> u64 {
+        let tx_bytes = match routed.uniform {
+            Some((Action::Transit, p, e)) => {
+                self.encode_uniform::<B, TRANSIT>(rx_port, pkts, s, (p, e), time, c)
+            }
+            Some((Action::Insert, p, e)) => {
+                self.encode_uniform::<B, INSERT>(rx_port, pkts, s, (p, e), time, c)
+            }
+            Some((Action::Strip, p, e)) => {
+                self.encode_uniform::<B, STRIP>(rx_port, pkts, s, (p, e), time, c)
+            }
+            _ => self.encode_mixed(rx_port, pkts, s, time, c),
+        };
+        let pushed = self.digests.push_burst();
+        c.events(TelemetryEvent::DigestRecorded, pushed.recorded);
+        c.events(TelemetryEvent::DigestDropped, pushed.dropped);
+        tx_bytes
+    }
+
+    /// The encode stage for a burst whose forwarded packets all take action `A` with plan
+    /// `p` and leave by port `e`.
+    #[inline(always)]
+    fn encode_uniform<B: PacketBuf, const A: u8>(
+        &mut self,
+        rx_port: usize,
+        pkts: &mut [B],
+        s: &Scratch,
+        (p, e): (u8, u8),
+        time: &BurstTime,
+        c: &mut LocalCounters,
+    ) -> u64 {
+        let action = match A {
+            TRANSIT => Action::Transit,
+            INSERT => Action::Insert,
+            _ => Action::Strip,
+        };
+        let (p, e) = (usize::from(p & 1), usize::from(e) & (MAX_PORTS - 1));
+        // The plan, held for the burst (plans change only between bursts).
+        let Some(plan) = self.plans.get_arc(p as u8) else {
+            return self.encode_mixed(rx_port, pkts, s, time, c);
+        };
+        let prepared = &s.prepared[p][e];
+        let (mut ahead, mut tx_bytes, mut forwarded, mut done) = (0u64, 0u64, 0u64, 0u64);
+        for (i, (m, meta)) in pkts.iter_mut().zip(&s.meta).enumerate() {
+            if !meta.counted {
+                continue;
+            }
+            let len = m.pkt_len() as u64;
+            let counted = self.step(
+                action, &plan, m, meta, i, s, rx_port, prepared, ahead, time, c,
+            );
+            done += u64::from(counted == Done::Event(done_event(action)));
+            if let Done::Event(ev) = counted
+                && ev != done_event(action)
+            {
+                c.event(ev);
+            }
+            ahead += len;
+            tx_bytes += m.pkt_len() as u64;
+            forwarded += 1;
+        }
+        c.events(done_event(action), done);
+        let pc = &mut c.ports[e];
+        pc.tx_packets += forwarded;
+        pc.tx_bytes += tx_bytes;
+        tx_bytes
+    }
+
+    /// The encode stage for any burst.
+    fn encode_mixed<B: PacketBuf>(
         &mut self,
         rx_port: usize,
         pkts: &mut [B],
@@ -26,94 +115,39 @@ impl State {
         time: &BurstTime,
         c: &mut LocalCounters,
     ) -> u64 {
-        let Scratch {
-            meta: metas,
-            hashes,
-            lanes,
-            prepared,
-        } = s;
-        let plans = [self.plans.get(0), self.plans.get(1)];
-        let counts = self.epochs.active();
         let mut ahead = [0u64; MAX_PORTS];
         let mut tx_bytes = 0u64;
-        for (i, (m, meta)) in pkts.iter_mut().zip(metas).enumerate().take(hashes.f.len()) {
+        // The plans, held for the burst (plans change only between bursts).
+        let plans = [self.plans.get_arc(0), self.plans.get_arc(1)];
+        for (i, (m, meta)) in pkts.iter_mut().zip(&s.meta).enumerate() {
             if !meta.counted {
                 continue;
             }
-            let (w0, w1, pid) = (hashes.w0[i], hashes.w1[i], hashes.pid[i] as u32);
             let e = usize::from(meta.egress) & (MAX_PORTS - 1);
             let len = m.pkt_len() as u64;
             let p = usize::from(meta.plan & 1);
-            match (meta.action, plans[p]) {
-                (Action::None, _) => {}
-                (Action::Remove, _) => strip(m, meta),
+            match (meta.action, plans[p].as_deref()) {
+                (Action::None, _) => {
+                    self.count_flow(s, i, meta);
+                }
+                (Action::Remove, _) => {
+                    strip(m, meta);
+                    self.count_flow(s, i, meta);
+                }
                 (action, Some(plan)) => {
-                    let input = || HopInput {
-                        pid,
-                        hop: usize::from(meta.hop),
-                        switch_id: self.switch_id,
-                        ingress_port: rx_port as u32,
-                        egress_port: e as u32,
-                        hop_latency_ns: time.latency_ns,
-                        queue_bytes: ahead[e],
-                        utilization: time.util[e],
-                    };
-                    let digest =
-                        plan.apply_lane(lanes, i, hashes.m[i], &prepared[p][e], ahead[e], input);
-                    let eth_at = usize::from(meta.eth_at);
-                    match action {
-                        Action::Insert => {
-                            if insert_shim(m, eth_at, self.shim_ethertype, plan, digest) {
-                                c.event(TelemetryEvent::ShimInserted);
-                            } else {
-                                c.event(TelemetryEvent::NoHeadroom);
-                            }
-                        }
-                        Action::Transit => {
-                            let n = usize::from(meta.shim_len) - shim_len(0);
-                            put_digest(m.data_mut(), eth_at + 6, n, digest);
-                            c.event(TelemetryEvent::TransitEncoded);
-                        }
-                        _ => {
-                            if meta.udp_payload_at != 0
-                                && let Some(probe) = m
-                                    .data()
-                                    .get(usize::from(meta.udp_payload_at)..)
-                                    .and_then(ProbePayload::decode)
-                            {
-                                let p = ProbeRecord {
-                                    key: FlowKey::from_words(w0, w1),
-                                    probe,
-                                    tsc: time.now_tsc,
-                                };
-                                if !self.digests.push_probe(p) {
-                                    c.event(TelemetryEvent::ProbeDropped);
-                                }
-                            }
-                            self.digests.gather(RingDigest::new(
-                                w0,
-                                w1,
-                                meta.hop,
-                                rx_port as u8,
-                                meta.egress,
-                                pid,
-                                plan.version(),
-                                digest,
-                                time.now_tsc,
-                            ));
-                            if action == Action::Strip {
-                                strip(m, meta);
-                                c.event(TelemetryEvent::ShimStripped);
-                            } else {
-                                c.event(TelemetryEvent::OneHop);
-                            }
-                        }
+                    let prepared = &s.prepared[p][e];
+                    let done = self.step(
+                        action, plan, m, meta, i, s, rx_port, prepared, ahead[e], time, c,
+                    );
+                    if let Done::Event(ev) = done {
+                        c.event(ev);
                     }
                 }
-                (_, None) => {}
+                (_, None) => {
+                    self.count_flow(s, i, meta);
+                }
             }
             ahead[e] += len;
-            counts.count(hashes.f[i], w0, w1, u32::from(meta.ip_len));
             // The frame may have grown or shrunk by a shim.
             let new_len = m.pkt_len() as u64;
             tx_bytes += new_len;
@@ -121,10 +155,124 @@ impl State {
             pc.tx_packets += 1;
             pc.tx_bytes += new_len;
         }
-        let pushed = self.digests.push_burst();
-        c.events(TelemetryEvent::DigestRecorded, pushed.recorded);
-        c.events(TelemetryEvent::DigestDropped, pushed.dropped);
         tx_bytes
+    }
+
+    /// Counts packet `i` in its flow's FlowRadar entry.
+    #[inline(always)]
+    fn count_flow(&mut self, s: &Scratch, i: usize, meta: &Meta) {
+        let i = i & (s.hashes.f.len() - 1);
+        self.epochs.active().count(
+            s.hashes.f[i],
+            s.hashes.w0[i],
+            s.hashes.w1[i],
+            u32::from(meta.ip_len),
+        );
+    }
+
+    /// One packet's encode work for an action that encodes: its digest after this hop, the
+    /// shim inserted, updated or stripped, the digest record gathered at an edge egress, the
+    /// flow counted. Returns the event to count.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn step<B: PacketBuf>(
+        &mut self,
+        action: Action,
+        plan: &SwitchPlan,
+        m: &mut B,
+        meta: &Meta,
+        i: usize,
+        s: &Scratch,
+        rx_port: usize,
+        prepared: &telemetry::pint::encoder::PreparedValues,
+        queue_bytes: u64,
+        time: &BurstTime,
+        c: &mut LocalCounters,
+    ) -> Done {
+        let i = i & (s.hashes.f.len() - 1);
+        let (w0, w1, pid) = (s.hashes.w0[i], s.hashes.w1[i], s.hashes.pid[i] as u32);
+        let e = usize::from(meta.egress) & (MAX_PORTS - 1);
+        let input = || HopInput {
+            pid,
+            hop: usize::from(meta.hop),
+            switch_id: self.switch_id,
+            ingress_port: rx_port as u32,
+            egress_port: e as u32,
+            hop_latency_ns: time.latency_ns,
+            queue_bytes,
+            utilization: time.util[e],
+        };
+        let digest = plan.apply_lane(&s.lanes, i, s.hashes.m[i], prepared, queue_bytes, input);
+        let eth_at = usize::from(meta.eth_at);
+        let done = match action {
+            Action::Insert => {
+                if insert_shim(m, eth_at, self.shim_ethertype, plan, digest) {
+                    Done::Event(TelemetryEvent::ShimInserted)
+                } else {
+                    Done::Event(TelemetryEvent::NoHeadroom)
+                }
+            }
+            Action::Transit => {
+                let n = usize::from(meta.shim_len) - shim_len(0);
+                put_digest(m.data_mut(), eth_at + 6, n, digest);
+                Done::Event(TelemetryEvent::TransitEncoded)
+            }
+            Action::Strip | Action::OneHop => {
+                if meta.udp_payload_at != 0
+                    && let Some(probe) = m
+                        .data()
+                        .get(usize::from(meta.udp_payload_at)..)
+                        .and_then(ProbePayload::decode)
+                {
+                    let p = ProbeRecord {
+                        key: FlowKey::from_words(w0, w1),
+                        probe,
+                        tsc: time.now_tsc,
+                    };
+                    if !self.digests.push_probe(p) {
+                        c.event(TelemetryEvent::ProbeDropped);
+                    }
+                }
+                self.digests.gather(RingDigest::new(
+                    w0,
+                    w1,
+                    meta.hop,
+                    rx_port as u8,
+                    meta.egress,
+                    pid,
+                    plan.version(),
+                    digest,
+                    time.now_tsc,
+                ));
+                if action == Action::Strip {
+                    strip(m, meta);
+                    Done::Event(TelemetryEvent::ShimStripped)
+                } else {
+                    Done::Event(TelemetryEvent::OneHop)
+                }
+            }
+            Action::None | Action::Remove => Done::Nothing,
+        };
+        self.epochs
+            .active()
+            .count(s.hashes.f[i], w0, w1, u32::from(meta.ip_len));
+        done
+    }
+}
+
+/// The uniform loops' actions, as const parameters.
+const TRANSIT: u8 = 0;
+const INSERT: u8 = 1;
+const STRIP: u8 = 2;
+
+/// The event a packet of `action` counts when all goes well.
+#[inline(always)]
+fn done_event(action: Action) -> TelemetryEvent {
+    match action {
+        Action::Insert => TelemetryEvent::ShimInserted,
+        Action::Transit => TelemetryEvent::TransitEncoded,
+        Action::Strip => TelemetryEvent::ShimStripped,
+        _ => TelemetryEvent::OneHop,
     }
 }
 

@@ -75,6 +75,7 @@ pub struct Received<'a, B> {
 
 /// What a packet's telemetry does at this hop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
 enum Action {
     /// Nothing (no telemetry, or dropped).
     #[default]
@@ -93,6 +94,21 @@ enum Action {
 }
 
 impl Action {
+    /// The action whose `as u8` is `v` (None for any other value).
+    fn from_u8(v: u8) -> Action {
+        [
+            Action::None,
+            Action::Insert,
+            Action::Transit,
+            Action::Strip,
+            Action::OneHop,
+            Action::Remove,
+        ]
+        .into_iter()
+        .find(|a| *a as u8 == v)
+        .unwrap_or(Action::None)
+    }
+
     /// Whether this hop encodes its values into the packet's digest.
     #[inline(always)]
     fn encodes(self) -> bool {
@@ -289,7 +305,7 @@ impl Inband {
         marks[4] = stages::mark();
         let time = state.burst_stage(rx_port, rx_tsc, tx_tsc(), &routed, &mut s.prepared);
         marks[5] = stages::mark();
-        let tx_bytes = state.encode_stage(rx_port, pkts, s, &time, c);
+        let tx_bytes = state.encode_stage(rx_port, pkts, s, &routed, &time, c);
         marks[6] = stages::mark();
         c.count_burst(rx_port, n as u64, rx_bytes, routed.tx_packets, tx_bytes);
         stages::record(&marks, n);

@@ -24,6 +24,9 @@ pub(super) struct Routed {
     pub tx_packets: u64,
     /// Per plan (current, previous): bit `i` when packet `i` encodes with it.
     pub lanes: [u64; 2],
+    /// When every forwarded packet takes one action with one plan and leaves by one port:
+    /// (action, plan, port).
+    pub uniform: Option<(Action, u8, u8)>,
 }
 
 impl State {
@@ -44,6 +47,9 @@ impl State {
             ..
         } = s;
         let mut r = Routed::default();
+        // Action, plan and port of the first forwarded packet, packed (u32::MAX: none yet).
+        let mut first = u32::MAX;
+        let mut uniform = true;
         for (i, (((m, meta), v), &f)) in pkts
             .iter_mut()
             .zip(metas)
@@ -63,11 +69,23 @@ impl State {
                             r.lanes[p] |= 1 << i;
                         }
                         r.tx_packets += 1;
+                        let key = meta.action as u32 | u32::from(meta.plan) << 8 | (e as u32) << 16;
+                        if first == u32::MAX {
+                            first = key;
+                        }
+                        uniform &= first == key;
                         e as u16
                     }
                     Verdict::Drop(reason) => c.dropped_verdict(reason),
                 };
             }
+        }
+        if uniform && first != u32::MAX {
+            r.uniform = Some((
+                Action::from_u8(first as u8),
+                (first >> 8) as u8,
+                (first >> 16) as u8,
+            ));
         }
         r
     }
