@@ -80,6 +80,27 @@ impl CounterSystem {
     pub fn from_located(fs: &FlowSet, cells_of: Vec<u32>, fps: Vec<u16>) -> CounterSystem {
         let k = usize::from(fs.hashes());
         debug_assert_eq!(cells_of.len(), fps.len() * k);
+        let flows = fps.len();
+        let mut sys = CounterSystem {
+            k,
+            cells_of,
+            fps,
+            state: PeelState {
+                value: vec![UNRESOLVED; flows],
+                cells: Vec::new(),
+                resolved: 0,
+            },
+        };
+        sys.start(fs);
+        sys
+    }
+
+    /// Sets the state to the cells alone, peeled as far as they allow. Attempts with hints
+    /// start from this state, and one that fails comes back to it the same way (cheaper
+    /// than keeping a copy of every state tried: attempts mostly succeed).
+    fn start(&mut self, fs: &FlowSet) {
+        let k = self.k;
+        let cells_of = &self.cells_of;
         let mut cells: Vec<Residual> = fs
             .cells()
             .iter()
@@ -103,22 +124,13 @@ impl CounterSystem {
                 cell.flows_xor ^= f as u32;
             }
         }
-        let flows = fps.len();
-        let mut sys = CounterSystem {
-            k,
-            cells_of,
-            fps,
-            state: PeelState {
-                value: vec![UNRESOLVED; flows],
-                cells,
-                resolved: 0,
-            },
-        };
-        let queue: Vec<u32> = (0..sys.state.cells.len() as u32)
-            .filter(|&c| sys.state.cells[c as usize].unknown == 1)
+        self.state.value.fill(UNRESOLVED);
+        self.state.cells = cells;
+        self.state.resolved = 0;
+        let queue: Vec<u32> = (0..self.state.cells.len() as u32)
+            .filter(|&c| self.state.cells[c as usize].unknown == 1)
             .collect();
-        sys.peel(queue);
-        sys
+        self.peel(queue);
     }
 
     /// Flows in the system.
@@ -193,8 +205,13 @@ impl CounterSystem {
     }
 
     /// Tries the counters `hint` gives for unresolved flows (see the module doc); keeps them
-    /// only if the whole system then comes out exact. Returns whether it is solved.
-    pub fn solve_with_hints(&mut self, hint: impl Fn(usize) -> Option<(u64, u64)>) -> bool {
+    /// only if the whole system then comes out exact, else goes back to the peeled state of
+    /// flowset `fs` (the system's own). Returns whether it is solved.
+    pub fn solve_with_hints(
+        &mut self,
+        fs: &FlowSet,
+        hint: impl Fn(usize) -> Option<(u64, u64)>,
+    ) -> bool {
         if self.solved() {
             return true;
         }
@@ -209,7 +226,6 @@ impl CounterSystem {
         if hinted.is_empty() {
             return false;
         }
-        let saved = self.state.clone();
         // All hints first (their cells prefetched), then peeling what they free.
         let mut queue = Vec::new();
         for (i, &(f, v)) in hinted.iter().enumerate() {
@@ -221,7 +237,7 @@ impl CounterSystem {
             self.resolve(f as usize, v, &mut queue);
         }
         self.peel(queue);
-        self.keep_if_exact(saved)
+        self.keep_if_exact(fs)
     }
 
     /// Like [`CounterSystem::solve_with_hints`], for hints that may be wrong for some flows
@@ -233,12 +249,12 @@ impl CounterSystem {
     /// is a multiple of 2^16). The result is kept only if the whole system comes out exact.
     pub fn solve_with_checked_hints(
         &mut self,
+        fs: &FlowSet,
         hint: impl Fn(usize) -> [Option<(u64, u64)>; 2],
     ) -> bool {
         if self.solved() {
             return true;
         }
-        let saved = self.state.clone();
         let mut open: Vec<u32> = (0..self.flows() as u32)
             .filter(|&f| {
                 !self.is_resolved(f as usize) && hint(f as usize).iter().any(Option::is_some)
@@ -282,12 +298,13 @@ impl CounterSystem {
                 break;
             }
         }
-        self.keep_if_exact(saved)
+        self.keep_if_exact(fs)
     }
 
     /// Keeps the current state if the system is solved with non-negative counters
-    /// everywhere; otherwise goes back to `saved`. Returns whether it kept it.
-    fn keep_if_exact(&mut self, saved: PeelState) -> bool {
+    /// everywhere; otherwise goes back to the peeled state of `fs`. Returns whether it kept
+    /// it.
+    fn keep_if_exact(&mut self, fs: &FlowSet) -> bool {
         let exact = self.solved()
             && self
                 .state
@@ -295,7 +312,7 @@ impl CounterSystem {
                 .iter()
                 .all(|v| *v != UNRESOLVED && v.0 >= 0 && v.1 >= 0);
         if !exact {
-            self.state = saved;
+            self.start(fs);
         }
         exact
     }

@@ -77,43 +77,79 @@ impl NetworkResult {
 /// Hints for CounterDecode: per flow (by FlowDecode's number), the smallest and largest
 /// counters decoded for it at any switch. They differ only where the flow lost packets
 /// between switches: then the largest is right before the loss and the smallest after it.
+/// One record per flow (a flow's hints are one cache line, not three arrays' worth).
 struct Hints {
-    least: Vec<(u64, u64)>,
-    most: Vec<(u64, u64)>,
-    seen: Vec<bool>,
+    seen: Vec<Seen>,
 }
 
+/// The counters seen for one flow: (least, most); `least.0 == u64::MAX` when none yet (no
+/// flow counts that many packets).
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    least: (u64, u64),
+    most: (u64, u64),
+}
+
+const NONE_SEEN: Seen = Seen {
+    least: (u64::MAX, 0),
+    most: (0, 0),
+};
+
 impl Hints {
-    fn record(&mut self, id: usize, v: (u64, u64)) {
-        if !self.seen[id] {
-            self.seen[id] = true;
-            self.least[id] = v;
-            self.most[id] = v;
-        } else {
-            self.least[id] = self.least[id].min(v);
-            self.most[id] = self.most[id].max(v);
+    fn new(flows: usize) -> Hints {
+        Hints {
+            seen: vec![NONE_SEEN; flows],
         }
+    }
+
+    fn record(&mut self, id: usize, v: (u64, u64)) {
+        let Some(s) = self.seen.get_mut(id) else {
+            return;
+        };
+        if s.least.0 == u64::MAX {
+            *s = Seen { least: v, most: v };
+        } else {
+            s.least = s.least.min(v);
+            s.most = s.most.max(v);
+        }
+    }
+
+    /// Starts fetching flow `id`'s hints (they are spread over many megabytes).
+    #[inline(always)]
+    fn prefetch(&self, id: usize) {
+        if let Some(s) = self.seen.get(id) {
+            crate::flowradar::prefetch(s);
+        }
+    }
+
+    fn get(&self, id: usize) -> Option<&Seen> {
+        self.seen.get(id).filter(|s| s.least.0 != u64::MAX)
     }
 
     /// The counters seen everywhere the flow was decoded, if they agree.
     fn agreed(&self, id: usize) -> Option<(u64, u64)> {
-        (self.seen[id] && self.least[id] == self.most[id]).then_some(self.most[id])
+        self.get(id).filter(|s| s.least == s.most).map(|s| s.most)
     }
 
     /// The largest and the smallest counters seen (one, if they agree).
     fn candidates(&self, id: usize) -> [Option<(u64, u64)>; 2] {
-        if !self.seen[id] {
+        let Some(s) = self.get(id) else {
             return [None, None];
-        }
-        let second = (self.least[id] != self.most[id]).then_some(self.least[id]);
-        [Some(self.most[id]), second]
+        };
+        let second = (s.least != s.most).then_some(s.least);
+        [Some(s.most), second]
     }
 
     /// Whether some flow was seen with different counters (there was loss).
     fn any_disagreement(&self) -> bool {
-        self.least.iter().zip(&self.most).any(|(a, b)| a != b)
+        self.seen
+            .iter()
+            .any(|s| s.least.0 != u64::MAX && s.least != s.most)
     }
 }
+
+/// How many flows ahead hints are fetched.
+const HINT_AHEAD: usize = 16;
 
 /// Decodes all flowsets of one epoch together.
 pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
@@ -156,11 +192,7 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
     let flow_decode_time = t1.elapsed();
 
     let t2 = Instant::now();
-    let mut hints = Hints {
-        least: vec![(0, 0); fd.keys.len()],
-        most: vec![(0, 0); fd.keys.len()],
-        seen: vec![false; fd.keys.len()],
-    };
+    let mut hints = Hints::new(fd.keys.len());
     // Switches with all keys known, each with its system peeled as far as its cells allow.
     let open: Vec<usize> = (0..flowsets.len()).filter(|&s| fd.complete[s]).collect();
     let mut located: Vec<(Vec<u32>, Vec<u16>)> = fd.located.into_iter().zip(fd.fps).collect();
@@ -180,7 +212,11 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
         systems[s] = Some(sys);
     }
     let record = |hints: &mut Hints, s: usize, sys: &CounterSystem| {
-        for (&id, v) in fd.flows[s].iter().zip(sys.values()) {
+        let ids = &fd.flows[s];
+        for (i, (&id, v)) in ids.iter().zip(sys.values()).enumerate() {
+            if let Some(&ahead) = ids.get(i + HINT_AHEAD) {
+                hints.prefetch(ahead as usize);
+            }
             if let Some(v) = v {
                 hints.record(id as usize, v);
             }
@@ -211,8 +247,17 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
         let lossy = hints.any_disagreement();
         parallel_for_each(&mut work, |(s, sys, solved)| {
             let ids = &fd.flows[*s];
-            *solved = sys.solve_with_hints(|f| hints.agreed(ids[f] as usize))
-                || (lossy && sys.solve_with_checked_hints(|f| hints.candidates(ids[f] as usize)));
+            let fs = flowsets[*s];
+            // Flows are asked for in order: fetch the hints of the ones a few ahead.
+            let agreed = |f: usize| {
+                if let Some(&ahead) = ids.get(f + HINT_AHEAD) {
+                    hints.prefetch(ahead as usize);
+                }
+                hints.agreed(ids[f] as usize)
+            };
+            *solved = sys.solve_with_hints(fs, agreed)
+                || (lossy
+                    && sys.solve_with_checked_hints(fs, |f| hints.candidates(ids[f] as usize)));
         });
         let solved_now: Vec<usize> = work.iter().filter(|w| w.2).map(|w| w.0).collect();
         drop(work);
@@ -238,7 +283,13 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
         chunk
             .iter()
             .map(|&s| {
-                let keys = fd.flows[s].iter().map(|&id| fd.keys[id as usize]);
+                let ids = &fd.flows[s];
+                let keys = ids.iter().enumerate().map(|(i, &id)| {
+                    if let Some(&ahead) = ids.get(i + HINT_AHEAD) {
+                        crate::flowradar::prefetch(&fd.keys[ahead as usize]);
+                    }
+                    fd.keys[id as usize]
+                });
                 match &systems[s] {
                     // FlowDecode emptied the key parts, but a flow whose first packet hit
                     // a filter false positive here left no key, only counters: the keys are
