@@ -59,6 +59,9 @@ pub struct PintState {
     pub egress_port: u8,
     /// Whether hop 1 is pinned to the source's edge switch.
     pub first_pinned: bool,
+    /// (query, hop, index into the table's switch summaries) of the hops whose switch is
+    /// decoded: a sample of such a hop goes straight to its switch's summary.
+    summary_slots: Vec<(u16, u16, u32)>,
 }
 
 /// A flow's counters at one switch, summed over epochs.
@@ -229,7 +232,9 @@ pub struct FlowTable {
     capacity: usize,
     links: FxHashMap<(u32, u32), LinkStats>,
     /// Per (switch, plan version, query): samples of the hops decoded to the switch.
-    switch_samples: FxHashMap<(u32, u32, u16), CodeSummary>,
+    switch_samples: Vec<((u32, u32, u16), CodeSummary)>,
+    /// Where each (switch, plan version, query) is in `switch_samples`.
+    summary_index: FxHashMap<(u32, u32, u16), u32>,
     plans: FxHashMap<u32, Arc<SinkPlan>>,
     samples: Vec<(usize, usize, u32)>,
     owners: Vec<(u32, u32)>,
@@ -251,7 +256,8 @@ impl FlowTable {
             flows: FxHashMap::default(),
             capacity,
             links: FxHashMap::default(),
-            switch_samples: FxHashMap::default(),
+            switch_samples: Vec::new(),
+            summary_index: FxHashMap::default(),
             plans: FxHashMap::default(),
             samples: Vec::new(),
             owners: Vec::new(),
@@ -287,8 +293,13 @@ impl FlowTable {
         };
         let now = Instant::now();
         self.owners.clear();
+        // The plan of the digest before (a batch's digests mostly share one).
+        let mut current: Option<Arc<SinkPlan>> = None;
         for d in digests {
-            let Some(plan) = self.plan(cx, d.plan_version) else {
+            if current.as_ref().is_none_or(|p| p.version != d.plan_version) {
+                current = self.plan(cx, d.plan_version);
+            }
+            let Some(plan) = current.as_ref() else {
                 self.stats.unknown_plan += 1;
                 if let Some(e) = cx.registry.switch(reporter) {
                     e.counters
@@ -323,11 +334,14 @@ impl FlowTable {
                     flow.path_resets += 1;
                     self.stats.path_resets += 1;
                 }
-                flow.pint = Some(new_pint(&plan, space, k, reporter, d));
+                flow.pint = Some(new_pint(plan, space, k, reporter, d));
                 flow.pint_since = flow.digests - 1;
                 flow.decode_digests = None;
             }
             let p = flow.pint.as_mut().expect("set above");
+            // The switch that delivers to the flow's destination: learned when the flow (or
+            // its reporter) is new, not per digest.
+            let learn_owner = fresh || p.reporter != reporter || flow.digests == 1;
             p.reporter = reporter;
             p.ingress_port = d.ingress_port;
             p.egress_port = d.egress_port;
@@ -372,7 +386,7 @@ impl FlowTable {
                 // The digests no longer fit one path: the route changed. Start over.
                 flow.path_resets += 1;
                 self.stats.path_resets += 1;
-                flow.pint = Some(new_pint(&plan, space, k, reporter, d));
+                flow.pint = Some(new_pint(plan, space, k, reporter, d));
                 flow.pint_since = flow.digests - 1;
                 flow.decode_digests = None;
                 samples.clear();
@@ -380,28 +394,50 @@ impl FlowTable {
             self.stats.digests += 1;
             // Samples of hops decoded to a switch feed that switch's summary.
             if !samples.is_empty()
-                && let Some(p) = &flow.pint
+                && let Some(p) = &mut flow.pint
                 && let Some(q) = p.plan.path_query
                 && let Some(cx_path) = path_context(&p.plan.plan, space, q)
                 && let Some(state) = p.record.path(q)
             {
                 for &(query, hop, code) in &samples {
-                    let Some(switch) = state.hop(cx_path, hop) else {
-                        continue;
-                    };
                     let QueryKind::DynamicPerFlow { compression, .. } =
                         &p.plan.plan.queries[query].kind
                     else {
                         continue;
                     };
-                    self.switch_samples
-                        .entry((switch, p.plan.version, query as u16))
-                        .or_insert_with(|| CodeSummary::new(compression.max_code()))
-                        .add(code, compression);
+                    let cached = p
+                        .summary_slots
+                        .iter()
+                        .find(|&&(sq, sh, _)| usize::from(sq) == query && usize::from(sh) == hop);
+                    let slot = match cached {
+                        Some(&(_, _, slot)) => slot,
+                        None => {
+                            let Some(switch) = state.hop(cx_path, hop) else {
+                                continue;
+                            };
+                            let key = (switch, p.plan.version, query as u16);
+                            let next = self.switch_samples.len() as u32;
+                            let slot = *self.summary_index.entry(key).or_insert(next);
+                            if slot == next {
+                                self.switch_samples
+                                    .push((key, CodeSummary::new(compression.max_code())));
+                            }
+                            // Only decoded hops keep their switch: cache them.
+                            if state.is_decoded() {
+                                p.summary_slots.push((query as u16, hop as u16, slot));
+                            }
+                            slot
+                        }
+                    };
+                    if let Some((_, summary)) = self.switch_samples.get_mut(slot as usize) {
+                        summary.add(code, compression);
+                    }
                 }
             }
             self.samples = samples;
-            self.owners.push((d.key.dst, reporter));
+            if learn_owner {
+                self.owners.push((d.key.dst, reporter));
+            }
             // A path decoded just now places the flow's counters on its links.
             let decoded_now = flow.pint.as_ref().is_some_and(|p| {
                 p.plan
@@ -707,7 +743,7 @@ impl FlowTable {
 
     /// Per (switch, plan version, query) samples.
     pub fn switch_samples(&self) -> impl Iterator<Item = (&(u32, u32, u16), &CodeSummary)> {
-        self.switch_samples.iter()
+        self.switch_samples.iter().map(|(k, v)| (k, v))
     }
 
     /// Bytes the flows take (see the module documentation).
@@ -726,15 +762,16 @@ fn flow_entry<'a>(
     key: FlowKey,
     now_ms: u64,
 ) -> Option<&'a mut FlowState> {
-    if !flows.contains_key(&key) {
-        if flows.len() >= capacity {
+    let len = flows.len();
+    match flows.entry(key) {
+        std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+        std::collections::hash_map::Entry::Vacant(_) if len >= capacity => {
             stats.flows_refused += 1;
-            return None;
+            None
         }
-        stats.flows_created += 1;
-        flows.insert(
-            key,
-            FlowState {
+        std::collections::hash_map::Entry::Vacant(v) => {
+            stats.flows_created += 1;
+            Some(v.insert(FlowState {
                 key,
                 digests: 0,
                 first_ms: now_ms,
@@ -750,10 +787,9 @@ fn flow_entry<'a>(
                 loss_detector: None,
                 probes: 0,
                 probe_detector: None,
-            },
-        );
+            }))
+        }
     }
-    flows.get_mut(&key)
 }
 
 fn new_pint(
@@ -772,6 +808,7 @@ fn new_pint(
         ingress_port: d.ingress_port,
         egress_port: d.egress_port,
         first_pinned: k == 1,
+        summary_slots: Vec::new(),
     }
 }
 
@@ -779,7 +816,10 @@ fn new_pint(
 pub fn flow_heap_bytes(f: &FlowState) -> usize {
     f.counts.capacity() * std::mem::size_of::<SwitchCount>()
         + f.loss.capacity() * std::mem::size_of::<LinkLoss>()
-        + f.pint.as_ref().map_or(0, |p| p.record.memory_bytes())
+        + f.pint.as_ref().map_or(0, |p| {
+            p.record.memory_bytes()
+                + p.summary_slots.capacity() * std::mem::size_of::<(u16, u16, u32)>()
+        })
 }
 
 /// The flow's decoded path (switch IDs), if its path query is decoded.

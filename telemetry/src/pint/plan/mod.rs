@@ -515,10 +515,14 @@ impl CompiledQuery {
     /// The hop whose sample a dynamic per-flow query's field holds for a packet that crossed
     /// `k` hops (None for other queries).
     pub fn sample_writer(&self, pid: u32, k: usize) -> Option<usize> {
+        self.sample_writer_word(tape::packet_word(pid), k)
+    }
+
+    /// [`CompiledQuery::sample_writer`] of the packet with packet word `m`.
+    pub fn sample_writer_word(&self, m: u64, k: usize) -> Option<usize> {
         let QueryKind::DynamicPerFlow { sample, .. } = &self.kind else {
             return None;
         };
-        let m = tape::packet_word(pid);
         Some(
             (2..=k.min(255))
                 .rev()
@@ -529,6 +533,12 @@ impl CompiledQuery {
 
     /// Reads this query's field of a packet that crossed `k` hops.
     pub fn decode(&self, field: u64, pid: u32, k: usize) -> Reading {
+        self.decode_word(field, tape::packet_word(pid), k)
+    }
+
+    /// [`CompiledQuery::decode`] for the packet with packet word `m`.
+    #[inline]
+    pub fn decode_word(&self, field: u64, m: u64, k: usize) -> Reading {
         match &self.kind {
             QueryKind::PerPacket {
                 op, compression, ..
@@ -555,7 +565,7 @@ impl CompiledQuery {
                 instances: coding.instances,
             }),
             QueryKind::DynamicPerFlow { compression, .. } => {
-                let hop = self.sample_writer(pid, k).unwrap_or(1);
+                let hop = self.sample_writer_word(m, k).unwrap_or(1);
                 let code = (field & mask(self.width)) as u32;
                 Reading::Sample {
                     hop,
@@ -848,10 +858,11 @@ impl Plan {
         k: usize,
         digest: u64,
     ) -> impl Iterator<Item = (usize, Reading)> + '_ {
-        self.select(pid).placements.iter().map(move |p| {
+        let m = tape::packet_word(pid);
+        self.select_word(m).placements.iter().map(move |p| {
             let q = &self.queries[usize::from(p.query)];
             let field = get_bits(digest, self.global_bits, u32::from(p.offset), q.width);
-            (usize::from(p.query), q.decode(field, pid, k))
+            (usize::from(p.query), q.decode_word(field, m, k))
         })
     }
 
