@@ -15,15 +15,6 @@ use crate::digest::{ProbeRecord, RingDigest};
 use crate::frame::PacketBuf;
 use crate::tables::MAX_PORTS;
 
-/// What one packet's shim work did, for counting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Done {
-    /// The event to count for the packet.
-    Event(TelemetryEvent),
-    /// Nothing to count.
-    Nothing,
-}
-
 impl State {
     /// Encodes, reshapes, reports and counts every forwarded packet of a burst received on
     /// `rx_port`; returns the bytes handed to tx queues. A burst whose packets all do the
@@ -89,11 +80,10 @@ impl State {
             let counted = self.step(
                 action, &plan, m, meta, i, s, rx_port, prepared, ahead, time, c,
             );
-            done += u64::from(counted == Done::Event(done_event(action)));
-            if let Done::Event(ev) = counted
-                && ev != done_event(action)
-            {
-                c.event(ev);
+            match counted {
+                Some(ev) if ev == done_event(action) => done += 1,
+                Some(ev) => c.event(ev),
+                None => {}
             }
             ahead += len;
             tx_bytes += m.pkt_len() as u64;
@@ -139,7 +129,7 @@ impl State {
                     let done = self.step(
                         action, plan, m, meta, i, s, rx_port, prepared, ahead[e], time, c,
                     );
-                    if let Done::Event(ev) = done {
+                    if let Some(ev) = done {
                         c.event(ev);
                     }
                 }
@@ -172,7 +162,7 @@ impl State {
 
     /// One packet's encode work for an action that encodes: its digest after this hop, the
     /// shim inserted, updated or stripped, the digest record gathered at an edge egress, the
-    /// flow counted. Returns the event to count.
+    /// flow counted. Returns the event to count (None for an action that does not encode).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn step<B: PacketBuf>(
@@ -188,7 +178,7 @@ impl State {
         queue_bytes: u64,
         time: &BurstTime,
         c: &mut LocalCounters,
-    ) -> Done {
+    ) -> Option<TelemetryEvent> {
         let i = i & (s.hashes.f.len() - 1);
         let (w0, w1, pid) = (s.hashes.w0[i], s.hashes.w1[i], s.hashes.pid[i] as u32);
         let e = usize::from(meta.egress) & (MAX_PORTS - 1);
@@ -207,15 +197,15 @@ impl State {
         let done = match action {
             Action::Insert => {
                 if insert_shim(m, eth_at, self.shim_ethertype, plan, digest) {
-                    Done::Event(TelemetryEvent::ShimInserted)
+                    Some(TelemetryEvent::ShimInserted)
                 } else {
-                    Done::Event(TelemetryEvent::NoHeadroom)
+                    Some(TelemetryEvent::NoHeadroom)
                 }
             }
             Action::Transit => {
                 let n = usize::from(meta.shim_len) - shim_len(0);
                 put_digest(m.data_mut(), eth_at + 6, n, digest);
-                Done::Event(TelemetryEvent::TransitEncoded)
+                Some(TelemetryEvent::TransitEncoded)
             }
             Action::Strip | Action::OneHop => {
                 if meta.udp_payload_at != 0
@@ -246,12 +236,12 @@ impl State {
                 ));
                 if action == Action::Strip {
                     strip(m, meta);
-                    Done::Event(TelemetryEvent::ShimStripped)
+                    Some(TelemetryEvent::ShimStripped)
                 } else {
-                    Done::Event(TelemetryEvent::OneHop)
+                    Some(TelemetryEvent::OneHop)
                 }
             }
-            Action::None | Action::Remove => Done::Nothing,
+            Action::None | Action::Remove => None,
         };
         self.epochs
             .active()

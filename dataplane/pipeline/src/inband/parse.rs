@@ -103,10 +103,7 @@ impl State {
         {
             return Ok(w);
         }
-        let h = match self.fast_headers(fwd, rx_port, frame, frame_len) {
-            Some(h) => h,
-            None => self.headers(fwd, rx_port, frame, frame_len)?,
-        };
+        let h = self.headers(fwd, rx_port, frame, frame_len)?;
         let Headers {
             eth_at,
             shim_at,
@@ -267,52 +264,6 @@ impl State {
             w1: (u64::from(proto) << 32) | u64::from(ports),
             w2: (u64::from(u16::from_be_bytes([ip[4], ip[5]])) << 32) | u64::from(seq),
             digest,
-        })
-    }
-
-    /// Finds where the headers of an untagged IPv4 frame (with or without the shim, IPv4
-    /// without options) sit, with fixed offsets and one bounds check per header; None for
-    /// every other frame, and for frames this path does not judge (they go to
-    /// [`State::headers`], which drops them with their reason).
-    #[inline(always)]
-    fn fast_headers(
-        &self,
-        fwd: &Forwarder,
-        rx_port: usize,
-        frame: &[u8],
-        frame_len: usize,
-    ) -> Option<Headers> {
-        let head = frame.first_chunk::<14>()?;
-        if !fwd.accepts(rx_port, head) {
-            return None;
-        }
-        let ty = u16::from_be_bytes([head[12], head[13]]);
-        let (shim_at, n, l3) = if ty == EtherType::IPV4 {
-            (0, 0, 14)
-        } else if ty == self.shim_ethertype && !self.is_edge(rx_port) {
-            let format = *frame.get(14)?;
-            let n = usize::from(format & 0x0f);
-            if format >> 4 != FORMAT || n == 0 || n > MAX_DIGEST_BYTES {
-                return None;
-            }
-            let l3 = 14 + shim_len(n);
-            if be16(frame.get(l3 - 2..l3)?, 0) != EtherType::IPV4 {
-                return None;
-            }
-            (14, n, l3)
-        } else {
-            return None;
-        };
-        let ip: &[u8; 20] = frame.get(l3..l3 + 20)?.try_into().ok()?;
-        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-        if ip[0] != 0x45 || total < 20 || total > frame_len - l3 || sum20(ip) != 0xffff {
-            return None;
-        }
-        Some(Headers {
-            eth_at: 12,
-            shim_at,
-            shim_digest: n,
-            ip: Ipv4Offsets { l3, header_len: 20 },
         })
     }
 

@@ -436,57 +436,17 @@ impl FastProgram {
         (digest & !(set.v_mask << set.v_shift)) | ((new & set.v_mask) << set.v_shift)
     }
 
-    /// Encodes one hop (see [`super::SwitchPlan::encode`]).
+    /// Encodes one hop (see [`super::SwitchPlan::encode`]): the draw, then the apply with
+    /// the packet's own value prepared.
     #[inline(always)]
     pub fn encode(&self, digest: u64, m: u64, input: &HopInput) -> u64 {
-        let choice = m >> 32;
-        let sets = &self.sets;
-        let mut s = 0;
-        while s + 1 < sets.len() && sets[s].end <= choice {
-            s += 1;
-        }
-        let set = &sets[s];
-        let hop = input.hop & 255;
-        let hop_key = m ^ HOP_KEYS[hop];
-        let w0 = mix64(hop_key);
-        let w1 = if set.second_word {
-            mix64(hop_key ^ seeds::STRIDE)
-        } else {
-            0
-        };
-        let word = |s: Slice| s.of(if s.word == 0 { w0 } else { w1 });
-        let threshold = SAMPLE_THRESHOLDS[hop];
         let mut d = digest;
-        if let Some(p) = &set.path {
-            let field = (d >> p.shift) & p.mask;
-            let h = (mix64(m ^ p.key) >> p.value_shift) & p.value_mask;
-            let baseline = p.layer.of(m) < p.tau;
-            let limit = if baseline { threshold } else { p.xor };
-            let writes = 0u64.wrapping_sub(u64::from(word(p.sample) < limit));
-            let new = if baseline {
-                (h & writes) | (field & !writes)
-            } else {
-                field ^ (h & writes)
-            };
-            d = (d & !(p.mask << p.shift)) | (new << p.shift);
+        let draw = self.draw(m, input.hop, &mut d);
+        let s = usize::from(draw.set) & (MAX_FAST_SETS - 1);
+        let mut prepared = PreparedValues::default();
+        if let Some(v) = self.sets.get(s).and_then(|set| set.value.as_ref()) {
+            prepared.0[s] = v.compression.prepare(input.value(v.value));
         }
-        if let Some(v) = &set.value {
-            let field = (d >> v.shift) & v.mask;
-            let code = u64::from(v.compression.compress(input.value(v.value), word(v.coin)));
-            let new = match v.merge {
-                Merge::Sample(sample) => {
-                    if word(sample) < threshold {
-                        code
-                    } else {
-                        field
-                    }
-                }
-                Merge::Max => field.max(code),
-                Merge::Min => field.max(v.max - code),
-                Merge::Sum => (field + code).min(v.max),
-            };
-            d = (d & !(v.mask << v.shift)) | ((new & v.mask) << v.shift);
-        }
-        d
+        self.apply(d, &draw, &prepared, input.queue_bytes)
     }
 }

@@ -172,7 +172,7 @@ impl SwitchPlan {
     }
 
     /// The key whose value word the data plane hashes a burst at a time for
-    /// [`SwitchPlan::draw_hashed`] (any key works; this one saves a hash per packet).
+    /// [`SwitchPlan::draw_lanes`] (any key works; this one saves a hash per packet).
     pub fn value_key(&self) -> u64 {
         self.fast.as_ref().map_or(0, FastProgram::value_key)
     }
