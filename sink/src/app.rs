@@ -20,9 +20,12 @@ use crate::export::{ExportCounters, Outputs};
 use crate::flows::{FlowTable, ShardContext};
 use crate::ingest::{self, Ingest};
 use crate::registry::Registry;
-use crate::shard::{self, Shard, ShardMsg, Timeouts, shard_of};
+use crate::shard::{self, Buffers, Shard, ShardMsg, Timeouts, shard_of};
 use crate::transport::TcpTransport;
 
+/// Digest buffers a decode thread keeps for the connections to reuse (each up to one batch,
+/// at most 4096 digests of 40 bytes).
+const BUFFERS_PER_SHARD: usize = 32;
 /// Flowsets waiting for the epoch assembler, at most (beyond, new ones are dropped,
 /// counted).
 const FLOWSET_QUEUE: usize = 1 << 16;
@@ -130,13 +133,19 @@ impl Sink {
         for i in 0..config.decode_threads {
             let (tx, rx) = bounded(config.queue_batches);
             let table = Arc::new(Mutex::new(FlowTable::new(per_shard)));
-            let (t, c, e) = (Arc::clone(&table), cx.clone(), export_tx.clone());
+            let buffers = Buffers::new(BUFFERS_PER_SHARD);
+            let (t, c, e, b) = (
+                Arc::clone(&table),
+                cx.clone(),
+                export_tx.clone(),
+                buffers.clone(),
+            );
             shard_threads.push(
                 std::thread::Builder::new()
                     .name(format!("decode-{i}"))
-                    .spawn(move || shard::run(rx, t, c, timeouts, e))?,
+                    .spawn(move || shard::run(rx, t, c, timeouts, e, b))?,
             );
-            shards.push(Shard { tx, table });
+            shards.push(Shard { tx, table, buffers });
         }
         drop(export_tx);
 

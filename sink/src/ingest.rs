@@ -116,6 +116,12 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
         if ing.stop.load(Relaxed) {
             break Ok(());
         }
+        // A buffer the decode threads are done with, for the next digest frame.
+        if !session.has_spare()
+            && let Some(b) = ing.shards[0].buffers.take()
+        {
+            session.recycle(b);
+        }
         let bytes = match src.next_frame() {
             Ok(Next::Frame(b)) => b,
             Ok(Next::Idle) => continue,
@@ -162,7 +168,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 e.counters
                     .digests
                     .fetch_add(b.digests.len() as u64, Relaxed);
-                route_digests(&ing, e, b.digests, &mut batches);
+                if let Some(spent) = route_digests(&ing, e, b.digests, &mut batches) {
+                    session.recycle(spent);
+                }
             }
             Frame::FlowSet(f) => {
                 e.counters.flowsets.fetch_add(1, Relaxed);
@@ -259,27 +267,33 @@ fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<Arc<SwitchEntry>, Close>
 }
 
 /// Splits a batch by decode thread and queues the parts; a full queue drops its part.
+/// Returns the batch's buffer when it was split (the parts went in buffers of their own).
 fn route_digests(
     ing: &Ingest,
     e: &SwitchEntry,
     digests: Vec<WireDigest>,
     batches: &mut [Vec<WireDigest>],
-) {
+) -> Option<Vec<WireDigest>> {
     let n = ing.shards.len();
     let switch = e.info_id();
     if n == 1 {
         send(ing, e, 0, switch, digests);
-        return;
+        return None;
     }
-    for d in digests {
-        batches[shard_of(&d.key, n)].push(d);
+    for d in &digests {
+        batches[shard_of(&d.key, n)].push(*d);
     }
     for (i, b) in batches.iter_mut().enumerate() {
         if !b.is_empty() {
-            let part = std::mem::replace(b, Vec::with_capacity(b.capacity()));
+            let next = ing.shards[i]
+                .buffers
+                .take()
+                .unwrap_or_else(|| Vec::with_capacity(b.capacity()));
+            let part = std::mem::replace(b, next);
             send(ing, e, i, switch, part);
         }
     }
+    Some(digests)
 }
 
 /// Splits probe arrivals by decode thread (their flows' owners) and queues them; a full

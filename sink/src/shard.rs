@@ -44,6 +44,36 @@ pub struct Shard {
     pub tx: Sender<ShardMsg>,
     /// Its flows.
     pub table: Arc<Mutex<FlowTable>>,
+    /// Digest buffers it is done with.
+    pub buffers: Buffers,
+}
+
+/// Digest buffers a decode thread hands back once it has recorded their digests, for the
+/// connections to decode and split the next batches into: ingest then allocates nothing
+/// per batch. At most `capacity` wait; any beyond are freed.
+#[derive(Debug, Clone)]
+pub struct Buffers {
+    tx: Sender<Vec<WireDigest>>,
+    rx: Receiver<Vec<WireDigest>>,
+}
+
+impl Buffers {
+    /// A pool of at most `capacity` buffers.
+    pub fn new(capacity: usize) -> Buffers {
+        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        Buffers { tx, rx }
+    }
+
+    /// A buffer to fill, if one is waiting.
+    pub fn take(&self) -> Option<Vec<WireDigest>> {
+        self.rx.try_recv().ok()
+    }
+
+    /// Hands back a buffer whose digests are used.
+    pub fn give(&self, mut buf: Vec<WireDigest>) {
+        buf.clear();
+        let _ = self.tx.try_send(buf);
+    }
 }
 
 /// The decode thread of flow `key` among `n`.
@@ -70,6 +100,7 @@ pub fn run(
     cx: ShardContext,
     timeouts: Timeouts,
     exports: Option<Sender<FlowExport>>,
+    buffers: Buffers,
 ) {
     let mut last_sweep = Instant::now();
     let send = |e: FlowExport| match &exports {
@@ -81,7 +112,10 @@ pub fn run(
             Ok(msg) => {
                 let mut t = table.lock().expect("flow table lock");
                 match msg {
-                    ShardMsg::Digests { switch, digests } => t.add_digests(&cx, switch, &digests),
+                    ShardMsg::Digests { switch, digests } => {
+                        t.add_digests(&cx, switch, &digests);
+                        buffers.give(digests);
+                    }
                     ShardMsg::Counts {
                         epoch,
                         epoch_ms,

@@ -2,6 +2,10 @@
 
 use std::process::ExitCode;
 
+/// The allocator `pint-sink` runs with, so that the sink benchmark measures what it does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use bench::forward::{self, ForwardOptions};
 use clap::{Parser, Subcommand};
 

@@ -8,6 +8,8 @@ use datasketches::kll::KllSketch;
 use crate::pint::compress::LogCompressor;
 use crate::pint::path_decoder::{PathContext, PathState, PathView, Space};
 use crate::pint::plan::{Plan, QueryKind, Reading};
+use crate::pint::tape;
+use crate::wire::shim::{get_bits, mask};
 
 /// Once a flow's path is decoded, one digest in this many is still fed to its decoder.
 pub const PATH_CHECK_EVERY: u64 = 8;
@@ -340,20 +342,32 @@ impl FlowRecord {
         mut samples: Option<&mut Vec<(usize, usize, u32)>>,
     ) {
         self.packets += 1;
-        for (q, reading) in plan.readings(pid, self.k, digest) {
-            match reading {
-                Reading::Fields(f) => {
+        // The plan's readings, taken field by field: a sample's value stays a code (the
+        // sketches keep codes) and a path's fields go to its decoder as they are.
+        let m = tape::packet_word(pid);
+        let set = plan.select_word(m);
+        for (p, &shift) in set.placements.iter().zip(&set.shifts) {
+            let q = usize::from(p.query);
+            let query = &plan.queries[q];
+            let field = (digest >> shift) & mask(query.width);
+            match &query.kind {
+                QueryKind::StaticPerFlow { coding } => {
                     // Once a path is decoded, one digest in eight still checks it (a route
                     // change shows as a conflict within a few packets); the others would
                     // only confirm it.
-                    if let (Some(Some(d)), Some(cx)) =
-                        (self.paths.get_mut(q), path_context(plan, space, q))
+                    if let Some(Some(d)) = self.paths.get_mut(q)
                         && (!d.is_decoded() || self.packets.is_multiple_of(PATH_CHECK_EVERY))
                     {
-                        d.feed(cx, pid, f.iter());
+                        let cx = PathContext { coding, space };
+                        let (bits, width) = (coding.bits, query.width);
+                        let fields = (0..coding.instances)
+                            .map(move |n| get_bits(field, width, n * bits, bits));
+                        d.check(cx, pid, fields);
                     }
                 }
-                Reading::Sample { hop, code, .. } => {
+                QueryKind::DynamicPerFlow { .. } => {
+                    let hop = query.sample_writer_word(m, self.k).unwrap_or(1);
+                    let code = field as u32;
                     if let Some(Some(s)) = self.sketches.get_mut(q) {
                         s.add(hop, code);
                     }
@@ -361,8 +375,10 @@ impl FlowRecord {
                         out.push((q, hop, code));
                     }
                 }
-                Reading::Aggregate(v) => {
-                    if let Some(Some(a)) = self.aggregates.get_mut(q) {
+                QueryKind::PerPacket { .. } => {
+                    if let Reading::Aggregate(v) = query.decode_word(field, m, self.k)
+                        && let Some(Some(a)) = self.aggregates.get_mut(q)
+                    {
                         a.add(v);
                     }
                 }
@@ -486,6 +502,56 @@ impl<'a> FlowRecorder<'a> {
 mod tests {
     use super::*;
     use crate::hash::hash32;
+
+    /// Recording reads every digest as the plan's own readings say: each sample at the hop
+    /// and with the code [`Plan::readings`] gives, each aggregate with its value.
+    #[test]
+    fn recording_follows_the_plans_readings() {
+        let file = crate::pint::query::QueryFile::from_toml(include_str!(
+            "../../../configs/queries/paper.toml"
+        ))
+        .expect("the paper's query file");
+        let plan = Plan::compile(&file).expect("the paper's plan");
+        let ids: Vec<u32> = (1..=20).collect();
+        for k in [1usize, 3, 5, 9] {
+            let mut rec = FlowRecord::new(&plan, k);
+            let mut samples = Vec::new();
+            let mut per_hop = vec![vec![0u64; k + 1]; plan.queries.len()];
+            let mut last: Vec<Option<f64>> = vec![None; plan.queries.len()];
+            for n in 0..4000u64 {
+                let pid = hash32(7, &[n]);
+                let digest = u64::from(hash32(8, &[n])) & 0xffff;
+                let before = samples.len();
+                rec.record_samples(&plan, Space::Ids(&ids), pid, digest, &mut samples);
+                let mut expected = Vec::new();
+                for (q, r) in plan.readings(pid, k, digest) {
+                    match r {
+                        Reading::Sample { hop, code, .. } => {
+                            per_hop[q][hop] += 1;
+                            expected.push((q, hop, code));
+                        }
+                        Reading::Aggregate(v) => last[q] = Some(v),
+                        Reading::Fields(_) => {}
+                    }
+                }
+                assert_eq!(&samples[before..], &expected[..], "pid {pid}");
+                if rec.conflict() {
+                    // Random digests soon contradict every path; start the path over.
+                    rec.paths = FlowRecord::new(&plan, k).paths;
+                }
+            }
+            for (q, hops) in per_hop.iter().enumerate() {
+                if let Some(s) = rec.sketches(q) {
+                    for (hop, &n) in hops.iter().enumerate().skip(1) {
+                        assert_eq!(s.samples(hop), n, "query {q} hop {hop} of {k}");
+                    }
+                }
+                if let Some(a) = rec.aggregate(q) {
+                    assert_eq!(Some(a.last), last[q]);
+                }
+            }
+        }
+    }
 
     /// The library never keeps more items than the bound the sizing relies on.
     #[test]

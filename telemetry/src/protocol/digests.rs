@@ -134,6 +134,7 @@ impl DigestBatch {
         payload: &[u8],
         hello: &Hello,
         declared: &[(u32, u8)],
+        mut digests: Vec<WireDigest>,
     ) -> Result<DigestBatch, ProtocolError> {
         let mut r = Reader::new(payload);
         let worker = r.u16()?;
@@ -181,7 +182,8 @@ impl DigestBatch {
             }
             flows.push((key, i, e, hops));
         }
-        let mut digests = Vec::with_capacity(n as usize);
+        digests.clear();
+        digests.reserve(n as usize);
         let mut time = base;
         for _ in 0..n {
             let f = r.varint()?;

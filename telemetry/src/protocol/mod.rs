@@ -180,12 +180,28 @@ pub struct Session {
     last_seq: Option<u64>,
     /// Frames whose sequence numbers were skipped (the switch dropped them).
     pub gaps: u64,
+    /// A buffer the next digest frame decodes into (see [`Session::recycle`]).
+    spare: Vec<WireDigest>,
 }
 
 impl Session {
     /// The hello, once received.
     pub fn hello(&self) -> Option<&Hello> {
         self.hello.as_ref()
+    }
+
+    /// Hands back a digest batch's buffer once its digests are used: the next digest frame
+    /// decodes into it instead of a new allocation. One buffer is kept (the larger).
+    pub fn recycle(&mut self, mut buf: Vec<WireDigest>) {
+        if buf.capacity() > self.spare.capacity() {
+            buf.clear();
+            self.spare = buf;
+        }
+    }
+
+    /// Whether a recycled buffer is waiting for the next digest frame.
+    pub fn has_spare(&self) -> bool {
+        self.spare.capacity() > 0
     }
 
     /// Decodes one whole frame (as [`frame_len`] measured it).
@@ -244,7 +260,8 @@ impl Session {
             }
             FrameType::Digests => {
                 let h = self.hello.as_ref().expect("checked above");
-                Frame::Digests(DigestBatch::decode(payload, h, &self.plans)?)
+                let buf = std::mem::take(&mut self.spare);
+                Frame::Digests(DigestBatch::decode(payload, h, &self.plans, buf)?)
             }
             FrameType::FlowSet => {
                 let h = self.hello.as_ref().expect("checked above");

@@ -261,3 +261,28 @@ proptest! {
         let _ = s.decode(&f);
     }
 }
+
+/// A recycled buffer (still holding an old batch) decodes the next batch exactly as a new
+/// one would, and its allocation is reused.
+#[test]
+fn digest_frames_decode_into_a_recycled_buffer() {
+    let mut s = session_after_hello();
+    let first = digests(300, 7, 0xabcd_0001);
+    let f = encode_frame(FrameType::Digests, 1, &encode_digests(0, &first, |_| 2));
+    let Ok(Frame::Digests(b)) = s.decode(&f) else {
+        panic!("a digest frame");
+    };
+    assert_eq!(b.digests, first);
+    assert!(!s.has_spare());
+    let ptr = b.digests.as_ptr();
+    s.recycle(b.digests);
+    assert!(s.has_spare());
+    let second = digests(120, 3, 0xabcd_0001);
+    let f = encode_frame(FrameType::Digests, 2, &encode_digests(0, &second, |_| 2));
+    let Ok(Frame::Digests(b)) = s.decode(&f) else {
+        panic!("a digest frame");
+    };
+    assert_eq!(b.digests, second);
+    assert_eq!(b.digests.as_ptr(), ptr, "the recycled allocation is used");
+    assert!(!s.has_spare());
+}

@@ -273,6 +273,51 @@ impl PathState {
         self.propagate(cx);
     }
 
+    /// Checks one packet against a decoded path: each instance's field must be what the
+    /// decoded hops would have written (the baseline writer's hash, or the XOR of the layer's
+    /// members' hashes). A field that disagrees marks a conflict, as [`PathState::feed`]
+    /// would, without any candidate work. On a path not yet decoded this is `feed`.
+    pub fn check(&mut self, cx: PathContext<'_>, pid: u32, fields: impl IntoIterator<Item = u64>) {
+        if !self.decoded {
+            self.feed(cx, pid, fields);
+            return;
+        }
+        self.packets += 1;
+        let hash = |n: u32, i: usize| -> u64 {
+            match &self.cands[i - 1] {
+                Cands::Set(s) if s.len() == 1 => {
+                    cx.coding.value_hash(n, Self::value_of(cx, s[0]), pid)
+                }
+                // Not reached on a decoded path; a value no field can hold.
+                _ => u64::MAX,
+            }
+        };
+        let mut agree = true;
+        for (n, d) in fields
+            .into_iter()
+            .enumerate()
+            .take(cx.coding.instances as usize)
+        {
+            let n = n as u32;
+            let expected = match cx.coding.layer(n, pid) {
+                Layer::Baseline => hash(n, cx.coding.writer(n, pid, self.k)),
+                Layer::Xor(l) => {
+                    let hops = cx.coding.xor_hops(n, l, pid, self.k);
+                    // As in `feed`: a layer no hop took part in says nothing.
+                    if hops.is_empty() {
+                        continue;
+                    }
+                    hops.iter().fold(0, |x, i| x ^ hash(n, i))
+                }
+            };
+            agree &= expected == d;
+        }
+        if !agree {
+            self.conflict = true;
+            self.decoded = false;
+        }
+    }
+
     /// The switch at hop `i` (1-based), once decoded.
     pub fn hop(&self, cx: PathContext<'_>, i: usize) -> Option<u32> {
         match &self.cands[i - 1] {

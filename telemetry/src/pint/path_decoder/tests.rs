@@ -172,3 +172,59 @@ fn no_false_decode_over_random_topologies() {
         "a good share of trials decode ({decoded} of {done})"
     );
 }
+
+/// On a decoded path, `check` agrees with `feed`: packets of the same path never conflict,
+/// and a packet of another route conflicts under `check` exactly when it does under `feed`.
+#[test]
+fn check_on_a_decoded_path_is_feed_without_candidate_work() {
+    let t = Topology::fat_tree(4);
+    let edges = Topology::fat_tree_edges(4);
+    let mut rng = SimRng::new(11);
+    let mut conflicts = 0;
+    for scheme in [Scheme::Baseline, Scheme::Interleaved] {
+        for bits in [1, 8] {
+            let coding = PathCoding::for_diameter(scheme, bits, 2, 5);
+            let cx = PathContext {
+                coding: &coding,
+                space: Space::Topology(&t),
+            };
+            for r in 0..16 {
+                let (a, b) = (edges[r % 8], edges[(r * 3 + 5) % 8]);
+                let Some(nodes) = t.shortest_path(a, b) else {
+                    continue;
+                };
+                if nodes.len() < 3 {
+                    continue;
+                }
+                let path: Vec<u32> = nodes.iter().map(|&n| t.switch_id(n)).collect();
+                let mut s = PathState::new(path.len());
+                s.pin(cx, path.len(), *path.last().unwrap());
+                while !s.is_decoded() {
+                    let pid = rng.next_u32();
+                    s.feed(cx, pid, encode(&coding, pid, &path));
+                    assert!(!s.conflict());
+                }
+                // The same path: never a conflict.
+                for _ in 0..200 {
+                    let pid = rng.next_u32();
+                    s.check(cx, pid, encode(&coding, pid, &path));
+                    assert!(!s.conflict() && s.is_decoded());
+                }
+                // Another route of the same length (a middle hop moved): both agree.
+                let mut other = path.clone();
+                other[1] = if other[1] == path[0] { 1 } else { other[1] + 1 };
+                for _ in 0..50 {
+                    let pid = rng.next_u32();
+                    let fields = encode(&coding, pid, &other);
+                    let (mut fed, mut checked) = (s.clone(), s.clone());
+                    fed.feed(cx, pid, fields.iter().copied());
+                    checked.check(cx, pid, fields);
+                    assert_eq!(fed.conflict(), checked.conflict(), "pid {pid}");
+                    assert_eq!(checked.is_decoded(), !checked.conflict());
+                    conflicts += usize::from(checked.conflict());
+                }
+            }
+        }
+    }
+    assert!(conflicts > 100, "route changes show: {conflicts}");
+}
