@@ -30,6 +30,15 @@ fn base(rng: &mut SimRng) -> f64 {
     10.0 + 0.3 * rng.unit()
 }
 
+/// The baseline, or 30 to 50 ms above it at times `t` within one of `spans`.
+fn raised(t: f64, rng: &mut SimRng, spans: &[std::ops::Range<f64>]) -> f64 {
+    if spans.iter().any(|s| s.contains(&t)) {
+        base(rng) + 30.0 + 20.0 * rng.unit()
+    } else {
+        base(rng)
+    }
+}
+
 fn run(s: &[Sample], p: &Params) -> Vec<Event> {
     detect(s, p).events
 }
@@ -47,17 +56,7 @@ fn a_flat_series_is_silent() {
 #[test]
 fn a_delay_step_is_found_with_its_start_and_end() {
     // Delays 30 to 50 ms above the baseline from 40 s to 70 s.
-    let s = series(
-        120.0,
-        |t, r| {
-            if (40.0..70.0).contains(&t) {
-                base(r) + 30.0 + 20.0 * r.unit()
-            } else {
-                base(r)
-            }
-        },
-        |_| false,
-    );
+    let s = series(120.0, |t, r| raised(t, r, &[40.0..70.0]), |_| false);
     let e = run(&s, &Params::default());
     assert_eq!(e.len(), 1, "{e:?}");
     let d = &e[0];
@@ -69,6 +68,21 @@ fn a_delay_step_is_found_with_its_start_and_end() {
     assert!(d.peak_ms.unwrap() > 55.0);
     assert!(d.labels.contains(&Label::CongestionOverload), "{d:?}");
     assert_eq!(d.loss_rate, 0.0);
+}
+
+#[test]
+fn a_stall_before_a_delay_step_does_not_move_its_start() {
+    // The measuring host stalls once at 40.3 s (two samples 40 ms late); the real step
+    // starts at 41.5 s, in the same window.
+    let s = series(
+        120.0,
+        |t, r| raised(t, r, &[40.3..40.45, 41.5..70.0]),
+        |_| false,
+    );
+    let e = run(&s, &Params::default());
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!((e[0].start - 1041.5).abs() < 0.11, "{:?}", e[0]);
+    assert!((e[0].end - 1069.9).abs() < 0.11, "{:?}", e[0]);
 }
 
 #[test]

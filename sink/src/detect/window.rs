@@ -32,7 +32,8 @@ pub struct WindowStats {
     pub high: usize,
     /// Of those, ones whose neighbours (in arrival order) are not high: single spikes.
     pub isolated_high: usize,
-    /// Send times of the first and last high sample.
+    /// Send times of the first and last high sample of the window's main clusters (see
+    /// [`high_span`]): where the delay was up, without a lone stall far from it.
     pub high_span: Option<(f64, f64)>,
     /// Delay jumps of more than 300 ms from one sample to the next.
     pub jumps: usize,
@@ -130,6 +131,39 @@ pub struct Scratch {
     seqs: Vec<u64>,
     sorted_seqs: Vec<u64>,
     by_seq: Vec<(u64, f64, f64)>,
+    high_sends: Vec<f64>,
+}
+
+/// Share of a window's length without a high sample that separates two clusters of them.
+const CLUSTER_GAP_SHARE: f64 = 0.1;
+/// Share of a window's high samples a cluster needs to count towards the span.
+const CLUSTER_MIN_SHARE: f64 = 0.1;
+
+/// The span of the high samples' send times (`sends`, sorted here), leaving out small
+/// clusters: high samples more than a tenth of the window apart form separate clusters,
+/// and the span runs from the first to the last cluster that holds at least a tenth of the
+/// high samples. A stall of the measuring hosts delays a handful of samples at once; it
+/// should not move the start of an event seconds before the delay really rose.
+fn high_span(sends: &mut [f64], window_s: f64) -> Option<(f64, f64)> {
+    sends.sort_unstable_by(f64::total_cmp);
+    let (&first, &last) = (sends.first()?, sends.last()?);
+    let gap = window_s * CLUSTER_GAP_SHARE;
+    let need = (sends.len() as f64 * CLUSTER_MIN_SHARE).ceil() as usize;
+    let mut span: Option<(f64, f64)> = None;
+    let mut at = 0;
+    while at < sends.len() {
+        let mut end = at + 1;
+        while end < sends.len() && sends[end] - sends[end - 1] <= gap {
+            end += 1;
+        }
+        if end - at >= need {
+            let (a, b) = (sends[at], sends[end - 1]);
+            span = Some(span.map_or((a, b), |(s, _)| (s, b)));
+        }
+        at = end;
+    }
+    // Only when no cluster is large enough (many small ones): all of them.
+    Some(span.unwrap_or((first, last)))
 }
 
 /// Analyses one window: `samples` in arrival order (delays already corrected for
@@ -169,6 +203,7 @@ pub fn analyse(
         let high_at = w.min_ms + p.delay_threshold_ms;
         let is_high = |d: f64| d > high_at;
         let mut prev_d: Option<f64> = None;
+        s.high_sends.clear();
         for (i, x) in samples.iter().enumerate() {
             if is_high(x.delay_ms) {
                 w.high += 1;
@@ -177,10 +212,7 @@ pub fn analyse(
                 if !before && !after {
                     w.isolated_high += 1;
                 }
-                w.high_span = Some(match w.high_span {
-                    None => (x.send, x.send),
-                    Some((a, b)) => (a.min(x.send), b.max(x.send)),
-                });
+                s.high_sends.push(x.send);
             }
             if let Some(pd) = prev_d
                 && x.delay_ms - pd > 300.0
@@ -189,6 +221,7 @@ pub fn analyse(
             }
             prev_d = Some(x.delay_ms);
         }
+        w.high_span = high_span(&mut s.high_sends, end - start);
         if let Some(m) = lowest_mode(&s.delays) {
             w.baseline_ms = Some(m.peak_ms);
             w.delay_problem = (m.mass < p.mode_mass || m.width_ms > p.mode_width_ms)
