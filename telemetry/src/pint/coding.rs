@@ -296,6 +296,20 @@ impl PathCoding {
         )
     }
 
+    /// `h(value, pid)` for many values of one packet and instance: the packet word taken
+    /// once (a decoder tries every candidate of a hop against one digest).
+    #[inline]
+    pub fn value_hasher(&self, instance: u32, pid: u32) -> impl Fn(u32) -> u64 + Copy + '_ {
+        let m = tape::packet_word(pid);
+        move |value| {
+            if self.raw_values {
+                u64::from(value)
+            } else {
+                self.value_hash_with_key(instance, m, tape::value_key(self.salt, value))
+            }
+        }
+    }
+
     /// The hop whose value survives on the baseline layer of a `k`-hop path: the largest
     /// `i <= k` that samples (hop 1 always does).
     pub fn writer(&self, instance: u32, pid: u32, k: usize) -> usize {

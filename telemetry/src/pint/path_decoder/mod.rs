@@ -242,6 +242,11 @@ impl PathState {
     /// Feeds one packet: its ID and the field of each instance.
     pub fn feed(&mut self, cx: PathContext<'_>, pid: u32, fields: impl IntoIterator<Item = u64>) {
         self.packets += 1;
+        // What this packet changed: candidates (then everything is looked at again) or
+        // only new XOR digests (then only they are: the rest settled under the candidates
+        // as they are).
+        let mut changed = false;
+        let mut new_equations = 0;
         for (n, d) in fields
             .into_iter()
             .enumerate()
@@ -251,7 +256,7 @@ impl PathState {
             match cx.coding.layer(n, pid) {
                 Layer::Baseline => {
                     let w = cx.coding.writer(n, pid, self.k);
-                    self.constrain(cx, w, n, pid, d);
+                    changed |= self.constrain(cx, w, n, pid, d);
                 }
                 Layer::Xor(l) => {
                     let hops = cx.coding.xor_hops(n, l, pid, self.k);
@@ -267,9 +272,26 @@ impl PathState {
                         hops,
                         digest: d,
                     });
+                    new_equations += 1;
                 }
             }
         }
+        if changed || self.conflict {
+            self.propagate(cx);
+        } else {
+            // Evictions take the oldest, so the new ones are the last.
+            let first_new = self.equations.len().saturating_sub(new_equations);
+            self.propagate_constraints(cx, false, first_new);
+            self.decoded = !self.conflict && self.decoded_hops() == self.k;
+        }
+    }
+
+    /// [`PathState::feed`], then every constraint applied again until nothing changes (as
+    /// the decoder did per packet before it settled incrementally): the reference the
+    /// tests hold `feed` to, since a full pass after a settled one must change nothing.
+    #[cfg(test)]
+    fn feed_exhaustively(&mut self, cx: PathContext<'_>, pid: u32, fields: &[u64]) {
+        self.feed(cx, pid, fields.iter().copied());
         self.propagate(cx);
     }
 
@@ -283,11 +305,9 @@ impl PathState {
             return;
         }
         self.packets += 1;
-        let hash = |n: u32, i: usize| -> u64 {
+        let hash = |h: &dyn Fn(u32) -> u64, i: usize| -> u64 {
             match &self.cands[i - 1] {
-                Cands::Set(s) if s.len() == 1 => {
-                    cx.coding.value_hash(n, Self::value_of(cx, s[0]), pid)
-                }
+                Cands::Set(s) if s.len() == 1 => h(Self::value_of(cx, s[0])),
                 // Not reached on a decoded path; a value no field can hold.
                 _ => u64::MAX,
             }
@@ -299,15 +319,16 @@ impl PathState {
             .take(cx.coding.instances as usize)
         {
             let n = n as u32;
+            let h = cx.coding.value_hasher(n, pid);
             let expected = match cx.coding.layer(n, pid) {
-                Layer::Baseline => hash(n, cx.coding.writer(n, pid, self.k)),
+                Layer::Baseline => hash(&h, cx.coding.writer(n, pid, self.k)),
                 Layer::Xor(l) => {
                     let hops = cx.coding.xor_hops(n, l, pid, self.k);
                     // As in `feed`: a layer no hop took part in says nothing.
                     if hops.is_empty() {
                         continue;
                     }
-                    hops.iter().fold(0, |x, i| x ^ hash(n, i))
+                    hops.iter().fold(0, |x, i| x ^ hash(&h, i))
                 }
             };
             agree &= expected == d;
@@ -385,7 +406,8 @@ impl PathState {
             Space::Topology(t) => t.switch_id(e),
             _ => e,
         };
-        let matches = |e: u32| coding.value_hash(instance, value_of(e), pid) == target;
+        let hash = coding.value_hasher(instance, pid);
+        let matches = |e: u32| hash(value_of(e)) == target;
         let changed = match &mut self.cands[i - 1] {
             Cands::Set(s) => {
                 let before = s.len();
@@ -401,10 +423,7 @@ impl PathState {
                         v.dedup();
                         v
                     }
-                    Space::Topology(t) => {
-                        let near = self.near(i, t);
-                        near.into_iter().filter(|&e| matches(e)).collect()
-                    }
+                    Space::Topology(t) => self.near_matching(i, t, matches),
                 };
                 self.cands[i - 1] = Cands::Set(set);
                 true
@@ -416,48 +435,71 @@ impl PathState {
         changed
     }
 
-    /// Where hop `i`'s switch can be, before any digest of its own: next to a small
-    /// candidate set of a neighbouring hop, or anywhere.
-    fn near(&self, i: usize, t: &Topology) -> Vec<u32> {
+    /// Where hop `i`'s switch can be before any digest of its own (next to a small
+    /// candidate set of a neighbouring hop, or anywhere), keeping those `matches` keeps;
+    /// sorted.
+    fn near_matching(&self, i: usize, t: &Topology, matches: impl Fn(u32) -> bool) -> Vec<u32> {
         for j in [i.wrapping_sub(1), i + 1] {
             if j >= 1
                 && j <= self.k
                 && let Cands::Set(s) = &self.cands[j - 1]
                 && s.len() <= 64
             {
-                return neighbourhood(t, s);
+                let mut v = Vec::new();
+                neighbourhood_into(t, s, &mut v);
+                v.retain(|&e| matches(e));
+                return v;
             }
         }
-        (0..t.len() as u32).collect()
+        (0..t.len() as u32).filter(|&e| matches(e)).collect()
     }
 
     fn propagate(&mut self, cx: PathContext<'_>) {
-        self.propagate_constraints(cx);
+        self.propagate_constraints(cx, true, 0);
         self.decoded = !self.conflict && self.decoded_hops() == self.k;
     }
 
-    fn propagate_constraints(&mut self, cx: PathContext<'_>) {
+    /// Applies adjacency and the kept XOR digests until nothing changes. With `all` false
+    /// the candidates have not changed since the last time this settled, so the first round
+    /// looks only at the XOR digests from index `first` on (the new ones).
+    fn propagate_constraints(&mut self, cx: PathContext<'_>, mut all: bool, mut first: usize) {
+        // Neighbourhoods of sets of several candidates are built here, reused across hops
+        // and rounds (a single candidate's is the topology's own list).
+        let mut scratch = Vec::new();
+        let mut unknown = Vec::new();
         while !self.conflict {
             let mut changed = false;
-            if let Space::Topology(t) = cx.space {
+            if all && let Space::Topology(t) = cx.space {
                 for i in 2..=self.k {
-                    changed |= self.restrict_by_neighbour(t, i, i - 1);
+                    changed |= self.restrict_by_neighbour(t, i, i - 1, &mut scratch);
                 }
                 for i in (1..self.k).rev() {
-                    changed |= self.restrict_by_neighbour(t, i, i + 1);
+                    changed |= self.restrict_by_neighbour(t, i, i + 1, &mut scratch);
                 }
             }
-            changed |= self.resolve_equations(cx);
+            changed |= self.resolve_equations(cx, first, &mut unknown);
             if !changed {
                 break;
             }
+            (all, first) = (true, 0);
         }
     }
 
-    /// Keeps at hop `i` only neighbours of hop `j`'s candidates.
-    fn restrict_by_neighbour(&mut self, t: &Topology, i: usize, j: usize) -> bool {
-        let allowed = match &self.cands[j - 1] {
-            Cands::Set(s) if s.len() <= NEIGHBOUR_LIMIT => neighbourhood(t, s),
+    /// Keeps at hop `i` only neighbours of hop `j`'s candidates (`scratch`: room for a
+    /// neighbourhood).
+    fn restrict_by_neighbour(
+        &mut self,
+        t: &Topology,
+        i: usize,
+        j: usize,
+        scratch: &mut Vec<u32>,
+    ) -> bool {
+        let allowed: &[u32] = match &self.cands[j - 1] {
+            Cands::Set(s) if s.len() == 1 => t.neighbours(s[0]),
+            Cands::Set(s) if s.len() <= NEIGHBOUR_LIMIT => {
+                neighbourhood_into(t, s, scratch);
+                scratch
+            }
             _ => return false,
         };
         let changed = match &mut self.cands[i - 1] {
@@ -467,7 +509,7 @@ impl PathState {
                 s.len() != before
             }
             c @ Cands::Any => {
-                *c = Cands::Set(allowed);
+                *c = Cands::Set(allowed.to_vec());
                 true
             }
         };
@@ -477,22 +519,25 @@ impl PathState {
         changed
     }
 
-    /// Uses the stored XOR digests: checks fully known ones, peels those with one unknown
-    /// hop, and prunes with those whose unknown combinations are few.
-    fn resolve_equations(&mut self, cx: PathContext<'_>) -> bool {
+    /// Uses the stored XOR digests from index `first` on: checks fully known ones, peels
+    /// those with one unknown hop, and prunes with those whose unknown combinations are few
+    /// (`unknown`: room for an equation's unknown hops).
+    fn resolve_equations(
+        &mut self,
+        cx: PathContext<'_>,
+        first: usize,
+        unknown: &mut Vec<usize>,
+    ) -> bool {
         let mut changed = false;
-        let mut idx = 0;
+        let mut idx = first;
         while idx < self.equations.len() && !self.conflict {
             let eq = self.equations[idx];
+            let hash = cx.coding.value_hasher(eq.instance, eq.pid);
             let mut known = 0u64;
-            let mut unknown: Vec<usize> = Vec::new();
+            unknown.clear();
             for i in eq.hops.iter() {
                 match &self.cands[i - 1] {
-                    Cands::Set(s) if s.len() == 1 => {
-                        known ^= cx
-                            .coding
-                            .value_hash(eq.instance, Self::value_of(cx, s[0]), eq.pid)
-                    }
+                    Cands::Set(s) if s.len() == 1 => known ^= hash(Self::value_of(cx, s[0])),
                     _ => unknown.push(i),
                 }
             }
@@ -509,7 +554,7 @@ impl PathState {
                     self.equations.swap_remove(idx);
                 }
                 _ => {
-                    changed |= self.prune_by_enumeration(cx, &eq, &unknown, target);
+                    changed |= self.prune_by_enumeration(cx, &eq, unknown, target);
                     idx += 1;
                 }
             }
@@ -526,7 +571,7 @@ impl PathState {
         unknown: &[usize],
         target: u64,
     ) -> bool {
-        let mut sets: Vec<Vec<(u32, u64)>> = Vec::with_capacity(unknown.len());
+        // Whether it is worth it, before building anything.
         let mut combos = 1usize;
         for &i in unknown {
             let Cands::Set(s) = &self.cands[i - 1] else {
@@ -536,15 +581,16 @@ impl PathState {
             if combos > ENUMERATION_LIMIT {
                 return false;
             }
+        }
+        let hash = cx.coding.value_hasher(eq.instance, eq.pid);
+        let mut sets: Vec<Vec<(u32, u64)>> = Vec::with_capacity(unknown.len());
+        for &i in unknown {
+            let Cands::Set(s) = &self.cands[i - 1] else {
+                return false;
+            };
             sets.push(
                 s.iter()
-                    .map(|&e| {
-                        (
-                            e,
-                            cx.coding
-                                .value_hash(eq.instance, Self::value_of(cx, e), eq.pid),
-                        )
-                    })
+                    .map(|&e| (e, hash(Self::value_of(cx, e))))
                     .collect(),
             );
         }
@@ -594,15 +640,12 @@ fn enumerate(
     }
 }
 
-/// Sorted union of the neighbours of `nodes`.
-fn neighbourhood(t: &Topology, nodes: &[u32]) -> Vec<u32> {
-    let mut v: Vec<u32> = nodes
-        .iter()
-        .flat_map(|&n| t.neighbours(n).iter().copied())
-        .collect();
-    v.sort_unstable();
-    v.dedup();
-    v
+/// The sorted union of the neighbours of `nodes`, into `out`.
+fn neighbourhood_into(t: &Topology, nodes: &[u32], out: &mut Vec<u32>) {
+    out.clear();
+    out.extend(nodes.iter().flat_map(|&n| t.neighbours(n).iter().copied()));
+    out.sort_unstable();
+    out.dedup();
 }
 
 #[cfg(test)]

@@ -228,3 +228,47 @@ fn check_on_a_decoded_path_is_feed_without_candidate_work() {
     }
     assert!(conflicts > 100, "route changes show: {conflicts}");
 }
+
+#[test]
+fn feeding_settles_as_an_exhaustive_pass_would() {
+    // Without a topology (IDs from hellos) and with one, XOR layers on: after every packet
+    // the incremental decoder's state is the one a full pass over everything gives.
+    let ids: Vec<u32> = (1..=40).collect();
+    let t = Topology::fat_tree(4);
+    // A walk of five switches in the fat tree, as switch IDs.
+    let mut walk = vec![0u32];
+    while walk.len() < 5 {
+        let last = *walk.last().unwrap();
+        let next = t.neighbours(last).iter().find(|n| !walk.contains(n));
+        walk.push(*next.expect("a fat tree has room for a five-switch walk"));
+    }
+    let walk: Vec<u32> = walk.into_iter().map(|n| t.switch_id(n)).collect();
+    let mut rng = SimRng::new(9);
+    for (space, path) in [
+        (Space::Ids(&ids), vec![3u32, 17, 29, 8, 40]),
+        (Space::Topology(&t), walk),
+    ] {
+        for bits in [1, 4, 8] {
+            let coding = PathCoding::for_diameter(Scheme::Interleaved, bits, 1, 5);
+            let cx = PathContext {
+                coding: &coding,
+                space,
+            };
+            let (mut fast, mut full) = (PathState::new(path.len()), PathState::new(path.len()));
+            for _ in 0..400 {
+                let pid = rng.next_u32();
+                let fields = encode(&coding, pid, &path);
+                fast.feed(cx, pid, fields.iter().copied());
+                full.feed_exhaustively(cx, pid, &fields);
+                assert_eq!(
+                    fast.cands, full.cands,
+                    "{bits} bits, {} packets",
+                    fast.packets
+                );
+                assert_eq!(fast.equations.len(), full.equations.len());
+                assert_eq!(fast.is_decoded(), full.is_decoded());
+                assert!(!fast.conflict());
+            }
+        }
+    }
+}
