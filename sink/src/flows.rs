@@ -59,10 +59,14 @@ pub struct PintState {
     pub egress_port: u8,
     /// Whether hop 1 is pinned to the source's edge switch.
     pub first_pinned: bool,
-    /// (query, hop, index into the table's switch summaries) of the hops whose switch is
-    /// decoded: a sample of such a hop goes straight to its switch's summary.
-    summary_slots: Vec<(u16, u16, u32)>,
+    /// Per (query, hop), at `query * k + hop - 1`: the index into the table's switch
+    /// summaries once the hop's switch is decoded ([`NO_SLOT`] before), so that a sample of
+    /// such a hop goes straight to its switch's summary. Empty until a hop is decoded.
+    summary_slots: Vec<u32>,
 }
+
+/// A (query, hop) whose switch summary is not known yet.
+const NO_SLOT: u32 = u32::MAX;
 
 /// A flow's counters at one switch, summed over epochs.
 #[derive(Debug, Clone)]
@@ -347,6 +351,7 @@ impl FlowTable {
             p.egress_port = d.egress_port;
             // The source's edge switch, once learned (looked up now and then, not per
             // digest, until found).
+            let mut path_read = false;
             if !p.first_pinned
                 && k > 1
                 && flow.digests % 64 == 1
@@ -355,19 +360,16 @@ impl FlowTable {
             {
                 p.record.pin(&p.plan.plan, space, 1, o);
                 p.first_pinned = true;
+                path_read = true;
             }
             let sum_before = p
                 .plan
                 .latency_sum
                 .and_then(|q| p.record.aggregate(q))
                 .map_or(0, |a| a.count);
-            let was_decoded = p
-                .plan
-                .path_query
-                .and_then(|q| p.record.path(q))
-                .is_some_and(|s| s.is_decoded());
-            p.record
-                .record_samples(&p.plan.plan, space, d.pid, d.digest, &mut samples);
+            path_read |=
+                p.record
+                    .record_samples(&p.plan.plan, space, d.pid, d.digest, &mut samples);
             // The packet's end-to-end latency, when the plan sums hop latency.
             if let Some(a) = p.plan.latency_sum.and_then(|q| p.record.aggregate(q))
                 && a.count > sum_before
@@ -382,7 +384,7 @@ impl FlowTable {
                 });
                 cx.events.record(d.key, "latency", det.take_events());
             }
-            if p.record.conflict() {
+            if path_read && p.record.conflict() {
                 // The digests no longer fit one path: the route changed. Start over.
                 flow.path_resets += 1;
                 self.stats.path_resets += 1;
@@ -395,9 +397,6 @@ impl FlowTable {
             // Samples of hops decoded to a switch feed that switch's summary.
             if !samples.is_empty()
                 && let Some(p) = &mut flow.pint
-                && let Some(q) = p.plan.path_query
-                && let Some(cx_path) = path_context(&p.plan.plan, space, q)
-                && let Some(state) = p.record.path(q)
             {
                 for &(query, hop, code) in &samples {
                     let QueryKind::DynamicPerFlow { compression, .. } =
@@ -405,13 +404,17 @@ impl FlowTable {
                     else {
                         continue;
                     };
-                    let cached = p
-                        .summary_slots
-                        .iter()
-                        .find(|&&(sq, sh, _)| usize::from(sq) == query && usize::from(sh) == hop);
-                    let slot = match cached {
-                        Some(&(_, _, slot)) => slot,
-                        None => {
+                    let at = query * k + hop.wrapping_sub(1);
+                    let slot = match p.summary_slots.get(at) {
+                        Some(&slot) if slot != NO_SLOT => slot,
+                        _ => {
+                            let Some(q) = p.plan.path_query else { continue };
+                            let Some(cx_path) = path_context(&p.plan.plan, space, q) else {
+                                continue;
+                            };
+                            let Some(state) = p.record.path(q) else {
+                                continue;
+                            };
                             let Some(switch) = state.hop(cx_path, hop) else {
                                 continue;
                             };
@@ -423,8 +426,11 @@ impl FlowTable {
                                     .push((key, CodeSummary::new(compression.max_code())));
                             }
                             // Only decoded hops keep their switch: cache them.
-                            if state.is_decoded() {
-                                p.summary_slots.push((query as u16, hop as u16, slot));
+                            if state.is_decoded() && hop >= 1 && hop <= k {
+                                if p.summary_slots.is_empty() {
+                                    p.summary_slots = vec![NO_SLOT; p.plan.plan.queries.len() * k];
+                                }
+                                p.summary_slots[at] = slot;
                             }
                             slot
                         }
@@ -438,14 +444,18 @@ impl FlowTable {
             if learn_owner {
                 self.owners.push((d.key.dst, reporter));
             }
-            // A path decoded just now places the flow's counters on its links.
-            let decoded_now = flow.pint.as_ref().is_some_and(|p| {
-                p.plan
-                    .path_query
-                    .and_then(|q| p.record.path(q))
-                    .is_some_and(|s| s.is_decoded())
-            });
-            if decoded_now && !was_decoded {
+            // A path decoded just now places the flow's counters on its links (a path
+            // decodes only from a digest it reads, and stops being decoded only with a
+            // conflict, which starts the record over).
+            let decoded_now = path_read
+                && flow.decode_digests.is_none()
+                && flow.pint.as_ref().is_some_and(|p| {
+                    p.plan
+                        .path_query
+                        .and_then(|q| p.record.path(q))
+                        .is_some_and(|s| s.is_decoded())
+                });
+            if decoded_now {
                 flow.decode_digests = Some(flow.digests - flow.pint_since);
                 if !flow.counts.is_empty() {
                     self.update_loss(cx, d.key);
@@ -817,8 +827,7 @@ pub fn flow_heap_bytes(f: &FlowState) -> usize {
     f.counts.capacity() * std::mem::size_of::<SwitchCount>()
         + f.loss.capacity() * std::mem::size_of::<LinkLoss>()
         + f.pint.as_ref().map_or(0, |p| {
-            p.record.memory_bytes()
-                + p.summary_slots.capacity() * std::mem::size_of::<(u16, u16, u32)>()
+            p.record.memory_bytes() + p.summary_slots.capacity() * std::mem::size_of::<u32>()
         })
 }
 

@@ -7,7 +7,7 @@ use datasketches::kll::KllSketch;
 
 use crate::pint::compress::LogCompressor;
 use crate::pint::path_decoder::{PathContext, PathState, PathView, Space};
-use crate::pint::plan::{Plan, QueryKind, Reading};
+use crate::pint::plan::{CompiledQuery, Plan, QueryKind, Reading};
 use crate::pint::tape;
 use crate::wire::shim::{get_bits, mask};
 
@@ -259,6 +259,23 @@ impl Aggregate {
     }
 }
 
+/// A path query's field to its decoder. Out of line, as is [`read_aggregate`]: most digests
+/// need neither, and the recording loop then keeps its values in registers.
+#[inline(never)]
+fn read_path(d: &mut PathState, cx: PathContext<'_>, width: u32, pid: u32, field: u64) {
+    let bits = cx.coding.bits;
+    let fields = (0..cx.coding.instances).map(move |n| get_bits(field, width, n * bits, bits));
+    d.check(cx, pid, fields);
+}
+
+/// A per-packet query's field to its running statistics.
+#[inline(never)]
+fn read_aggregate(a: &mut Aggregate, query: &CompiledQuery, field: u64, m: u64, k: usize) {
+    if let Reading::Aggregate(v) = query.decode_word(field, m, k) {
+        a.add(v);
+    }
+}
+
 /// The path context of static query `q` of `plan`.
 pub fn path_context<'a>(plan: &'a Plan, space: Space<'a>, q: usize) -> Option<PathContext<'a>> {
     match &plan.queries.get(q)?.kind {
@@ -317,11 +334,13 @@ impl FlowRecord {
 
     /// Records one packet's digest.
     pub fn record(&mut self, plan: &Plan, space: Space<'_>, pid: u32, digest: u64) {
-        self.record_into(plan, space, pid, digest, None);
+        let _ = self.record_into(plan, space, pid, digest, None);
     }
 
     /// Records one packet's digest and appends its dynamic queries' samples to `samples`
     /// as (query, hop, code), for per-switch summaries once the hop's switch is known.
+    /// Returns whether a path query's state read the digest: only then can a path have
+    /// become decoded or conflicting (a decoded path is checked one digest in eight).
     pub fn record_samples(
         &mut self,
         plan: &Plan,
@@ -329,8 +348,8 @@ impl FlowRecord {
         pid: u32,
         digest: u64,
         samples: &mut Vec<(usize, usize, u32)>,
-    ) {
-        self.record_into(plan, space, pid, digest, Some(samples));
+    ) -> bool {
+        self.record_into(plan, space, pid, digest, Some(samples))
     }
 
     fn record_into(
@@ -340,7 +359,8 @@ impl FlowRecord {
         pid: u32,
         digest: u64,
         mut samples: Option<&mut Vec<(usize, usize, u32)>>,
-    ) {
+    ) -> bool {
+        let mut path_read = false;
         self.packets += 1;
         // The plan's readings, taken field by field: a sample's value stays a code (the
         // sketches keep codes) and a path's fields go to its decoder as they are.
@@ -358,11 +378,8 @@ impl FlowRecord {
                     if let Some(Some(d)) = self.paths.get_mut(q)
                         && (!d.is_decoded() || self.packets.is_multiple_of(PATH_CHECK_EVERY))
                     {
-                        let cx = PathContext { coding, space };
-                        let (bits, width) = (coding.bits, query.width);
-                        let fields = (0..coding.instances)
-                            .map(move |n| get_bits(field, width, n * bits, bits));
-                        d.check(cx, pid, fields);
+                        read_path(d, PathContext { coding, space }, query.width, pid, field);
+                        path_read = true;
                     }
                 }
                 QueryKind::DynamicPerFlow { .. } => {
@@ -376,14 +393,13 @@ impl FlowRecord {
                     }
                 }
                 QueryKind::PerPacket { .. } => {
-                    if let Reading::Aggregate(v) = query.decode_word(field, m, self.k)
-                        && let Some(Some(a)) = self.aggregates.get_mut(q)
-                    {
-                        a.add(v);
+                    if let Some(Some(a)) = self.aggregates.get_mut(q) {
+                        read_aggregate(a, query, field, m, self.k);
                     }
                 }
             }
         }
+        path_read
     }
 
     /// Packets recorded.

@@ -801,7 +801,15 @@ impl Plan {
     #[inline(always)]
     pub fn select_word(&self, m: u64) -> &QuerySet {
         let u = u64::from(tape::set_choice(m));
-        let i = self.sets.partition_point(|s| s.end <= u);
+        // Plans have a few sets: a scan beats a binary search there.
+        let i = if self.sets.len() <= 8 {
+            self.sets
+                .iter()
+                .position(|s| s.end > u)
+                .unwrap_or(self.sets.len() - 1)
+        } else {
+            self.sets.partition_point(|s| s.end <= u)
+        };
         &self.sets[i.min(self.sets.len() - 1)]
     }
 
