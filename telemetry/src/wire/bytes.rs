@@ -113,6 +113,18 @@ mod tests {
         }
         assert_eq!(r.u8(), Err(ReadError::Truncated));
         assert_eq!(Reader::new(&[0xff; 11]).varint(), Err(ReadError::BadVarint));
+        assert_eq!(Reader::new(&[0xff; 9]).varint(), Err(ReadError::Truncated));
+        // Every length, back to back.
+        let values: Vec<u64> = (0..64).flat_map(|b| [(1u64 << b) - 1, 1u64 << b]).collect();
+        let mut out = Vec::new();
+        for &v in &values {
+            put_varint(&mut out, v);
+        }
+        let mut r = Reader::new(&out);
+        for &v in &values {
+            assert_eq!(r.varint(), Ok(v));
+        }
+        assert_eq!(r.remaining(), 0);
         assert_eq!(Reader::new(&[1, 2]).u32(), Err(ReadError::Truncated));
         assert_eq!(Reader::new(&[1, 2]).u16(), Ok(0x0102));
     }
