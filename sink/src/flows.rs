@@ -426,7 +426,7 @@ impl FlowTable {
                                     .push((key, CodeSummary::new(compression.max_code())));
                             }
                             // Only decoded hops keep their switch: cache them.
-                            if state.is_decoded() && hop >= 1 && hop <= k {
+                            if state.is_decoded() && (1..=k).contains(&hop) {
                                 if p.summary_slots.is_empty() {
                                     p.summary_slots = vec![NO_SLOT; p.plan.plan.queries.len() * k];
                                 }

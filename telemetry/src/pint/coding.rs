@@ -286,14 +286,7 @@ impl PathCoding {
 
     /// `h(value, pid)`: what a hop writes for `value`.
     pub fn value_hash(&self, instance: u32, value: u32, pid: u32) -> u64 {
-        if self.raw_values {
-            return u64::from(value);
-        }
-        self.value_hash_with_key(
-            instance,
-            tape::packet_word(pid),
-            tape::value_key(self.salt, value),
-        )
+        self.value_hasher(instance, pid)(value)
     }
 
     /// `h(value, pid)` for many values of one packet and instance: the packet word taken

@@ -276,14 +276,9 @@ impl PathState {
                 }
             }
         }
-        if changed || self.conflict {
-            self.propagate(cx);
-        } else {
-            // Evictions take the oldest, so the new ones are the last.
-            let first_new = self.equations.len().saturating_sub(new_equations);
-            self.propagate_constraints(cx, false, first_new);
-            self.decoded = !self.conflict && self.decoded_hops() == self.k;
-        }
+        // Evictions take the oldest, so the new ones are the last.
+        let first_new = self.equations.len().saturating_sub(new_equations);
+        self.settle(cx, (!changed).then_some(first_new));
     }
 
     /// [`PathState::feed`], then every constraint applied again until nothing changes (as
@@ -305,12 +300,10 @@ impl PathState {
             return;
         }
         self.packets += 1;
-        let hash = |h: &dyn Fn(u32) -> u64, i: usize| -> u64 {
-            match &self.cands[i - 1] {
-                Cands::Set(s) if s.len() == 1 => h(Self::value_of(cx, s[0])),
-                // Not reached on a decoded path; a value no field can hold.
-                _ => u64::MAX,
-            }
+        // The switch at hop `i` (always one on a decoded path).
+        let value = |i: usize| match &self.cands[i - 1] {
+            Cands::Set(s) if s.len() == 1 => Some(Self::value_of(cx, s[0])),
+            _ => None,
         };
         let mut agree = true;
         for (n, d) in fields
@@ -319,16 +312,18 @@ impl PathState {
             .take(cx.coding.instances as usize)
         {
             let n = n as u32;
+            // A hop without one (not reached) gives a value no field can hold.
             let h = cx.coding.value_hasher(n, pid);
+            let hash = |i: usize| value(i).map_or(u64::MAX, h);
             let expected = match cx.coding.layer(n, pid) {
-                Layer::Baseline => hash(&h, cx.coding.writer(n, pid, self.k)),
+                Layer::Baseline => hash(cx.coding.writer(n, pid, self.k)),
                 Layer::Xor(l) => {
                     let hops = cx.coding.xor_hops(n, l, pid, self.k);
                     // As in `feed`: a layer no hop took part in says nothing.
                     if hops.is_empty() {
                         continue;
                     }
-                    hops.iter().fold(0, |x, i| x ^ hash(&h, i))
+                    hops.iter().fold(0, |x, i| x ^ hash(i))
                 }
             };
             agree &= expected == d;
@@ -455,14 +450,15 @@ impl PathState {
     }
 
     fn propagate(&mut self, cx: PathContext<'_>) {
-        self.propagate_constraints(cx, true, 0);
-        self.decoded = !self.conflict && self.decoded_hops() == self.k;
+        self.settle(cx, None);
     }
 
-    /// Applies adjacency and the kept XOR digests until nothing changes. With `all` false
-    /// the candidates have not changed since the last time this settled, so the first round
-    /// looks only at the XOR digests from index `first` on (the new ones).
-    fn propagate_constraints(&mut self, cx: PathContext<'_>, mut all: bool, mut first: usize) {
+    /// Applies adjacency and the kept XOR digests until nothing changes, then notes whether
+    /// the path is decoded. `new_from`: the candidates have not changed since the last time
+    /// this settled, so the first round looks only at the XOR digests from that index on
+    /// (the new ones).
+    fn settle(&mut self, cx: PathContext<'_>, new_from: Option<usize>) {
+        let (mut all, mut first) = (new_from.is_none(), new_from.unwrap_or(0));
         // Neighbourhoods of sets of several candidates are built here, reused across hops
         // and rounds (a single candidate's is the topology's own list).
         let mut scratch = Vec::new();
@@ -483,6 +479,7 @@ impl PathState {
             }
             (all, first) = (true, 0);
         }
+        self.decoded = !self.conflict && self.decoded_hops() == self.k;
     }
 
     /// Keeps at hop `i` only neighbours of hop `j`'s candidates (`scratch`: room for a
