@@ -15,12 +15,18 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use std::sync::Arc;
+
+use sink::detect::Params;
+use sink::events::EventLog;
+use sink::flows::{FlowTable, ShardContext};
+use sink::registry::Registry;
 use sink::{Sink, SinkConfig};
 use telemetry::flowradar::decode::SingleDecoder;
 use telemetry::flowradar::wire::{Shape, decode_shaped, encode_parts};
 use telemetry::flowradar::{FlowKey, FlowSet, FlowSetConfig};
 use telemetry::pint::encoder::SwitchPlan;
-use telemetry::protocol::{FrameType, encode_frame};
+use telemetry::protocol::{DigestOrder, Frame, FrameType, Session, encode_frame};
 use telemetry::topology::Topology;
 
 use crate::fabric_traffic::{Export, TrafficSpec, emulator, flowset_of, hello, run};
@@ -80,6 +86,25 @@ pub struct FlowsetRow {
     pub per_epoch: f64,
 }
 
+/// The sink's own work on one core: what a connection thread and a decode thread do with
+/// each frame (frame decode, then recording), run back to back on the benchmark's thread,
+/// with no socket, queue or other thread sharing the core.
+#[derive(Debug, Clone, Serialize)]
+pub struct OneCoreRow {
+    /// Whether each batch was taken grouped by flow (as the sink does) or as recorded.
+    pub by_flow: bool,
+    /// Digests recorded.
+    pub digests: u64,
+    /// CPU seconds of the thread doing it.
+    pub cpu_seconds: f64,
+    /// Of which frame decoding.
+    pub parse_seconds: f64,
+    /// Digests per CPU second.
+    pub digests_per_cpu_second: f64,
+    /// Nanoseconds per digest.
+    pub ns_per_digest: f64,
+}
+
 /// The results.
 #[derive(Debug, Clone, Serialize)]
 pub struct SinkBenchResult {
@@ -89,6 +114,9 @@ pub struct SinkBenchResult {
     pub digests_per_round: u64,
     /// Ingest runs.
     pub ingest: Vec<IngestRow>,
+    /// The sink's work on one core, without the transport: as the sink does it (batches
+    /// grouped by flow), and with batches taken as recorded.
+    pub one_core: Vec<OneCoreRow>,
     /// FlowRadar sizes.
     pub flowsets: Vec<FlowsetRow>,
 }
@@ -262,6 +290,93 @@ fn ingest(rec: &Recording, threads: usize, rounds: u32) -> anyhow::Result<Ingest
     Ok(row)
 }
 
+/// CPU time of the calling thread, s.
+fn own_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Frame decoding and recording of `rounds` replays on this thread (the switches' frames
+/// interleaved as they would arrive), as the sink's connection and decode threads do them.
+#[inline(never)]
+fn one_core(rec: &Recording, rounds: u32, by_flow: bool) -> anyhow::Result<OneCoreRow> {
+    let registry = Arc::new(Registry::default());
+    let mut sessions: Vec<(Session, u32)> = Vec::new();
+    for (h, _) in &rec.switches {
+        let mut s = Session::new(if by_flow {
+            DigestOrder::ByFlow
+        } else {
+            DigestOrder::Recorded
+        });
+        let Frame::Hello(hello) = s.decode(&encode_frame(FrameType::Hello, 0, h))? else {
+            anyhow::bail!("a hello decodes as one");
+        };
+        registry.connect(&hello, "bench", 0);
+        if let Some(p) = &hello.plan {
+            registry
+                .add_plan(p.version, &p.text)
+                .map_err(|e| anyhow::anyhow!("the plan: {e}"))?;
+        }
+        sessions.push((s, hello.switch_id));
+    }
+    let cx = ShardContext {
+        registry,
+        topology: None,
+        events: Arc::new(EventLog::default()),
+        detection: Params::default(),
+    };
+    let mut table = FlowTable::new(1 << 20);
+    let frames: Vec<Vec<Vec<u8>>> = rec
+        .switches
+        .iter()
+        .map(|(_, fs)| {
+            let mut seq = 0u64;
+            (0..rounds)
+                .flat_map(|_| fs.iter())
+                .map(|f| {
+                    seq += 1;
+                    encode_frame(FrameType::Digests, seq, f)
+                })
+                .collect()
+        })
+        .collect();
+    let longest = frames.iter().map(Vec::len).max().unwrap_or(0);
+    let (mut parse, mut digests) = (0.0, 0u64);
+    let start = own_cpu();
+    for j in 0..longest {
+        for ((session, switch), fs) in sessions.iter_mut().zip(&frames) {
+            let Some(f) = fs.get(j) else { continue };
+            let t = own_cpu();
+            let Frame::Digests(b) = session.decode(f)? else {
+                anyhow::bail!("a digest frame decodes as one");
+            };
+            parse += own_cpu() - t;
+            table.add_digests(&cx, *switch, &b.digests, &b.by_flow);
+            digests += b.digests.len() as u64;
+            session.recycle(b.digests, b.by_flow);
+        }
+    }
+    let cpu = own_cpu() - start;
+    anyhow::ensure!(
+        table.stats.digests == digests,
+        "recorded {} of {digests} digests",
+        table.stats.digests
+    );
+    Ok(OneCoreRow {
+        by_flow,
+        digests,
+        cpu_seconds: cpu,
+        parse_seconds: parse,
+        digests_per_cpu_second: digests as f64 / cpu.max(1e-9),
+        ns_per_digest: cpu * 1e9 / digests.max(1) as f64,
+    })
+}
+
 fn flowsets(flows: u32) -> FlowsetRow {
     let mut fs = FlowSet::new(&FlowSetConfig::for_flows(flows, 7));
     for f in 0..flows {
@@ -310,6 +425,10 @@ pub fn run_bench(opts: &SinkBenchOptions) -> anyhow::Result<SinkBenchResult> {
         wire_bytes_per_digest: rec.digest_bytes as f64 / rec.digests.max(1) as f64,
         digests_per_round: rec.digests,
         ingest: ingest_rows,
+        one_core: vec![
+            one_core(&rec, opts.rounds, true)?,
+            one_core(&rec, opts.rounds, false)?,
+        ],
         flowsets: opts.flowset_flows.iter().map(|&f| flowsets(f)).collect(),
     })
 }
@@ -346,6 +465,24 @@ pub fn print_table(r: &SinkBenchResult) {
             x.dropped,
             x.flows,
             x.bytes_per_flow
+        );
+    }
+    println!(
+        "one core, no transport (frame decode + recording, the switches' batches interleaved):"
+    );
+    println!(
+        "{:>10} {:>10} {:>8} {:>9} {:>13} {:>13}",
+        "batches", "digests", "CPU s", "parse s", "per CPU s", "ns per digest"
+    );
+    for o in &r.one_core {
+        println!(
+            "{:>10} {:>10} {:>8.2} {:>9.2} {:>13.0} {:>13.1}",
+            if o.by_flow { "by flow" } else { "as sent" },
+            o.digests,
+            o.cpu_seconds,
+            o.parse_seconds,
+            o.digests_per_cpu_second,
+            o.ns_per_digest
         );
     }
     println!("FlowRadar at the sink, one core (wire decode + SingleDecode + per-flow counters):");

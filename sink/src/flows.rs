@@ -279,17 +279,17 @@ impl FlowTable {
         self.flows.is_empty()
     }
 
-    fn plan(&mut self, cx: &ShardContext, version: u32) -> Option<Arc<SinkPlan>> {
-        if let Some(p) = self.plans.get(&version) {
-            return Some(Arc::clone(p));
-        }
-        let p = cx.registry.plan(version)?;
-        self.plans.insert(version, Arc::clone(&p));
-        Some(p)
-    }
-
-    /// Records digests reported by switch `reporter`.
-    pub fn add_digests(&mut self, cx: &ShardContext, reporter: u32, digests: &[WireDigest]) {
+    /// Records digests reported by switch `reporter`, taken in the order of `by_flow` (their
+    /// indices grouped by flow, [`telemetry::protocol::DigestOrder::ByFlow`]) or, when it is
+    /// empty, as they are. Any order is recorded alike; grouped by flow costs less: each run
+    /// of one flow's digests looks the flow up once.
+    pub fn add_digests(
+        &mut self,
+        cx: &ShardContext,
+        reporter: u32,
+        digests: &[WireDigest],
+        by_flow: &[u32],
+    ) {
         let ids = cx.registry.ids();
         let space = match &cx.topology {
             Some(t) => Space::Topology(t),
@@ -299,36 +299,84 @@ impl FlowTable {
         self.owners.clear();
         // The plan of the digest before (a batch's digests mostly share one).
         let mut current: Option<Arc<SinkPlan>> = None;
-        for d in digests {
-            if current.as_ref().is_none_or(|p| p.version != d.plan_version) {
-                current = self.plan(cx, d.plan_version);
+        let len = if by_flow.is_empty() {
+            digests.len()
+        } else {
+            by_flow.len()
+        };
+        let at = |i: usize| match by_flow.get(i) {
+            Some(&j) => &digests[j as usize],
+            None => &digests[i],
+        };
+        let mut start = 0;
+        while start < len {
+            let key = at(start).key;
+            let words = key.words();
+            let end = (start + 1..len)
+                .find(|&i| at(i).key.words() != words)
+                .unwrap_or(len);
+            let run = (start..end).map(at);
+            if self.add_run(cx, space, reporter, now, run, &mut current) {
+                self.update_loss(cx, key);
             }
-            let Some(plan) = current.as_ref() else {
-                self.stats.unknown_plan += 1;
-                if let Some(e) = cx.registry.switch(reporter) {
-                    e.counters
-                        .digests_unknown_plan
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
+            start = end;
+        }
+        self.owners.sort_unstable();
+        self.owners.dedup();
+        cx.registry.learn_owners(&self.owners);
+    }
+
+    /// Records a run of one flow's digests. Returns whether they decoded its path while it
+    /// has counters, which then go on the path's links.
+    fn add_run<'d>(
+        &mut self,
+        cx: &ShardContext,
+        space: Space<'_>,
+        reporter: u32,
+        now: Instant,
+        mut run: impl Iterator<Item = &'d WireDigest>,
+        current: &mut Option<Arc<SinkPlan>>,
+    ) -> bool {
+        let mut known = |d: &WireDigest, current: &mut Option<Arc<SinkPlan>>| {
+            known_plan(
+                &mut self.plans,
+                cx,
+                reporter,
+                current,
+                d.plan_version,
+                &mut self.stats.unknown_plan,
+            )
+        };
+        // The flow is looked up at the run's first digest of a plan the sink has.
+        let Some(first) = run.find(|d| known(d, current)) else {
+            return false;
+        };
+        let Some(flow) = flow_entry(
+            &mut self.flows,
+            self.capacity,
+            &mut self.stats.flows_created,
+            first.key,
+            first.time_ns / 1_000_000,
+        ) else {
+            let refused = 1 + run.filter(|d| known(d, current)).count();
+            self.stats.flows_refused += refused as u64;
+            return false;
+        };
+        flow.touched = now;
+        let mut place_loss = false;
+        let mut samples = std::mem::take(&mut self.samples);
+        for (i, d) in std::iter::once(first).chain(run).enumerate() {
+            let same_plan = current
+                .as_ref()
+                .is_some_and(|p| p.version == d.plan_version);
+            if i > 0 && !same_plan && !known(d, current) {
                 continue;
-            };
+            }
+            let plan = current.as_ref().expect("a known plan");
             let k = usize::from(d.hops);
-            let now_ms = d.time_ns / 1_000_000;
-            let mut samples = std::mem::take(&mut self.samples);
             samples.clear();
-            let Some(flow) = flow_entry(
-                &mut self.flows,
-                self.capacity,
-                &mut self.stats,
-                d.key,
-                now_ms,
-            ) else {
-                self.samples = samples;
-                continue;
-            };
             flow.digests += 1;
-            flow.last_ms = flow.last_ms.max(now_ms);
-            flow.touched = now;
+            flow.last_ms = flow.last_ms.max(d.time_ns / 1_000_000);
             let fresh = match &flow.pint {
                 Some(p) => p.plan.version != plan.version || p.record.k() != k,
                 None => true,
@@ -345,7 +393,9 @@ impl FlowTable {
             let p = flow.pint.as_mut().expect("set above");
             // The switch that delivers to the flow's destination: learned when the flow (or
             // its reporter) is new, not per digest.
-            let learn_owner = fresh || p.reporter != reporter || flow.digests == 1;
+            if fresh || p.reporter != reporter || flow.digests == 1 {
+                self.owners.push((d.key.dst, reporter));
+            }
             p.reporter = reporter;
             p.ingress_port = d.ingress_port;
             p.egress_port = d.egress_port;
@@ -440,10 +490,6 @@ impl FlowTable {
                     }
                 }
             }
-            self.samples = samples;
-            if learn_owner {
-                self.owners.push((d.key.dst, reporter));
-            }
             // A path decoded just now places the flow's counters on its links (a path
             // decodes only from a digest it reads, and stops being decoded only with a
             // conflict, which starts the record over).
@@ -457,14 +503,11 @@ impl FlowTable {
                 });
             if decoded_now {
                 flow.decode_digests = Some(flow.digests - flow.pint_since);
-                if !flow.counts.is_empty() {
-                    self.update_loss(cx, d.key);
-                }
+                place_loss |= !flow.counts.is_empty();
             }
         }
-        self.owners.sort_unstable();
-        self.owners.dedup();
-        cx.registry.learn_owners(&self.owners);
+        self.samples = samples;
+        place_loss
     }
 
     /// Applies one epoch's decoded counters: (flow, switch, packets, bytes). `epoch_ms` is
@@ -482,10 +525,11 @@ impl FlowTable {
             let Some(flow) = flow_entry(
                 &mut self.flows,
                 self.capacity,
-                &mut self.stats,
+                &mut self.stats.flows_created,
                 key,
                 epoch_ms.0,
             ) else {
+                self.stats.flows_refused += 1;
                 continue;
             };
             flow.touched = now;
@@ -532,10 +576,11 @@ impl FlowTable {
             let Some(flow) = flow_entry(
                 &mut self.flows,
                 self.capacity,
-                &mut self.stats,
+                &mut self.stats.flows_created,
                 p.key,
                 p.recv_ns / 1_000_000,
             ) else {
+                self.stats.flows_refused += 1;
                 continue;
             };
             flow.touched = now;
@@ -764,23 +809,58 @@ impl FlowTable {
     }
 }
 
-/// The flow, created if there is room.
+/// Whether the sink has plan `version`, made `current` if so; a digest of a plan it lacks
+/// is counted (`unknown`, and the reporter's counter).
+fn known_plan(
+    plans: &mut FxHashMap<u32, Arc<SinkPlan>>,
+    cx: &ShardContext,
+    reporter: u32,
+    current: &mut Option<Arc<SinkPlan>>,
+    version: u32,
+    unknown: &mut u64,
+) -> bool {
+    if current.as_ref().is_none_or(|p| p.version != version) {
+        *current = plan_of(plans, cx, version);
+    }
+    if current.is_none() {
+        *unknown += 1;
+        if let Some(e) = cx.registry.switch(reporter) {
+            e.counters
+                .digests_unknown_plan
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    current.is_some()
+}
+
+/// Plan `version`, from the thread's own copies or else the registry (kept once found).
+fn plan_of(
+    plans: &mut FxHashMap<u32, Arc<SinkPlan>>,
+    cx: &ShardContext,
+    version: u32,
+) -> Option<Arc<SinkPlan>> {
+    if let Some(p) = plans.get(&version) {
+        return Some(Arc::clone(p));
+    }
+    let p = cx.registry.plan(version)?;
+    plans.insert(version, Arc::clone(&p));
+    Some(p)
+}
+
+/// The flow, created (and counted in `created`) if there is room.
 fn flow_entry<'a>(
     flows: &'a mut FxHashMap<FlowKey, FlowState>,
     capacity: usize,
-    stats: &mut ShardStats,
+    created: &mut u64,
     key: FlowKey,
     now_ms: u64,
 ) -> Option<&'a mut FlowState> {
     let len = flows.len();
     match flows.entry(key) {
         std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
-        std::collections::hash_map::Entry::Vacant(_) if len >= capacity => {
-            stats.flows_refused += 1;
-            None
-        }
+        std::collections::hash_map::Entry::Vacant(_) if len >= capacity => None,
         std::collections::hash_map::Entry::Vacant(v) => {
-            stats.flows_created += 1;
+            *created += 1;
             Some(v.insert(FlowState {
                 key,
                 digests: 0,
@@ -891,7 +971,7 @@ mod tests {
         let mut t = FlowTable::new(1000);
         for burst in 0..50u32 {
             let ds: Vec<WireDigest> = (0..2000).map(|i| digest(v, burst * 2000 + i, i)).collect();
-            t.add_digests(&cx, 9, &ds);
+            t.add_digests(&cx, 9, &ds, &[]);
             assert!(t.len() <= 1000);
         }
         assert_eq!(t.len(), 1000);
@@ -905,11 +985,87 @@ mod tests {
         // Flows already tracked keep being recorded while the table is full.
         let again: Vec<WireDigest> = (0..1000).map(|i| digest(v, i, i + 1)).collect();
         let before = t.stats.flows_refused;
-        t.add_digests(&cx, 9, &again);
+        t.add_digests(&cx, 9, &again, &[]);
         let tracked = (0..1000)
             .filter(|&i| t.get(&digest(v, i, 0).key).is_some_and(|f| f.digests == 2))
             .count();
         assert_eq!(tracked + (t.stats.flows_refused - before) as usize, 1000);
+    }
+
+    /// Digests taken grouped by flow record exactly what they record as sent: the same
+    /// flows (and the same refused when the table is full), digests, path decoding and
+    /// resets, samples per hop, switch summaries and counters.
+    #[test]
+    fn grouped_digests_record_as_digests_in_order_do() {
+        let (cx, v) = context();
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) as u32
+        };
+        let batches: Vec<Vec<WireDigest>> = (0..4)
+            .map(|b| {
+                (0..600u32)
+                    .map(|i| {
+                        let r = next();
+                        // One digest in twenty of a plan the sink lacks.
+                        let version = if r % 20 == 0 { v ^ 1 } else { v };
+                        let mut d = digest(version, r % 30, b * 600 + i);
+                        d.digest = u64::from(next()) & 0xffff;
+                        d
+                    })
+                    .collect()
+            })
+            .collect();
+        let group = |ds: &[WireDigest]| -> Vec<u32> {
+            let mut keys: Vec<FlowKey> = Vec::new();
+            for d in ds {
+                if !keys.contains(&d.key) {
+                    keys.push(d.key);
+                }
+            }
+            keys.iter()
+                .flat_map(|k| (0..ds.len() as u32).filter(move |&i| ds[i as usize].key == *k))
+                .collect()
+        };
+        let (mut plain, mut grouped) = (FlowTable::new(25), FlowTable::new(25));
+        for ds in &batches {
+            plain.add_digests(&cx, 9, ds, &[]);
+            grouped.add_digests(&cx, 9, ds, &group(ds));
+        }
+        let stats = |t: &FlowTable| serde_json::to_string(&t.stats).unwrap();
+        assert_eq!(stats(&plain), stats(&grouped));
+        assert!(plain.stats.flows_refused > 0 && plain.stats.unknown_plan > 0);
+        assert_eq!(plain.len(), grouped.len());
+        for f in plain.iter() {
+            let g = grouped.get(&f.key).expect("the same flows");
+            assert_eq!(
+                (f.digests, f.path_resets, f.decode_digests),
+                (g.digests, g.path_resets, g.decode_digests)
+            );
+            let (a, b) = (f.pint.as_ref().unwrap(), g.pint.as_ref().unwrap());
+            assert_eq!(a.record.packets(), b.record.packets());
+            for q in 0..a.plan.plan.queries.len() {
+                assert_eq!(
+                    a.record.path(q).map(|p| format!("{p:?}")),
+                    b.record.path(q).map(|p| format!("{p:?}"))
+                );
+                if let (Some(x), Some(y)) = (a.record.sketches(q), b.record.sketches(q)) {
+                    for hop in 1..=a.record.k() {
+                        assert_eq!(x.samples(hop), y.samples(hop));
+                    }
+                }
+            }
+        }
+        let summaries = |t: &FlowTable| -> Vec<String> {
+            let mut s: Vec<String> = t
+                .switch_samples()
+                .map(|(k, c)| format!("{k:?} {c:?}"))
+                .collect();
+            s.sort();
+            s
+        };
+        assert_eq!(summaries(&plain), summaries(&grouped));
     }
 
     /// Idle flows are exported (their remaining counters) and forgotten, making room.
@@ -918,7 +1074,7 @@ mod tests {
         let (cx, v) = context();
         let mut t = FlowTable::new(10);
         let ds: Vec<WireDigest> = (0..10).map(|f| digest(v, f, 0)).collect();
-        t.add_digests(&cx, 9, &ds);
+        t.add_digests(&cx, 9, &ds, &[]);
         let counts: Vec<(FlowKey, u32, u64, u64)> = ds.iter().map(|d| (d.key, 9, 5, 500)).collect();
         t.add_counts(&cx, 1, (1000, 10), &counts);
         let mut out = Vec::new();
@@ -951,7 +1107,7 @@ mod tests {
             assert_eq!((r.start_ms, r.end_ms), (1000, 1010));
         }
         // Room again.
-        t.add_digests(&cx, 9, &[digest(v, 77, 0)]);
+        t.add_digests(&cx, 9, &[digest(v, 77, 0)], &[]);
         assert_eq!(t.len(), 1);
     }
 }

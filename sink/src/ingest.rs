@@ -11,11 +11,13 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Sender, TrySendError};
 use telemetry::flowradar::filter::Block;
 use telemetry::flowradar::flowset::Cell;
-use telemetry::protocol::{Frame, Hello, ProtocolError, Session, WireDigest, WireProbe};
+use telemetry::protocol::{
+    DigestOrder, Frame, Hello, ProtocolError, Session, WireDigest, WireProbe,
+};
 
 use crate::epochs::FlowSetIn;
 use crate::registry::{Registry, SwitchEntry};
-use crate::shard::{Shard, ShardMsg, shard_of};
+use crate::shard::{DigestBuffers, Shard, ShardMsg, shard_of};
 use crate::transport::{FrameSource, Next, SourceError, Transport};
 
 /// What every connection thread shares.
@@ -108,7 +110,8 @@ impl Close {
 /// Serves one connection until it closes, fails or the sink stops.
 fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     let peer = src.peer();
-    let mut session = Session::default();
+    // Digests grouped by flow: a decode thread then finds each flow once per batch.
+    let mut session = Session::new(DigestOrder::ByFlow);
     let mut entry: Option<Arc<SwitchEntry>> = None;
     let mut gaps = 0u64;
     let mut batches: Vec<Vec<WireDigest>> = vec![Vec::new(); ing.shards.len()];
@@ -118,9 +121,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
         }
         // A buffer the decode threads are done with, for the next digest frame.
         if !session.has_spare()
-            && let Some(b) = ing.shards[0].buffers.take()
+            && let Some((digests, by_flow)) = ing.shards[0].buffers.take()
         {
-            session.recycle(b);
+            session.recycle(digests, by_flow);
         }
         let bytes = match src.next_frame() {
             Ok(Next::Frame(b)) => b,
@@ -168,8 +171,10 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 e.counters
                     .digests
                     .fetch_add(b.digests.len() as u64, Relaxed);
-                if let Some(spent) = route_digests(&ing, e, b.digests, &mut batches) {
-                    session.recycle(spent);
+                if let Some((digests, by_flow)) =
+                    route_digests(&ing, e, (b.digests, b.by_flow), &mut batches)
+                {
+                    session.recycle(digests, by_flow);
                 }
             }
             Frame::FlowSet(f) => {
@@ -266,34 +271,38 @@ fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<Arc<SwitchEntry>, Close>
     Ok(e)
 }
 
-/// Splits a batch by decode thread and queues the parts; a full queue drops its part.
-/// Returns the batch's buffer when it was split (the parts went in buffers of their own).
+/// Splits a batch by decode thread and queues the parts (each grouped by flow as the batch
+/// is); a full queue drops its part. Returns the batch's buffers when it was split (the
+/// parts went in buffers of their own).
 fn route_digests(
     ing: &Ingest,
     e: &SwitchEntry,
-    digests: Vec<WireDigest>,
+    (digests, by_flow): DigestBuffers,
     batches: &mut [Vec<WireDigest>],
-) -> Option<Vec<WireDigest>> {
+) -> Option<DigestBuffers> {
     let n = ing.shards.len();
     let switch = e.info_id();
     if n == 1 {
-        send(ing, e, 0, switch, digests);
+        send(ing, e, 0, switch, (digests, by_flow));
         return None;
     }
-    for d in &digests {
-        batches[shard_of(&d.key, n)].push(*d);
+    let mut split = |d: &WireDigest| batches[shard_of(&d.key, n)].push(*d);
+    if by_flow.is_empty() {
+        digests.iter().for_each(&mut split);
+    } else {
+        by_flow.iter().for_each(|&i| split(&digests[i as usize]));
     }
     for (i, b) in batches.iter_mut().enumerate() {
         if !b.is_empty() {
-            let next = ing.shards[i]
+            let (next, grouping) = ing.shards[i]
                 .buffers
                 .take()
-                .unwrap_or_else(|| Vec::with_capacity(b.capacity()));
+                .unwrap_or_else(|| (Vec::with_capacity(b.capacity()), Vec::new()));
             let part = std::mem::replace(b, next);
-            send(ing, e, i, switch, part);
+            send(ing, e, i, switch, (part, grouping));
         }
     }
-    Some(digests)
+    Some((digests, by_flow))
 }
 
 /// Splits probe arrivals by decode thread (their flows' owners) and queues them; a full
@@ -315,9 +324,14 @@ fn route_probes(ing: &Ingest, e: &SwitchEntry, probes: Vec<WireProbe>) {
     }
 }
 
-fn send(ing: &Ingest, e: &SwitchEntry, shard: usize, switch: u32, digests: Vec<WireDigest>) {
+fn send(ing: &Ingest, e: &SwitchEntry, shard: usize, switch: u32, batch: DigestBuffers) {
+    let (digests, by_flow) = batch;
     let n = digests.len() as u64;
-    let msg = ShardMsg::Digests { switch, digests };
+    let msg = ShardMsg::Digests {
+        switch,
+        digests,
+        by_flow,
+    };
     if let Err(TrySendError::Full(_)) = ing.shards[shard].tx.try_send(msg) {
         e.counters.digests_dropped.fetch_add(n, Relaxed);
     }

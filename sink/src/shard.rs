@@ -21,6 +21,9 @@ pub enum ShardMsg {
         switch: u32,
         /// The digests.
         digests: Vec<WireDigest>,
+        /// Their indices grouped by flow, or empty when they are grouped already (see
+        /// [`telemetry::protocol::DigestOrder::ByFlow`]).
+        by_flow: Vec<u32>,
     },
     /// One epoch's decoded counters of this thread's flows.
     Counts {
@@ -48,14 +51,18 @@ pub struct Shard {
     pub buffers: Buffers,
 }
 
-/// Digest buffers a decode thread hands back once it has recorded their digests, for the
-/// connections to decode and split the next batches into: ingest then allocates nothing
-/// per batch. At most `capacity` wait; any beyond are freed.
+/// Digest buffers (the digests and their grouping by flow) a decode thread hands back once
+/// it has recorded their digests, for the connections to decode and split the next batches
+/// into: ingest then allocates nothing per batch. At most `capacity` wait; any beyond are
+/// freed.
 #[derive(Debug, Clone)]
 pub struct Buffers {
-    tx: Sender<Vec<WireDigest>>,
-    rx: Receiver<Vec<WireDigest>>,
+    tx: Sender<DigestBuffers>,
+    rx: Receiver<DigestBuffers>,
 }
+
+/// A batch's digests and their indices grouped by flow.
+pub type DigestBuffers = (Vec<WireDigest>, Vec<u32>);
 
 impl Buffers {
     /// A pool of at most `capacity` buffers.
@@ -64,15 +71,16 @@ impl Buffers {
         Buffers { tx, rx }
     }
 
-    /// A buffer to fill, if one is waiting.
-    pub fn take(&self) -> Option<Vec<WireDigest>> {
+    /// Buffers to fill, if some are waiting.
+    pub fn take(&self) -> Option<DigestBuffers> {
         self.rx.try_recv().ok()
     }
 
-    /// Hands back a buffer whose digests are used.
-    pub fn give(&self, mut buf: Vec<WireDigest>) {
-        buf.clear();
-        let _ = self.tx.try_send(buf);
+    /// Hands back buffers whose digests are used.
+    pub fn give(&self, (mut digests, mut by_flow): DigestBuffers) {
+        digests.clear();
+        by_flow.clear();
+        let _ = self.tx.try_send((digests, by_flow));
     }
 }
 
@@ -112,9 +120,13 @@ pub fn run(
             Ok(msg) => {
                 let mut t = table.lock().expect("flow table lock");
                 match msg {
-                    ShardMsg::Digests { switch, digests } => {
-                        t.add_digests(&cx, switch, &digests);
-                        buffers.give(digests);
+                    ShardMsg::Digests {
+                        switch,
+                        digests,
+                        by_flow,
+                    } => {
+                        t.add_digests(&cx, switch, &digests, &by_flow);
+                        buffers.give((digests, by_flow));
                     }
                     ShardMsg::Counts {
                         epoch,

@@ -56,6 +56,30 @@ pub struct DigestBatch {
     pub worker: u16,
     /// The digests, in the order recorded.
     pub digests: Vec<WireDigest>,
+    /// With [`DigestOrder::ByFlow`], the digests' indices grouped by flow; empty when they
+    /// are grouped already as recorded (one flow) or the session keeps the recorded order.
+    pub by_flow: Vec<u32>,
+}
+
+/// The order a session gives a batch's digests in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DigestOrder {
+    /// As recorded.
+    #[default]
+    Recorded,
+    /// As recorded, and also grouped by the batch's flow entries (in the order they first
+    /// appear), each flow's digests as recorded ([`DigestBatch::by_flow`]): a consumer that
+    /// keeps state per flow then finds each flow once per batch rather than once per digest.
+    ByFlow,
+}
+
+/// What grouping by flow reuses from batch to batch (no allocation per batch).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Grouping {
+    /// Each digest's flow entry.
+    flow_of: Vec<u16>,
+    /// Per flow entry, where its next digest goes.
+    next: Vec<u32>,
 }
 
 pub(crate) fn zigzag(v: i64) -> u64 {
@@ -134,7 +158,8 @@ impl DigestBatch {
         payload: &[u8],
         hello: &Hello,
         declared: &[(u32, u8)],
-        mut digests: Vec<WireDigest>,
+        (mut digests, mut by_flow): (Vec<WireDigest>, Vec<u32>),
+        grouping: Option<&mut Grouping>,
     ) -> Result<DigestBatch, ProtocolError> {
         let mut r = Reader::new(payload);
         let worker = r.u16()?;
@@ -182,38 +207,107 @@ impl DigestBatch {
             }
             flows.push((key, i, e, hops));
         }
-        digests.clear();
-        digests.reserve(n as usize);
-        let mut time = base;
-        for _ in 0..n {
-            let f = r.varint()?;
-            let &(key, ingress_port, egress_port, hops) = flows
-                .get(usize::try_from(f).unwrap_or(usize::MAX))
-                .ok_or(ProtocolError::BadField("flow index"))?;
-            let p = if nplans > 1 { usize::from(r.u8()?) } else { 0 };
-            let &(plan_version, len) = plans.get(p).ok_or(ProtocolError::BadField("plan index"))?;
-            let pid = r.u32()?;
-            let mut digest = 0u64;
-            for &b in r.take(usize::from(len))? {
-                digest = (digest << 8) | u64::from(b);
+        let lists = Lists {
+            flows: &flows,
+            plans: &plans,
+            base,
+        };
+        by_flow.clear();
+        // Grouping needs each digest's flow entry; one flow is grouped already.
+        match grouping.filter(|_| nflows > 1) {
+            None => read_digests(&mut r, n, &lists, &mut digests, None)?,
+            Some(g) => {
+                g.next.clear();
+                g.next.resize(nflows, 0);
+                read_digests(
+                    &mut r,
+                    n,
+                    &lists,
+                    &mut digests,
+                    Some((&mut g.flow_of, &mut g.next)),
+                )?;
+                // Counts to start positions, then each digest's index to its flow's next place.
+                let mut at = 0u32;
+                for c in g.next.iter_mut() {
+                    at += std::mem::replace(c, at);
+                }
+                by_flow.resize(digests.len(), 0);
+                for (i, &f) in g.flow_of.iter().enumerate() {
+                    let slot = &mut g.next[usize::from(f)];
+                    by_flow[*slot as usize] = i as u32;
+                    *slot += 1;
+                }
             }
-            time = time.wrapping_add(unzigzag(r.varint()?) as u64);
-            digests.push(WireDigest {
-                key,
-                ingress_port,
-                egress_port,
-                pid,
-                hops,
-                plan_version,
-                digest,
-                time_ns: time,
-            });
         }
         if r.remaining() != 0 {
             return Err(ProtocolError::TrailingBytes);
         }
-        Ok(DigestBatch { worker, digests })
+        Ok(DigestBatch {
+            worker,
+            digests,
+            by_flow,
+        })
     }
+}
+
+/// What a batch's digests refer to: its flow entries (key, ingress and egress port, path
+/// length), its plans (version, digest bytes) and its base time.
+struct Lists<'a> {
+    flows: &'a [(FlowKey, u8, u8, u8)],
+    plans: &'a [(u32, u8)],
+    base: u64,
+}
+
+/// Reads `n` digests into `out` (cleared first) in the order recorded; with `track`, also
+/// each one's flow entry and the digests per entry (which must start at zero).
+fn read_digests(
+    r: &mut Reader<'_>,
+    n: u32,
+    lists: &Lists<'_>,
+    out: &mut Vec<WireDigest>,
+    mut track: Option<(&mut Vec<u16>, &mut [u32])>,
+) -> Result<(), ProtocolError> {
+    out.clear();
+    out.reserve(n as usize);
+    if let Some((flow_of, _)) = track.as_mut() {
+        flow_of.clear();
+    }
+    let multi_plan = lists.plans.len() > 1;
+    let mut time = lists.base;
+    for _ in 0..n {
+        let f = usize::try_from(r.varint()?).unwrap_or(usize::MAX);
+        let &(key, ingress_port, egress_port, hops) = lists
+            .flows
+            .get(f)
+            .ok_or(ProtocolError::BadField("flow index"))?;
+        let p = if multi_plan { usize::from(r.u8()?) } else { 0 };
+        let &(plan_version, len) = lists
+            .plans
+            .get(p)
+            .ok_or(ProtocolError::BadField("plan index"))?;
+        let pid = r.u32()?;
+        let mut digest = 0u64;
+        for &b in r.take(usize::from(len))? {
+            digest = (digest << 8) | u64::from(b);
+        }
+        time = time.wrapping_add(unzigzag(r.varint()?) as u64);
+        out.push(WireDigest {
+            key,
+            ingress_port,
+            egress_port,
+            pid,
+            hops,
+            plan_version,
+            digest,
+            time_ns: time,
+        });
+        if let Some((flow_of, count)) = track.as_mut() {
+            // f < the flow entries, at most 65535.
+            flow_of.push(f as u16);
+            count[f] += 1;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

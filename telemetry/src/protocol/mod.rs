@@ -21,7 +21,8 @@ mod digests;
 mod frames;
 mod probes;
 
-pub use digests::{DigestBatch, MAX_PLANS_PER_BATCH, WireDigest, encode_digests};
+use digests::Grouping;
+pub use digests::{DigestBatch, DigestOrder, MAX_PLANS_PER_BATCH, WireDigest, encode_digests};
 pub use frames::{FlowSetFrame, Hello, PlanText, PortInfo, Stats, encode_flowset};
 pub use probes::{ProbeBatch, WireProbe, encode_probes};
 
@@ -180,28 +181,42 @@ pub struct Session {
     last_seq: Option<u64>,
     /// Frames whose sequence numbers were skipped (the switch dropped them).
     pub gaps: u64,
-    /// A buffer the next digest frame decodes into (see [`Session::recycle`]).
-    spare: Vec<WireDigest>,
+    /// Buffers the next digest frame decodes into (see [`Session::recycle`]).
+    spare: (Vec<WireDigest>, Vec<u32>),
+    /// The order digests come out in.
+    order: DigestOrder,
+    /// Scratch for grouping digests by flow.
+    grouping: Grouping,
 }
 
 impl Session {
+    /// A session that gives each batch's digests in `order`.
+    pub fn new(order: DigestOrder) -> Session {
+        Session {
+            order,
+            ..Session::default()
+        }
+    }
+
     /// The hello, once received.
     pub fn hello(&self) -> Option<&Hello> {
         self.hello.as_ref()
     }
 
-    /// Hands back a digest batch's buffer once its digests are used: the next digest frame
-    /// decodes into it instead of a new allocation. One buffer is kept (the larger).
-    pub fn recycle(&mut self, mut buf: Vec<WireDigest>) {
-        if buf.capacity() > self.spare.capacity() {
-            buf.clear();
-            self.spare = buf;
+    /// Hands back a digest batch's buffers (its digests and their grouping) once its
+    /// digests are used: the next digest frame decodes into them instead of new
+    /// allocations. One pair is kept (the one with the larger digest buffer).
+    pub fn recycle(&mut self, mut digests: Vec<WireDigest>, mut by_flow: Vec<u32>) {
+        if digests.capacity() > self.spare.0.capacity() {
+            digests.clear();
+            by_flow.clear();
+            self.spare = (digests, by_flow);
         }
     }
 
-    /// Whether a recycled buffer is waiting for the next digest frame.
+    /// Whether recycled buffers are waiting for the next digest frame.
     pub fn has_spare(&self) -> bool {
-        self.spare.capacity() > 0
+        self.spare.0.capacity() > 0
     }
 
     /// Decodes one whole frame (as [`frame_len`] measured it).
@@ -261,7 +276,11 @@ impl Session {
             FrameType::Digests => {
                 let h = self.hello.as_ref().expect("checked above");
                 let buf = std::mem::take(&mut self.spare);
-                Frame::Digests(DigestBatch::decode(payload, h, &self.plans, buf)?)
+                let grouping = match self.order {
+                    DigestOrder::Recorded => None,
+                    DigestOrder::ByFlow => Some(&mut self.grouping),
+                };
+                Frame::Digests(DigestBatch::decode(payload, h, &self.plans, buf, grouping)?)
             }
             FrameType::FlowSet => {
                 let h = self.hello.as_ref().expect("checked above");

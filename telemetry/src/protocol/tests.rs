@@ -63,6 +63,15 @@ fn digests(n: usize, flows: u16, plan: u32) -> Vec<WireDigest> {
         .collect()
 }
 
+impl WireDigest {
+    /// This digest as one of flow `f` (its source address tells flows apart).
+    fn clone_with_flow(&self, f: u16) -> WireDigest {
+        let mut d = *self;
+        d.key.src = 0x0a00_0001 + u32::from(f);
+        d
+    }
+}
+
 fn session_after_hello() -> Session {
     let mut s = Session::default();
     let f = encode_frame(FrameType::Hello, 0, &hello().payload());
@@ -80,7 +89,8 @@ fn every_frame_round_trips() {
         s.decode(&f).unwrap(),
         Frame::Digests(DigestBatch {
             worker: 0,
-            digests: batch.clone()
+            digests: batch.clone(),
+            by_flow: Vec::new(),
         })
     );
     // About ten bytes per digest on the wire, frame header and flow table included.
@@ -254,11 +264,59 @@ proptest! {
             }
         }
         f.truncate(cut.max(1));
-        let mut s = Session::default();
-        if which > 0 {
-            s.decode(&frames[0]).unwrap();
+        for order in [DigestOrder::Recorded, DigestOrder::ByFlow] {
+            let mut s = Session::new(order);
+            if which > 0 {
+                s.decode(&frames[0]).unwrap();
+            }
+            let _ = s.decode(&f);
         }
-        let _ = s.decode(&f);
+    }
+
+    /// Grouped by flow, a batch's digests are still the recorded ones, and `by_flow` lists
+    /// each once: the flows in the order they first appear, each flow's digests in the
+    /// order recorded. Buffers recycled from a batch of another shape change nothing.
+    #[test]
+    fn digests_group_by_flow_in_first_appearance_order(
+        flows in proptest::collection::vec(0u16..40, 1..300),
+        hops in proptest::collection::vec(1u8..6, 40),
+        before in 0usize..300,
+    ) {
+        let batch: Vec<WireDigest> = digests(flows.len(), 1, 0xabcd_0001)
+            .iter()
+            .zip(&flows)
+            .map(|(d, &f)| WireDigest {
+                hops: hops[usize::from(f)],
+                ..d.clone_with_flow(f)
+            })
+            .collect();
+        let mut s = Session::new(DigestOrder::ByFlow);
+        s.decode(&encode_frame(FrameType::Hello, 0, &hello().payload())).unwrap();
+        let old = digests(before.max(1), 7, 0xabcd_0001);
+        s.recycle(old.clone(), (0..old.len() as u32).rev().collect());
+        let f = encode_frame(FrameType::Digests, 1, &encode_digests(0, &batch, |_| 2));
+        let Ok(Frame::Digests(b)) = s.decode(&f) else {
+            panic!("a digest frame");
+        };
+        prop_assert_eq!(&b.digests, &batch);
+        // The expected grouping: flow entries (key, ports, path length) by first appearance.
+        let entry = |d: &WireDigest| (d.key, d.ingress_port, d.egress_port, d.hops);
+        let mut firsts = Vec::new();
+        for d in &batch {
+            if !firsts.contains(&entry(d)) {
+                firsts.push(entry(d));
+            }
+        }
+        let all = &batch;
+        let want: Vec<u32> = firsts
+            .iter()
+            .flat_map(|e| (0..all.len() as u32).filter(move |&i| entry(&all[i as usize]) == *e))
+            .collect();
+        if firsts.len() == 1 {
+            prop_assert!(b.by_flow.is_empty());
+        } else {
+            prop_assert_eq!(b.by_flow, want);
+        }
     }
 }
 
@@ -275,7 +333,7 @@ fn digest_frames_decode_into_a_recycled_buffer() {
     assert_eq!(b.digests, first);
     assert!(!s.has_spare());
     let ptr = b.digests.as_ptr();
-    s.recycle(b.digests);
+    s.recycle(b.digests, b.by_flow);
     assert!(s.has_spare());
     let second = digests(120, 3, 0xabcd_0001);
     let f = encode_frame(FrameType::Digests, 2, &encode_digests(0, &second, |_| 2));
