@@ -272,35 +272,21 @@ fn read_digests(
     if let Some((flow_of, _)) = track.as_mut() {
         flow_of.clear();
     }
-    let multi_plan = lists.plans.len() > 1;
     let mut time = lists.base;
     for _ in 0..n {
-        let f = usize::try_from(r.varint()?).unwrap_or(usize::MAX);
-        let &(key, ingress_port, egress_port, hops) = lists
-            .flows
-            .get(f)
-            .ok_or(ProtocolError::BadField("flow index"))?;
-        let p = if multi_plan { usize::from(r.u8()?) } else { 0 };
-        let &(plan_version, len) = lists
-            .plans
-            .get(p)
-            .ok_or(ProtocolError::BadField("plan index"))?;
-        let pid = r.u32()?;
-        let mut digest = 0u64;
-        for &b in r.take(usize::from(len))? {
-            digest = (digest << 8) | u64::from(b);
-        }
-        time = time.wrapping_add(unzigzag(r.varint()?) as u64);
-        out.push(WireDigest {
-            key,
-            ingress_port,
-            egress_port,
-            pid,
-            hops,
-            plan_version,
-            digest,
-            time_ns: time,
-        });
+        // Most digests read in one go from a fixed window; anything unusual (the batch's
+        // last bytes, a long varint, a bad index) is read field by field, which says what
+        // is wrong.
+        let (f, mut d, delta) = match read_short(r.rest(), lists) {
+            Some((read, used)) => {
+                r.skip(used)?;
+                read
+            }
+            None => read_checked(r, lists)?,
+        };
+        time = time.wrapping_add(unzigzag(delta) as u64);
+        d.time_ns = time;
+        out.push(d);
         if let Some((flow_of, count)) = track.as_mut() {
             // f < the flow entries, at most 65535.
             flow_of.push(f as u16);
@@ -310,9 +296,152 @@ fn read_digests(
     Ok(())
 }
 
+/// One digest as read: its flow entry, the digest (time not set yet), its time delta.
+type Read = (usize, WireDigest, u64);
+
+/// The digest built from its flow entry and plan.
+#[inline(always)]
+fn digest_of(lists: &Lists<'_>, f: usize, p: usize, pid: u32, digest: u64) -> Option<WireDigest> {
+    let &(key, ingress_port, egress_port, hops) = lists.flows.get(f)?;
+    let &(plan_version, _) = lists.plans.get(p)?;
+    Some(WireDigest {
+        key,
+        ingress_port,
+        egress_port,
+        pid,
+        hops,
+        plan_version,
+        digest,
+        time_ns: 0,
+    })
+}
+
+/// Bytes the short way reads at once: a digest whose flow index takes at most three bytes
+/// (every index below 65536 fits), with a plan index, a digest of up to eight bytes and a
+/// time delta of up to ten.
+const SHORT_WINDOW: usize = 3 + 1 + 4 + 8 + 10;
+
+/// The next digest from a fixed window at the start of `b`, and the bytes it took; None
+/// when the window does not fit in `b` or the digest is not a usual one.
+#[inline(always)]
+fn read_short(b: &[u8], lists: &Lists<'_>) -> Option<(Read, usize)> {
+    let w: &[u8; SHORT_WINDOW] = b.first_chunk()?;
+    let (f, mut at) = short_varint::<3>(w, 0)?;
+    let p = if lists.plans.len() > 1 {
+        at += 1;
+        usize::from(w[at - 1])
+    } else {
+        0
+    };
+    let len = usize::from(lists.plans.get(p)?.1);
+    if len > 8 {
+        return None;
+    }
+    let pid = u32::from_be_bytes(*w[at..].first_chunk()?);
+    at += 4;
+    // The digest's bytes, big-endian, are the top `len` bytes of the next eight.
+    let digest = match len {
+        0 => 0,
+        _ => u64::from_be_bytes(*w[at..].first_chunk()?) >> (64 - 8 * len),
+    };
+    at += len;
+    let (delta, used) = short_varint::<10>(w, at)?;
+    let d = digest_of(lists, usize::try_from(f).ok()?, p, pid, digest)?;
+    Some(((f as usize, d, delta), used))
+}
+
+/// A varint of at most `MAX` bytes at `at` in `w`: its value and where the next field
+/// starts; None when it is longer or (at ten bytes) beyond 64 bits.
+#[inline(always)]
+fn short_varint<const MAX: usize>(w: &[u8], at: usize) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for i in 0..MAX {
+        let b = *w.get(at + i)?;
+        if i == 9 && b > 1 {
+            return None;
+        }
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((v, at + i + 1));
+        }
+    }
+    None
+}
+
+/// The next digest, every field checked as it is read.
+fn read_checked(r: &mut Reader<'_>, lists: &Lists<'_>) -> Result<Read, ProtocolError> {
+    let f = usize::try_from(r.varint()?).unwrap_or(usize::MAX);
+    if f >= lists.flows.len() {
+        return Err(ProtocolError::BadField("flow index"));
+    }
+    let p = if lists.plans.len() > 1 {
+        usize::from(r.u8()?)
+    } else {
+        0
+    };
+    let &(_, len) = lists
+        .plans
+        .get(p)
+        .ok_or(ProtocolError::BadField("plan index"))?;
+    let pid = r.u32()?;
+    let mut digest = 0u64;
+    for &b in r.take(usize::from(len))? {
+        digest = (digest << 8) | u64::from(b);
+    }
+    let delta = r.varint()?;
+    let d = digest_of(lists, f, p, pid, digest).expect("indices checked above");
+    Ok((f, d, delta))
+}
+
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// The short way reads a digest exactly as the checked way does, and it declines
+        /// whatever the checked way would refuse.
+        #[test]
+        fn the_short_read_agrees_with_the_checked_one(
+            bytes in proptest::collection::vec(any::<u8>(), 0..40),
+            nflows in 1usize..300,
+            lens in proptest::collection::vec(0u8..11, 1..4),
+            prefix in proptest::sample::select(vec![0u8, 1, 2, 0x7f, 0x80, 0x81, 0xff]),
+        ) {
+            let flows: Vec<(FlowKey, u8, u8, u8)> = (0..nflows)
+                .map(|i| {
+                    let key = FlowKey { src: i as u32, dst: 7, src_port: 1, dst_port: 2, protocol: 17 };
+                    (key, 1, 0, 1 + (i % 5) as u8)
+                })
+                .collect();
+            let plans: Vec<(u32, u8)> = lens.iter().enumerate().map(|(i, &l)| (i as u32 + 10, l)).collect();
+            let lists = Lists { flows: &flows, plans: &plans, base: 0 };
+            // A first byte that makes a usual flow index more likely.
+            let mut b = bytes;
+            if !b.is_empty() {
+                b[0] = prefix;
+            }
+            let mut r = Reader::new(&b);
+            let checked = read_checked(&mut r, &lists);
+            match read_short(&b, &lists) {
+                Some((read, used)) => {
+                    prop_assert_eq!(checked.ok(), Some(read));
+                    prop_assert_eq!(r.position(), used);
+                }
+                None => {
+                    // Declined while the checked way reads it: only for a window that does
+                    // not fit, a flow index longer than three bytes or a digest longer
+                    // than eight.
+                    if let Ok((_, d, _)) = checked {
+                        let index_bytes = b.iter().position(|x| x & 0x80 == 0).map_or(b.len(), |i| i + 1);
+                        let len = plans.iter().find(|p| p.0 == d.plan_version).map_or(0, |p| p.1);
+                        prop_assert!(b.len() < SHORT_WINDOW || index_bytes > 3 || len > 8);
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn zigzag_round_trips() {

@@ -46,6 +46,17 @@ impl<'a> Reader<'a> {
         self.b.len() - self.at
     }
 
+    /// The bytes not read yet (reading them does not move the reader: see
+    /// [`Reader::skip`]).
+    pub fn rest(&self) -> &'a [u8] {
+        &self.b[self.at..]
+    }
+
+    /// Moves past `n` bytes (at most [`Reader::remaining`]).
+    pub fn skip(&mut self, n: usize) -> Result<(), ReadError> {
+        self.take(n).map(|_| ())
+    }
+
     /// The next `n` bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], ReadError> {
         let end = self.at.checked_add(n).ok_or(ReadError::Truncated)?;
