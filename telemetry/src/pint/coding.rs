@@ -306,12 +306,11 @@ impl PathCoding {
     /// The hop whose value survives on the baseline layer of a `k`-hop path: the largest
     /// `i <= k` that samples (hop 1 always does).
     pub fn writer(&self, instance: u32, pid: u32, k: usize) -> usize {
-        let m = tape::packet_word(pid);
-        let s = self.hop_slices[instance as usize];
-        (2..=k.min(255))
-            .rev()
-            .find(|&i| tape::hop_slice(m, i, s) < SAMPLE_THRESHOLDS[i])
-            .unwrap_or(1)
+        tape::sample_writer(
+            tape::packet_word(pid),
+            k,
+            self.hop_slices[instance as usize],
+        )
     }
 
     /// The hops of a `k`-hop path that take part in XOR layer `layer`.

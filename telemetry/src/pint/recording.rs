@@ -217,10 +217,21 @@ impl HopSketches {
 #[derive(Debug, Clone)]
 pub struct FlowRecord {
     k: usize,
-    paths: Vec<Option<PathState>>,
-    sketches: Vec<Option<HopSketches>>,
-    aggregates: Vec<Option<Aggregate>>,
+    /// Per query of the plan, what it keeps.
+    slots: Vec<Slot>,
     packets: u64,
+}
+
+/// What a flow keeps for one query: one place per query, so that recording reads one
+/// list whatever the query's kind.
+#[derive(Debug, Clone)]
+enum Slot {
+    /// A static per-flow query's path decoder.
+    Path(PathState),
+    /// A dynamic per-flow query's sketches.
+    Sketches(HopSketches),
+    /// A per-packet query's running statistics.
+    Aggregate(Aggregate),
 }
 
 /// Running statistics of a per-packet query over a flow's packets.
@@ -259,6 +270,21 @@ impl Aggregate {
     }
 }
 
+impl Slot {
+    /// What a flow of `k` hops keeps for `query`.
+    fn new(query: &CompiledQuery, k: usize) -> Slot {
+        match &query.kind {
+            QueryKind::StaticPerFlow { .. } => Slot::Path(PathState::new(k)),
+            QueryKind::DynamicPerFlow {
+                compression,
+                space_budget,
+                ..
+            } => Slot::Sketches(HopSketches::new(k, compression.clone(), *space_budget)),
+            QueryKind::PerPacket { .. } => Slot::Aggregate(Aggregate::default()),
+        }
+    }
+}
+
 /// A path query's field to its decoder. Out of line, as is [`read_aggregate`]: most digests
 /// need neither, and the recording loop then keeps its values in registers.
 #[inline(never)]
@@ -287,32 +313,9 @@ pub fn path_context<'a>(plan: &'a Plan, space: Space<'a>, q: usize) -> Option<Pa
 impl FlowRecord {
     /// A record for a flow of `k` hops (1 to 255) under `plan`.
     pub fn new(plan: &Plan, k: usize) -> FlowRecord {
-        let mut paths = Vec::with_capacity(plan.queries.len());
-        let mut sketches = Vec::with_capacity(plan.queries.len());
-        let mut aggregates = Vec::with_capacity(plan.queries.len());
-        for q in &plan.queries {
-            let (p, s, a) = match &q.kind {
-                QueryKind::StaticPerFlow { .. } => (Some(PathState::new(k)), None, None),
-                QueryKind::DynamicPerFlow {
-                    compression,
-                    space_budget,
-                    ..
-                } => (
-                    None,
-                    Some(HopSketches::new(k, compression.clone(), *space_budget)),
-                    None,
-                ),
-                QueryKind::PerPacket { .. } => (None, None, Some(Aggregate::default())),
-            };
-            paths.push(p);
-            sketches.push(s);
-            aggregates.push(a);
-        }
         FlowRecord {
             k,
-            paths,
-            sketches,
-            aggregates,
+            slots: plan.queries.iter().map(|q| Slot::new(q, k)).collect(),
             packets: 0,
         }
     }
@@ -325,8 +328,8 @@ impl FlowRecord {
     /// Fixes hop `hop` of every path query to `switch_id` (a hop the sink knows: the
     /// reporting switch as the last, the source's edge switch as the first).
     pub fn pin(&mut self, plan: &Plan, space: Space<'_>, hop: usize, switch_id: u32) {
-        for (q, p) in self.paths.iter_mut().enumerate() {
-            if let (Some(p), Some(cx)) = (p, path_context(plan, space, q)) {
+        for (q, slot) in self.slots.iter_mut().enumerate() {
+            if let (Slot::Path(p), Some(cx)) = (slot, path_context(plan, space, q)) {
                 p.pin(cx, hop, switch_id);
             }
         }
@@ -368,35 +371,32 @@ impl FlowRecord {
         let set = plan.select_word(m);
         for (p, &shift) in set.placements.iter().zip(&set.shifts) {
             let q = usize::from(p.query);
-            let query = &plan.queries[q];
+            let (Some(query), Some(slot)) = (plan.queries.get(q), self.slots.get_mut(q)) else {
+                continue;
+            };
             let field = (digest >> shift) & mask(query.width);
-            match &query.kind {
-                QueryKind::StaticPerFlow { coding } => {
-                    // Once a path is decoded, one digest in eight still checks it (a route
-                    // change shows as a conflict within a few packets); the others would
-                    // only confirm it.
-                    if let Some(Some(d)) = self.paths.get_mut(q)
-                        && (!d.is_decoded() || self.packets.is_multiple_of(PATH_CHECK_EVERY))
-                    {
-                        read_path(d, PathContext { coding, space }, query.width, pid, field);
-                        path_read = true;
-                    }
+            match (slot, &query.kind) {
+                // Once a path is decoded, one digest in eight still checks it (a route
+                // change shows as a conflict within a few packets); the others would only
+                // confirm it.
+                (Slot::Path(d), QueryKind::StaticPerFlow { coding })
+                    if !d.is_decoded() || self.packets.is_multiple_of(PATH_CHECK_EVERY) =>
+                {
+                    read_path(d, PathContext { coding, space }, query.width, pid, field);
+                    path_read = true;
                 }
-                QueryKind::DynamicPerFlow { .. } => {
-                    let hop = query.sample_writer_word(m, self.k).unwrap_or(1);
+                (Slot::Sketches(s), QueryKind::DynamicPerFlow { sample, .. }) => {
+                    let hop = tape::sample_writer(m, self.k, *sample);
                     let code = field as u32;
-                    if let Some(Some(s)) = self.sketches.get_mut(q) {
-                        s.add(hop, code);
-                    }
+                    s.add(hop, code);
                     if let Some(out) = samples.as_deref_mut() {
                         out.push((q, hop, code));
                     }
                 }
-                QueryKind::PerPacket { .. } => {
-                    if let Some(Some(a)) = self.aggregates.get_mut(q) {
-                        read_aggregate(a, query, field, m, self.k);
-                    }
+                (Slot::Aggregate(a), QueryKind::PerPacket { .. }) => {
+                    read_aggregate(a, query, field, m, self.k);
                 }
+                _ => {}
             }
         }
         path_read
@@ -409,49 +409,49 @@ impl FlowRecord {
 
     /// The path state of static query `q`.
     pub fn path(&self, q: usize) -> Option<&PathState> {
-        self.paths.get(q)?.as_ref()
+        match self.slots.get(q)? {
+            Slot::Path(p) => Some(p),
+            _ => None,
+        }
     }
 
     /// The sketches of dynamic query `q`.
     pub fn sketches(&self, q: usize) -> Option<&HopSketches> {
-        self.sketches.get(q)?.as_ref()
+        match self.slots.get(q)? {
+            Slot::Sketches(s) => Some(s),
+            _ => None,
+        }
     }
 
     /// The running statistics of per-packet query `q`.
     pub fn aggregate(&self, q: usize) -> Option<&Aggregate> {
-        self.aggregates.get(q)?.as_ref()
+        match self.slots.get(q)? {
+            Slot::Aggregate(a) => Some(a),
+            _ => None,
+        }
     }
 
     /// Whether some path query's digests contradict each other (the route changed): the
     /// record should start over.
     pub fn conflict(&self) -> bool {
-        self.paths.iter().flatten().any(PathState::conflict)
+        self.slots
+            .iter()
+            .any(|s| matches!(s, Slot::Path(p) if p.conflict()))
     }
 
     /// Bytes the record takes, itself and its heap (sketches counted at four bytes per
     /// retained item plus their fixed part).
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<FlowRecord>()
-            + self.paths.capacity() * std::mem::size_of::<Option<PathState>>()
+            + self.slots.capacity() * std::mem::size_of::<Slot>()
             + self
-                .paths
+                .slots
                 .iter()
-                .flatten()
-                .map(PathState::heap_bytes)
-                .sum::<usize>()
-            + self.sketches.capacity() * std::mem::size_of::<Option<HopSketches>>()
-            + self
-                .sketches
-                .iter()
-                .flatten()
-                .map(HopSketches::memory_bytes)
-                .sum::<usize>()
-            + self.aggregates.capacity() * std::mem::size_of::<Option<Aggregate>>()
-            + self
-                .aggregates
-                .iter()
-                .flatten()
-                .map(|a| a.histogram.capacity() * 8)
+                .map(|s| match s {
+                    Slot::Path(p) => p.heap_bytes(),
+                    Slot::Sketches(s) => s.memory_bytes(),
+                    Slot::Aggregate(a) => a.histogram.capacity() * 8,
+                })
                 .sum::<usize>()
     }
 }
@@ -553,7 +553,18 @@ mod tests {
                 assert_eq!(&samples[before..], &expected[..], "pid {pid}");
                 if rec.conflict() {
                     // Random digests soon contradict every path; start the path over.
-                    rec.paths = FlowRecord::new(&plan, k).paths;
+                    rec = FlowRecord {
+                        slots: rec
+                            .slots
+                            .into_iter()
+                            .zip(FlowRecord::new(&plan, k).slots)
+                            .map(|(old, new)| match new {
+                                Slot::Path(_) => new,
+                                _ => old,
+                            })
+                            .collect(),
+                        ..rec
+                    };
                 }
             }
             for (q, hops) in per_hop.iter().enumerate() {

@@ -66,6 +66,18 @@ pub static SAMPLE_THRESHOLDS: [u32; 256] = {
     t
 };
 
+/// The hop whose sample survives on a `k`-hop path, for the packet with packet word `m` and
+/// a query whose sampling slice is `s`: the largest `i <= k` whose slice is below its
+/// threshold (hop 1 always samples).
+#[inline(always)]
+pub fn sample_writer(m: u64, k: usize, s: Slice) -> usize {
+    let mut i = k.min(255);
+    while i >= 2 && hop_slice(m, i, s) >= SAMPLE_THRESHOLDS[i] {
+        i -= 1;
+    }
+    i.max(1)
+}
+
 /// The packet word `M` of packet ID `pid`.
 #[inline(always)]
 pub const fn packet_word(pid: u32) -> u64 {

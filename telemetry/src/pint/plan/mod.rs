@@ -523,12 +523,7 @@ impl CompiledQuery {
         let QueryKind::DynamicPerFlow { sample, .. } = &self.kind else {
             return None;
         };
-        Some(
-            (2..=k.min(255))
-                .rev()
-                .find(|&i| tape::hop_slice(m, i, *sample) < SAMPLE_THRESHOLDS[i])
-                .unwrap_or(1),
-        )
+        Some(tape::sample_writer(m, k, *sample))
     }
 
     /// Reads this query's field of a packet that crossed `k` hops.
