@@ -8,8 +8,8 @@ use datasketches::kll::KllSketch;
 use crate::pint::compress::LogCompressor;
 use crate::pint::path_decoder::{PathContext, PathState, PathView, Space};
 use crate::pint::plan::{CompiledQuery, Plan, QueryKind, Reading};
-use crate::pint::tape;
-use crate::wire::shim::{get_bits, mask};
+use crate::pint::tape::{self, Slice};
+use crate::wire::shim::get_bits;
 
 /// Once a flow's path is decoded, one digest in this many is still fed to its decoder.
 pub const PATH_CHECK_EVERY: u64 = 8;
@@ -228,8 +228,9 @@ pub struct FlowRecord {
 enum Slot {
     /// A static per-flow query's path decoder.
     Path(PathState),
-    /// A dynamic per-flow query's sketches.
-    Sketches(HopSketches),
+    /// A dynamic per-flow query's sketches, and the query's sampling slice (which hop's
+    /// sample a packet carries).
+    Sketches(HopSketches, Slice),
     /// A per-packet query's running statistics.
     Aggregate(Aggregate),
 }
@@ -278,8 +279,12 @@ impl Slot {
             QueryKind::DynamicPerFlow {
                 compression,
                 space_budget,
+                sample,
                 ..
-            } => Slot::Sketches(HopSketches::new(k, compression.clone(), *space_budget)),
+            } => Slot::Sketches(
+                HopSketches::new(k, compression.clone(), *space_budget),
+                *sample,
+            ),
             QueryKind::PerPacket { .. } => Slot::Aggregate(Aggregate::default()),
         }
     }
@@ -369,23 +374,11 @@ impl FlowRecord {
         // sketches keep codes) and a path's fields go to its decoder as they are.
         let m = tape::packet_word(pid);
         let set = plan.select_word(m);
-        for (p, &shift) in set.placements.iter().zip(&set.shifts) {
-            let q = usize::from(p.query);
-            let (Some(query), Some(slot)) = (plan.queries.get(q), self.slots.get_mut(q)) else {
-                continue;
-            };
-            let field = (digest >> shift) & mask(query.width);
-            match (slot, &query.kind) {
-                // Once a path is decoded, one digest in eight still checks it (a route
-                // change shows as a conflict within a few packets); the others would only
-                // confirm it.
-                (Slot::Path(d), QueryKind::StaticPerFlow { coding })
-                    if !d.is_decoded() || self.packets.is_multiple_of(PATH_CHECK_EVERY) =>
-                {
-                    read_path(d, PathContext { coding, space }, query.width, pid, field);
-                    path_read = true;
-                }
-                (Slot::Sketches(s), QueryKind::DynamicPerFlow { sample, .. }) => {
+        for f in &set.fields {
+            let q = usize::from(f.query);
+            let field = (digest >> f.shift) & f.mask;
+            match self.slots.get_mut(q) {
+                Some(Slot::Sketches(s, sample)) => {
                     let hop = tape::sample_writer(m, self.k, *sample);
                     let code = field as u32;
                     s.add(hop, code);
@@ -393,8 +386,23 @@ impl FlowRecord {
                         out.push((q, hop, code));
                     }
                 }
-                (Slot::Aggregate(a), QueryKind::PerPacket { .. }) => {
-                    read_aggregate(a, query, field, m, self.k);
+                // Once a path is decoded, one digest in eight still checks it (a route
+                // change shows as a conflict within a few packets); the others would only
+                // confirm it.
+                Some(Slot::Path(d))
+                    if !d.is_decoded() || self.packets.is_multiple_of(PATH_CHECK_EVERY) =>
+                {
+                    if let Some(query) = plan.queries.get(q)
+                        && let QueryKind::StaticPerFlow { coding } = &query.kind
+                    {
+                        read_path(d, PathContext { coding, space }, query.width, pid, field);
+                        path_read = true;
+                    }
+                }
+                Some(Slot::Aggregate(a)) => {
+                    if let Some(query) = plan.queries.get(q) {
+                        read_aggregate(a, query, field, m, self.k);
+                    }
                 }
                 _ => {}
             }
@@ -418,7 +426,7 @@ impl FlowRecord {
     /// The sketches of dynamic query `q`.
     pub fn sketches(&self, q: usize) -> Option<&HopSketches> {
         match self.slots.get(q)? {
-            Slot::Sketches(s) => Some(s),
+            Slot::Sketches(s, _) => Some(s),
             _ => None,
         }
     }
@@ -449,7 +457,7 @@ impl FlowRecord {
                 .iter()
                 .map(|s| match s {
                     Slot::Path(p) => p.heap_bytes(),
-                    Slot::Sketches(s) => s.memory_bytes(),
+                    Slot::Sketches(s, _) => s.memory_bytes(),
                     Slot::Aggregate(a) => a.histogram.capacity() * 8,
                 })
                 .sum::<usize>()

@@ -277,16 +277,37 @@ fn read_digests(
         // Most digests read in one go from a fixed window; anything unusual (the batch's
         // last bytes, a long varint, a bad index) is read field by field, which says what
         // is wrong.
-        let (f, mut d, delta) = match read_short(r.rest(), lists) {
-            Some((read, used)) => {
+        let fields = match read_short(r.rest(), lists) {
+            Some((fields, used)) => {
                 r.skip(used)?;
-                read
+                fields
             }
             None => read_checked(r, lists)?,
         };
+        // Both reads checked the indices.
+        let Fields {
+            flow: f,
+            plan,
+            pid,
+            digest,
+            delta,
+        } = fields;
+        let (Some(&(key, ingress_port, egress_port, hops)), Some(&(plan_version, _))) =
+            (lists.flows.get(f), lists.plans.get(plan))
+        else {
+            return Err(ProtocolError::BadField("flow or plan index"));
+        };
         time = time.wrapping_add(unzigzag(delta) as u64);
-        d.time_ns = time;
-        out.push(d);
+        out.push(WireDigest {
+            key,
+            ingress_port,
+            egress_port,
+            pid,
+            hops,
+            plan_version,
+            digest,
+            time_ns: time,
+        });
         if let Some((flow_of, count)) = track.as_mut() {
             // f < the flow entries, at most 65535.
             flow_of.push(f as u16);
@@ -296,24 +317,15 @@ fn read_digests(
     Ok(())
 }
 
-/// One digest as read: its flow entry, the digest (time not set yet), its time delta.
-type Read = (usize, WireDigest, u64);
-
-/// The digest built from its flow entry and plan.
-#[inline(always)]
-fn digest_of(lists: &Lists<'_>, f: usize, p: usize, pid: u32, digest: u64) -> Option<WireDigest> {
-    let &(key, ingress_port, egress_port, hops) = lists.flows.get(f)?;
-    let &(plan_version, _) = lists.plans.get(p)?;
-    Some(WireDigest {
-        key,
-        ingress_port,
-        egress_port,
-        pid,
-        hops,
-        plan_version,
-        digest,
-        time_ns: 0,
-    })
+/// One digest's fields as read, its flow entry and plan index checked.
+#[derive(Debug, PartialEq, Eq)]
+struct Fields {
+    flow: usize,
+    plan: usize,
+    pid: u32,
+    digest: u64,
+    /// The zigzag time delta.
+    delta: u64,
 }
 
 /// Bytes the short way reads at once: a digest whose flow index takes at most three bytes
@@ -324,7 +336,7 @@ const SHORT_WINDOW: usize = 3 + 1 + 4 + 8 + 10;
 /// The next digest from a fixed window at the start of `b`, and the bytes it took; None
 /// when the window does not fit in `b` or the digest is not a usual one.
 #[inline(always)]
-fn read_short(b: &[u8], lists: &Lists<'_>) -> Option<(Read, usize)> {
+fn read_short(b: &[u8], lists: &Lists<'_>) -> Option<(Fields, usize)> {
     let w: &[u8; SHORT_WINDOW] = b.first_chunk()?;
     let (f, mut at) = short_varint::<3>(w, 0)?;
     let p = if lists.plans.len() > 1 {
@@ -346,8 +358,17 @@ fn read_short(b: &[u8], lists: &Lists<'_>) -> Option<(Read, usize)> {
     };
     at += len;
     let (delta, used) = short_varint::<10>(w, at)?;
-    let d = digest_of(lists, usize::try_from(f).ok()?, p, pid, digest)?;
-    Some(((f as usize, d, delta), used))
+    let flow = usize::try_from(f).ok().filter(|&f| f < lists.flows.len())?;
+    Some((
+        Fields {
+            flow,
+            plan: p,
+            pid,
+            digest,
+            delta,
+        },
+        used,
+    ))
 }
 
 /// A varint of at most `MAX` bytes at `at` in `w`: its value and where the next field
@@ -369,7 +390,7 @@ fn short_varint<const MAX: usize>(w: &[u8], at: usize) -> Option<(u64, usize)> {
 }
 
 /// The next digest, every field checked as it is read.
-fn read_checked(r: &mut Reader<'_>, lists: &Lists<'_>) -> Result<Read, ProtocolError> {
+fn read_checked(r: &mut Reader<'_>, lists: &Lists<'_>) -> Result<Fields, ProtocolError> {
     let f = usize::try_from(r.varint()?).unwrap_or(usize::MAX);
     if f >= lists.flows.len() {
         return Err(ProtocolError::BadField("flow index"));
@@ -389,8 +410,13 @@ fn read_checked(r: &mut Reader<'_>, lists: &Lists<'_>) -> Result<Read, ProtocolE
         digest = (digest << 8) | u64::from(b);
     }
     let delta = r.varint()?;
-    let d = digest_of(lists, f, p, pid, digest).expect("indices checked above");
-    Ok((f, d, delta))
+    Ok(Fields {
+        flow: f,
+        plan: p,
+        pid,
+        digest,
+        delta,
+    })
 }
 
 #[cfg(test)]
@@ -433,9 +459,9 @@ mod tests {
                     // Declined while the checked way reads it: only for a window that does
                     // not fit, a flow index longer than three bytes or a digest longer
                     // than eight.
-                    if let Ok((_, d, _)) = checked {
+                    if let Ok(fields) = checked {
                         let index_bytes = b.iter().position(|x| x & 0x80 == 0).map_or(b.len(), |i| i + 1);
-                        let len = plans.iter().find(|p| p.0 == d.plan_version).map_or(0, |p| p.1);
+                        let len = plans[fields.plan].1;
                         prop_assert!(b.len() < SHORT_WINDOW || index_bytes > 3 || len > 8);
                     }
                 }

@@ -11,7 +11,7 @@ use crate::pint::compress::LogCompressor;
 use crate::pint::plan::{Compression, HopInput, PerPacketOp, Plan, QueryKind, ValueKeys};
 use crate::pint::query::{QueryFile, ValueKind};
 use crate::pint::tape::{self, HopTape, SAMPLE_THRESHOLDS, Slice};
-use crate::wire::shim::{digest_bytes, mask};
+use crate::wire::shim::digest_bytes;
 
 mod fast;
 mod lanes;
@@ -452,16 +452,14 @@ impl Program {
                 .iter()
                 .map(|s| {
                     let ops = s
-                        .placements
+                        .fields
                         .iter()
-                        .zip(&s.shifts)
-                        .map(|(p, &shift)| {
-                            let qi = usize::from(p.query);
-                            let m = mask(plan.queries[qi].width);
+                        .map(|f| {
+                            let (qi, m) = (usize::from(f.query), f.mask);
                             Placed {
-                                shift: u32::from(shift),
+                                shift: u32::from(f.shift),
                                 mask: m,
-                                keep: !(m << shift),
+                                keep: !(m << f.shift),
                                 op: op_of(qi),
                             }
                         })

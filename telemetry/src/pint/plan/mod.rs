@@ -589,9 +589,20 @@ pub struct QuerySet {
     pub end: u64,
     /// The queries and their offsets.
     pub placements: Vec<Placement>,
-    /// Per placement, the right shift of its field in the right-aligned digest.
+    /// Per placement, where its field sits in the right-aligned digest.
     #[serde(skip)]
-    pub shifts: Vec<u8>,
+    pub fields: Vec<FieldAt>,
+}
+
+/// Where one query's field sits in a set's right-aligned digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldAt {
+    /// Index into [`Plan::queries`].
+    pub query: u16,
+    /// The field's right shift.
+    pub shift: u8,
+    /// Its bits, right-aligned.
+    pub mask: u64,
 }
 
 /// A compiled execution plan.
@@ -732,8 +743,13 @@ impl Plan {
             }
             cursor = pos;
         }
-        let shift_of = |p: &Placement| -> u8 {
-            (g - u32::from(p.offset) - queries[usize::from(p.query)].width) as u8
+        let field_of = |p: &Placement| -> FieldAt {
+            let width = queries[usize::from(p.query)].width;
+            FieldAt {
+                query: p.query,
+                shift: (g - u32::from(p.offset) - width) as u8,
+                mask: mask(width),
+            }
         };
         // Integer thresholds; merge neighbours with the same placements.
         let mut sets: Vec<QuerySet> = Vec::new();
@@ -754,11 +770,11 @@ impl Plan {
                     if sets.last().is_some_and(|l| l.end >= end) {
                         continue; // a sliver below one threshold step
                     }
-                    let shifts = placements.iter().map(shift_of).collect();
+                    let fields = placements.iter().map(field_of).collect();
                     sets.push(QuerySet {
                         end,
                         placements,
-                        shifts,
+                        fields,
                     })
                 }
             }
@@ -833,10 +849,10 @@ impl Plan {
         let tape = HopTape::new(m, input.hop, self.hop_words);
         let mut d = digest;
         let set = self.select_word(m);
-        for (p, &shift) in set.placements.iter().zip(&set.shifts) {
-            let qi = usize::from(p.query);
+        for f in &set.fields {
+            let (qi, shift) = (usize::from(f.query), u32::from(f.shift));
             let q = &self.queries[qi];
-            let field_mask = mask(q.width) << shift;
+            let field_mask = f.mask << shift;
             let field = (d & field_mask) >> shift;
             let new = q.encode_with(field, m, &tape, input, keys, qi);
             d = (d & !field_mask) | ((new << shift) & field_mask);
