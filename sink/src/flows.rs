@@ -241,6 +241,8 @@ pub struct FlowTable {
     summary_index: FxHashMap<(u32, u32, u16), u32>,
     plans: FxHashMap<u32, Arc<SinkPlan>>,
     samples: Vec<(usize, usize, u32)>,
+    /// The indices of a batch taken as it is.
+    identity: Vec<u32>,
     owners: Vec<(u32, u32)>,
     /// Counters.
     pub stats: ShardStats,
@@ -264,6 +266,7 @@ impl FlowTable {
             summary_index: FxHashMap::default(),
             plans: FxHashMap::default(),
             samples: Vec::new(),
+            identity: Vec::new(),
             owners: Vec::new(),
             stats: ShardStats::default(),
         }
@@ -299,35 +302,37 @@ impl FlowTable {
         self.owners.clear();
         // The plan of the digest before (a batch's digests mostly share one).
         let mut current: Option<Arc<SinkPlan>> = None;
-        let len = if by_flow.is_empty() {
-            digests.len()
+        let mut identity = std::mem::take(&mut self.identity);
+        let order: &[u32] = if by_flow.is_empty() {
+            identity.clear();
+            identity.extend(0..digests.len() as u32);
+            &identity
         } else {
-            by_flow.len()
+            by_flow
         };
-        let at = |i: usize| match by_flow.get(i) {
-            Some(&j) => &digests[j as usize],
-            None => &digests[i],
-        };
-        let mut start = 0;
-        while start < len {
-            let key = at(start).key;
-            let words = key.words();
-            let end = (start + 1..len)
-                .find(|&i| at(i).key.words() != words)
-                .unwrap_or(len);
-            let run = (start..end).map(at);
-            if self.add_run(cx, space, reporter, now, run, &mut current) {
+        let key_of = |j: u32| digests.get(j as usize).map(|d| d.key.words());
+        let mut rest = order;
+        while let Some(&first) = rest.first() {
+            let words = key_of(first);
+            let len = rest
+                .iter()
+                .position(|&j| key_of(j) != words)
+                .unwrap_or(rest.len());
+            let (run, tail) = rest.split_at(len);
+            rest = tail;
+            let run = run.iter().filter_map(|&j| digests.get(j as usize));
+            if let Some(key) = self.add_run(cx, space, reporter, now, run, &mut current) {
                 self.update_loss(cx, key);
             }
-            start = end;
         }
+        self.identity = identity;
         self.owners.sort_unstable();
         self.owners.dedup();
         cx.registry.learn_owners(&self.owners);
     }
 
-    /// Records a run of one flow's digests. Returns whether they decoded its path while it
-    /// has counters, which then go on the path's links.
+    /// Records a run of one flow's digests. Returns the flow when they decoded its path
+    /// while it has counters, which then go on the path's links.
     fn add_run<'d>(
         &mut self,
         cx: &ShardContext,
@@ -336,7 +341,7 @@ impl FlowTable {
         now: Instant,
         mut run: impl Iterator<Item = &'d WireDigest>,
         current: &mut Option<Arc<SinkPlan>>,
-    ) -> bool {
+    ) -> Option<FlowKey> {
         let mut known = |d: &WireDigest, current: &mut Option<Arc<SinkPlan>>| {
             known_plan(
                 &mut self.plans,
@@ -348,9 +353,7 @@ impl FlowTable {
             )
         };
         // The flow is looked up at the run's first digest of a plan the sink has.
-        let Some(first) = run.find(|d| known(d, current)) else {
-            return false;
-        };
+        let first = run.find(|d| known(d, current))?;
         let Some(flow) = flow_entry(
             &mut self.flows,
             self.capacity,
@@ -360,7 +363,7 @@ impl FlowTable {
         ) else {
             let refused = 1 + run.filter(|d| known(d, current)).count();
             self.stats.flows_refused += refused as u64;
-            return false;
+            return None;
         };
         flow.touched = now;
         let mut place_loss = false;
@@ -449,44 +452,24 @@ impl FlowTable {
                 && let Some(p) = &mut flow.pint
             {
                 for &(query, hop, code) in &samples {
-                    let QueryKind::DynamicPerFlow { compression, .. } =
-                        &p.plan.plan.queries[query].kind
-                    else {
-                        continue;
-                    };
                     let at = query * k + hop.wrapping_sub(1);
                     let slot = match p.summary_slots.get(at) {
                         Some(&slot) if slot != NO_SLOT => slot,
                         _ => {
-                            let Some(q) = p.plan.path_query else { continue };
-                            let Some(cx_path) = path_context(&p.plan.plan, space, q) else {
+                            let Some(slot) = summary_slot(
+                                p,
+                                space,
+                                (query, hop),
+                                &mut self.switch_samples,
+                                &mut self.summary_index,
+                            ) else {
                                 continue;
                             };
-                            let Some(state) = p.record.path(q) else {
-                                continue;
-                            };
-                            let Some(switch) = state.hop(cx_path, hop) else {
-                                continue;
-                            };
-                            let key = (switch, p.plan.version, query as u16);
-                            let next = self.switch_samples.len() as u32;
-                            let slot = *self.summary_index.entry(key).or_insert(next);
-                            if slot == next {
-                                self.switch_samples
-                                    .push((key, CodeSummary::new(compression.max_code())));
-                            }
-                            // Only decoded hops keep their switch: cache them.
-                            if state.is_decoded() && (1..=k).contains(&hop) {
-                                if p.summary_slots.is_empty() {
-                                    p.summary_slots = vec![NO_SLOT; p.plan.plan.queries.len() * k];
-                                }
-                                p.summary_slots[at] = slot;
-                            }
                             slot
                         }
                     };
                     if let Some((_, summary)) = self.switch_samples.get_mut(slot as usize) {
-                        summary.add(code, compression);
+                        summary.add(code);
                     }
                 }
             }
@@ -507,7 +490,7 @@ impl FlowTable {
             }
         }
         self.samples = samples;
-        place_loss
+        place_loss.then_some(first.key)
     }
 
     /// Applies one epoch's decoded counters: (flow, switch, packets, bytes). `epoch_ms` is
@@ -807,6 +790,39 @@ impl FlowTable {
             * (std::mem::size_of::<FlowKey>() + std::mem::size_of::<FlowState>() + 8)
             + self.flows.values().map(flow_heap_bytes).sum::<usize>()
     }
+}
+
+/// The switch summary that samples of (query, hop) of the flow go to, once the hop's
+/// switch is known (created if new); cached in the flow once the path is decoded.
+fn summary_slot(
+    p: &mut PintState,
+    space: Space<'_>,
+    (query, hop): (usize, usize),
+    switch_samples: &mut Vec<((u32, u32, u16), CodeSummary)>,
+    summary_index: &mut FxHashMap<(u32, u32, u16), u32>,
+) -> Option<u32> {
+    let k = p.record.k();
+    let QueryKind::DynamicPerFlow { compression, .. } = &p.plan.plan.queries.get(query)?.kind
+    else {
+        return None;
+    };
+    let q = p.plan.path_query?;
+    let state = p.record.path(q)?;
+    let switch = state.hop(path_context(&p.plan.plan, space, q)?, hop)?;
+    let key = (switch, p.plan.version, query as u16);
+    let next = switch_samples.len() as u32;
+    let slot = *summary_index.entry(key).or_insert(next);
+    if slot == next {
+        switch_samples.push((key, CodeSummary::new(compression)));
+    }
+    // Only decoded hops keep their switch: cache them.
+    if state.is_decoded() && (1..=k).contains(&hop) {
+        if p.summary_slots.is_empty() {
+            p.summary_slots = vec![NO_SLOT; p.plan.plan.queries.len() * k];
+        }
+        p.summary_slots[query * k + hop - 1] = slot;
+    }
+    Some(slot)
 }
 
 /// Whether the sink has plan `version`, made `current` if so; a digest of a plan it lacks

@@ -18,30 +18,35 @@ const SKETCH_K: u16 = 200;
 pub enum CodeSummary {
     /// Samples per code.
     Counts(Vec<u64>),
-    /// A sketch of the codes and the sum of the values.
-    Sketch(KllSketch<u32>, f64),
+    /// A sketch of the codes, the sum of the values, and the compressor that gives them.
+    Sketch(KllSketch<u32>, f64, LogCompressor),
 }
 
 impl CodeSummary {
-    /// An empty summary for codes up to `max_code`.
-    pub fn new(max_code: u32) -> CodeSummary {
+    /// An empty summary for the codes of `c`.
+    pub fn new(c: &LogCompressor) -> CodeSummary {
+        let max_code = c.max_code();
         if max_code < COUNTED_CODES {
             CodeSummary::Counts(vec![0; max_code as usize + 1])
         } else {
-            CodeSummary::Sketch(KllSketch::new(SKETCH_K).expect("K in range"), 0.0)
+            CodeSummary::Sketch(
+                KllSketch::new(SKETCH_K).expect("K in range"),
+                0.0,
+                c.clone(),
+            )
         }
     }
 
     /// Adds a sample.
     #[inline]
-    pub fn add(&mut self, code: u32, c: &LogCompressor) {
+    pub fn add(&mut self, code: u32) {
         match self {
             CodeSummary::Counts(v) => {
                 if let Some(n) = v.get_mut(code as usize) {
                     *n += 1;
                 }
             }
-            CodeSummary::Sketch(s, sum) => {
+            CodeSummary::Sketch(s, sum, c) => {
                 s.update(code);
                 *sum += c.decompress(code);
             }
@@ -56,7 +61,7 @@ impl CodeSummary {
                     *x += y;
                 }
             }
-            (CodeSummary::Sketch(a, sa), CodeSummary::Sketch(b, sb)) => {
+            (CodeSummary::Sketch(a, sa, _), CodeSummary::Sketch(b, sb, _)) => {
                 let _ = a.merge(b);
                 *sa += sb;
             }
@@ -68,7 +73,7 @@ impl CodeSummary {
     pub fn count(&self) -> u64 {
         match self {
             CodeSummary::Counts(v) => v.iter().sum(),
-            CodeSummary::Sketch(s, _) => s.n(),
+            CodeSummary::Sketch(s, ..) => s.n(),
         }
     }
 
@@ -81,7 +86,7 @@ impl CodeSummary {
                 .filter(|(_, n)| **n > 0)
                 .map(|(code, n)| c.decompress(code as u32) * *n as f64)
                 .sum(),
-            CodeSummary::Sketch(_, sum) => *sum,
+            CodeSummary::Sketch(_, sum, _) => *sum,
         }
     }
 
@@ -101,7 +106,7 @@ impl CodeSummary {
                     seen >= want
                 })? as u32
             }
-            CodeSummary::Sketch(s, _) => s
+            CodeSummary::Sketch(s, ..) => s
                 .quantile(q.clamp(0.0, 1.0), SearchCriteria::Inclusive)
                 .ok()??,
         };
@@ -118,16 +123,16 @@ mod tests {
         let narrow = LogCompressor::with_epsilon(0.025, 8);
         let wide = LogCompressor::with_epsilon(0.001, 14);
         for c in [&narrow, &wide] {
-            let mut s = CodeSummary::new(c.max_code());
-            let mut t = CodeSummary::new(c.max_code());
+            let mut s = CodeSummary::new(c);
+            let mut t = CodeSummary::new(c);
             let mut codes = Vec::new();
             for i in 0..10_000u32 {
                 let code = c.compress(u64::from(1000 + i % 1000), (i * 7919) & 0xffff);
                 codes.push(code);
                 if i % 2 == 0 {
-                    s.add(code, c);
+                    s.add(code);
                 } else {
-                    t.add(code, c);
+                    t.add(code);
                 }
             }
             s.merge(&t);
@@ -139,6 +144,6 @@ mod tests {
             let sum: f64 = codes.iter().map(|&x| c.decompress(x)).sum();
             assert!((s.sum(c) - sum).abs() / sum < 1e-9);
         }
-        assert_eq!(CodeSummary::new(255).quantile(0.5, &narrow), None);
+        assert_eq!(CodeSummary::new(&narrow).quantile(0.5, &narrow), None);
     }
 }
