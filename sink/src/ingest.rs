@@ -286,7 +286,20 @@ fn route_digests(
         send(ing, e, 0, switch, (digests, by_flow));
         return None;
     }
-    let mut split = |d: &WireDigest| batches[shard_of(&d.key, n)].push(*d);
+    // Grouped by flow, a run of digests goes to one thread: hash the flow once per run.
+    let mut last: Option<([u64; 2], usize)> = None;
+    let mut split = |d: &WireDigest| {
+        let words = d.key.words();
+        let shard = match last {
+            Some((w, shard)) if w == words => shard,
+            _ => {
+                let shard = shard_of(&d.key, n);
+                last = Some((words, shard));
+                shard
+            }
+        };
+        batches[shard].push(*d);
+    };
     if by_flow.is_empty() {
         digests.iter().for_each(&mut split);
     } else {
