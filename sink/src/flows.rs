@@ -368,18 +368,21 @@ impl FlowTable {
         flow.touched = now;
         let mut place_loss = false;
         let mut samples = std::mem::take(&mut self.samples);
-        for (i, d) in std::iter::once(first).chain(run).enumerate() {
+        let mut last_ns = 0;
+        // `first` has the current plan; a later digest whose plan is not the current one is
+        // looked up.
+        for d in std::iter::once(first).chain(run) {
             let same_plan = current
                 .as_ref()
                 .is_some_and(|p| p.version == d.plan_version);
-            if i > 0 && !same_plan && !known(d, current) {
+            if !same_plan && !known(d, current) {
                 continue;
             }
             let plan = current.as_ref().expect("a known plan");
             let k = usize::from(d.hops);
             samples.clear();
             flow.digests += 1;
-            flow.last_ms = flow.last_ms.max(d.time_ns / 1_000_000);
+            last_ns = last_ns.max(d.time_ns);
             let fresh = match &flow.pint {
                 Some(p) => p.plan.version != plan.version || p.record.k() != k,
                 None => true,
@@ -490,6 +493,7 @@ impl FlowTable {
             }
         }
         self.samples = samples;
+        flow.last_ms = flow.last_ms.max(last_ns / 1_000_000);
         place_loss.then_some(first.key)
     }
 
