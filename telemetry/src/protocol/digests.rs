@@ -226,17 +226,7 @@ impl DigestBatch {
                     &mut digests,
                     Some((&mut g.flow_of, &mut g.next)),
                 )?;
-                // Counts to start positions, then each digest's index to its flow's next place.
-                let mut at = 0u32;
-                for c in g.next.iter_mut() {
-                    at += std::mem::replace(c, at);
-                }
-                by_flow.resize(digests.len(), 0);
-                for (i, &f) in g.flow_of.iter().enumerate() {
-                    let slot = &mut g.next[usize::from(f)];
-                    by_flow[*slot as usize] = i as u32;
-                    *slot += 1;
-                }
+                g.list(&mut by_flow);
             }
         }
         if r.remaining() != 0 {
@@ -247,6 +237,25 @@ impl DigestBatch {
             digests,
             by_flow,
         })
+    }
+}
+
+impl Grouping {
+    /// The digests' indices flow by flow into `by_flow`, from each digest's flow entry and
+    /// the digests per entry: counts to start positions, then each index to its flow's next
+    /// place.
+    fn list(&mut self, by_flow: &mut Vec<u32>) {
+        let mut at = 0u32;
+        for c in self.next.iter_mut() {
+            at += std::mem::replace(c, at);
+        }
+        by_flow.clear();
+        by_flow.resize(self.flow_of.len(), 0);
+        for (i, &f) in self.flow_of.iter().enumerate() {
+            let slot = &mut self.next[usize::from(f)];
+            by_flow[*slot as usize] = i as u32;
+            *slot += 1;
+        }
     }
 }
 
