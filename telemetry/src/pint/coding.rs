@@ -293,7 +293,12 @@ impl PathCoding {
     /// once (a decoder tries every candidate of a hop against one digest).
     #[inline]
     pub fn value_hasher(&self, instance: u32, pid: u32) -> impl Fn(u32) -> u64 + Copy + '_ {
-        let m = tape::packet_word(pid);
+        self.value_hasher_word(instance, tape::packet_word(pid))
+    }
+
+    /// [`PathCoding::value_hasher`] of the packet with packet word `m`.
+    #[inline]
+    pub fn value_hasher_word(&self, instance: u32, m: u64) -> impl Fn(u32) -> u64 + Copy + '_ {
         move |value| {
             if self.raw_values {
                 u64::from(value)
@@ -306,16 +311,21 @@ impl PathCoding {
     /// The hop whose value survives on the baseline layer of a `k`-hop path: the largest
     /// `i <= k` that samples (hop 1 always does).
     pub fn writer(&self, instance: u32, pid: u32, k: usize) -> usize {
-        tape::sample_writer(
-            tape::packet_word(pid),
-            k,
-            self.hop_slices[instance as usize],
-        )
+        self.writer_word(instance, tape::packet_word(pid), k)
+    }
+
+    /// [`PathCoding::writer`] of the packet with packet word `m`.
+    pub fn writer_word(&self, instance: u32, m: u64, k: usize) -> usize {
+        tape::sample_writer(m, k, self.hop_slices[instance as usize])
     }
 
     /// The hops of a `k`-hop path that take part in XOR layer `layer`.
     pub fn xor_hops(&self, instance: u32, layer: u8, pid: u32, k: usize) -> HopSet {
-        let m = tape::packet_word(pid);
+        self.xor_hops_word(instance, layer, tape::packet_word(pid), k)
+    }
+
+    /// [`PathCoding::xor_hops`] of the packet with packet word `m`.
+    pub fn xor_hops_word(&self, instance: u32, layer: u8, m: u64, k: usize) -> HopSet {
         let s = self.hop_slices[instance as usize];
         let t = self.xor[usize::from(layer)];
         let mut set = HopSet::default();

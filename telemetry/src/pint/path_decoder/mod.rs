@@ -12,6 +12,7 @@
 //! enumerate.
 
 use crate::pint::coding::{HopSet, Layer, PathCoding};
+use crate::pint::tape;
 use crate::topology::Topology;
 
 /// Where candidates come from.
@@ -306,6 +307,8 @@ impl PathState {
             _ => None,
         };
         let mut agree = true;
+        // The packet word, taken once for every instance's decisions and hashes.
+        let m = tape::packet_word(pid);
         for (n, d) in fields
             .into_iter()
             .enumerate()
@@ -313,12 +316,12 @@ impl PathState {
         {
             let n = n as u32;
             // A hop without one (not reached) gives a value no field can hold.
-            let h = cx.coding.value_hasher(n, pid);
+            let h = cx.coding.value_hasher_word(n, m);
             let hash = |i: usize| value(i).map_or(u64::MAX, h);
-            let expected = match cx.coding.layer(n, pid) {
-                Layer::Baseline => hash(cx.coding.writer(n, pid, self.k)),
+            let expected = match cx.coding.layer_of_word(n, m) {
+                Layer::Baseline => hash(cx.coding.writer_word(n, m, self.k)),
                 Layer::Xor(l) => {
-                    let hops = cx.coding.xor_hops(n, l, pid, self.k);
+                    let hops = cx.coding.xor_hops_word(n, l, m, self.k);
                     // As in `feed`: a layer no hop took part in says nothing.
                     if hops.is_empty() {
                         continue;
