@@ -303,6 +303,8 @@ fn own_cpu() -> f64 {
 
 /// Frame decoding and recording of `rounds` replays on this thread (the switches' frames
 /// interleaved as they would arrive), as the sink's connection and decode threads do them.
+/// Out of line so that a profiler can count it alone
+/// (`valgrind --tool=callgrind --toggle-collect=bench::sink_bench::one_core`).
 #[inline(never)]
 fn one_core(rec: &Recording, rounds: u32, by_flow: bool) -> anyhow::Result<OneCoreRow> {
     let registry = Arc::new(Registry::default());
