@@ -88,7 +88,9 @@ fn one(
     for _ in 0..opts.runs {
         let mut truth: Vec<Vec<f64>> = vec![Vec::with_capacity(z as usize); k];
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); k];
-        let mut sk = HopSketches::new(k, c.clone(), opts.sketch_items * 4 * k as u32);
+        // `sketch_items` per hop, at the bytes one of this compression's codes takes.
+        let item_bytes = HopSketches::new(1, c.clone(), 0).item_bytes();
+        let mut sk = HopSketches::new(k, c.clone(), opts.sketch_items * item_bytes * k as u32);
         for _ in 0..z {
             let pid = rng.next_u32();
             let lat: Vec<f64> = (1..=k).map(|h| latency(h, rng)).collect();

@@ -14,14 +14,85 @@ use crate::wire::shim::get_bits;
 /// Once a flow's path is decoded, one digest in this many is still fed to its decoder.
 pub const PATH_CHECK_EVERY: u64 = 8;
 
-/// Bytes one retained sample takes in a sketch (a u32 code).
-const BYTES_PER_ITEM: u32 = 4;
-
 /// Quantile sketches of one dynamic query's samples, one per hop of a flow.
 #[derive(Debug, Clone)]
 pub struct HopSketches {
     compression: LogCompressor,
-    sketches: Vec<KllSketch<u32>>,
+    sketches: Sketches,
+}
+
+/// One sketch per hop, whose items are codes as narrow as the compression's largest code
+/// allows (codes have at most [`crate::pint::compress::MAX_LOG_BITS`] bits): one byte a
+/// retained sample for codes of up to 8 bits, two beyond, so that a space budget holds
+/// that many more samples (and compactions, sorting narrower items, come less often).
+#[derive(Debug, Clone)]
+enum Sketches {
+    Byte(Vec<KllSketch<u8>>),
+    Half(Vec<KllSketch<u16>>),
+}
+
+/// A sketch item: a compression code of a known largest value.
+trait Code: Copy + Ord + Into<u32> {
+    /// Bytes one takes.
+    const BYTES: u32;
+    /// The item for a code no larger than the type holds (the compression's largest code,
+    /// which chose the type, bounds it).
+    fn of(code: u32) -> Self;
+}
+
+impl Code for u8 {
+    const BYTES: u32 = 1;
+    fn of(code: u32) -> u8 {
+        code as u8
+    }
+}
+
+impl Code for u16 {
+    const BYTES: u32 = 2;
+    fn of(code: u32) -> u16 {
+        code as u16
+    }
+}
+
+/// `$body` with `$v` bound to the hops' sketches and `$t` to their item type, whatever it is.
+macro_rules! each_width {
+    ($sketches:expr, $v:ident, $t:ident => $body:expr) => {
+        match $sketches {
+            Sketches::Byte($v) => {
+                type $t = u8;
+                $body
+            }
+            Sketches::Half($v) => {
+                type $t = u16;
+                $body
+            }
+        }
+    };
+}
+
+impl Sketches {
+    /// `hops` sketches of parameter `kll_k` for codes up to `max_code`.
+    fn new(hops: usize, kll_k: u16, max_code: u32) -> Sketches {
+        fn make<T: Code>(hops: usize, kll_k: u16) -> Vec<KllSketch<T>> {
+            (0..hops)
+                .map(|_| KllSketch::new(kll_k).expect("K within the library's range"))
+                .collect()
+        }
+        if item_bytes(max_code) == u8::BYTES {
+            Sketches::Byte(make(hops, kll_k))
+        } else {
+            Sketches::Half(make(hops, kll_k))
+        }
+    }
+}
+
+/// Bytes a retained code up to `max_code` takes in a sketch.
+fn item_bytes(max_code: u32) -> u32 {
+    if max_code <= u32::from(u8::MAX) {
+        u8::BYTES
+    } else {
+        u16::BYTES
+    }
 }
 
 /// Why an aggregation cannot be answered from sampled streams.
@@ -60,17 +131,18 @@ pub fn kll_items_bound(k: u16, n: u64) -> u64 {
     (0..=levels).map(cap).sum()
 }
 
-/// The largest KLL parameter whose sketch stays within `per_hop` bytes up to
-/// [`SIZED_FOR_SAMPLES`] samples (8, the smallest, when even it does not fit). Computed once
-/// per budget (a collector creates sketches for every new flow).
-fn kll_k_for(per_hop: u64) -> u16 {
+/// The largest KLL parameter whose sketch of `item_bytes`-byte items stays within `per_hop`
+/// bytes up to [`SIZED_FOR_SAMPLES`] samples (8, the smallest, when even it does not fit).
+/// Computed once per budget (a collector creates sketches for every new flow).
+fn kll_k_for(per_hop: u64, item_bytes: u32) -> u16 {
     thread_local! {
-        static KNOWN: std::cell::RefCell<Vec<(u64, u16)>> = const { std::cell::RefCell::new(Vec::new()) };
+        static KNOWN: std::cell::RefCell<Vec<((u64, u32), u16)>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    if let Some(k) = KNOWN.with(|c| c.borrow().iter().find(|e| e.0 == per_hop).map(|e| e.1)) {
+    let key = (per_hop, item_bytes);
+    if let Some(k) = KNOWN.with(|c| c.borrow().iter().find(|e| e.0 == key).map(|e| e.1)) {
         return k;
     }
-    let fits = |kk: u16| kll_items_bound(kk, SIZED_FOR_SAMPLES) * BYTES_PER_ITEM as u64 <= per_hop;
+    let fits = |kk: u16| kll_items_bound(kk, SIZED_FOR_SAMPLES) * u64::from(item_bytes) <= per_hop;
     let (mut lo, mut hi) = (KLL_MIN as u16, u16::MAX);
     if !fits(lo) {
         hi = lo;
@@ -86,7 +158,7 @@ fn kll_k_for(per_hop: u64) -> u16 {
     KNOWN.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() < 64 {
-            c.push((per_hop, lo));
+            c.push((key, lo));
         }
     });
     lo
@@ -97,97 +169,110 @@ impl HopSketches {
     /// `space_budget` bytes split evenly over the hops: the largest KLL parameter whose
     /// sketches stay within the budget up to [`SIZED_FOR_SAMPLES`] samples per hop (the
     /// smallest, 8, when even it does not fit: [`HopSketches::budget_bytes`] then says what
-    /// it needs).
+    /// it needs). A retained code takes one byte when the compression's codes fit in 8 bits,
+    /// two beyond.
     pub fn new(k: usize, compression: LogCompressor, space_budget: u32) -> HopSketches {
-        let kk = kll_k_for(u64::from(space_budget) / k.max(1) as u64);
+        let max_code = compression.max_code();
+        let kk = kll_k_for(
+            u64::from(space_budget) / k.max(1) as u64,
+            item_bytes(max_code),
+        );
         HopSketches {
+            sketches: Sketches::new(k, kk, max_code),
             compression,
-            sketches: (0..k)
-                .map(|_| KllSketch::new(kk).expect("K within the library's range"))
-                .collect(),
         }
-    }
-
-    /// The KLL parameter of the sketches.
-    pub fn kll_k(&self) -> u16 {
-        self.sketches.first().map_or(0, KllSketch::k)
-    }
-
-    /// Bytes of retained items the sketches may hold at most, all hops, up to
-    /// [`SIZED_FOR_SAMPLES`] samples per hop.
-    pub fn budget_bytes(&self) -> u64 {
-        self.sketches.len() as u64
-            * kll_items_bound(self.kll_k(), SIZED_FOR_SAMPLES)
-            * u64::from(BYTES_PER_ITEM)
-    }
-
-    /// Bytes the sketches take now (retained items and the sketches' fixed parts).
-    pub fn memory_bytes(&self) -> usize {
-        self.sketches.capacity() * std::mem::size_of::<KllSketch<u32>>()
-            + self.retained() * BYTES_PER_ITEM as usize
     }
 
     /// An unbounded recorder (large sketches), for comparisons.
     pub fn large(k: usize, compression: LogCompressor) -> HopSketches {
         HopSketches {
+            sketches: Sketches::new(k, u16::MAX, compression.max_code()),
             compression,
-            sketches: (0..k)
-                .map(|_| KllSketch::new(u16::MAX).expect("max K"))
-                .collect(),
         }
     }
 
-    /// Adds a sample written by hop `hop` (1-based).
+    /// The KLL parameter of the sketches.
+    pub fn kll_k(&self) -> u16 {
+        each_width!(&self.sketches, v, T => v.first().map_or(0, KllSketch::<T>::k))
+    }
+
+    /// Bytes one retained sample takes (one or two: see [`HopSketches::new`]).
+    pub fn item_bytes(&self) -> u32 {
+        each_width!(&self.sketches, _v, T => T::BYTES)
+    }
+
+    /// Hops the sketches are for.
+    fn hops(&self) -> usize {
+        each_width!(&self.sketches, v, _T => v.len())
+    }
+
+    /// Bytes of retained items the sketches may hold at most, all hops, up to
+    /// [`SIZED_FOR_SAMPLES`] samples per hop.
+    pub fn budget_bytes(&self) -> u64 {
+        self.hops() as u64
+            * kll_items_bound(self.kll_k(), SIZED_FOR_SAMPLES)
+            * u64::from(self.item_bytes())
+    }
+
+    /// Bytes the sketches take now (retained items and the sketches' fixed parts).
+    pub fn memory_bytes(&self) -> usize {
+        let fixed =
+            each_width!(&self.sketches, v, T => v.capacity() * std::mem::size_of::<KllSketch<T>>());
+        fixed + self.retained() * self.item_bytes() as usize
+    }
+
+    /// Adds a sample written by hop `hop` (1-based). A code beyond the compression's largest
+    /// is kept as the largest (it reads back as the same value).
     pub fn add(&mut self, hop: usize, code: u32) {
-        if let Some(s) = self.sketches.get_mut(hop.wrapping_sub(1)) {
-            s.update(code);
-        }
+        let code = code.min(self.compression.max_code());
+        each_width!(&mut self.sketches, v, T => {
+            if let Some(s) = v.get_mut(hop.wrapping_sub(1)) {
+                s.update(T::of(code));
+            }
+        })
     }
 
     /// Samples recorded for hop `hop`.
     pub fn samples(&self, hop: usize) -> u64 {
-        self.sketches
-            .get(hop.wrapping_sub(1))
-            .map_or(0, KllSketch::n)
+        each_width!(&self.sketches, v, T => v.get(hop.wrapping_sub(1)).map_or(0, KllSketch::<T>::n))
     }
 
     /// The sketches' normalized single-sided rank error at 99% confidence (the library's
     /// published fit for KLL): a quantile answered is the true quantile of a rank within this
     /// much of the one asked.
     pub fn rank_error(&self) -> f64 {
-        self.sketches
-            .first()
-            .map_or(0.0, KllSketch::normalized_rank_error)
+        each_width!(&self.sketches, v, T => v.first().map_or(0.0, KllSketch::<T>::normalized_rank_error))
     }
 
-    /// Items the sketches keep in all (memory is about four bytes each).
+    /// Items the sketches keep in all (each takes [`HopSketches::item_bytes`]).
     pub fn retained(&self) -> usize {
-        self.sketches.iter().map(KllSketch::num_retained).sum()
+        each_width!(&self.sketches, v, T => v.iter().map(KllSketch::<T>::num_retained).sum())
     }
 
     /// The `q`-quantile (0 to 1) of hop `hop`'s values, decompressed.
     pub fn quantile(&self, hop: usize, q: f64) -> Option<f64> {
-        let s = self.sketches.get(hop.wrapping_sub(1))?;
-        let code = s
-            .quantile(q.clamp(0.0, 1.0), SearchCriteria::Inclusive)
-            .ok()??;
+        let code: u32 = each_width!(&self.sketches, v, _T => {
+            v.get(hop.wrapping_sub(1))?
+                .quantile(q.clamp(0.0, 1.0), SearchCriteria::Inclusive)
+                .ok()??
+                .into()
+        });
         Some(self.compression.decompress(code))
     }
 
     /// Values of hop `hop` seen in at least `min_share` of its samples, with their shares,
     /// most frequent first.
     pub fn frequent(&self, hop: usize, min_share: f64) -> Vec<(f64, f64)> {
-        let Some(s) = self.sketches.get(hop.wrapping_sub(1)) else {
-            return Vec::new();
-        };
-        if s.is_empty() {
-            return Vec::new();
-        }
-        let (Some(&lo), Some(&hi)) = (s.min_item(), s.max_item()) else {
-            return Vec::new();
-        };
-        let splits: Vec<u32> = (lo + 1..=hi).collect();
-        let Ok(Some(pmf)) = s.pmf(&splits, SearchCriteria::Exclusive) else {
+        // The share of each code from the lowest to the highest seen.
+        let pmf: Option<(u32, Vec<f64>)> = each_width!(&self.sketches, v, T => {
+            v.get(hop.wrapping_sub(1)).filter(|s| !s.is_empty()).and_then(|s| {
+                let (lo, hi): (u32, u32) = ((*s.min_item()?).into(), (*s.max_item()?).into());
+                let splits: Vec<T> = (lo + 1..=hi).map(T::of).collect();
+                let pmf = s.pmf(&splits, SearchCriteria::Exclusive).ok()??;
+                Some((lo, pmf))
+            })
+        });
+        let Some((lo, pmf)) = pmf else {
             return Vec::new();
         };
         let mut out: Vec<(f64, f64)> = pmf
@@ -447,7 +532,7 @@ impl FlowRecord {
             .any(|s| matches!(s, Slot::Path(p) if p.conflict()))
     }
 
-    /// Bytes the record takes, itself and its heap (sketches counted at four bytes per
+    /// Bytes the record takes, itself and its heap (sketches counted at their item size per
     /// retained item plus their fixed part).
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<FlowRecord>()
@@ -611,13 +696,16 @@ mod tests {
 
     #[test]
     fn sketches_are_sized_to_their_budget() {
-        let c = LogCompressor::with_epsilon(0.022, 8);
-        for (hops, budget) in [
-            (1usize, 4096u32),
-            (3, 4096),
-            (5, 4096),
-            (4, 4000),
-            (2, 100_000),
+        let narrow = LogCompressor::with_epsilon(0.022, 8);
+        let wide = LogCompressor::with_epsilon(0.002, 12);
+        for (hops, budget, c) in [
+            (1usize, 4096u32, &narrow),
+            (3, 4096, &narrow),
+            (5, 4096, &narrow),
+            (4, 4000, &narrow),
+            (2, 100_000, &narrow),
+            (5, 4096, &wide),
+            (2, 100_000, &wide),
         ] {
             let s = HopSketches::new(hops, c.clone(), budget);
             assert!(
@@ -629,22 +717,51 @@ mod tests {
             // And the largest K that does.
             let bigger = u64::from(s.kll_k()) + 1;
             assert!(
-                hops as u64 * kll_items_bound(bigger as u16, SIZED_FOR_SAMPLES) * 4
+                hops as u64
+                    * kll_items_bound(bigger as u16, SIZED_FOR_SAMPLES)
+                    * u64::from(s.item_bytes())
                     > u64::from(budget)
             );
         }
         // Too small for even the smallest sketches: K = 8, and the need is reported.
-        let tiny = HopSketches::new(4, c, 400);
+        let tiny = HopSketches::new(4, narrow, 400);
         assert_eq!(tiny.kll_k(), 8);
         assert!(tiny.budget_bytes() > 400);
+    }
+
+    #[test]
+    fn sketch_items_are_as_narrow_as_the_codes() {
+        let narrow = LogCompressor::with_epsilon(0.022, 8);
+        let wide = LogCompressor::with_epsilon(0.002, 12);
+        let (a, b) = (
+            HopSketches::new(5, narrow.clone(), 4096),
+            HopSketches::new(5, wide.clone(), 4096),
+        );
+        assert_eq!((a.item_bytes(), b.item_bytes()), (1, 2));
+        // The same budget buys the narrower items a larger K.
+        assert!(a.kll_k() > b.kll_k(), "{} vs {}", a.kll_k(), b.kll_k());
+        // Codes above 255 survive in two-byte items, and what they stand for comes back.
+        let mut s = HopSketches::new(1, wide.clone(), 100_000);
+        let big = wide.max_code() - 7;
+        for _ in 0..100 {
+            s.add(1, big);
+        }
+        assert_eq!(s.quantile(1, 0.5), Some(wide.decompress(big)));
+        // A code beyond the largest (a corrupt field) reads as the largest, in either width.
+        for c in [&narrow, &wide] {
+            let mut s = HopSketches::new(1, c.clone(), 4096);
+            s.add(1, c.max_code() + 1000);
+            assert_eq!(s.quantile(1, 1.0), Some(c.decompress(c.max_code())));
+            assert_eq!(s.samples(1), 1);
+        }
     }
 
     #[test]
     fn sketches_answer_quantiles_and_frequent_values_within_budget() {
         let c = LogCompressor::with_epsilon(0.022, 8);
         let mut small = HopSketches::new(4, c.clone(), 400);
-        // Accuracy is checked on sketches of up to 420 items per hop (K about 100).
-        let mut medium = HopSketches::new(4, c.clone(), 4 * 4 * 420);
+        // Accuracy is checked on sketches of up to 420 one-byte items per hop (K about 100).
+        let mut medium = HopSketches::new(4, c.clone(), 4 * 420);
         let mut exact = HopSketches::large(4, c.clone());
         for i in 0..50_000u32 {
             let hop = 1 + (i % 4) as usize;
