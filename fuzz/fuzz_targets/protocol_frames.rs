@@ -55,9 +55,25 @@ fuzz_target!(|data: &[u8]| {
             // A connection ends at its first bad frame.
             Err(_) => break,
             Ok(Frame::Digests(b)) if !b.by_flow.is_empty() => {
-                let mut seen = b.by_flow.clone();
-                seen.sort_unstable();
-                assert!(seen.iter().copied().eq(0..b.digests.len() as u32));
+                let n = b.digests.len() as u32;
+                if !b.by_flow.order.is_empty() {
+                    let mut seen = b.by_flow.order.clone();
+                    seen.sort_unstable();
+                    assert!(seen.iter().copied().eq(0..n));
+                }
+                // Runs cover every digest, none empty, each of one flow.
+                let ends = &b.by_flow.ends;
+                assert!(ends.windows(2).all(|w| w[0] < w[1]));
+                assert!(ends.first().is_some_and(|&e| e > 0) && ends.last() == Some(&n));
+                let at = |i: u32| match b.by_flow.order.get(i as usize) {
+                    Some(&j) => &b.digests[j as usize],
+                    None => &b.digests[i as usize],
+                };
+                let mut start = 0;
+                for &end in ends {
+                    assert!((start..end).all(|i| at(i).key == at(start).key));
+                    start = end;
+                }
             }
             Ok(_) => {}
         }

@@ -19,7 +19,7 @@ use telemetry::flowradar::FlowKey;
 use telemetry::pint::path_decoder::Space;
 use telemetry::pint::plan::QueryKind;
 use telemetry::pint::recording::{FlowRecord, path_context};
-use telemetry::protocol::WireDigest;
+use telemetry::protocol::{FlowRuns, WireDigest};
 use telemetry::topology::Topology;
 
 use crate::detect::online::Detector;
@@ -282,16 +282,15 @@ impl FlowTable {
         self.flows.is_empty()
     }
 
-    /// Records digests reported by switch `reporter`, taken in the order of `by_flow` (their
-    /// indices grouped by flow, [`telemetry::protocol::DigestOrder::ByFlow`]) or, when it is
-    /// empty, as they are. Any order is recorded alike; grouped by flow costs less: each run
-    /// of one flow's digests looks the flow up once.
+    /// Records digests reported by switch `reporter`, taken run by run as `by_flow` groups
+    /// them (or, where it does not, as they are). Any order is recorded alike; grouped by
+    /// flow costs less: each run of one flow's digests looks the flow up once.
     pub fn add_digests(
         &mut self,
         cx: &ShardContext,
         reporter: u32,
         digests: &[WireDigest],
-        by_flow: &[u32],
+        by_flow: &FlowRuns,
     ) {
         let ids = cx.registry.ids();
         let space = match &cx.topology {
@@ -303,28 +302,12 @@ impl FlowTable {
         // The plan of the digest before (a batch's digests mostly share one).
         let mut current: Option<Arc<SinkPlan>> = None;
         let mut identity = std::mem::take(&mut self.identity);
-        let order: &[u32] = if by_flow.is_empty() {
-            identity.clear();
-            identity.extend(0..digests.len() as u32);
-            &identity
-        } else {
-            by_flow
-        };
-        let key_of = |j: u32| digests.get(j as usize).map(|d| d.key.words());
-        let mut rest = order;
-        while let Some(&first) = rest.first() {
-            let words = key_of(first);
-            let len = rest
-                .iter()
-                .position(|&j| key_of(j) != words)
-                .unwrap_or(rest.len());
-            let (run, tail) = rest.split_at(len);
-            rest = tail;
+        by_flow.for_each_run(digests, &mut identity, |run| {
             let run = run.iter().filter_map(|&j| digests.get(j as usize));
             if let Some(key) = self.add_run(cx, space, reporter, now, run, &mut current) {
                 self.update_loss(cx, key);
             }
-        }
+        });
         self.identity = identity;
         self.owners.sort_unstable();
         self.owners.dedup();
@@ -991,7 +974,7 @@ mod tests {
         let mut t = FlowTable::new(1000);
         for burst in 0..50u32 {
             let ds: Vec<WireDigest> = (0..2000).map(|i| digest(v, burst * 2000 + i, i)).collect();
-            t.add_digests(&cx, 9, &ds, &[]);
+            t.add_digests(&cx, 9, &ds, &FlowRuns::default());
             assert!(t.len() <= 1000);
         }
         assert_eq!(t.len(), 1000);
@@ -1005,7 +988,7 @@ mod tests {
         // Flows already tracked keep being recorded while the table is full.
         let again: Vec<WireDigest> = (0..1000).map(|i| digest(v, i, i + 1)).collect();
         let before = t.stats.flows_refused;
-        t.add_digests(&cx, 9, &again, &[]);
+        t.add_digests(&cx, 9, &again, &FlowRuns::default());
         let tracked = (0..1000)
             .filter(|&i| t.get(&digest(v, i, 0).key).is_some_and(|f| f.digests == 2))
             .count();
@@ -1037,25 +1020,52 @@ mod tests {
                     .collect()
             })
             .collect();
-        let group = |ds: &[WireDigest]| -> Vec<u32> {
+        let group = |ds: &[WireDigest]| -> FlowRuns {
             let mut keys: Vec<FlowKey> = Vec::new();
             for d in ds {
                 if !keys.contains(&d.key) {
                     keys.push(d.key);
                 }
             }
-            keys.iter()
-                .flat_map(|k| (0..ds.len() as u32).filter(move |&i| ds[i as usize].key == *k))
-                .collect()
+            let mut runs = FlowRuns::default();
+            for k in &keys {
+                runs.order
+                    .extend((0..ds.len() as u32).filter(|&i| ds[i as usize].key == *k));
+                runs.ends.push(runs.order.len() as u32);
+            }
+            runs
         };
-        let (mut plain, mut grouped) = (FlowTable::new(25), FlowTable::new(25));
+        // Grouped three ways: by an order and its runs (as a connection decodes a batch),
+        // by an order alone (runs found by key), and the digests put in that order with
+        // only their runs (as a batch split between decode threads goes to each).
+        let mut plain = FlowTable::new(25);
+        let mut grouped = [FlowTable::new(25), FlowTable::new(25), FlowTable::new(25)];
         for ds in &batches {
-            plain.add_digests(&cx, 9, ds, &[]);
-            grouped.add_digests(&cx, 9, ds, &group(ds));
+            plain.add_digests(&cx, 9, ds, &FlowRuns::default());
+            let runs = group(ds);
+            grouped[0].add_digests(&cx, 9, ds, &runs);
+            let order_only = FlowRuns {
+                order: runs.order.clone(),
+                ends: Vec::new(),
+            };
+            grouped[1].add_digests(&cx, 9, ds, &order_only);
+            let in_order: Vec<WireDigest> = runs.order.iter().map(|&i| ds[i as usize]).collect();
+            let ends_only = FlowRuns {
+                order: Vec::new(),
+                ends: runs.ends.clone(),
+            };
+            grouped[2].add_digests(&cx, 9, &in_order, &ends_only);
         }
-        let stats = |t: &FlowTable| serde_json::to_string(&t.stats).unwrap();
-        assert_eq!(stats(&plain), stats(&grouped));
         assert!(plain.stats.flows_refused > 0 && plain.stats.unknown_plan > 0);
+        for grouped in &grouped {
+            same_recording(&plain, grouped);
+        }
+    }
+
+    /// Two tables that recorded the same digests (in whatever order) hold the same.
+    fn same_recording(plain: &FlowTable, grouped: &FlowTable) {
+        let stats = |t: &FlowTable| serde_json::to_string(&t.stats).unwrap();
+        assert_eq!(stats(plain), stats(grouped));
         assert_eq!(plain.len(), grouped.len());
         for f in plain.iter() {
             let g = grouped.get(&f.key).expect("the same flows");
@@ -1085,7 +1095,7 @@ mod tests {
             s.sort();
             s
         };
-        assert_eq!(summaries(&plain), summaries(&grouped));
+        assert_eq!(summaries(plain), summaries(grouped));
     }
 
     /// Idle flows are exported (their remaining counters) and forgotten, making room.
@@ -1094,7 +1104,7 @@ mod tests {
         let (cx, v) = context();
         let mut t = FlowTable::new(10);
         let ds: Vec<WireDigest> = (0..10).map(|f| digest(v, f, 0)).collect();
-        t.add_digests(&cx, 9, &ds, &[]);
+        t.add_digests(&cx, 9, &ds, &FlowRuns::default());
         let counts: Vec<(FlowKey, u32, u64, u64)> = ds.iter().map(|d| (d.key, 9, 5, 500)).collect();
         t.add_counts(&cx, 1, (1000, 10), &counts);
         let mut out = Vec::new();
@@ -1127,7 +1137,7 @@ mod tests {
             assert_eq!((r.start_ms, r.end_ms), (1000, 1010));
         }
         // Room again.
-        t.add_digests(&cx, 9, &[digest(v, 77, 0)], &[]);
+        t.add_digests(&cx, 9, &[digest(v, 77, 0)], &FlowRuns::default());
         assert_eq!(t.len(), 1);
     }
 }

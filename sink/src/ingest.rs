@@ -11,9 +11,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Sender, TrySendError};
 use telemetry::flowradar::filter::Block;
 use telemetry::flowradar::flowset::Cell;
-use telemetry::protocol::{
-    DigestOrder, Frame, Hello, ProtocolError, Session, WireDigest, WireProbe,
-};
+use telemetry::protocol::{DigestOrder, FlowRuns, Frame, Hello, ProtocolError, Session, WireProbe};
 
 use crate::epochs::FlowSetIn;
 use crate::registry::{Registry, SwitchEntry};
@@ -114,7 +112,8 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     let mut session = Session::new(DigestOrder::ByFlow);
     let mut entry: Option<Arc<SwitchEntry>> = None;
     let mut gaps = 0u64;
-    let mut batches: Vec<Vec<WireDigest>> = vec![Vec::new(); ing.shards.len()];
+    let mut batches: Vec<DigestBuffers> = vec![Default::default(); ing.shards.len()];
+    let mut scratch = Vec::new();
     let result: Result<(), Close> = loop {
         if ing.stop.load(Relaxed) {
             break Ok(());
@@ -172,7 +171,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     .digests
                     .fetch_add(b.digests.len() as u64, Relaxed);
                 if let Some((digests, by_flow)) =
-                    route_digests(&ing, e, (b.digests, b.by_flow), &mut batches)
+                    route_digests(&ing, e, (b.digests, b.by_flow), &mut batches, &mut scratch)
                 {
                     session.recycle(digests, by_flow);
                 }
@@ -278,7 +277,8 @@ fn route_digests(
     ing: &Ingest,
     e: &SwitchEntry,
     (digests, by_flow): DigestBuffers,
-    batches: &mut [Vec<WireDigest>],
+    batches: &mut [DigestBuffers],
+    scratch: &mut Vec<u32>,
 ) -> Option<DigestBuffers> {
     let n = ing.shards.len();
     let switch = e.info_id();
@@ -286,33 +286,24 @@ fn route_digests(
         send(ing, e, 0, switch, (digests, by_flow));
         return None;
     }
-    // Grouped by flow, a run of digests goes to one thread: hash the flow once per run.
-    let mut last: Option<([u64; 2], usize)> = None;
-    let mut split = |d: &WireDigest| {
-        let words = d.key.words();
-        let shard = match last {
-            Some((w, shard)) if w == words => shard,
-            _ => {
-                let shard = shard_of(&d.key, n);
-                last = Some((words, shard));
-                shard
-            }
+    // Grouped by flow, a run of digests goes to one thread: hash the flow once per run, and
+    // the thread's part keeps the run.
+    by_flow.for_each_run(&digests, scratch, |run| {
+        let Some(first) = run.first().and_then(|&j| digests.get(j as usize)) else {
+            return;
         };
-        batches[shard].push(*d);
-    };
-    if by_flow.is_empty() {
-        digests.iter().for_each(&mut split);
-    } else {
-        by_flow.iter().for_each(|&i| split(&digests[i as usize]));
-    }
+        let (part, runs) = &mut batches[shard_of(&first.key, n)];
+        part.extend(run.iter().filter_map(|&j| digests.get(j as usize)));
+        runs.ends.push(part.len() as u32);
+    });
     for (i, b) in batches.iter_mut().enumerate() {
-        if !b.is_empty() {
-            let (next, grouping) = ing.shards[i]
+        if !b.0.is_empty() {
+            let next = ing.shards[i]
                 .buffers
                 .take()
-                .unwrap_or_else(|| (Vec::with_capacity(b.capacity()), Vec::new()));
+                .unwrap_or_else(|| (Vec::with_capacity(b.0.capacity()), FlowRuns::default()));
             let part = std::mem::replace(b, next);
-            send(ing, e, i, switch, (part, grouping));
+            send(ing, e, i, switch, part);
         }
     }
     Some((digests, by_flow))

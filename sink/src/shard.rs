@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use telemetry::flowradar::FlowKey;
 use telemetry::hash::key_hash;
-use telemetry::protocol::WireDigest;
+use telemetry::protocol::{FlowRuns, WireDigest};
 
 use crate::flows::{FlowExport, FlowTable, ShardContext};
 
@@ -21,9 +21,9 @@ pub enum ShardMsg {
         switch: u32,
         /// The digests.
         digests: Vec<WireDigest>,
-        /// Their indices grouped by flow, or empty when they are grouped already (see
+        /// Their grouping by flow, if known (see
         /// [`telemetry::protocol::DigestOrder::ByFlow`]).
-        by_flow: Vec<u32>,
+        by_flow: FlowRuns,
     },
     /// One epoch's decoded counters of this thread's flows.
     Counts {
@@ -61,8 +61,8 @@ pub struct Buffers {
     rx: Receiver<DigestBuffers>,
 }
 
-/// A batch's digests and their indices grouped by flow.
-pub type DigestBuffers = (Vec<WireDigest>, Vec<u32>);
+/// A batch's digests and their grouping by flow.
+pub type DigestBuffers = (Vec<WireDigest>, FlowRuns);
 
 impl Buffers {
     /// A pool of at most `capacity` buffers.

@@ -56,9 +56,73 @@ pub struct DigestBatch {
     pub worker: u16,
     /// The digests, in the order recorded.
     pub digests: Vec<WireDigest>,
-    /// With [`DigestOrder::ByFlow`], the digests' indices grouped by flow; empty when they
-    /// are grouped already as recorded (one flow) or the session keeps the recorded order.
-    pub by_flow: Vec<u32>,
+    /// With [`DigestOrder::ByFlow`], the digests grouped by flow (one flow: in the order
+    /// recorded, one run); empty when the session keeps the recorded order.
+    pub by_flow: FlowRuns,
+}
+
+/// Digests grouped by flow: an order to take them in and where each flow's run ends in it.
+/// Every digest of a run has one flow entry of its batch (flow key, ports, path length).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowRuns {
+    /// The digests' indices, run by run; empty: the digests in the order they are.
+    pub order: Vec<u32>,
+    /// The end of each run (increasing, no run empty), as positions in `order` (or in the
+    /// digests, when `order` is empty); empty: the runs are not known.
+    pub ends: Vec<u32>,
+}
+
+impl FlowRuns {
+    /// Whether neither an order nor runs are given.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty() && self.ends.is_empty()
+    }
+
+    /// Empties both lists, keeping their memory.
+    pub fn clear(&mut self) {
+        self.order.clear();
+        self.ends.clear();
+    }
+
+    /// Calls `f` with each run of one flow's digests of `digests` (which these runs are
+    /// of), as indices into it, in order. Where the runs are not known, a run is the
+    /// digests in a row that share a flow key. `scratch` holds the indices when no order
+    /// is given.
+    pub fn for_each_run(
+        &self,
+        digests: &[WireDigest],
+        scratch: &mut Vec<u32>,
+        mut f: impl FnMut(&[u32]),
+    ) {
+        let order: &[u32] = if self.order.is_empty() {
+            scratch.clear();
+            scratch.extend(0..digests.len() as u32);
+            scratch
+        } else {
+            &self.order
+        };
+        let mut start = 0;
+        for &end in &self.ends {
+            let end = (end as usize).min(order.len());
+            if end > start {
+                f(&order[start..end]);
+                start = end;
+            }
+        }
+        // Runs by flow key, for digests no known run covers.
+        let key_of = |j: u32| digests.get(j as usize).map(|d| d.key.words());
+        let mut rest = &order[start..];
+        while let Some(&first) = rest.first() {
+            let words = key_of(first);
+            let len = rest
+                .iter()
+                .position(|&j| key_of(j) != words)
+                .unwrap_or(rest.len());
+            let (run, tail) = rest.split_at(len);
+            f(run);
+            rest = tail;
+        }
+    }
 }
 
 /// The order a session gives a batch's digests in.
@@ -158,7 +222,7 @@ impl DigestBatch {
         payload: &[u8],
         hello: &Hello,
         declared: &[(u32, u8)],
-        (mut digests, mut by_flow): (Vec<WireDigest>, Vec<u32>),
+        (mut digests, mut by_flow): (Vec<WireDigest>, FlowRuns),
         grouping: Option<&mut Grouping>,
     ) -> Result<DigestBatch, ProtocolError> {
         let mut r = Reader::new(payload);
@@ -213,9 +277,13 @@ impl DigestBatch {
             base,
         };
         by_flow.clear();
-        // Grouping needs each digest's flow entry; one flow is grouped already.
-        match grouping.filter(|_| nflows > 1) {
+        // Grouping needs each digest's flow entry; one flow is grouped already (one run).
+        match grouping {
             None => read_digests(&mut r, n, &lists, &mut digests, None)?,
+            Some(_) if nflows == 1 => {
+                read_digests(&mut r, n, &lists, &mut digests, None)?;
+                by_flow.ends.push(n);
+            }
             Some(g) => {
                 g.next.clear();
                 g.next.resize(nflows, 0);
@@ -242,18 +310,23 @@ impl DigestBatch {
 
 impl Grouping {
     /// The digests' indices flow by flow into `by_flow`, from each digest's flow entry and
-    /// the digests per entry: counts to start positions, then each index to its flow's next
-    /// place.
-    fn list(&mut self, by_flow: &mut Vec<u32>) {
+    /// the digests per entry: counts to start positions (and the runs' ends), then each
+    /// index to its flow's next place.
+    fn list(&mut self, by_flow: &mut FlowRuns) {
+        by_flow.clear();
         let mut at = 0u32;
         for c in self.next.iter_mut() {
-            at += std::mem::replace(c, at);
+            let n = std::mem::replace(c, at);
+            at += n;
+            if n > 0 {
+                by_flow.ends.push(at);
+            }
         }
-        by_flow.clear();
-        by_flow.resize(self.flow_of.len(), 0);
+        let order = &mut by_flow.order;
+        order.resize(self.flow_of.len(), 0);
         for (i, &f) in self.flow_of.iter().enumerate() {
             let slot = &mut self.next[usize::from(f)];
-            by_flow[*slot as usize] = i as u32;
+            order[*slot as usize] = i as u32;
             *slot += 1;
         }
     }

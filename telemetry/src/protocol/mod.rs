@@ -22,7 +22,9 @@ mod frames;
 mod probes;
 
 use digests::Grouping;
-pub use digests::{DigestBatch, DigestOrder, MAX_PLANS_PER_BATCH, WireDigest, encode_digests};
+pub use digests::{
+    DigestBatch, DigestOrder, FlowRuns, MAX_PLANS_PER_BATCH, WireDigest, encode_digests,
+};
 pub use frames::{FlowSetFrame, Hello, PlanText, PortInfo, Stats, encode_flowset};
 pub use probes::{ProbeBatch, WireProbe, encode_probes};
 
@@ -182,7 +184,7 @@ pub struct Session {
     /// Frames whose sequence numbers were skipped (the switch dropped them).
     pub gaps: u64,
     /// Buffers the next digest frame decodes into (see [`Session::recycle`]).
-    spare: (Vec<WireDigest>, Vec<u32>),
+    spare: (Vec<WireDigest>, FlowRuns),
     /// The order digests come out in.
     order: DigestOrder,
     /// Scratch for grouping digests by flow.
@@ -206,7 +208,7 @@ impl Session {
     /// Hands back a digest batch's buffers (its digests and their grouping) once its
     /// digests are used: the next digest frame decodes into them instead of new
     /// allocations. One pair is kept (the one with the larger digest buffer).
-    pub fn recycle(&mut self, mut digests: Vec<WireDigest>, mut by_flow: Vec<u32>) {
+    pub fn recycle(&mut self, mut digests: Vec<WireDigest>, mut by_flow: FlowRuns) {
         if digests.capacity() > self.spare.0.capacity() {
             digests.clear();
             by_flow.clear();

@@ -90,7 +90,7 @@ fn every_frame_round_trips() {
         Frame::Digests(DigestBatch {
             worker: 0,
             digests: batch.clone(),
-            by_flow: Vec::new(),
+            by_flow: FlowRuns::default(),
         })
     );
     // About ten bytes per digest on the wire, frame header and flow table included.
@@ -275,7 +275,8 @@ proptest! {
 
     /// Grouped by flow, a batch's digests are still the recorded ones, and `by_flow` lists
     /// each once: the flows in the order they first appear, each flow's digests in the
-    /// order recorded. Buffers recycled from a batch of another shape change nothing.
+    /// order recorded, with each flow's run ending where its last digest is. Buffers
+    /// recycled from a batch of another shape change nothing.
     #[test]
     fn digests_group_by_flow_in_first_appearance_order(
         flows in proptest::collection::vec(0u16..40, 1..300),
@@ -293,7 +294,13 @@ proptest! {
         let mut s = Session::new(DigestOrder::ByFlow);
         s.decode(&encode_frame(FrameType::Hello, 0, &hello().payload())).unwrap();
         let old = digests(before.max(1), 7, 0xabcd_0001);
-        s.recycle(old.clone(), (0..old.len() as u32).rev().collect());
+        s.recycle(
+            old.clone(),
+            FlowRuns {
+                order: (0..old.len() as u32).rev().collect(),
+                ends: vec![old.len() as u32, 1],
+            },
+        );
         let f = encode_frame(FrameType::Digests, 1, &encode_digests(0, &batch, |_| 2));
         let Ok(Frame::Digests(b)) = s.decode(&f) else {
             panic!("a digest frame");
@@ -312,11 +319,17 @@ proptest! {
             .iter()
             .flat_map(|e| (0..all.len() as u32).filter(move |&i| entry(&all[i as usize]) == *e))
             .collect();
-        if firsts.len() == 1 {
-            prop_assert!(b.by_flow.is_empty());
-        } else {
-            prop_assert_eq!(b.by_flow, want);
+        let mut ends = Vec::new();
+        for e in &firsts {
+            let n = batch.iter().filter(|d| entry(d) == *e).count() as u32;
+            ends.push(ends.last().copied().unwrap_or(0) + n);
         }
+        if firsts.len() == 1 {
+            prop_assert!(b.by_flow.order.is_empty());
+        } else {
+            prop_assert_eq!(&b.by_flow.order, &want);
+        }
+        prop_assert_eq!(&b.by_flow.ends, &ends);
     }
 }
 
