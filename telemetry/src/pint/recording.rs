@@ -223,6 +223,7 @@ impl HopSketches {
 
     /// Adds a sample written by hop `hop` (1-based). A code beyond the compression's largest
     /// is kept as the largest (it reads back as the same value).
+    #[inline]
     pub fn add(&mut self, hop: usize, code: u32) {
         let code = code.min(self.compression.max_code());
         each_width!(&mut self.sketches, v, T => {
@@ -434,6 +435,7 @@ impl FlowRecord {
     /// as (query, hop, code), for per-switch summaries once the hop's switch is known.
     /// Returns whether a path query's state read the digest: only then can a path have
     /// become decoded or conflicting (a decoded path is checked one digest in eight).
+    #[inline(always)]
     pub fn record_samples(
         &mut self,
         plan: &Plan,
@@ -445,6 +447,7 @@ impl FlowRecord {
         self.record_into(plan, space, pid, digest, Some(samples))
     }
 
+    #[inline(always)]
     fn record_into(
         &mut self,
         plan: &Plan,
