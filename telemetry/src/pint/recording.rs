@@ -136,7 +136,8 @@ pub fn kll_items_bound(k: u16, n: u64) -> u64 {
 /// Computed once per budget (a collector creates sketches for every new flow).
 fn kll_k_for(per_hop: u64, item_bytes: u32) -> u16 {
     thread_local! {
-        static KNOWN: std::cell::RefCell<Vec<((u64, u32), u16)>> = const { std::cell::RefCell::new(Vec::new()) };
+        static KNOWN: std::cell::RefCell<Vec<((u64, u32), u16)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
     }
     let key = (per_hop, item_bytes);
     if let Some(k) = KNOWN.with(|c| c.borrow().iter().find(|e| e.0 == key).map(|e| e.1)) {
@@ -216,8 +217,9 @@ impl HopSketches {
 
     /// Bytes the sketches take now (retained items and the sketches' fixed parts).
     pub fn memory_bytes(&self) -> usize {
-        let fixed =
-            each_width!(&self.sketches, v, T => v.capacity() * std::mem::size_of::<KllSketch<T>>());
+        let fixed = each_width!(&self.sketches, v, T => {
+            v.capacity() * std::mem::size_of::<KllSketch<T>>()
+        });
         fixed + self.retained() * self.item_bytes() as usize
     }
 
@@ -235,14 +237,18 @@ impl HopSketches {
 
     /// Samples recorded for hop `hop`.
     pub fn samples(&self, hop: usize) -> u64 {
-        each_width!(&self.sketches, v, T => v.get(hop.wrapping_sub(1)).map_or(0, KllSketch::<T>::n))
+        each_width!(&self.sketches, v, T => {
+            v.get(hop.wrapping_sub(1)).map_or(0, KllSketch::<T>::n)
+        })
     }
 
     /// The sketches' normalized single-sided rank error at 99% confidence (the library's
     /// published fit for KLL): a quantile answered is the true quantile of a rank within this
     /// much of the one asked.
     pub fn rank_error(&self) -> f64 {
-        each_width!(&self.sketches, v, T => v.first().map_or(0.0, KllSketch::<T>::normalized_rank_error))
+        each_width!(&self.sketches, v, T => {
+            v.first().map_or(0.0, KllSketch::<T>::normalized_rank_error)
+        })
     }
 
     /// Items the sketches keep in all (each takes [`HopSketches::item_bytes`]).
