@@ -56,19 +56,41 @@ impl PacketFields {
 /// first switch after a host that sends with TTL 64 is hop 1; the last hop's index is the
 /// path length. Returns None for TTL 0 (such a packet is never forwarded).
 #[inline(always)]
-pub fn hop_index(ttl: u8) -> Option<u8> {
+pub const fn hop_index(ttl: u8) -> Option<u8> {
     let initial: u16 = match ttl {
         0 => return None,
         1..=64 => 64,
         65..=128 => 128,
         _ => 255,
     };
-    Some((initial - u16::from(ttl) + 1) as u8)
+    Some((initial - ttl as u16 + 1) as u8)
 }
+
+/// [`hop_index`] of every TTL, 0 for TTL 0: one load per packet instead of the comparisons.
+pub const HOP_OF_TTL: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut ttl = 1;
+    while ttl < 256 {
+        t[ttl] = match hop_index(ttl as u8) {
+            Some(h) => h,
+            None => 0,
+        };
+        ttl += 1;
+    }
+    t
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_table_is_hop_index() {
+        for ttl in 0..=255u8 {
+            assert_eq!(HOP_OF_TTL[usize::from(ttl)], hop_index(ttl).unwrap_or(0));
+        }
+        assert_eq!(HOP_OF_TTL[63], 2);
+    }
 
     #[test]
     fn hop_index_from_ttl() {

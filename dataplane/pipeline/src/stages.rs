@@ -4,7 +4,7 @@
 //! marks compile to nothing.
 
 /// The stages, in pipeline order.
-pub const STAGES: [&str; 6] = ["parse", "hash", "route", "draw", "per-burst", "encode"];
+pub const STAGES: [&str; 6] = ["parse", "hash", "route", "per-burst", "draw", "encode"];
 
 #[cfg(feature = "stage-timing")]
 thread_local! {

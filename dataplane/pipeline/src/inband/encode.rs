@@ -30,15 +30,25 @@ impl State {
         time: &BurstTime,
         c: &mut LocalCounters,
     ) -> u64 {
-        let tx_bytes = match routed.uniform {
-            Some((Action::Transit, p, e)) => {
-                self.encode_uniform::<B, TRANSIT>(rx_port, pkts, s, (p, e), time, c)
+        let pe = |(_, p, e): (Action, u8, u8)| (p, e);
+        let tx_bytes = match (routed.uniform, s.whole) {
+            (Some(u @ (Action::Transit, ..)), true) => {
+                self.encode_uniform::<B, TRANSIT, true>(rx_port, pkts, s, pe(u), time, c)
             }
-            Some((Action::Insert, p, e)) => {
-                self.encode_uniform::<B, INSERT>(rx_port, pkts, s, (p, e), time, c)
+            (Some(u @ (Action::Insert, ..)), true) => {
+                self.encode_uniform::<B, INSERT, true>(rx_port, pkts, s, pe(u), time, c)
             }
-            Some((Action::Strip, p, e)) => {
-                self.encode_uniform::<B, STRIP>(rx_port, pkts, s, (p, e), time, c)
+            (Some(u @ (Action::Strip, ..)), true) => {
+                self.encode_uniform::<B, STRIP, true>(rx_port, pkts, s, pe(u), time, c)
+            }
+            (Some(u @ (Action::Transit, ..)), false) => {
+                self.encode_uniform::<B, TRANSIT, false>(rx_port, pkts, s, pe(u), time, c)
+            }
+            (Some(u @ (Action::Insert, ..)), false) => {
+                self.encode_uniform::<B, INSERT, false>(rx_port, pkts, s, pe(u), time, c)
+            }
+            (Some(u @ (Action::Strip, ..)), false) => {
+                self.encode_uniform::<B, STRIP, false>(rx_port, pkts, s, pe(u), time, c)
             }
             _ => self.encode_mixed(rx_port, pkts, s, time, c),
         };
@@ -49,9 +59,9 @@ impl State {
     }
 
     /// The encode stage for a burst whose forwarded packets all take action `A` with plan
-    /// `p` and leave by port `e`.
+    /// `p` and leave by port `e`; with `WHOLE`, their digests are already encoded.
     #[inline(always)]
-    fn encode_uniform<B: PacketBuf, const A: u8>(
+    fn encode_uniform<B: PacketBuf, const A: u8, const WHOLE: bool>(
         &mut self,
         rx_port: usize,
         pkts: &mut [B],
@@ -77,7 +87,7 @@ impl State {
                 continue;
             }
             let len = m.pkt_len() as u64;
-            let counted = self.step(
+            let counted = self.step::<B, WHOLE>(
                 action, &plan, m, meta, i, s, rx_port, prepared, ahead, time, c,
             );
             match counted {
@@ -126,7 +136,7 @@ impl State {
                 }
                 (action, Some(plan)) => {
                     let prepared = &s.prepared[p][e];
-                    let done = self.step(
+                    let done = self.step::<B, false>(
                         action, plan, m, meta, i, s, rx_port, prepared, ahead[e], time, c,
                     );
                     if let Some(ev) = done {
@@ -162,10 +172,11 @@ impl State {
 
     /// One packet's encode work for an action that encodes: its digest after this hop, the
     /// shim inserted, updated or stripped, the digest record gathered at an edge egress, the
-    /// flow counted. Returns the event to count (None for an action that does not encode).
+    /// flow counted. With `WHOLE` the lane's digest is already encoded (stage 5). Returns the
+    /// event to count (None for an action that does not encode).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn step<B: PacketBuf>(
+    fn step<B: PacketBuf, const WHOLE: bool>(
         &mut self,
         action: Action,
         plan: &SwitchPlan,
@@ -192,7 +203,11 @@ impl State {
             queue_bytes,
             utilization: time.util[e],
         };
-        let digest = plan.apply_lane(&s.lanes, i, s.hashes.m[i], prepared, queue_bytes, input);
+        let digest = if WHOLE {
+            s.lanes.digest[i]
+        } else {
+            plan.apply_lane(&s.lanes, i, s.hashes.m[i], prepared, queue_bytes, input)
+        };
         let eth_at = usize::from(meta.eth_at);
         let done = match action {
             Action::Insert => {
@@ -248,6 +263,12 @@ impl State {
             .count(s.hashes.f[i], w0, w1, u32::from(meta.ip_len));
         done
     }
+}
+
+/// Whether a burst whose packets all take `action` (with one plan and port) has an encode
+/// loop of its own (which can take digests encoded whole in the draw stage).
+pub(super) fn has_uniform_loop(action: Action) -> bool {
+    matches!(action, Action::Transit | Action::Insert | Action::Strip)
 }
 
 /// The uniform loops' actions, as const parameters.

@@ -9,13 +9,15 @@
 //!    at a time where the CPU allows;
 //! 3. route ([`route`]): route, rewrite TTL and MACs, decide the telemetry action, prefetch
 //!    the flow's FlowRadar entry;
-//! 4. draw ([`telemetry::pint::encoder::DrawLanes`]): every PINT decision of this hop (query
-//!    set, sampling, rounding coins) from the hashes, the path query encoded on the way,
-//!    eight packets at a time where the CPU allows;
-//! 5. per burst: the clock (hop latency = now - the burst's rx time), each used egress
+//! 4. per burst: the clock (hop latency = now - the burst's rx time), each used egress
 //!    port's utilisation, and the burst's values prepared for compression at each port;
-//! 6. encode ([`encode`]): the draws applied to the digests, shims inserted, updated or
-//!    stripped, digest records put on the ring at an edge egress, packets counted.
+//! 5. draw ([`telemetry::pint::encoder::DrawLanes`]): every PINT decision of this hop (query
+//!    set, sampling, rounding coins) from the hashes, the path query encoded on the way,
+//!    eight packets at a time where the CPU allows; a burst whose packets all leave by one
+//!    port with one plan gets its values encoded here too, eight at a time;
+//! 6. encode ([`encode`]): the draws applied to the digests (unless stage 5 did), shims
+//!    inserted, updated or stripped, digest records put on the ring at an edge egress,
+//!    packets counted.
 //!
 //! No locks, no allocation, no floating point; plans come from a [`PlanCell`] checked once
 //! per burst, counts from the worker's [`WorkerEpochs`].
@@ -25,7 +27,7 @@ use std::sync::atomic::Ordering;
 
 use telemetry::hash::burst::BurstHashes;
 use telemetry::pint::encoder::{BurstValues, DrawLanes, PreparedValues, SwitchPlan};
-use telemetry::wire::shim::{FORMAT, shim_len};
+use telemetry::wire::shim::{FLAG_INCOMPLETE, FORMAT, shim_len};
 
 use crate::burst::{BurstVerdicts, MAX_BURST};
 use crate::clock::{Clock, SharedClock};
@@ -169,6 +171,9 @@ struct Scratch {
     /// The burst's values prepared for compression, per plan (current, previous) and
     /// egress port.
     prepared: [[PreparedValues; MAX_PORTS]; 2],
+    /// Whether the draw stage encoded the burst's digests whole (the encode stage takes
+    /// them as they are).
+    whole: bool,
 }
 
 /// Everything but the per-burst scratch.
@@ -186,6 +191,9 @@ struct State {
     fast_shim: FastShim,
     /// Whether the fast parse is tried first (always, but in equivalence tests).
     try_fast_parse: bool,
+    /// Whether a uniform burst is encoded whole in the draw stage (always, but in
+    /// equivalence tests).
+    try_whole: bool,
     shared_clock: Arc<SharedClock>,
     clock: Clock,
     epochs: WorkerEpochs,
@@ -218,6 +226,7 @@ impl Inband {
             tags,
             fast_shim,
             try_fast_parse: true,
+            try_whole: true,
             switch_id: setup.switch_id,
             shim_ethertype: setup.shim_ethertype,
             edge_ports,
@@ -238,6 +247,7 @@ impl Inband {
                 hashes: BurstHashes::new(),
                 lanes: DrawLanes::default(),
                 prepared: [[PreparedValues::default(); MAX_PORTS]; 2],
+                whole: false,
             }),
         }
     }
@@ -246,6 +256,12 @@ impl Inband {
     /// check the two give the same results, and for measuring the fast parse.
     pub fn set_fast_parse(&mut self, on: bool) {
         self.state.try_fast_parse = on;
+    }
+
+    /// Turns encoding uniform bursts whole in the draw stage off (every packet is applied
+    /// in the encode stage) or on: for tests that check the two give the same results.
+    pub fn set_whole_encode(&mut self, on: bool) {
+        self.state.try_whole = on;
     }
 
     /// The plans this worker holds.
@@ -295,15 +311,37 @@ impl Inband {
         let routed = state.route_stage(fwd, rx_port, pkts, s, out, c);
         out.all_same = out.verdicts[..n].iter().all(|&v| v == out.verdicts[0]);
         marks[3] = stages::mark();
+        let time = state.burst_stage(rx_port, rx_tsc, tx_tsc(), &routed, &mut s.prepared);
+        marks[4] = stages::mark();
+        // A burst leaving by one port with one plan and an action with its own encode loop
+        // is encoded whole here; any other is drawn here and applied packet by packet in
+        // the encode stage.
+        s.whole = false;
         for (p, &mask) in routed.lanes.iter().enumerate() {
             if mask != 0
                 && let Some(plan) = state.plans.get(p as u8)
             {
-                plan.draw_lanes(&s.hashes, key, mask, &mut s.lanes);
+                s.whole = match routed.uniform {
+                    Some((a, up, e))
+                        if state.try_whole
+                            && usize::from(up) == p
+                            && encode::has_uniform_loop(a) =>
+                    {
+                        plan.encode_lanes(
+                            &s.hashes,
+                            key,
+                            mask,
+                            &s.prepared[p][usize::from(e) & (MAX_PORTS - 1)],
+                            &mut s.lanes,
+                        )
+                    }
+                    _ => false,
+                };
+                if !s.whole {
+                    plan.draw_lanes(&s.hashes, key, mask, &mut s.lanes);
+                }
             }
         }
-        marks[4] = stages::mark();
-        let time = state.burst_stage(rx_port, rx_tsc, tx_tsc(), &routed, &mut s.prepared);
         marks[5] = stages::mark();
         let tx_bytes = state.encode_stage(rx_port, pkts, s, &routed, &time, c);
         marks[6] = stages::mark();
@@ -312,7 +350,7 @@ impl Inband {
     }
 }
 
-/// The burst's time and each used egress port's utilisation (stage 5), for stage 6.
+/// The burst's time and each used egress port's utilisation (stage 4), for stages 5 and 6.
 #[derive(Debug, Clone, Copy)]
 struct BurstTime {
     /// Counter value when the burst leaves.
@@ -351,7 +389,7 @@ impl State {
 }
 
 impl State {
-    /// Stage 5: the time the burst leaves (`now`), each used port's utilisation, and the
+    /// Stage 4: the time the burst leaves (`now`), each used port's utilisation, and the
     /// values each plan compresses at each port the burst uses.
     #[inline(never)]
     fn burst_stage(
@@ -401,8 +439,10 @@ impl State {
 /// The current plan's shim as the fast parse matches it.
 #[derive(Debug, Clone, Copy, Default)]
 struct FastShim {
-    format: u8,
-    tag: [u8; 2],
+    /// The shim's first four bytes (format, flags, tag) as a little-endian word, with the
+    /// flags but [`FLAG_INCOMPLETE`] masked out, and the mask.
+    fixed: u32,
+    fixed_mask: u32,
     digest_bytes: usize,
     /// Offset of IPv4 behind the shim in an untagged frame (0: no current plan).
     l3: usize,
@@ -412,9 +452,10 @@ impl FastShim {
     fn of(plans: &WorkerPlans) -> FastShim {
         plans.current.as_ref().map_or(FastShim::default(), |p| {
             let n = p.digest_bytes();
+            let [t0, t1] = p.tag().to_be_bytes();
             FastShim {
-                format: (FORMAT << 4) | n as u8,
-                tag: p.tag().to_be_bytes(),
+                fixed: u32::from_le_bytes([(FORMAT << 4) | n as u8, 0, t0, t1]),
+                fixed_mask: u32::from_le_bytes([0xff, FLAG_INCOMPLETE, 0xff, 0xff]),
                 digest_bytes: n,
                 l3: 14 + shim_len(n),
             }

@@ -3,7 +3,7 @@
 //! the common frame, the general parse for the rest (VLAN tags, IPv4 options, fragments,
 //! other protocols, and every frame that must be dropped, with its reason).
 
-use telemetry::packet_id::hop_index;
+use telemetry::packet_id::HOP_OF_TTL;
 use telemetry::wire::EtherType;
 use telemetry::wire::ipv4::protocol;
 use telemetry::wire::shim::{FLAG_INCOMPLETE, FORMAT, MAX_DIGEST_BYTES, shim_len};
@@ -73,7 +73,7 @@ impl State {
             rx_bytes += len as u64;
             *v = match self.parse(fwd, rx_port, m.data_mut(), len, meta) {
                 Ok(w) => {
-                    meta.hop = hop_index(meta.ttl).unwrap_or(0);
+                    meta.hop = HOP_OF_TTL[usize::from(meta.ttl)];
                     hashes.w0[i] = w.w0;
                     hashes.w1[i] = w.w1;
                     hashes.w2[i] = w.w2;
@@ -211,13 +211,16 @@ impl State {
         let ip: &[u8; 28] = b[l3..].try_into().expect("28 bytes");
         let total = u16::from_be_bytes([ip[2], ip[3]]);
         let proto = ip[9];
-        if ip[0] != 0x45
-            || ip[6] & 0x3f != 0
-            || ip[7] != 0
+        // Version 4 with no options, and neither a fragment nor one to come (MF and the
+        // offset zero), in one masked compare of the header's first eight bytes.
+        let first = u64::from_le_bytes(ip[..8].try_into().expect("8 bytes"));
+        const FIRST_MASK: u64 = 0xff | 0x3f << 48 | 0xff << 56;
+        // The frame holds the header and 8 more bytes, so `frame_len - l3 - 20` is no
+        // underflow; a total below 20 wraps to a large value.
+        if first & FIRST_MASK != 0x45
             || ip[8] <= 1
             || (proto != protocol::UDP && proto != protocol::TCP)
-            || total < 20
-            || usize::from(total) > frame_len - l3
+            || usize::from(total.wrapping_sub(20)) > frame_len - l3 - 20
             || sum20(ip[..20].try_into().expect("20 bytes")) != 0xffff
         {
             return None;
@@ -226,9 +229,8 @@ impl State {
         if shimmed {
             // Format, flags (not incomplete), tag and the next EtherType, as the current plan
             // writes them; anything else takes the general parse.
-            if b[14] != shim.format
-                || b[15] & FLAG_INCOMPLETE != 0
-                || b[16..18] != shim.tag
+            let fixed = u32::from_le_bytes(b[14..18].try_into().expect("4 bytes"));
+            if fixed & shim.fixed_mask != shim.fixed
                 || b[l3 - 2..l3] != EtherType::IPV4.to_be_bytes()
             {
                 return None;

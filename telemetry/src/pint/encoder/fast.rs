@@ -232,6 +232,14 @@ impl SetTables {
                 slice(&|x| x.v_sample),
             ],
             second_word,
+            v_shift: col(&|x| u64::from(x.v_shift)),
+            v_mask: col(&|x| x.v_mask),
+            v_max: col(&|x| x.v_max),
+            v_is_sample: col(&|x| x.v_is_sample),
+            v_is_max: col(&|x| x.v_is_max),
+            v_is_min: col(&|x| x.v_is_min),
+            v_is_sum: col(&|x| x.v_is_sum),
+            per_packet: flat.iter().any(|x| x.v_per_packet.is_some()),
         }
     }
 }

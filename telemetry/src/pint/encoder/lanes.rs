@@ -7,7 +7,7 @@
 
 use crate::hash::burst::{BurstHashes, MAX};
 
-use super::fast::{FastProgram, MAX_FAST_SETS};
+use super::fast::{FastProgram, MAX_FAST_SETS, PreparedValues};
 
 /// One burst's draws, a lane per packet.
 #[derive(Debug, Clone)]
@@ -54,6 +54,18 @@ pub(super) struct SetTables {
     pub slices: [[[u64; MAX_FAST_SETS]; 3]; 3],
     /// Whether any set reads hop word 1.
     pub second_word: bool,
+    /// The value's field (shift and mask), its largest code, and its merge as all-ones
+    /// masks (sample, max or min, min, sum), for applying eight lanes at once.
+    pub v_shift: [u64; MAX_FAST_SETS],
+    pub v_mask: [u64; MAX_FAST_SETS],
+    pub v_max: [u64; MAX_FAST_SETS],
+    pub v_is_sample: [u64; MAX_FAST_SETS],
+    pub v_is_max: [u64; MAX_FAST_SETS],
+    pub v_is_min: [u64; MAX_FAST_SETS],
+    pub v_is_sum: [u64; MAX_FAST_SETS],
+    /// Whether some set's value is compressed packet by packet (then lanes are not
+    /// applied at once).
+    pub per_packet: bool,
 }
 
 impl FastProgram {
@@ -63,10 +75,49 @@ impl FastProgram {
         #[cfg(target_arch = "x86_64")]
         if hashes.is_wide() {
             // SAFETY: `is_wide` holds only when the CPU reports AVX-512 F and DQ.
-            unsafe { wide::draw(self, hashes, mask, out) };
+            unsafe { wide::draw::<false>(self, hashes, mask, &PreparedValues::default(), out) };
             return;
         }
         self.draw_lanes_narrow(hashes, key, mask, out);
+    }
+
+    /// Draws the lanes of `mask` and applies each with the same `prepared` values (a burst
+    /// leaving by one port): each lane's digest after this hop, exactly [`FastProgram::draw`]
+    /// then [`FastProgram::apply`], left in `out.digest` (the draws' other lanes are not
+    /// kept). False, changing nothing, when a set's value is compressed packet by packet
+    /// (the queue occupancy: each packet needs its own).
+    pub fn encode_lanes(
+        &self,
+        hashes: &BurstHashes,
+        key: u64,
+        mask: u64,
+        prepared: &PreparedValues,
+        out: &mut DrawLanes,
+    ) -> bool {
+        if self.tables().per_packet {
+            return false;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if hashes.is_wide() {
+            // SAFETY: `is_wide` holds only when the CPU reports AVX-512 F and DQ.
+            unsafe { wide::draw::<true>(self, hashes, mask, prepared, out) };
+            return true;
+        }
+        let mut bits = mask;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize & (MAX - 1);
+            bits &= bits - 1;
+            self.draw_lane(hashes, key, i, out);
+            out.digest[i] = self.apply_drawn(
+                out.digest[i],
+                out.set[i] as usize,
+                out.coin[i] as u32,
+                out.value_writes[i] != 0,
+                prepared,
+                0,
+            );
+        }
+        true
     }
 
     /// [`FastProgram::draw_lanes`] one lane at a time.
@@ -114,7 +165,7 @@ impl FastProgram {
 mod wide {
     use std::arch::x86_64::*;
 
-    use super::{DrawLanes, MAX, MAX_FAST_SETS};
+    use super::{DrawLanes, MAX, MAX_FAST_SETS, PreparedValues};
     use crate::hash::burst::BurstHashes;
     use crate::hash::burst::wide::mix;
     use crate::pint::encoder::fast::FastProgram;
@@ -143,10 +194,25 @@ mod wide {
         unsafe { _mm512_mask_storeu_epi64(a.as_mut_ptr().cast(), k, v) }
     }
 
-    /// [`FastProgram::draw_lanes`], eight lanes at a time.
+    /// [`FastProgram::draw_lanes`], eight lanes at a time; with `APPLY`,
+    /// [`FastProgram::encode_lanes`] (only the digests are stored).
     #[target_feature(enable = "avx512f,avx512dq")]
-    pub(super) fn draw(p: &FastProgram, h: &BurstHashes, mask: u64, out: &mut DrawLanes) {
+    pub(super) fn draw<const APPLY: bool>(
+        p: &FastProgram,
+        h: &BurstHashes,
+        mask: u64,
+        prepared: &PreparedValues,
+        out: &mut DrawLanes,
+    ) {
         let t = p.tables();
+        let (lo, up_below) = (
+            load(&prepared.0.map(|x| u64::from(x.lo))),
+            load(&prepared.0.map(|x| u64::from(x.up_below))),
+        );
+        let (v_shift, v_mask, v_max) = (load(&t.v_shift), load(&t.v_mask), load(&t.v_max));
+        let (v_is_sample, v_is_max) = (load(&t.v_is_sample), load(&t.v_is_max));
+        let (v_is_min, v_is_sum) = (load(&t.v_is_min), load(&t.v_is_sum));
+        let coin_mask = _mm512_set1_epi64(0xffff);
         let set = |v: u64| _mm512_set1_epi64(v as i64);
         let (one, ones, low8) = (set(1), set(u64::MAX), set(255));
         let (hop_tape, stride) = (set(seeds::HOP_TAPE), set(seeds::STRIDE));
@@ -211,6 +277,33 @@ mod wide {
                 _mm512_sllv_epi64(_mm512_and_si512(new, fmask), shift),
             );
             let value_writes = _mm512_cmplt_epu64_mask(slice(2), threshold);
+            if APPLY {
+                // The value: its code rounded by the coin, merged into its field.
+                let (shift, fmask, max) = (pick(v_shift), pick(v_mask), pick(v_max));
+                let field = _mm512_and_si512(_mm512_srlv_epi64(digest, shift), fmask);
+                let down = pick(lo);
+                let coin = _mm512_and_si512(slice(1), coin_mask);
+                let up = _mm512_cmplt_epu64_mask(coin, pick(up_below));
+                let code = _mm512_mask_add_epi64(down, up, down, one);
+                let is_min = _mm512_test_epi64_mask(pick(v_is_min), ones);
+                let merged = _mm512_mask_blend_epi64(is_min, code, _mm512_sub_epi64(max, code));
+                let sampled = _mm512_mask_blend_epi64(value_writes, field, merged);
+                let most = _mm512_max_epu64(field, merged);
+                let sum = _mm512_min_epu64(_mm512_add_epi64(field, merged), max);
+                let new = _mm512_or_si512(
+                    _mm512_and_si512(sampled, pick(v_is_sample)),
+                    _mm512_or_si512(
+                        _mm512_and_si512(most, pick(v_is_max)),
+                        _mm512_and_si512(sum, pick(v_is_sum)),
+                    ),
+                );
+                let digest = _mm512_or_si512(
+                    _mm512_andnot_si512(_mm512_sllv_epi64(fmask, shift), digest),
+                    _mm512_sllv_epi64(_mm512_and_si512(new, fmask), shift),
+                );
+                lane_store(&mut out.digest, i, k, digest);
+                continue;
+            }
             lane_store(&mut out.digest, i, k, digest);
             lane_store(&mut out.set, i, k, s);
             lane_store(&mut out.coin, i, k, slice(1));
@@ -229,6 +322,66 @@ mod tests {
     use super::*;
     use crate::pint::encoder::SwitchPlan;
     use crate::sim_rng::SimRng;
+
+    /// Lanes encoded whole (wide where the CPU allows, and one at a time) equal the draw then
+    /// the apply of each lane, for random packets, hops, masks and prepared values; plans
+    /// with a value compressed packet by packet decline and change nothing.
+    #[test]
+    fn encoded_lanes_equal_draw_then_apply() {
+        use crate::pint::encoder::BurstValues;
+        let mut rng = SimRng::new(23);
+        for text in crate::pint::encoder::tests::STRAIGHT {
+            let plan = SwitchPlan::compile(text, 9).unwrap();
+            let fast = plan.fast.as_ref().expect("straight-line");
+            let per_packet = text.contains("queue_occupancy");
+            for _ in 0..300 {
+                let (mut h, mut hn) = (BurstHashes::new(), BurstHashes::narrow());
+                for i in 0..MAX {
+                    h.w0[i] = rng.next_u64();
+                    h.w1[i] = rng.next_u64() & 0xff_ffff_ffff;
+                    h.w2[i] = rng.next_u64();
+                    h.hop[i] = 1 + rng.next_u64() % 40;
+                }
+                (hn.w0, hn.w1, hn.w2, hn.hop) = (h.w0, h.w1, h.w2, h.hop);
+                let key = fast.value_key();
+                h.compute(MAX, key);
+                hn.compute(MAX, key);
+                let mut prepared = PreparedValues::default();
+                let r = rng.next_u64();
+                plan.prepare(
+                    &BurstValues {
+                        switch_id: 9,
+                        ingress_port: 1,
+                        egress_port: 2,
+                        hop_latency_ns: r >> (20 + r % 40),
+                        utilization: 1 + (r >> 50),
+                    },
+                    &mut prepared,
+                );
+                let mut lanes = DrawLanes::default();
+                for d in lanes.digest.iter_mut() {
+                    *d = rng.next_u64() >> (64 - 8 * plan.digest_bytes());
+                }
+                let mask = rng.next_u64() | 1;
+                let mut expected = lanes.clone();
+                fast.draw_lanes_narrow(&hn, key, mask, &mut expected);
+                for i in (0..MAX).filter(|i| mask >> i & 1 == 1) {
+                    expected.digest[i] =
+                        plan.apply_lane(&expected, i, h.m[i], &prepared, 0, || unreachable!());
+                }
+                for hashes in [&h, &hn] {
+                    let mut got = lanes.clone();
+                    let done = plan.encode_lanes(hashes, key, mask, &prepared, &mut got);
+                    assert_eq!(done, !per_packet, "{text}");
+                    if done {
+                        assert_eq!(got.digest, expected.digest, "wide {}", hashes.is_wide());
+                    } else {
+                        assert_eq!(got.digest, lanes.digest, "declined: unchanged");
+                    }
+                }
+            }
+        }
+    }
 
     /// Every lane of a wide draw equals the one-packet draw, for random packets, hops and
     /// masks.

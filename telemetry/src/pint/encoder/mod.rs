@@ -187,6 +187,24 @@ impl SwitchPlan {
         }
     }
 
+    /// Encodes the lanes of `mask` whole, all with the same `prepared` values (a burst's
+    /// packets leaving by one port): each lane's digest after this hop in `out.digest`,
+    /// exactly what [`SwitchPlan::draw_lanes`] then [`SwitchPlan::apply_lane`] give. False,
+    /// changing nothing, for a plan without the straight-line form or whose values change
+    /// packet by packet (the queue occupancy); draw and apply those lane by lane.
+    pub fn encode_lanes(
+        &self,
+        hashes: &BurstHashes,
+        key: u64,
+        mask: u64,
+        prepared: &PreparedValues,
+        out: &mut DrawLanes,
+    ) -> bool {
+        self.fast
+            .as_ref()
+            .is_some_and(|f| f.encode_lanes(hashes, key, mask, prepared, out))
+    }
+
     /// Lane `i`'s digest after this hop, its draw and packet word `m` given, with the
     /// burst's `prepared` values and the bytes queued ahead of the packet ([`SwitchPlan::apply`]
     /// for a lane).
@@ -596,7 +614,7 @@ frequency = 0.5
     }
 
     /// Plans of the straight-line shape: every set one path query and one value.
-    pub(in crate::pint::encoder) const STRAIGHT: [&str; 4] = [
+    pub(in crate::pint::encoder) const STRAIGHT: [&str; 5] = [
         include_str!("../../../../configs/queries/paper.toml"),
         r#"
 global_bits = 24
@@ -653,6 +671,7 @@ aggregation = "min"
 bits = 8
 frequency = 0.2
 "#,
+        include_str!("../../../tests/plans/min_product.toml"),
     ];
 
     #[test]
