@@ -3,12 +3,14 @@
 //! overlaps (a hash chain of one packet runs beside the next packet's, instead of one packet
 //! going through everything before the next starts):
 //!
-//! 1. parse ([`parse`]): headers found and validated once, the fields read;
+//! 1. parse ([`parse`]): headers found and validated once, the fields read; a packet whose
+//!    route has one next hop is routed ([`route`]) on the spot: rewritten (TTL and MACs)
+//!    and given its telemetry action while its headers are at hand;
 //! 2. hash ([`telemetry::hash::burst`]): the flow key's hash `F` (ECMP and FlowRadar use
 //!    it), the packet ID, the packet word and the hop's tape and value words, eight packets
 //!    at a time where the CPU allows;
-//! 3. route ([`route`]): route, rewrite TTL and MACs, decide the telemetry action, prefetch
-//!    the flow's FlowRadar entry;
+//! 3. route ([`route`]): the packets whose route has several next hops routed by `F`, and
+//!    each counted packet's FlowRadar entry prefetched;
 //! 4. per burst: the clock (hop latency = now - the burst's rx time), each used egress
 //!    port's utilisation, and the burst's values prepared for compression at each port;
 //! 5. draw ([`telemetry::pint::encoder::DrawLanes`]): every PINT decision of this hop (query
@@ -171,6 +173,8 @@ struct Scratch {
     /// The burst's values prepared for compression, per plan (current, previous) and
     /// egress port.
     prepared: [[PreparedValues; MAX_PORTS]; 2],
+    /// Where the burst goes (stages 1 and 3).
+    routed: route::Routed,
     /// Whether the draw stage encoded the burst's digests whole (the encode stage takes
     /// them as they are).
     whole: bool,
@@ -247,6 +251,7 @@ impl Inband {
                 hashes: BurstHashes::new(),
                 lanes: DrawLanes::default(),
                 prepared: [[PreparedValues::default(); MAX_PORTS]; 2],
+                routed: route::Routed::new(),
                 whole: false,
             }),
         }
@@ -308,7 +313,8 @@ impl Inband {
         let key = state.plans.current.as_ref().map_or(0, |p| p.value_key());
         s.hashes.compute(n, key);
         marks[2] = stages::mark();
-        let routed = state.route_stage(fwd, rx_port, pkts, s, out, c);
+        state.route_stage(fwd, rx_port, pkts, s, out, c);
+        let routed = s.routed;
         out.all_same = out.verdicts[..n].iter().all(|&v| v == out.verdicts[0]);
         marks[3] = stages::mark();
         let time = state.burst_stage(rx_port, rx_tsc, tx_tsc(), &routed, &mut s.prepared);

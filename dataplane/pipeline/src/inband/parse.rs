@@ -8,6 +8,7 @@ use telemetry::wire::EtherType;
 use telemetry::wire::ipv4::protocol;
 use telemetry::wire::shim::{FLAG_INCOMPLETE, FORMAT, MAX_DIGEST_BYTES, shim_len};
 
+use super::route::Routed;
 use super::{Meta, NO_PLAN, Scratch, State, be16};
 use crate::burst::BurstVerdicts;
 use crate::counters::{DropReason, LocalCounters};
@@ -42,7 +43,8 @@ struct Headers {
 
 impl State {
     /// Parses a burst: every packet's [`Meta`] and hash inputs (its lane of `hashes`), or
-    /// its drop verdict (counted) in `out`. Returns the bytes received.
+    /// its drop verdict (counted) in `out`; routes each packet whose route has one next hop
+    /// (into `s.routed`). Returns the bytes received.
     #[inline(never)]
     pub(super) fn parse_stage<B: PacketBuf>(
         &mut self,
@@ -57,8 +59,10 @@ impl State {
             meta: metas,
             hashes,
             lanes,
+            routed,
             ..
         } = s;
+        *routed = Routed::new();
         let mut rx_bytes = 0u64;
         for (i, ((m, meta), v)) in pkts
             .iter_mut()
@@ -79,7 +83,16 @@ impl State {
                     hashes.w2[i] = w.w2;
                     hashes.hop[i] = u64::from(meta.hop);
                     lanes.digest[i] = w.digest;
-                    0
+                    // Routed now unless the route has several next hops: then the key
+                    // hash picks one (stage 3).
+                    match fwd.fib().lookup(meta.dst) {
+                        Some([hop]) => self.route_to(rx_port, (i, m), meta, hop, routed, c),
+                        Some([]) | None => c.dropped_verdict(DropReason::NoRoute),
+                        Some(_) => {
+                            routed.ecmp |= 1 << i;
+                            0
+                        }
+                    }
                 }
                 Err(r) => c.dropped_verdict(r),
             };

@@ -1,12 +1,14 @@
-//! Stage 3 (route): each parsed packet, whose flow key is hashed, routed (longest prefix
-//! match, ECMP by the key hash), rewritten (TTL, checksum, MACs) and given its telemetry action
-//! from its ports' roles and its shim; the flow's FlowRadar entry is prefetched.
+//! Routing (longest prefix match, ECMP by the key hash), the rewrite (TTL, checksum, MACs) and
+//! the telemetry action from the ports' roles and the shim. The parse (stage 1) routes every
+//! packet whose route has one next hop as soon as it is parsed; stage 3, once the key hashes
+//! are known, routes the others and prefetches each counted flow's FlowRadar entry.
 
 use telemetry::wire::shim::shim_len;
 
 use super::{Action, Meta, NO_PLAN, Scratch, State};
-use crate::burst::{BurstVerdicts, DROPPED};
+use crate::burst::{BurstVerdicts, MAX_BURST};
 use crate::counters::{LocalCounters, TelemetryEvent};
+use crate::fib::NextHop;
 use crate::forward::{Forwarder, Ipv4Offsets, Verdict};
 use crate::frame::PacketBuf;
 use crate::tables::MAX_PORTS;
@@ -27,99 +29,87 @@ pub(super) struct Routed {
     /// When every forwarded packet takes one action with one plan and leaves by one port:
     /// (action, plan, port).
     pub uniform: Option<(Action, u8, u8)>,
+    /// Bit `i`: packet `i` waits for its key hash to pick one of its route's next hops.
+    pub ecmp: u64,
+    /// Action, plan and port of the first forwarded packet, packed (`u32::MAX`: none yet),
+    /// and whether every forwarded packet so far had the same.
+    pub first: u32,
+    pub same: bool,
+}
+
+impl Routed {
+    /// Nothing routed yet.
+    pub fn new() -> Routed {
+        Routed {
+            first: u32::MAX,
+            same: true,
+            ..Routed::default()
+        }
+    }
 }
 
 impl State {
-    /// Routes every parsed packet of a burst: its verdict in `out`.
-    #[inline(never)]
-    pub(super) fn route_stage<B: PacketBuf>(
-        &mut self,
-        fwd: &Forwarder,
-        rx_port: usize,
-        pkts: &mut [B],
-        s: &mut Scratch,
-        out: &mut BurstVerdicts,
-        c: &mut LocalCounters,
-    ) -> Routed {
-        let Scratch {
-            meta: metas,
-            hashes,
-            ..
-        } = s;
-        let mut r = Routed::default();
-        // Action, plan and port of the first forwarded packet, packed (u32::MAX: none yet).
-        let mut first = u32::MAX;
-        let mut uniform = true;
-        for (i, (((m, meta), v), &f)) in pkts
-            .iter_mut()
-            .zip(metas)
-            .zip(out.verdicts.iter_mut())
-            .zip(&hashes.f)
-            .enumerate()
-        {
-            if *v & DROPPED == 0 {
-                *v = match self.route(fwd, rx_port, m.data_mut(), meta, f, c) {
-                    Verdict::Forward(e) => {
-                        let e = usize::from(e) & (MAX_PORTS - 1);
-                        r.port_bytes[e] += m.pkt_len() as u64;
-                        r.used |= 1 << e;
-                        if meta.action.encodes() {
-                            let p = usize::from(meta.plan & 1);
-                            r.encoding |= 1 << (2 * e + p);
-                            r.lanes[p] |= 1 << i;
-                        }
-                        r.tx_packets += 1;
-                        let key = meta.action as u32 | u32::from(meta.plan) << 8 | (e as u32) << 16;
-                        if first == u32::MAX {
-                            first = key;
-                        }
-                        uniform &= first == key;
-                        e as u16
-                    }
-                    Verdict::Drop(reason) => c.dropped_verdict(reason),
-                };
-            }
-        }
-        if uniform && first != u32::MAX {
-            r.uniform = Some((
-                Action::from_u8(first as u8),
-                (first >> 8) as u8,
-                (first >> 16) as u8,
-            ));
-        }
-        r
-    }
-
-    /// Routes one parsed packet whose key hash is `f`: route, rewrite, decide
-    /// the telemetry action, and prefetch the flow's FlowRadar entry. Returns the verdict.
+    /// Routes packet `i`, parsed into `meta`, by next hop `hop`: rewrite, decide the
+    /// telemetry action, and note where it goes in `r`. Returns its verdict.
     #[inline(always)]
-    fn route(
-        &mut self,
-        fwd: &Forwarder,
+    pub(super) fn route_to<B: PacketBuf>(
+        &self,
         rx_port: usize,
-        frame: &mut [u8],
+        (i, m): (usize, &mut B),
         meta: &mut Meta,
-        f: u64,
+        hop: &NextHop,
+        r: &mut Routed,
         c: &mut LocalCounters,
-    ) -> Verdict {
-        let hop = match fwd.route_hashed(meta.dst, f) {
-            Ok(h) => h,
-            Err(r) => return Verdict::Drop(r),
-        };
+    ) -> u16 {
         let total = meta.ip_len;
         let at = Ipv4Offsets {
             l3: usize::from(meta.l3),
             header_len: usize::from(meta.hl),
         };
-        let v = Forwarder::rewrite(frame, at, total, hop);
-        let Verdict::Forward(egress) = v else {
-            return v;
+        let egress = match Forwarder::rewrite(m.data_mut(), at, total, hop) {
+            Verdict::Forward(e) => e,
+            Verdict::Drop(reason) => return c.dropped_verdict(reason),
         };
-        let egress_edge = self.is_edge(usize::from(egress));
+        meta.action = self.action(rx_port, usize::from(egress), meta, c);
+        if matches!(meta.action, Action::Insert | Action::OneHop) {
+            meta.plan = 0;
+        }
+        meta.egress = egress as u8;
+        meta.counted = true;
+        let e = usize::from(egress) & (MAX_PORTS - 1);
+        r.port_bytes[e] += m.pkt_len() as u64;
+        r.used |= 1 << e;
+        if meta.action.encodes() {
+            let p = usize::from(meta.plan & 1);
+            r.encoding |= 1 << (2 * e + p);
+            r.lanes[p] |= 1 << i;
+        }
+        r.tx_packets += 1;
+        let key = meta.action as u32 | u32::from(meta.plan) << 8 | (e as u32) << 16;
+        if r.first == u32::MAX {
+            r.first = key;
+        }
+        r.same &= r.first == key;
+        e as u16
+    }
+
+    /// The telemetry action of a packet from `rx_port` to `egress`, from the ports' roles and
+    /// the shim it arrived with (counting why when it gets none); sets the plan it encodes
+    /// with when it arrived with one.
+    #[inline(always)]
+    fn action(
+        &self,
+        rx_port: usize,
+        egress: usize,
+        meta: &mut Meta,
+        c: &mut LocalCounters,
+    ) -> Action {
+        let total = meta.ip_len;
+        let egress_edge = self.is_edge(egress);
         let shim_fits = |len: usize| {
-            usize::from(total) + len <= usize::from(self.mtu[usize::from(egress) & (MAX_PORTS - 1)])
+            usize::from(total) + len <= usize::from(self.mtu[egress & (MAX_PORTS - 1)])
         };
-        meta.action = if meta.shim_len == 0 {
+        if meta.shim_len == 0 {
             if !self.is_edge(rx_port) {
                 c.event(TelemetryEvent::NoShim);
                 Action::None
@@ -156,13 +146,53 @@ impl State {
                 c.event(TelemetryEvent::NoTelemetryMtu);
                 Action::Remove
             }
-        };
-        if matches!(meta.action, Action::Insert | Action::OneHop) {
-            meta.plan = 0;
         }
-        meta.egress = egress as u8;
-        meta.counted = true;
-        self.epochs.active_ref().prefetch(f);
-        v
+    }
+
+    /// Stage 3, once the key hashes are known: routes the packets whose route has several
+    /// next hops (ECMP by the key hash; the parse routed the others), and prefetches the
+    /// FlowRadar entry of every packet to be counted.
+    #[inline(never)]
+    pub(super) fn route_stage<B: PacketBuf>(
+        &mut self,
+        fwd: &Forwarder,
+        rx_port: usize,
+        pkts: &mut [B],
+        s: &mut Scratch,
+        out: &mut BurstVerdicts,
+        c: &mut LocalCounters,
+    ) {
+        let Scratch {
+            meta: metas,
+            hashes,
+            routed,
+            ..
+        } = s;
+        let mut waiting = routed.ecmp;
+        while waiting != 0 {
+            let i = waiting.trailing_zeros() as usize & (MAX_BURST - 1);
+            waiting &= waiting - 1;
+            let (Some(m), meta) = (pkts.get_mut(i), &mut metas[i]) else {
+                continue;
+            };
+            out.verdicts[i] = match fwd.route_hashed(meta.dst, hashes.f[i]) {
+                Ok(hop) => self.route_to(rx_port, (i, m), meta, hop, routed, c),
+                Err(reason) => c.dropped_verdict(reason),
+            };
+        }
+        let counts = self.epochs.active_ref();
+        for (meta, &f) in metas.iter().zip(&hashes.f).take(pkts.len()) {
+            if meta.counted {
+                counts.prefetch(f);
+            }
+        }
+        if routed.same && routed.first != u32::MAX {
+            let first = routed.first;
+            routed.uniform = Some((
+                Action::from_u8(first as u8),
+                (first >> 8) as u8,
+                (first >> 16) as u8,
+            ));
+        }
     }
 }
