@@ -149,6 +149,18 @@ impl Forwarder {
             .is_some_and(|p| head[..6] == p.mac.0)
     }
 
+    /// The MAC a frame received on `rx_port` must be addressed to ([`Forwarder::accepts`]);
+    /// None when the port takes any (or does not exist: see [`Forwarder::has_port`]).
+    pub fn required_mac(&self, rx_port: usize) -> Option<MacAddr> {
+        let strict = self.strict_ports & (1 << (rx_port & 31)) != 0;
+        self.ports.get(rx_port).filter(|_| strict).map(|p| p.mac)
+    }
+
+    /// Whether `port` is one of the switch's ports.
+    pub fn has_port(&self, port: usize) -> bool {
+        port < self.ports.len()
+    }
+
     /// The drop reason of a frame whose EtherType is not IPv4 (or the shim's).
     #[inline]
     pub fn non_ipv4(ty: u16) -> DropReason {

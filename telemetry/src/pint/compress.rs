@@ -151,6 +151,10 @@ impl LogCompressor {
         // coin * step < num exactly when coin < ceil(num / step).
         let up_below = if step == 0 {
             if num > 0 { 1 << 16 } else { 0 }
+        } else if let (Ok(n), Ok(d)) = (u64::try_from(num), u64::try_from(step)) {
+            // The common case (values below 2^32): a 64-bit division, several times
+            // cheaper than a 128-bit one.
+            n.div_ceil(d).min(1 << 16) as u32
         } else {
             num.div_ceil(step).min(1 << 16) as u32
         };

@@ -9,7 +9,7 @@ use telemetry::wire::ipv4::protocol;
 use telemetry::wire::shim::{FLAG_INCOMPLETE, FORMAT, MAX_DIGEST_BYTES, shim_len};
 
 use super::route::Routed;
-use super::{Meta, NO_PLAN, Scratch, State, be16};
+use super::{FastShim, Meta, NO_PLAN, Scratch, State, be16};
 use crate::burst::BurstVerdicts;
 use crate::counters::{DropReason, LocalCounters};
 use crate::forward::{Forwarder, Ipv4Offsets, sum20};
@@ -26,6 +26,31 @@ struct Words {
     w2: u64,
     /// The digest the packet arrived with (right-aligned; 0 without a shim).
     digest: u64,
+}
+
+/// What the fast parse knows of the port a burst arrived on.
+#[derive(Debug, Clone, Copy)]
+struct FastRx {
+    /// Whether the fast parse is tried.
+    on: bool,
+    /// The MAC frames must be addressed to (None: the port is promiscuous).
+    mac: Option<[u8; 6]>,
+    /// The shim the port takes (its `l3` 0 when it takes none: an edge port, or no plan).
+    shim: FastShim,
+}
+
+impl FastRx {
+    fn of(s: &State, fwd: &Forwarder, rx_port: usize) -> FastRx {
+        let mut shim = s.fast_shim;
+        if s.is_edge(rx_port) {
+            shim.l3 = 0;
+        }
+        FastRx {
+            on: s.try_fast_parse && fwd.has_port(rx_port),
+            mac: fwd.required_mac(rx_port).map(|m| m.0),
+            shim,
+        }
+    }
 }
 
 /// Where the headers of an accepted frame sit.
@@ -63,6 +88,7 @@ impl State {
             ..
         } = s;
         *routed = Routed::new();
+        let rx = FastRx::of(self, fwd, rx_port);
         let mut rx_bytes = 0u64;
         for (i, ((m, meta), v)) in pkts
             .iter_mut()
@@ -75,7 +101,8 @@ impl State {
             meta.action = super::Action::None;
             let len = m.pkt_len();
             rx_bytes += len as u64;
-            *v = match self.parse(fwd, rx_port, m.data_mut(), len, meta) {
+            let frame = m.data_mut();
+            *v = match self.parse(fwd, (rx_port, &rx), frame, len, meta) {
                 Ok(w) => {
                     meta.hop = HOP_OF_TTL[usize::from(meta.ttl)];
                     hashes.w0[i] = w.w0;
@@ -86,7 +113,9 @@ impl State {
                     // Routed now unless the route has several next hops: then the key
                     // hash picks one (stage 3).
                     match fwd.fib().lookup(meta.dst) {
-                        Some([hop]) => self.route_to(rx_port, (i, m), meta, hop, routed, c),
+                        Some([hop]) => {
+                            self.route_to(rx_port, (i, frame, len), meta, hop, routed, c)
+                        }
                         Some([]) | None => c.dropped_verdict(DropReason::NoRoute),
                         Some(_) => {
                             routed.ecmp |= 1 << i;
@@ -106,13 +135,13 @@ impl State {
     fn parse(
         &mut self,
         fwd: &Forwarder,
-        rx_port: usize,
+        (rx_port, rx): (usize, &FastRx),
         frame: &mut [u8],
         frame_len: usize,
         meta: &mut Meta,
     ) -> Result<Words, DropReason> {
-        if self.try_fast_parse
-            && let Some(w) = self.fast_parse(fwd, rx_port, frame, frame_len, meta)
+        if rx.on
+            && let Some(w) = self.fast_parse(rx, frame, frame_len, meta)
         {
             return Ok(w);
         }
@@ -200,21 +229,20 @@ impl State {
     #[inline(always)]
     fn fast_parse(
         &self,
-        fwd: &Forwarder,
-        rx_port: usize,
+        rx: &FastRx,
         frame: &mut [u8],
         frame_len: usize,
         meta: &mut Meta,
     ) -> Option<Words> {
         let head = frame.first_chunk::<14>()?;
-        if !fwd.accepts(rx_port, head) {
+        if rx.mac.is_some_and(|mac| head[..6] != mac) {
             return None;
         }
         let ty = u16::from_be_bytes([head[12], head[13]]);
-        let shim = self.fast_shim;
+        let shim = rx.shim;
         let (l3, shimmed) = if ty == EtherType::IPV4 {
             (14, false)
-        } else if ty == self.shim_ethertype && !self.is_edge(rx_port) && shim.l3 != 0 {
+        } else if ty == self.shim_ethertype && shim.l3 != 0 {
             (shim.l3, true)
         } else {
             return None;

@@ -35,6 +35,10 @@ pub(super) struct Routed {
     /// and whether every forwarded packet so far had the same.
     pub first: u32,
     pub same: bool,
+    /// Bit `i`: packet `i` is forwarded.
+    pub forwarded: u64,
+    /// Bytes forwarded.
+    pub bytes: u64,
 }
 
 impl Routed {
@@ -46,16 +50,73 @@ impl Routed {
             ..Routed::default()
         }
     }
+
+    /// Notes that packet `i`, of `len` bytes, is forwarded with `meta`'s action and plan by
+    /// port `e`: per packet only what tells whether the burst is uniform ([`Routed::tally`]
+    /// does the rest once per burst).
+    #[inline(always)]
+    fn note(&mut self, i: usize, len: usize, meta: &Meta, e: usize) {
+        let key = meta.action as u32 | u32::from(meta.plan) << 8 | (e as u32) << 16;
+        if self.first == u32::MAX {
+            self.first = key;
+        }
+        self.same &= self.first == key;
+        self.forwarded |= 1 << (i & (MAX_BURST - 1));
+        self.bytes += len as u64;
+    }
+
+    /// Once every packet is routed: the ports, plans and lanes the burst uses, and whether
+    /// it is uniform (for a uniform burst from the first packet alone).
+    fn tally<B: PacketBuf>(&mut self, metas: &[Meta], pkts: &[B]) {
+        if self.forwarded == 0 {
+            return;
+        }
+        self.tx_packets = u64::from(self.forwarded.count_ones());
+        if self.same {
+            let (action, p, e) = (
+                Action::from_u8(self.first as u8),
+                (self.first >> 8) as u8,
+                (self.first >> 16) as u8,
+            );
+            self.uniform = Some((action, p, e));
+            let e = usize::from(e) & (MAX_PORTS - 1);
+            self.port_bytes[e] = self.bytes;
+            self.used = 1 << e;
+            if action.encodes() {
+                let p = usize::from(p & 1);
+                self.encoding = 1 << (2 * e + p);
+                self.lanes[p] = self.forwarded;
+            }
+            return;
+        }
+        let mut bits = self.forwarded;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize & (MAX_BURST - 1);
+            bits &= bits - 1;
+            let (Some(meta), Some(m)) = (metas.get(i), pkts.get(i)) else {
+                continue;
+            };
+            let e = usize::from(meta.egress) & (MAX_PORTS - 1);
+            self.port_bytes[e] += m.pkt_len() as u64;
+            self.used |= 1 << e;
+            if meta.action.encodes() {
+                let p = usize::from(meta.plan & 1);
+                self.encoding |= 1 << (2 * e + p);
+                self.lanes[p] |= 1 << i;
+            }
+        }
+    }
 }
 
 impl State {
-    /// Routes packet `i`, parsed into `meta`, by next hop `hop`: rewrite, decide the
-    /// telemetry action, and note where it goes in `r`. Returns its verdict.
+    /// Routes packet `i` (`frame`, of `len` bytes in all), parsed into `meta`, by next hop
+    /// `hop`: rewrite, decide the telemetry action, and note where it goes in `r`. Returns
+    /// its verdict.
     #[inline(always)]
-    pub(super) fn route_to<B: PacketBuf>(
+    pub(super) fn route_to(
         &self,
         rx_port: usize,
-        (i, m): (usize, &mut B),
+        (i, frame, len): (usize, &mut [u8], usize),
         meta: &mut Meta,
         hop: &NextHop,
         r: &mut Routed,
@@ -66,7 +127,7 @@ impl State {
             l3: usize::from(meta.l3),
             header_len: usize::from(meta.hl),
         };
-        let egress = match Forwarder::rewrite(m.data_mut(), at, total, hop) {
+        let egress = match Forwarder::rewrite(frame, at, total, hop) {
             Verdict::Forward(e) => e,
             Verdict::Drop(reason) => return c.dropped_verdict(reason),
         };
@@ -77,19 +138,7 @@ impl State {
         meta.egress = egress as u8;
         meta.counted = true;
         let e = usize::from(egress) & (MAX_PORTS - 1);
-        r.port_bytes[e] += m.pkt_len() as u64;
-        r.used |= 1 << e;
-        if meta.action.encodes() {
-            let p = usize::from(meta.plan & 1);
-            r.encoding |= 1 << (2 * e + p);
-            r.lanes[p] |= 1 << i;
-        }
-        r.tx_packets += 1;
-        let key = meta.action as u32 | u32::from(meta.plan) << 8 | (e as u32) << 16;
-        if r.first == u32::MAX {
-            r.first = key;
-        }
-        r.same &= r.first == key;
+        r.note(i, len, meta, e);
         e as u16
     }
 
@@ -176,7 +225,10 @@ impl State {
                 continue;
             };
             out.verdicts[i] = match fwd.route_hashed(meta.dst, hashes.f[i]) {
-                Ok(hop) => self.route_to(rx_port, (i, m), meta, hop, routed, c),
+                Ok(hop) => {
+                    let len = m.pkt_len();
+                    self.route_to(rx_port, (i, m.data_mut(), len), meta, hop, routed, c)
+                }
                 Err(reason) => c.dropped_verdict(reason),
             };
         }
@@ -186,13 +238,6 @@ impl State {
                 counts.prefetch(f);
             }
         }
-        if routed.same && routed.first != u32::MAX {
-            let first = routed.first;
-            routed.uniform = Some((
-                Action::from_u8(first as u8),
-                (first >> 8) as u8,
-                (first >> 16) as u8,
-            ));
-        }
+        routed.tally(metas, pkts);
     }
 }
