@@ -218,8 +218,8 @@ impl State {
                 }
             }
             Action::Transit => {
-                let n = usize::from(meta.shim_len) - shim_len(0);
-                put_digest(m.data_mut(), eth_at + 6, n, digest);
+                // The shim is the plan's (the parse matched its tag and length).
+                put_digest(m.data_mut(), eth_at + 6, plan.digest_bytes(), digest);
                 Some(TelemetryEvent::TransitEncoded)
             }
             Action::Strip | Action::OneHop => {

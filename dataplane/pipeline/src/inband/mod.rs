@@ -314,10 +314,10 @@ impl Inband {
         s.hashes.compute(n, key);
         marks[2] = stages::mark();
         state.route_stage(fwd, rx_port, pkts, s, out, c);
-        let routed = s.routed;
+        let routed = &s.routed;
         out.all_same = out.verdicts[..n].iter().all(|&v| v == out.verdicts[0]);
         marks[3] = stages::mark();
-        let time = state.burst_stage(rx_port, rx_tsc, tx_tsc(), &routed, &mut s.prepared);
+        let time = state.burst_stage(rx_port, rx_tsc, tx_tsc(), routed, &mut s.prepared);
         marks[4] = stages::mark();
         // A burst leaving by one port with one plan and an action with its own encode loop
         // is encoded whole here; any other is drawn here and applied packet by packet in
@@ -349,7 +349,7 @@ impl Inband {
             }
         }
         marks[5] = stages::mark();
-        let tx_bytes = state.encode_stage(rx_port, pkts, s, &routed, &time, c);
+        let tx_bytes = state.encode_stage(rx_port, pkts, s, routed, &time, c);
         marks[6] = stages::mark();
         c.count_burst(rx_port, n as u64, rx_bytes, routed.tx_packets, tx_bytes);
         stages::record(&marks, n);

@@ -217,6 +217,10 @@ impl SetTables {
         };
         SetTables {
             ends: *ends,
+            real_ends: ends[..MAX_FAST_SETS - 1]
+                .iter()
+                .filter(|&&e| e != u64::MAX)
+                .count(),
             p_shift: col(&|x| u64::from(x.p_shift)),
             p_mask: col(&|x| x.p_mask),
             p_key: col(&|x| x.p_key),

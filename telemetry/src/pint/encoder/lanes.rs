@@ -40,6 +40,9 @@ impl Default for DrawLanes {
 pub(super) struct SetTables {
     /// Set end thresholds, padded with `u64::MAX`.
     pub ends: [u64; MAX_FAST_SETS],
+    /// How many of `ends` are not padding (one less than the sets), at most
+    /// `MAX_FAST_SETS - 1`.
+    pub real_ends: usize,
     pub p_shift: [u64; MAX_FAST_SETS],
     pub p_mask: [u64; MAX_FAST_SETS],
     pub p_key: [u64; MAX_FAST_SETS],
@@ -236,7 +239,8 @@ mod wide {
             // The set: how many ends the choice is at or past.
             let choice = _mm512_srli_epi64::<32>(m);
             let mut s = _mm512_setzero_si512();
-            for e in ends {
+            // Only the real ends: the padding (2^64 - 1) is past every choice.
+            for &e in &ends[..t.real_ends] {
                 s = _mm512_mask_add_epi64(s, _mm512_cmple_epu64_mask(e, choice), s, one);
             }
             let pick = |table: __m512i| _mm512_permutexvar_epi64(s, table);
