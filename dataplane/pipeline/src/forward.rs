@@ -136,21 +136,9 @@ impl Forwarder {
         Ok(at)
     }
 
-    /// Whether port `rx_port` accepts a frame with this Ethernet header (promiscuous, or
-    /// addressed to the port's MAC): the check [`Forwarder::parse_l2`] makes, for fast paths
-    /// that already hold the header.
-    #[inline(always)]
-    pub fn accepts(&self, rx_port: usize, head: &[u8; 14]) -> bool {
-        if self.strict_ports & (1 << (rx_port & 31)) == 0 {
-            return true;
-        }
-        self.ports
-            .get(rx_port)
-            .is_some_and(|p| head[..6] == p.mac.0)
-    }
-
-    /// The MAC a frame received on `rx_port` must be addressed to ([`Forwarder::accepts`]);
-    /// None when the port takes any (or does not exist: see [`Forwarder::has_port`]).
+    /// The MAC a frame received on `rx_port` must be addressed to (the check
+    /// [`Forwarder::parse_l2`] makes, for fast paths that read the header themselves); None
+    /// when the port takes any (or does not exist: see [`Forwarder::has_port`]).
     pub fn required_mac(&self, rx_port: usize) -> Option<MacAddr> {
         let strict = self.strict_ports & (1 << (rx_port & 31)) != 0;
         self.ports.get(rx_port).filter(|_| strict).map(|p| p.mac)

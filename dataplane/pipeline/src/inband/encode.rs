@@ -30,26 +30,21 @@ impl State {
         time: &BurstTime,
         c: &mut LocalCounters,
     ) -> u64 {
-        let pe = |(_, p, e): (Action, u8, u8)| (p, e);
-        let tx_bytes = match (routed.uniform, s.whole) {
-            (Some(u @ (Action::Transit, ..)), true) => {
-                self.encode_uniform::<B, TRANSIT, true>(rx_port, pkts, s, pe(u), time, c)
-            }
-            (Some(u @ (Action::Insert, ..)), true) => {
-                self.encode_uniform::<B, INSERT, true>(rx_port, pkts, s, pe(u), time, c)
-            }
-            (Some(u @ (Action::Strip, ..)), true) => {
-                self.encode_uniform::<B, STRIP, true>(rx_port, pkts, s, pe(u), time, c)
-            }
-            (Some(u @ (Action::Transit, ..)), false) => {
-                self.encode_uniform::<B, TRANSIT, false>(rx_port, pkts, s, pe(u), time, c)
-            }
-            (Some(u @ (Action::Insert, ..)), false) => {
-                self.encode_uniform::<B, INSERT, false>(rx_port, pkts, s, pe(u), time, c)
-            }
-            (Some(u @ (Action::Strip, ..)), false) => {
-                self.encode_uniform::<B, STRIP, false>(rx_port, pkts, s, pe(u), time, c)
-            }
+        // The uniform loop of action `$a`, taking the digests as the draw stage left them
+        // when it encoded the burst whole.
+        macro_rules! uniform {
+            ($a:ident, $pe:expr) => {
+                if s.whole {
+                    self.encode_uniform::<B, $a, true>(rx_port, pkts, s, $pe, time, c)
+                } else {
+                    self.encode_uniform::<B, $a, false>(rx_port, pkts, s, $pe, time, c)
+                }
+            };
+        }
+        let tx_bytes = match routed.uniform {
+            Some((Action::Transit, p, e)) => uniform!(TRANSIT, (p, e)),
+            Some((Action::Insert, p, e)) => uniform!(INSERT, (p, e)),
+            Some((Action::Strip, p, e)) => uniform!(STRIP, (p, e)),
             _ => self.encode_mixed(rx_port, pkts, s, time, c),
         };
         let pushed = self.digests.push_burst();
