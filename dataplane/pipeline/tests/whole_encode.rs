@@ -41,7 +41,8 @@ fn line(plan: &str, whole: bool) -> Emulator {
 }
 
 /// Packet `i` of a burst as switch `at` receives it on `port` (0: from its host, else from
-/// the switch before it), to the hosts of node `dst`: UDP or TCP by `kind`, of flow `flow`.
+/// the switch before it), to the hosts of node `dst`, of flow `flow`: UDP or TCP by `kind`
+/// (0, 1), or a UDP packet the switch drops (2: TTL 1, 3: no route).
 fn frame(at: u32, port: usize, dst: u32, flow: u32, kind: u8, tag: u16) -> Vec<u8> {
     let mut p = PacketSpec::udp(
         Ipv4Addr::from(host_addr(0, 1) + flow % 7),
@@ -58,7 +59,10 @@ fn frame(at: u32, port: usize, dst: u32, flow: u32, kind: u8, tag: u16) -> Vec<u
     }
     p.ident = flow as u16 ^ 0x5a5a;
     p.payload_len = 18 + (flow as usize % 5) * 40;
-    p.ttl = 64 - at as u8;
+    p.ttl = if kind == 2 { 1 } else { 64 - at as u8 };
+    if kind == 3 {
+        p.dst = Ipv4Addr::new(192, 0, 2, 1);
+    }
     p.dst_mac = port_mac(at, port as u16);
     p.src_mac = if port == 0 {
         host_mac(0)
@@ -79,7 +83,8 @@ fn frame(at: u32, port: usize, dst: u32, flow: u32, kind: u8, tag: u16) -> Vec<u
     }
 }
 
-/// Runs one burst through switch `at`'s `port`: the verdicts and the bytes after it.
+/// Runs one burst through switch `at`'s `port`: the verdicts and the bytes after it (and
+/// checks the burst's `all_same`).
 fn run(
     emu: &mut Emulator,
     at: u32,
@@ -91,8 +96,14 @@ fn run(
     let mut out = BurstVerdicts::default();
     let p = &mut emu.nodes[at as usize].pipeline;
     p.process_burst(port, &mut burst, tsc.0, || tsc.1, &mut out);
+    let verdicts = &out.verdicts[..frames.len()];
+    assert_eq!(
+        out.all_same,
+        verdicts.iter().all(|&v| Some(&v) == verdicts.first()),
+        "all_same against the verdicts {verdicts:?}"
+    );
     (
-        out.verdicts[..frames.len()].to_vec(),
+        verdicts.to_vec(),
         burst.iter().map(|b| b.data().to_vec()).collect(),
     )
 }
@@ -111,7 +122,10 @@ fn bursts() -> impl Strategy<Value = Vec<Burst>> {
         0u32..4,
         // Mostly one destination (a uniform burst), sometimes several.
         any::<bool>(),
-        proptest::collection::vec((0u32..4, 0u32..2000, 0u8..2), 1..=32),
+        proptest::collection::vec(
+            (0u32..4, 0u32..2000, prop_oneof![12 => 0u8..2, 1 => 2u8..4]),
+            1..=32,
+        ),
         0u64..2_000_000,
     )
         .prop_map(|(at, uniform, packets, latency)| Burst {

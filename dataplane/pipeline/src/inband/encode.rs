@@ -10,6 +10,7 @@ use telemetry::wire::shim::{FORMAT, shim_len};
 
 use super::route::Routed;
 use super::{Action, BurstTime, Meta, Scratch, State};
+use crate::burst::MAX_BURST;
 use crate::counters::{LocalCounters, TelemetryEvent};
 use crate::digest::{ProbeRecord, RingDigest};
 use crate::frame::PacketBuf;
@@ -30,21 +31,33 @@ impl State {
         time: &BurstTime,
         c: &mut LocalCounters,
     ) -> u64 {
-        // The uniform loop of action `$a`, taking the digests as the draw stage left them
-        // when it encoded the burst whole.
+        // A uniform burst takes the loop of its action (the lean one when the draw stage
+        // encoded its digests whole), with the plan held for the burst (plans change only
+        // between bursts).
         macro_rules! uniform {
-            ($a:ident, $pe:expr) => {
-                if s.whole {
-                    self.encode_uniform::<B, $a, true>(rx_port, pkts, s, $pe, time, c)
-                } else {
-                    self.encode_uniform::<B, $a, false>(rx_port, pkts, s, $pe, time, c)
+            ($a:ident, $p:expr, $e:expr) => {
+                match self.plans.get_arc($p & 1) {
+                    Some(plan) => {
+                        let u = Uniform {
+                            plan,
+                            p: usize::from($p & 1),
+                            e: usize::from($e) & (MAX_PORTS - 1),
+                        };
+                        let sent = if s.whole {
+                            self.encode_whole::<B, $a>(rx_port, pkts, s, routed, &u, time, c)
+                        } else {
+                            self.encode_uniform::<B, $a>(rx_port, pkts, s, &u, time, c)
+                        };
+                        sent.count(uniform_action($a), u.e, c)
+                    }
+                    None => self.encode_mixed(rx_port, pkts, s, time, c),
                 }
             };
         }
         let tx_bytes = match routed.uniform {
-            Some((Action::Transit, p, e)) => uniform!(TRANSIT, (p, e)),
-            Some((Action::Insert, p, e)) => uniform!(INSERT, (p, e)),
-            Some((Action::Strip, p, e)) => uniform!(STRIP, (p, e)),
+            Some((Action::Transit, p, e)) => uniform!(TRANSIT, p, e),
+            Some((Action::Insert, p, e)) => uniform!(INSERT, p, e),
+            Some((Action::Strip, p, e)) => uniform!(STRIP, p, e),
             _ => self.encode_mixed(rx_port, pkts, s, time, c),
         };
         let pushed = self.digests.push_burst();
@@ -53,52 +66,91 @@ impl State {
         tx_bytes
     }
 
-    /// The encode stage for a burst whose forwarded packets all take action `A` with plan
-    /// `p` and leave by port `e`; with `WHOLE`, their digests are already encoded.
+    /// The encode loop of a burst whose forwarded packets all take action `A` with one plan
+    /// and leave by one port (`u`), their draws applied here packet by packet.
     #[inline(always)]
-    fn encode_uniform<B: PacketBuf, const A: u8, const WHOLE: bool>(
+    fn encode_uniform<B: PacketBuf, const A: u8>(
         &mut self,
         rx_port: usize,
         pkts: &mut [B],
         s: &Scratch,
-        (p, e): (u8, u8),
+        u: &Uniform,
         time: &BurstTime,
         c: &mut LocalCounters,
-    ) -> u64 {
-        let action = match A {
-            TRANSIT => Action::Transit,
-            INSERT => Action::Insert,
-            _ => Action::Strip,
-        };
-        let (p, e) = (usize::from(p & 1), usize::from(e) & (MAX_PORTS - 1));
-        // The plan, held for the burst (plans change only between bursts).
-        let Some(plan) = self.plans.get_arc(p as u8) else {
-            return self.encode_mixed(rx_port, pkts, s, time, c);
-        };
-        let prepared = &s.prepared[p][e];
-        let (mut ahead, mut tx_bytes, mut forwarded, mut done) = (0u64, 0u64, 0u64, 0u64);
+    ) -> Sent {
+        let action = uniform_action(A);
+        let prepared = &s.prepared[u.p][u.e];
+        let (mut ahead, mut sent) = (0u64, Sent::default());
         for (i, (m, meta)) in pkts.iter_mut().zip(&s.meta).enumerate() {
             if !meta.counted {
                 continue;
             }
             let len = m.pkt_len() as u64;
-            let counted = self.step::<B, WHOLE>(
-                action, &plan, m, meta, i, s, rx_port, prepared, ahead, time, c,
+            let counted = self.step(
+                action, &u.plan, m, meta, i, s, rx_port, prepared, ahead, time, c,
             );
             match counted {
-                Some(ev) if ev == done_event(action) => done += 1,
+                Some(ev) if ev == done_event(action) => sent.done += 1,
                 Some(ev) => c.event(ev),
                 None => {}
             }
             ahead += len;
-            tx_bytes += m.pkt_len() as u64;
-            forwarded += 1;
+            sent.add(m.pkt_len());
         }
-        c.events(done_event(action), done);
-        let pc = &mut c.ports[e];
-        pc.tx_packets += forwarded;
-        pc.tx_bytes += tx_bytes;
-        tx_bytes
+        sent
+    }
+
+    /// The encode loop of a burst whose forwarded packets all take action `A` with one plan
+    /// and leave by one port (`u`), their digests encoded whole by the draw stage: per
+    /// packet only the digest written (or the shim inserted, or the record taken and the
+    /// shim stripped) and the flow counted, with everything the burst shares hoisted.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn encode_whole<B: PacketBuf, const A: u8>(
+        &mut self,
+        rx_port: usize,
+        pkts: &mut [B],
+        s: &Scratch,
+        routed: &Routed,
+        u: &Uniform,
+        time: &BurstTime,
+        c: &mut LocalCounters,
+    ) -> Sent {
+        let action = uniform_action(A);
+        let plan = &*u.plan;
+        let field = DigestField::of(plan.digest_bytes());
+        let mut sent = Sent::default();
+        let mut bits = routed.forwarded;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize & (MAX_BURST - 1);
+            bits &= bits - 1;
+            let (Some(m), Some(meta)) = (pkts.get_mut(i), s.meta.get(i)) else {
+                continue;
+            };
+            let digest = s.lanes.digest[i];
+            let eth_at = usize::from(meta.eth_at);
+            match action {
+                Action::Transit => {
+                    field.put(m.data_mut(), eth_at + 6, digest);
+                    sent.done += 1;
+                }
+                Action::Insert => {
+                    if insert_shim(m, eth_at, self.shim_ethertype, plan, digest) {
+                        sent.done += 1;
+                    } else {
+                        c.event(TelemetryEvent::NoHeadroom);
+                    }
+                }
+                _ => {
+                    self.report(&*m, meta, i, s, rx_port, plan.version(), digest, time, c);
+                    strip(m, meta);
+                    sent.done += 1;
+                }
+            }
+            self.count_flow(s, i, meta);
+            sent.add(m.pkt_len());
+        }
+        sent
     }
 
     /// The encode stage for any burst.
@@ -131,7 +183,7 @@ impl State {
                 }
                 (action, Some(plan)) => {
                     let prepared = &s.prepared[p][e];
-                    let done = self.step::<B, false>(
+                    let done = self.step(
                         action, plan, m, meta, i, s, rx_port, prepared, ahead[e], time, c,
                     );
                     if let Some(ev) = done {
@@ -167,11 +219,10 @@ impl State {
 
     /// One packet's encode work for an action that encodes: its digest after this hop, the
     /// shim inserted, updated or stripped, the digest record gathered at an edge egress, the
-    /// flow counted. With `WHOLE` the lane's digest is already encoded (stage 5). Returns the
-    /// event to count (None for an action that does not encode).
+    /// flow counted. Returns the event to count (None for an action that does not encode).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn step<B: PacketBuf, const WHOLE: bool>(
+    fn step<B: PacketBuf>(
         &mut self,
         action: Action,
         plan: &SwitchPlan,
@@ -186,7 +237,7 @@ impl State {
         c: &mut LocalCounters,
     ) -> Option<TelemetryEvent> {
         let i = i & (s.hashes.f.len() - 1);
-        let (w0, w1, pid) = (s.hashes.w0[i], s.hashes.w1[i], s.hashes.pid[i] as u32);
+        let pid = s.hashes.pid[i] as u32;
         let e = usize::from(meta.egress) & (MAX_PORTS - 1);
         let input = || HopInput {
             pid,
@@ -198,11 +249,7 @@ impl State {
             queue_bytes,
             utilization: time.util[e],
         };
-        let digest = if WHOLE {
-            s.lanes.digest[i]
-        } else {
-            plan.apply_lane(&s.lanes, i, s.hashes.m[i], prepared, queue_bytes, input)
-        };
+        let digest = plan.apply_lane(&s.lanes, i, s.hashes.m[i], prepared, queue_bytes, input);
         let eth_at = usize::from(meta.eth_at);
         let done = match action {
             Action::Insert => {
@@ -218,32 +265,7 @@ impl State {
                 Some(TelemetryEvent::TransitEncoded)
             }
             Action::Strip | Action::OneHop => {
-                if meta.udp_payload_at != 0
-                    && let Some(probe) = m
-                        .data()
-                        .get(usize::from(meta.udp_payload_at)..)
-                        .and_then(ProbePayload::decode)
-                {
-                    let p = ProbeRecord {
-                        key: FlowKey::from_words(w0, w1),
-                        probe,
-                        tsc: time.now_tsc,
-                    };
-                    if !self.digests.push_probe(p) {
-                        c.event(TelemetryEvent::ProbeDropped);
-                    }
-                }
-                self.digests.gather(RingDigest::new(
-                    w0,
-                    w1,
-                    meta.hop,
-                    rx_port as u8,
-                    meta.egress,
-                    pid,
-                    plan.version(),
-                    digest,
-                    time.now_tsc,
-                ));
+                self.report(&*m, meta, i, s, rx_port, plan.version(), digest, time, c);
                 if action == Action::Strip {
                     strip(m, meta);
                     Some(TelemetryEvent::ShimStripped)
@@ -253,10 +275,54 @@ impl State {
             }
             Action::None | Action::Remove => None,
         };
-        self.epochs
-            .active()
-            .count(s.hashes.f[i], w0, w1, u32::from(meta.ip_len));
+        self.count_flow(s, i, meta);
         done
+    }
+
+    /// Reports packet `i` at an edge egress: its digest record gathered for the ring, and
+    /// its probe, if it carries one, recorded.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn report<B: PacketBuf>(
+        &mut self,
+        m: &B,
+        meta: &Meta,
+        i: usize,
+        s: &Scratch,
+        rx_port: usize,
+        version: u32,
+        digest: u64,
+        time: &BurstTime,
+        c: &mut LocalCounters,
+    ) {
+        let i = i & (s.hashes.f.len() - 1);
+        let (w0, w1) = (s.hashes.w0[i], s.hashes.w1[i]);
+        if meta.udp_payload_at != 0
+            && let Some(probe) = m
+                .data()
+                .get(usize::from(meta.udp_payload_at)..)
+                .and_then(ProbePayload::decode)
+        {
+            let p = ProbeRecord {
+                key: FlowKey::from_words(w0, w1),
+                probe,
+                tsc: time.now_tsc,
+            };
+            if !self.digests.push_probe(p) {
+                c.event(TelemetryEvent::ProbeDropped);
+            }
+        }
+        self.digests.gather(RingDigest::new(
+            w0,
+            w1,
+            meta.hop,
+            rx_port as u8,
+            meta.egress,
+            s.hashes.pid[i] as u32,
+            version,
+            digest,
+            time.now_tsc,
+        ));
     }
 }
 
@@ -266,10 +332,57 @@ pub(super) fn has_uniform_loop(action: Action) -> bool {
     matches!(action, Action::Transit | Action::Insert | Action::Strip)
 }
 
+/// What the packets of a uniform burst share.
+struct Uniform {
+    /// The plan, held for the burst.
+    plan: std::sync::Arc<SwitchPlan>,
+    /// Which of the worker's plans it is (0 current, 1 previous), and the egress port.
+    p: usize,
+    e: usize,
+}
+
+/// What a uniform burst's encode loop sent.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sent {
+    packets: u64,
+    bytes: u64,
+    /// Packets whose action went as planned.
+    done: u64,
+}
+
+impl Sent {
+    /// Notes a packet of `len` bytes (after its encode) handed to the port.
+    #[inline(always)]
+    fn add(&mut self, len: usize) {
+        self.packets += 1;
+        self.bytes += len as u64;
+    }
+
+    /// Counts what `action`'s loop sent by port `e`; returns the bytes.
+    #[inline(always)]
+    fn count(self, action: Action, e: usize, c: &mut LocalCounters) -> u64 {
+        c.events(done_event(action), self.done);
+        let pc = &mut c.ports[e & (MAX_PORTS - 1)];
+        pc.tx_packets += self.packets;
+        pc.tx_bytes += self.bytes;
+        self.bytes
+    }
+}
+
 /// The uniform loops' actions, as const parameters.
 const TRANSIT: u8 = 0;
 const INSERT: u8 = 1;
 const STRIP: u8 = 2;
+
+/// The action of a uniform loop's const parameter.
+#[inline(always)]
+fn uniform_action(a: u8) -> Action {
+    match a {
+        TRANSIT => Action::Transit,
+        INSERT => Action::Insert,
+        _ => Action::Strip,
+    }
+}
 
 /// The event a packet of `action` counts when all goes well.
 #[inline(always)]
@@ -310,19 +423,45 @@ fn insert_shim<B: PacketBuf>(
     true
 }
 
-/// Writes the low `n` bytes (1 to 8) of `digest` big-endian at `at`, as one 8-byte read,
-/// merge and write (a shim's digest is followed by at least its EtherType and an IPv4
-/// header, so the 8 bytes are in the frame; a shorter frame is left as it is).
+/// Writes the low `n` bytes (1 to 8) of `digest` big-endian at `at` (see [`DigestField`]).
 #[inline(always)]
 fn put_digest(f: &mut [u8], at: usize, n: usize, digest: u64) {
-    let Some(w) = f.get_mut(at..at + 8) else {
-        return;
-    };
-    let bits = 8 * n as u32;
-    let keep = u64::MAX.checked_shr(bits).unwrap_or(0);
-    let old = u64::from_be_bytes((&*w).try_into().expect("8 bytes"));
-    let new = (old & keep) | (digest << (64 - bits));
-    w.copy_from_slice(&new.to_be_bytes());
+    DigestField::of(n).put(f, at, digest);
+}
+
+/// Where a shim's digest of `n` bytes sits in the 8 bytes from its start, worked out once
+/// for a burst.
+#[derive(Debug, Clone, Copy)]
+struct DigestField {
+    /// Left shift of a right-aligned digest into the word.
+    shift: u32,
+    /// The bits of the word behind the digest, kept.
+    keep: u64,
+}
+
+impl DigestField {
+    /// The field of an `n`-byte digest (1 to 8; other values are taken as the nearest).
+    #[inline(always)]
+    fn of(n: usize) -> DigestField {
+        let bits = 8 * n.clamp(1, 8) as u32;
+        DigestField {
+            shift: 64 - bits,
+            keep: u64::MAX.checked_shr(bits).unwrap_or(0),
+        }
+    }
+
+    /// Writes `digest` at `at` as one 8-byte read, merge and write (a shim's digest is
+    /// followed by at least its EtherType and an IPv4 header, so the 8 bytes are in the
+    /// frame; a shorter frame is left as it is).
+    #[inline(always)]
+    fn put(self, f: &mut [u8], at: usize, digest: u64) {
+        let Some(w) = f.get_mut(at..at + 8) else {
+            return;
+        };
+        let old = u64::from_be_bytes((&*w).try_into().expect("8 bytes"));
+        let new = (old & self.keep) | (digest << self.shift);
+        w.copy_from_slice(&new.to_be_bytes());
+    }
 }
 
 /// Moves the `len` bytes of the Ethernet header (MACs and VLAN tags) from `from` to `to`,

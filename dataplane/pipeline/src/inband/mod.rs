@@ -315,7 +315,9 @@ impl Inband {
         marks[2] = stages::mark();
         state.route_stage(fwd, rx_port, pkts, s, out, c);
         let routed = &s.routed;
-        out.all_same = out.verdicts[..n].iter().all(|&v| v == out.verdicts[0]);
+        // Every verdict is the same port when every packet is forwarded by one port.
+        out.all_same = (routed.same() && routed.forwarded == burst_mask(n))
+            || out.verdicts[..n].iter().all(|&v| v == out.verdicts[0]);
         marks[3] = stages::mark();
         let time = state.burst_stage(rx_port, rx_tsc, tx_tsc(), routed, &mut s.prepared);
         marks[4] = stages::mark();
@@ -354,6 +356,12 @@ impl Inband {
         c.count_burst(rx_port, n as u64, rx_bytes, routed.tx_packets, tx_bytes);
         stages::record(&marks, n);
     }
+}
+
+/// The bits of a burst of `n` packets.
+#[inline(always)]
+fn burst_mask(n: usize) -> u64 {
+    u64::MAX.checked_shr(64 - n as u32).unwrap_or(0)
 }
 
 /// The burst's time and each used egress port's utilisation (stage 4), for stages 5 and 6.

@@ -31,10 +31,10 @@ pub(super) struct Routed {
     pub uniform: Option<(Action, u8, u8)>,
     /// Bit `i`: packet `i` waits for its key hash to pick one of its route's next hops.
     pub ecmp: u64,
-    /// Action, plan and port of the first forwarded packet, packed (`u32::MAX`: none yet),
-    /// and whether every forwarded packet so far had the same.
-    pub first: u32,
-    pub same: bool,
+    /// The forwarded packets' action, plan and port, packed, ORed and ANDed together: equal
+    /// when every forwarded packet had the same.
+    pub keys_or: u32,
+    pub keys_and: u32,
     /// Bit `i`: packet `i` is forwarded.
     pub forwarded: u64,
     /// Bytes forwarded.
@@ -45,8 +45,7 @@ impl Routed {
     /// Nothing routed yet.
     pub fn new() -> Routed {
         Routed {
-            first: u32::MAX,
-            same: true,
+            keys_and: u32::MAX,
             ..Routed::default()
         }
     }
@@ -57,12 +56,17 @@ impl Routed {
     #[inline(always)]
     fn note(&mut self, i: usize, len: usize, meta: &Meta, e: usize) {
         let key = meta.action as u32 | u32::from(meta.plan) << 8 | (e as u32) << 16;
-        if self.first == u32::MAX {
-            self.first = key;
-        }
-        self.same &= self.first == key;
+        self.keys_or |= key;
+        self.keys_and &= key;
         self.forwarded |= 1 << (i & (MAX_BURST - 1));
         self.bytes += len as u64;
+    }
+
+    /// Whether every forwarded packet so far took one action with one plan and leaves by one
+    /// port (also when none is forwarded).
+    #[inline(always)]
+    pub fn same(&self) -> bool {
+        self.forwarded == 0 || self.keys_or == self.keys_and
     }
 
     /// Once every packet is routed: the ports, plans and lanes the burst uses, and whether
@@ -72,11 +76,12 @@ impl Routed {
             return;
         }
         self.tx_packets = u64::from(self.forwarded.count_ones());
-        if self.same {
+        if self.same() {
+            let key = self.keys_and;
             let (action, p, e) = (
-                Action::from_u8(self.first as u8),
-                (self.first >> 8) as u8,
-                (self.first >> 16) as u8,
+                Action::from_u8(key as u8),
+                (key >> 8) as u8,
+                (key >> 16) as u8,
             );
             self.uniform = Some((action, p, e));
             let e = usize::from(e) & (MAX_PORTS - 1);
