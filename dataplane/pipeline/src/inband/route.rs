@@ -70,7 +70,7 @@ impl Routed {
     }
 
     /// Once every packet is routed: the ports, plans and lanes the burst uses, and whether
-    /// it is uniform (for a uniform burst from the first packet alone).
+    /// it is uniform (for a uniform burst from the packets' common key alone).
     fn tally<B: PacketBuf>(&mut self, metas: &[Meta], pkts: &[B]) {
         if self.forwarded == 0 {
             return;
