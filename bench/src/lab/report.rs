@@ -486,9 +486,8 @@ impl LabReport {
 type EventGroup = (usize, f64, f64, BTreeSet<String>);
 
 /// The events, each pointed at a link: loss at the link of the flow's path where its
-/// counters say the packets went missing (else as below); delay and reordering at the link
-/// of its path crossed by the most flows with the same kind of event and the fewest probe
-/// streams without one.
+/// counters say the packets went missing (else as below); delay and reordering as
+/// [`blame`] says.
 fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Vec<EventRow> {
     let raw: Vec<Value> = c
         .events
@@ -498,34 +497,20 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
     let links_of = |p: &[String]| -> Vec<(String, String)> {
         p.windows(2).map(|w| (w[0].clone(), w[1].clone())).collect()
     };
-    let probe_flows: Vec<&String> = paths
+    let probe_flows: BTreeSet<String> = paths
         .keys()
         .filter(|k| k.contains(&format!(":{} ", crate::generator::traffic::PROBE_PORT)))
+        .cloned()
         .collect();
-    let mut by_kind: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for e in &raw {
-        by_kind
-            .entry(e["kind"].as_str().unwrap_or("").to_owned())
-            .or_default()
-            .insert(flow_label(&e["flow"]));
-    }
-    let blame = |kind: &str, path: &[String]| -> Option<(String, String)> {
-        let hit = by_kind.get(kind)?;
-        let mut best: Option<((String, String), i64)> = None;
-        for l in links_of(path) {
-            let crosses = |f: &String| paths.get(f).is_some_and(|p| links_of(p).contains(&l));
-            let hits = hit.iter().filter(|f| crosses(f)).count() as i64;
-            let misses = probe_flows
-                .iter()
-                .filter(|f| !hit.contains(**f) && crosses(f))
-                .count() as i64;
-            let score = hits - misses;
-            if best.as_ref().is_none_or(|(_, s)| score > *s) {
-                best = Some((l, score));
-            }
-        }
-        best.map(|(l, _)| l)
-    };
+    let spans: Vec<Span> = raw
+        .iter()
+        .map(|e| Span {
+            kind: e["kind"].as_str().unwrap_or("").to_owned(),
+            flow: flow_label(&e["flow"]),
+            start: e["start"].as_f64().unwrap_or(0.0),
+            end: e["end"].as_f64().unwrap_or(0.0),
+        })
+        .collect();
     let mut out: Vec<EventRow> = raw
         .iter()
         .map(|e| {
@@ -566,18 +551,74 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
                     .max_by_key(|(_, lost)| *lost)
                     .map(|(l, _)| l)
             };
+            let this = Span {
+                kind: kind.clone(),
+                flow: label.clone(),
+                start: e["start"].as_f64().unwrap_or(0.0),
+                end: e["end"].as_f64().unwrap_or(0.0),
+            };
+            let blamed = || blame(&this, &path, &spans, paths, &probe_flows);
             let link = if kind == "loss" {
-                lossy_link
-                    .or_else(most_lost)
-                    .or_else(|| blame(&kind, &path))
+                lossy_link.or_else(most_lost).or_else(blamed)
             } else {
-                blame(&kind, &path)
+                blamed()
             };
             sink::page::event_row(e, c.start_unix, link)
         })
         .collect();
     out.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
     out
+}
+
+/// One detected event: its kind, its flow, and when (the detector's clock).
+#[derive(Debug, Clone, PartialEq)]
+struct Span {
+    kind: String,
+    flow: String,
+    start: f64,
+    end: f64,
+}
+
+/// The link of `path` that the event `this` (on a flow with that path) points at: the one
+/// crossed by the most flows with an event of the same kind and the fewest probe streams
+/// without one; between links that tie, the one crossed by the most flows with an event of
+/// another kind at the same time (a jittery link that reorders one flow's probes also
+/// delays or loses others': that evidence tells it from the links it shares the flow with).
+/// Ties left go to the first link of the path.
+fn blame(
+    this: &Span,
+    path: &[String],
+    spans: &[Span],
+    paths: &BTreeMap<String, Vec<String>>,
+    probe_flows: &BTreeSet<String>,
+) -> Option<(String, String)> {
+    let links_of = |p: &[String]| -> Vec<(String, String)> {
+        p.windows(2).map(|w| (w[0].clone(), w[1].clone())).collect()
+    };
+    let same: BTreeSet<&String> = spans
+        .iter()
+        .filter(|s| s.kind == this.kind)
+        .map(|s| &s.flow)
+        .collect();
+    let beside: BTreeSet<&String> = spans
+        .iter()
+        .filter(|s| s.kind != this.kind && s.start <= this.end && this.start <= s.end)
+        .map(|s| &s.flow)
+        .collect();
+    let mut best: Option<((String, String), (i64, usize))> = None;
+    for l in links_of(path) {
+        let crosses = |f: &String| paths.get(f).is_some_and(|p| links_of(p).contains(&l));
+        let hits = same.iter().filter(|f| crosses(f)).count() as i64;
+        let misses = probe_flows
+            .iter()
+            .filter(|f| !same.contains(f) && crosses(f))
+            .count() as i64;
+        let score = (hits - misses, beside.iter().filter(|f| crosses(f)).count());
+        if best.as_ref().is_none_or(|(_, s)| score > *s) {
+            best = Some((l, score));
+        }
+    }
+    best.map(|(l, _)| l)
 }
 
 /// What the lab should show, checked.
@@ -640,4 +681,79 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         detail: format!("{elsewhere} packets lost on links without an impairment"),
     });
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(p: &str) -> Vec<String> {
+        p.split(' ').map(str::to_owned).collect()
+    }
+
+    fn span(kind: &str, flow: &str, start: f64, end: f64) -> Span {
+        Span {
+            kind: kind.into(),
+            flow: flow.into(),
+            start,
+            end,
+        }
+    }
+
+    fn link(a: &str, b: &str) -> Option<(String, String)> {
+        Some((a.into(), b.into()))
+    }
+
+    /// Probe streams a (leaf2 to leaf3), b (leaf1 to leaf3) and c (leaf2 to leaf1), all
+    /// through spine1; spine1 -> leaf3 is the bad link.
+    fn fabric() -> (BTreeMap<String, Vec<String>>, BTreeSet<String>) {
+        let paths: BTreeMap<String, Vec<String>> = [
+            ("a", "leaf2 spine1 leaf3"),
+            ("b", "leaf1 spine1 leaf3"),
+            ("c", "leaf2 spine1 leaf1"),
+        ]
+        .into_iter()
+        .map(|(f, p)| (f.to_owned(), path(p)))
+        .collect();
+        let probes = paths.keys().cloned().collect();
+        (paths, probes)
+    }
+
+    /// One flow's reordering ties between the two links of its path (each has one other
+    /// probe stream without reordering); the loss the bad link gave two flows at the same
+    /// time tells them apart.
+    #[test]
+    fn a_tie_goes_to_the_link_with_other_events_at_the_time() {
+        let (paths, probes) = fabric();
+        let this = span("reordering", "a", 10.0, 15.0);
+        let mut spans = vec![this.clone()];
+        let blamed = |spans: &[Span]| blame(&this, &paths["a"], spans, &paths, &probes);
+        assert_eq!(blamed(&spans), link("leaf2", "spine1"), "no other evidence");
+        spans.push(span("loss", "a", 5.0, 15.0));
+        spans.push(span("loss", "b", 5.0, 15.4));
+        assert_eq!(blamed(&spans), link("spine1", "leaf3"));
+        // Events of another kind at another time are no evidence.
+        spans.truncate(1);
+        spans.push(span("loss", "a", 1.0, 2.0));
+        spans.push(span("loss", "b", 20.0, 25.0));
+        assert_eq!(blamed(&spans), link("leaf2", "spine1"));
+    }
+
+    /// The events of the same kind come first: a link that more flows with the event cross
+    /// wins over one with more events of other kinds.
+    #[test]
+    fn the_same_kind_of_event_outweighs_others() {
+        let (paths, probes) = fabric();
+        let this = span("delay", "a", 10.0, 15.0);
+        let spans = vec![
+            this.clone(),
+            span("delay", "c", 10.0, 15.0),
+            span("loss", "a", 10.0, 15.0),
+            span("loss", "b", 10.0, 15.0),
+        ];
+        assert_eq!(
+            blame(&this, &paths["a"], &spans, &paths, &probes),
+            link("leaf2", "spine1")
+        );
+    }
 }
