@@ -494,9 +494,6 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let links_of = |p: &[String]| -> Vec<(String, String)> {
-        p.windows(2).map(|w| (w[0].clone(), w[1].clone())).collect()
-    };
     let probe_flows: BTreeSet<String> = paths
         .keys()
         .filter(|k| k.contains(&format!(":{} ", crate::generator::traffic::PROBE_PORT)))
@@ -592,9 +589,6 @@ fn blame(
     paths: &BTreeMap<String, Vec<String>>,
     probe_flows: &BTreeSet<String>,
 ) -> Option<(String, String)> {
-    let links_of = |p: &[String]| -> Vec<(String, String)> {
-        p.windows(2).map(|w| (w[0].clone(), w[1].clone())).collect()
-    };
     let same: BTreeSet<&String> = spans
         .iter()
         .filter(|s| s.kind == this.kind)
@@ -619,6 +613,13 @@ fn blame(
         }
     }
     best.map(|(l, _)| l)
+}
+
+/// The links of a path, in order.
+fn links_of(path: &[String]) -> Vec<(String, String)> {
+    path.windows(2)
+        .map(|w| (w[0].clone(), w[1].clone()))
+        .collect()
 }
 
 /// What the lab should show, checked.
