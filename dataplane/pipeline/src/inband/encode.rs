@@ -135,7 +135,7 @@ impl State {
                     sent.done += 1;
                 }
                 Action::Insert => {
-                    if insert_shim(m, eth_at, self.shim_ethertype, plan, digest) {
+                    if insert_shim(m, eth_at, self.shim_ethertype, plan, field, digest) {
                         sent.done += 1;
                     } else {
                         c.event(TelemetryEvent::NoHeadroom);
@@ -253,7 +253,8 @@ impl State {
         let eth_at = usize::from(meta.eth_at);
         let done = match action {
             Action::Insert => {
-                if insert_shim(m, eth_at, self.shim_ethertype, plan, digest) {
+                let field = DigestField::of(plan.digest_bytes());
+                if insert_shim(m, eth_at, self.shim_ethertype, plan, field, digest) {
                     Some(TelemetryEvent::ShimInserted)
                 } else {
                     Some(TelemetryEvent::NoHeadroom)
@@ -261,7 +262,7 @@ impl State {
             }
             Action::Transit => {
                 // The shim is the plan's (the parse matched its tag and length).
-                put_digest(m.data_mut(), eth_at + 6, plan.digest_bytes(), digest);
+                DigestField::of(plan.digest_bytes()).put(m.data_mut(), eth_at + 6, digest);
                 Some(TelemetryEvent::TransitEncoded)
             }
             Action::Strip | Action::OneHop => {
@@ -395,14 +396,16 @@ fn done_event(action: Action) -> TelemetryEvent {
     }
 }
 
-/// Inserts the shim of `plan` carrying `digest` after the Ethernet header (which ends with the
-/// EtherType field at `eth_at`); false, changing nothing, without headroom for it.
+/// Inserts the shim of `plan` carrying `digest` (in the plan's digest `field`) after the
+/// Ethernet header (which ends with the EtherType field at `eth_at`); false, changing
+/// nothing, without headroom for it.
 #[inline(always)]
 fn insert_shim<B: PacketBuf>(
     m: &mut B,
     eth_at: usize,
     ethertype: u16,
     plan: &SwitchPlan,
+    field: DigestField,
     digest: u64,
 ) -> bool {
     let n = plan.digest_bytes();
@@ -419,14 +422,8 @@ fn insert_shim<B: PacketBuf>(
         s[3] = 0;
         s[4..6].copy_from_slice(&plan.tag().to_be_bytes());
     }
-    put_digest(f, eth_at + 6, n, digest);
+    field.put(f, eth_at + 6, digest);
     true
-}
-
-/// Writes the low `n` bytes (1 to 8) of `digest` big-endian at `at` (see [`DigestField`]).
-#[inline(always)]
-fn put_digest(f: &mut [u8], at: usize, n: usize, digest: u64) {
-    DigestField::of(n).put(f, at, digest);
 }
 
 /// Where a shim's digest of `n` bytes sits in the 8 bytes from its start, worked out once
