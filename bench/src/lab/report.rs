@@ -499,22 +499,14 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
         .filter(|k| k.contains(&format!(":{} ", crate::generator::traffic::PROBE_PORT)))
         .cloned()
         .collect();
-    let spans: Vec<Span> = raw
-        .iter()
-        .map(|e| Span {
-            kind: e["kind"].as_str().unwrap_or("").to_owned(),
-            flow: flow_label(&e["flow"]),
-            start: e["start"].as_f64().unwrap_or(0.0),
-            end: e["end"].as_f64().unwrap_or(0.0),
-        })
-        .collect();
+    let spans: Vec<Span> = raw.iter().map(Span::of).collect();
     let mut out: Vec<EventRow> = raw
         .iter()
-        .map(|e| {
-            let label = flow_label(&e["flow"]);
-            let kind = e["kind"].as_str().unwrap_or("").to_owned();
-            let path = paths.get(&label).cloned().unwrap_or_default();
-            let lossy_link = c.view.details.get(&label).and_then(|d| {
+        .zip(&spans)
+        .map(|(e, this)| {
+            let (label, kind) = (&this.flow, this.kind.as_str());
+            let path = paths.get(label).cloned().unwrap_or_default();
+            let lossy_link = c.view.details.get(label).and_then(|d| {
                 d["loss"]
                     .as_array()?
                     .iter()
@@ -548,13 +540,7 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
                     .max_by_key(|(_, lost)| *lost)
                     .map(|(l, _)| l)
             };
-            let this = Span {
-                kind: kind.clone(),
-                flow: label.clone(),
-                start: e["start"].as_f64().unwrap_or(0.0),
-                end: e["end"].as_f64().unwrap_or(0.0),
-            };
-            let blamed = || blame(&this, &path, &spans, paths, &probe_flows);
+            let blamed = || blame(this, &path, &spans, paths, &probe_flows);
             let link = if kind == "loss" {
                 lossy_link.or_else(most_lost).or_else(blamed)
             } else {
@@ -576,12 +562,25 @@ struct Span {
     end: f64,
 }
 
+impl Span {
+    /// The span of an event line of the sink.
+    fn of(e: &Value) -> Span {
+        Span {
+            kind: e["kind"].as_str().unwrap_or("").to_owned(),
+            flow: flow_label(&e["flow"]),
+            start: e["start"].as_f64().unwrap_or(0.0),
+            end: e["end"].as_f64().unwrap_or(0.0),
+        }
+    }
+}
+
 /// The link of `path` that the event `this` (on a flow with that path) points at: the one
 /// crossed by the most flows with an event of the same kind and the fewest probe streams
-/// without one; between links that tie, the one crossed by the most flows with an event of
-/// another kind at the same time (a jittery link that reorders one flow's probes also
-/// delays or loses others': that evidence tells it from the links it shares the flow with).
-/// Ties left go to the first link of the path.
+/// with no event at all at the time; between links that tie, the one crossed by the most
+/// flows with an event of another kind at the same time. (A jittery link that reorders one
+/// flow's probes delays or loses others' without reordering them enough to tell: those are
+/// no evidence against it, and they tell it from the links it shares the flow with.) Ties
+/// left go to the first link of the path.
 fn blame(
     this: &Span,
     path: &[String],
@@ -605,7 +604,7 @@ fn blame(
         let hits = same.iter().filter(|f| crosses(f)).count() as i64;
         let misses = probe_flows
             .iter()
-            .filter(|f| !same.contains(f) && crosses(f))
+            .filter(|f| !same.contains(f) && !beside.contains(f) && crosses(f))
             .count() as i64;
         let score = (hits - misses, beside.iter().filter(|f| crosses(f)).count());
         if best.as_ref().is_none_or(|(_, s)| score > *s) {
@@ -738,6 +737,25 @@ mod tests {
         spans.push(span("loss", "a", 1.0, 2.0));
         spans.push(span("loss", "b", 20.0, 25.0));
         assert_eq!(blamed(&spans), link("leaf2", "spine1"));
+    }
+
+    /// A probe stream through the bad link that shows only another kind of event at the
+    /// time (loss, not reordering) is no evidence against it: one flow's reordering on
+    /// leaf1 -> spine1 -> leaf3 goes to spine1 -> leaf3, which the lossy stream a shares.
+    #[test]
+    fn a_stream_with_another_event_is_no_evidence_against_a_link() {
+        let (paths, probes) = fabric();
+        let this = span("reordering", "b", 10.0, 15.0);
+        let mut spans = vec![this.clone()];
+        let blamed = |spans: &[Span]| blame(&this, &paths["b"], spans, &paths, &probes);
+        assert_eq!(
+            blamed(&spans),
+            link("leaf1", "spine1"),
+            "a counts against spine1 -> leaf3"
+        );
+        spans.push(span("loss", "a", 5.0, 15.0));
+        spans.push(span("loss", "b", 5.0, 15.0));
+        assert_eq!(blamed(&spans), link("spine1", "leaf3"));
     }
 
     /// The events of the same kind come first: a link that more flows with the event cross
