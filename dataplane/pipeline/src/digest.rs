@@ -62,6 +62,13 @@ pub struct RingDigest {
     plan_version: u32,
 }
 
+// `RingDigest::words` relies on this layout.
+const _: () = assert!(
+    std::mem::size_of::<RingDigest>() == 40
+        && std::mem::offset_of!(RingDigest, pid) == 32
+        && std::mem::offset_of!(RingDigest, plan_version) == 36
+);
+
 impl RingDigest {
     /// A record of a packet of the flow with key words `w0`, `w1` ([`FlowKey::words`]).
     #[allow(clippy::too_many_arguments)]
@@ -88,6 +95,19 @@ impl RingDigest {
             pid,
             plan_version,
         }
+    }
+
+    /// The record's five 8-byte words in memory order (the packet ID in the low half of
+    /// the last, as a little-endian machine lays it out).
+    #[inline(always)]
+    fn words(&self) -> [u64; 5] {
+        [
+            self.w0,
+            self.w1,
+            self.digest,
+            self.tsc,
+            u64::from(self.pid) | u64::from(self.plan_version) << 32,
+        ]
     }
 
     /// The record as readers see it.
@@ -156,11 +176,53 @@ impl DigestRing {
         if n == 0 {
             return Pushed::default();
         }
-        let (pushed, rest) = self.ring.push_partial_slice(&self.burst[..n]);
-        Pushed {
-            recorded: pushed.len() as u64,
-            dropped: rest.len() as u64,
+        let room = match self.ring.write_chunk_uninit(n) {
+            Ok(_) => n,
+            Err(rtrb::chunks::ChunkError::TooFewSlots(k)) => k,
+        };
+        if room > 0
+            && let Ok(mut chunk) = self.ring.write_chunk_uninit(room)
+        {
+            let (a, b) = chunk.as_mut_slices();
+            let (first, second) = self.burst[..room].split_at(a.len());
+            stream_records(first, a);
+            stream_records(second, b);
+            // SAFETY: `stream_records` wrote every slot of both slices.
+            unsafe { chunk.commit_all() };
         }
+        Pushed {
+            recorded: room as u64,
+            dropped: (n - room) as u64,
+        }
+    }
+}
+
+/// Writes `from` into the ring slots `to` (of the same length) with stores that bypass the
+/// worker's caches: the control thread reads them on the other core, often long after, so
+/// the worker neither reads the lines in first nor keeps them in its caches. Ends with a
+/// store fence, so the records are visible before the ring's commit publishes them.
+#[inline]
+fn stream_records(from: &[RingDigest], to: &mut [std::mem::MaybeUninit<RingDigest>]) {
+    debug_assert_eq!(from.len(), to.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_sfence, _mm_stream_si64};
+        for (r, slot) in from.iter().zip(to.iter_mut()) {
+            let words = r.words();
+            let at = slot.as_mut_ptr().cast::<i64>();
+            for (k, &w) in words.iter().enumerate() {
+                // SAFETY: `slot` is a writable `RingDigest` (40 bytes, aligned to 8) and
+                // `words` is its five 8-byte words in memory order, so each store is in
+                // bounds and aligned; SSE2 is part of x86-64.
+                unsafe { _mm_stream_si64(at.add(k), w as i64) };
+            }
+        }
+        // SAFETY: SSE2 is part of x86-64.
+        unsafe { _mm_sfence() };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for (r, slot) in from.iter().zip(to.iter_mut()) {
+        slot.write(*r);
     }
 }
 
