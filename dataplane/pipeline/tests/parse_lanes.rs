@@ -5,84 +5,10 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
-
-use pipeline::capture::{L4, PacketSpec, with_shim};
-use pipeline::emulator::{Emulator, EmulatorConfig};
-use pipeline::fabric::{host_addr, host_mac, port_mac, port_towards};
+use pipeline::emulator::Emulator;
 use pipeline::{BurstVerdicts, PacketBuf, VecFrame};
 use proptest::prelude::*;
 use telemetry::pint::encoder::SwitchPlan;
-use telemetry::topology::Topology;
-use telemetry::wire::shim::{DEFAULT_ETHERTYPE, FLAG_INCOMPLETE};
-
-const PAPER: &str = include_str!("../../../configs/queries/paper.toml");
-
-/// A three-switch line with the paper's plan; `fast` says whether the fast parse is on.
-fn line(fast: bool) -> Emulator {
-    let mut emu = Emulator::new(
-        Topology::line(3),
-        EmulatorConfig {
-            plan: Some(PAPER.to_owned()),
-            expected_flows: 64,
-            ring: 1024,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    for n in &mut emu.nodes {
-        n.pipeline.inband_mut().unwrap().set_fast_parse(fast);
-    }
-    emu
-}
-
-/// A frame as switch `at` receives it on `port` from its host (port 0) or its neighbour:
-/// UDP, TCP, ICMP or a fragment from node 0's hosts to node 2's, with the shim of the plan
-/// (tag `tag`) when it comes from the fabric.
-fn base(kind: u8, at: u32, tag: u16, incomplete: bool) -> (usize, Vec<u8>) {
-    let t = Topology::line(3);
-    let mut p = PacketSpec::udp(
-        Ipv4Addr::from(host_addr(0, 1)),
-        Ipv4Addr::from(host_addr(2, 1)),
-        1000 + u16::from(kind),
-        4791,
-    );
-    p.ident = 77;
-    p.payload_len = 18 + usize::from(kind) * 5;
-    match kind % 4 {
-        1 => {
-            p.l4 = L4::Tcp {
-                sport: 5000,
-                dport: 80,
-                seq: 0xdead_beef,
-            }
-        }
-        2 => p.l4 = L4::Icmp { id: 3, seq: 9 },
-        3 => p.more_frags = true,
-        _ => {}
-    }
-    let (port, shimmed) = if at == 0 {
-        (0usize, false)
-    } else {
-        (usize::from(port_towards(&t, at, at - 1).unwrap()), true)
-    };
-    p.ttl = 64 - at as u8;
-    p.dst_mac = port_mac(at, port as u16);
-    p.src_mac = if at == 0 {
-        host_mac(0)
-    } else {
-        port_mac(at - 1, 1)
-    };
-    let plain = p.build();
-    if !shimmed {
-        return (port, plain);
-    }
-    let mut f = with_shim(&plain, DEFAULT_ETHERTYPE, tag, 2, 0x1234);
-    if incomplete {
-        f[15] |= FLAG_INCOMPLETE;
-    }
-    (port, f)
-}
 
 /// Runs `frame` through switch `at`'s `port` of `emu`: (verdict, bytes after the pipeline).
 fn run(emu: &mut Emulator, at: u32, port: usize, frame: &[u8]) -> (u16, Vec<u8>) {
@@ -105,10 +31,10 @@ proptest! {
         edits in proptest::collection::vec((0usize..80, any::<u8>()), 0..4),
         cut in proptest::option::of(0usize..80),
     ) {
-        let (mut fast, mut general) = (line(true), line(false));
-        let plan = SwitchPlan::compile(PAPER, 1).unwrap();
+        let (mut fast, mut general) = (common::line(true, false), common::line(false, false));
+        let plan = SwitchPlan::compile(common::PAPER, 1).unwrap();
         let tag = if wrong_tag { plan.tag() ^ 1 } else { plan.tag() };
-        let (port, mut frame) = base(kind, at, tag, incomplete);
+        let (port, mut frame) = common::arriving(kind, at, tag, incomplete);
         for (i, b) in edits {
             if let Some(x) = frame.get_mut(i) {
                 *x = b;
@@ -130,11 +56,11 @@ proptest! {
 /// telemetry through the fast parse (so the property compares real work, not two drops).
 #[test]
 fn base_frames_are_forwarded() {
-    let plan = SwitchPlan::compile(PAPER, 1).unwrap();
+    let plan = SwitchPlan::compile(common::PAPER, 1).unwrap();
     for at in 0..3u32 {
         for kind in 0..8u8 {
-            let mut emu = line(true);
-            let (port, frame) = base(kind, at, plan.tag(), false);
+            let mut emu = common::line(true, false);
+            let (port, frame) = common::arriving(kind, at, plan.tag(), false);
             let (v, _) = run(&mut emu, at, port, &frame);
             assert!(v & pipeline::DROPPED == 0, "kind {kind} at {at}: {v:#x}");
             let t = &emu.counters(at).telemetry;
