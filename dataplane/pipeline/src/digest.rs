@@ -176,6 +176,8 @@ impl DigestRing {
         if n == 0 {
             return Pushed::default();
         }
+        // How many fit (the ring reads the control thread's position only when the one it
+        // last saw leaves too little room).
         let room = match self.ring.write_chunk_uninit(n) {
             Ok(_) => n,
             Err(rtrb::chunks::ChunkError::TooFewSlots(k)) => k,
@@ -197,13 +199,15 @@ impl DigestRing {
     }
 }
 
-/// Writes `from` into the ring slots `to` (of the same length) with stores that bypass the
-/// worker's caches: the control thread reads them on the other core, often long after, so
-/// the worker neither reads the lines in first nor keeps them in its caches. Ends with a
-/// store fence, so the records are visible before the ring's commit publishes them.
+/// Writes `from` into the ring slots `to` (of the same length: panics otherwise) with
+/// stores that bypass the worker's caches: the control thread reads them on the other core,
+/// often long after, so the worker neither reads the lines in first nor keeps them in its
+/// caches. Ends with a store fence, so the records are visible before the ring's commit
+/// publishes them.
 #[inline]
 fn stream_records(from: &[RingDigest], to: &mut [std::mem::MaybeUninit<RingDigest>]) {
-    debug_assert_eq!(from.len(), to.len());
+    // Every slot must be written before the commit (once per call, not per record).
+    assert_eq!(from.len(), to.len(), "records for every slot");
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_sfence, _mm_stream_si64};
