@@ -122,6 +122,23 @@ pub struct EventRow {
     pub link: Option<(String, String)>,
 }
 
+impl EventRow {
+    /// Whether the detector puts it down to end-host noise alone (isolated delay spikes):
+    /// then it says nothing about a link, wherever its flow's path goes.
+    pub fn end_host_noise(&self) -> bool {
+        !self.labels.is_empty() && self.labels.iter().all(|l| l == "end_host_noise")
+    }
+
+    /// Where it points, for people: its link, the end hosts for end-host noise, or `?`.
+    pub fn place(&self) -> String {
+        match &self.link {
+            _ if self.end_host_noise() => "end hosts".into(),
+            Some((a, b)) => format!("{a} -> {b}"),
+            None => "?".into(),
+        }
+    }
+}
+
 /// One host switch's traffic.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostRow {
@@ -500,10 +517,7 @@ fn events(h: &mut String, r: &Page) {
             "<text x=\"4\" y=\"{:.1}\" font-size=\"10\">{} {}</text><rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\"><title>{}</title></rect>",
             y + 10.0,
             esc(&e.kind),
-            esc(&e
-                .link
-                .as_ref()
-                .map_or("?".into(), |(a, b)| format!("{a} -> {b}"))),
+            esc(&e.place()),
             x(e.start_s),
             (x(e.end_s) - x(e.start_s)).max(2.0),
             row - 4.0,
@@ -528,10 +542,7 @@ fn events(h: &mut String, r: &Page) {
             esc(&e.kind),
             e.start_s,
             e.end_s,
-            esc(&e
-                .link
-                .as_ref()
-                .map_or("?".into(), |(a, b)| format!("{a} -> {b}"))),
+            esc(&e.place()),
             esc(&e.flow),
             esc(&e.series),
             figures.join(", "),
@@ -694,4 +705,35 @@ pub fn layout(topology: &Topology, hosts: &[u32]) -> Vec<(String, f64, f64)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(labels: &[&str], link: Option<(&str, &str)>) -> EventRow {
+        let e = serde_json::json!({
+            "kind": "delay",
+            "series": "probes",
+            "start": 10.0,
+            "end": 12.5,
+            "labels": labels,
+        });
+        event_row(&e, 10.0, link.map(|(a, b)| (a.to_owned(), b.to_owned())))
+    }
+
+    #[test]
+    fn an_event_put_down_to_end_host_noise_alone_points_at_the_end_hosts() {
+        let noise = row(&["end_host_noise"], Some(("leaf3", "spine2")));
+        assert!(noise.end_host_noise());
+        assert_eq!(noise.place(), "end hosts");
+        assert_eq!((noise.start_s, noise.end_s), (0.0, 2.5));
+        // With another diagnosis beside it, or none, it is the link's.
+        let mixed = row(&["end_host_noise", "congestion_bursty"], Some(("a", "b")));
+        assert!(!mixed.end_host_noise());
+        assert_eq!(mixed.place(), "a -> b");
+        let bare = row(&[], None);
+        assert!(!bare.end_host_noise());
+        assert_eq!(bare.place(), "?");
+    }
 }

@@ -441,10 +441,10 @@ impl LabReport {
         // Events grouped by kind and link: how many flows, over which span.
         let mut groups: BTreeMap<(String, String), EventGroup> = BTreeMap::new();
         for e in &self.events {
-            let link = e
-                .link
-                .as_ref()
-                .map_or("an unknown link".into(), |(a, b)| format!("{a} -> {b}"));
+            let link = match e.place().as_str() {
+                "?" => "an unknown link".into(),
+                place => place.to_owned(),
+            };
             let g = groups.entry((e.kind.clone(), link)).or_insert((
                 0,
                 f64::MAX,
@@ -647,19 +647,21 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
             });
         }
         if i.delay_us > 0 {
-            let hits = r
-                .events
-                .iter()
+            // Delay put down to end-host noise points at no link.
+            let delays = || r.events.iter().filter(|e| e.kind == "delay");
+            let noise = delays().filter(|e| e.end_host_noise()).count();
+            let hits = delays()
                 .filter(|e| {
-                    e.kind == "delay" && e.link.as_ref().is_some_and(|(a, b)| a == from && b == to)
+                    !e.end_host_noise()
+                        && e.link.as_ref().is_some_and(|(a, b)| a == from && b == to)
                 })
                 .count();
             v.push(Check {
                 name: format!("delay event on the impaired link {from} -> {to}"),
                 ok: hits > 0,
                 detail: format!(
-                    "{hits} delay events point at it, {} elsewhere",
-                    r.events.iter().filter(|e| e.kind == "delay").count() - hits
+                    "{hits} delay events point at it, {} elsewhere, {noise} put down to end-host noise",
+                    delays().count() - hits - noise
                 ),
             });
         }
