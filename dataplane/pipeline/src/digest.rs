@@ -176,16 +176,17 @@ impl DigestRing {
         if n == 0 {
             return Pushed::default();
         }
-        // How many fit (the ring reads the control thread's position only when the one it
+        // As many as fit (the ring reads the control thread's position only when the one it
         // last saw leaves too little room).
-        let room = match self.ring.write_chunk_uninit(n) {
-            Ok(_) => n,
-            Err(rtrb::chunks::ChunkError::TooFewSlots(k)) => k,
+        let chunk = match self.ring.write_chunk_uninit(n) {
+            Ok(chunk) => Some(chunk),
+            Err(rtrb::chunks::ChunkError::TooFewSlots(0)) => None,
+            Err(rtrb::chunks::ChunkError::TooFewSlots(k)) => self.ring.write_chunk_uninit(k).ok(),
         };
-        if room > 0
-            && let Ok(mut chunk) = self.ring.write_chunk_uninit(room)
-        {
+        let mut room = 0;
+        if let Some(mut chunk) = chunk {
             let (a, b) = chunk.as_mut_slices();
+            room = a.len() + b.len();
             let (first, second) = self.burst[..room].split_at(a.len());
             stream_records(first, a);
             stream_records(second, b);
