@@ -543,6 +543,8 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
             let blamed = || blame(this, &path, &spans, paths, &probe_flows);
             let link = if kind == "loss" {
                 lossy_link.or_else(most_lost).or_else(blamed)
+            } else if loses_meanwhile(this, &spans) {
+                lossy_link.or_else(blamed)
             } else {
                 blamed()
             };
@@ -572,6 +574,17 @@ impl Span {
             end: e["end"].as_f64().unwrap_or(0.0),
         }
     }
+}
+
+/// Whether the flow of `this` (a delay or reordering event) has a loss event at the same
+/// time: then both point at the link where its counters say its packets went missing (a
+/// queue that delays, reorders and drops), whatever other flows show. On a machine whose
+/// stalls delay every path now and then, that keeps the evidence of the lossy link from
+/// being outvoted by the noise on the others.
+fn loses_meanwhile(this: &Span, spans: &[Span]) -> bool {
+    spans.iter().any(|s| {
+        s.kind == "loss" && s.flow == this.flow && s.start <= this.end && this.start <= s.end
+    })
 }
 
 /// The link of `path` that the event `this` (on a flow with that path) points at: the one
@@ -758,6 +771,19 @@ mod tests {
         spans.push(span("loss", "a", 5.0, 15.0));
         spans.push(span("loss", "b", 5.0, 15.0));
         assert_eq!(blamed(&spans), link("spine1", "leaf3"));
+    }
+
+    /// A delay event on a flow that loses packets at the same time goes where the loss is;
+    /// one before or after its loss does not.
+    #[test]
+    fn a_delay_with_loss_at_the_time_goes_where_the_loss_is() {
+        let this = span("delay", "a", 10.0, 15.0);
+        let mut spans = vec![this.clone(), span("loss", "b", 10.0, 15.0)];
+        assert!(!loses_meanwhile(&this, &spans), "another flow's loss");
+        spans.push(span("loss", "a", 2.0, 9.5));
+        assert!(!loses_meanwhile(&this, &spans), "its loss before");
+        spans.push(span("loss", "a", 14.0, 20.0));
+        assert!(loses_meanwhile(&this, &spans));
     }
 
     /// The events of the same kind come first: a link that more flows with the event cross

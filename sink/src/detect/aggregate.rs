@@ -37,6 +37,17 @@ impl Aggregator {
         }
     }
 
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The baseline of the last normal window (delay only): what a window's delay is
+    /// raised against.
+    pub fn baseline_ms(&self) -> Option<f64> {
+        self.baseline_ms
+    }
+
     fn is_problem(&self, w: &WindowStats, p: &Params) -> bool {
         match self.kind {
             Kind::Delay => w.delay_problem,
@@ -105,6 +116,10 @@ impl Aggregator {
         }
         if let Some((_, b)) = span(last) {
             end = b;
+        }
+        if start > end {
+            // One window whose delay was up at both of its ends: all of it.
+            (start, end) = (first.start, last.end);
         }
         let lost: u64 = open.windows.iter().map(|w| w.lost).sum();
         let sent: u64 = open.windows.iter().map(|w| w.sent).sum();

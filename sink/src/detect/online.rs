@@ -282,6 +282,10 @@ impl Detector {
             &w.samples,
             &self.lost_list,
             (extra_lost, w.extra_sent - counted_lost),
+            self.aggregators
+                .iter()
+                .find(|a| a.kind() == Kind::Delay)
+                .and_then(Aggregator::baseline_ms),
             &self.p,
             &mut self.scratch,
         );

@@ -86,6 +86,28 @@ fn a_stall_before_a_delay_step_does_not_move_its_start() {
 }
 
 #[test]
+fn stalls_now_and_then_around_a_delay_step_do_not_stretch_it() {
+    // A busy measuring host stalls every 0.4 s (one or two samples late each time) from
+    // 35 s to 43 s and again from 68 s to 74.5 s; the real step runs from 43 s to 68 s.
+    // A stall alone is no event: the windows before and after stay quiet.
+    let stalls = |from: f64, to: f64| {
+        (0..)
+            .map(move |k| from + 0.4 * k as f64)
+            .take_while(move |&t| t < to)
+            .map(|t| t..t + 0.15)
+    };
+    let mut spans: Vec<std::ops::Range<f64>> = stalls(35.0, 43.0).collect();
+    spans.push(43.0..68.0);
+    spans.extend(stalls(68.3, 74.5));
+    let s = series(120.0, |t, r| raised(t, r, &spans), |_| false);
+    let e = run(&s, &Params::default());
+    let delays: Vec<_> = e.iter().filter(|e| e.kind == Kind::Delay).collect();
+    assert_eq!(delays.len(), 1, "{e:?}");
+    assert!((delays[0].start - 1043.0).abs() < 0.11, "{:?}", delays[0]);
+    assert!((delays[0].end - 1067.9).abs() < 0.11, "{:?}", delays[0]);
+}
+
+#[test]
 fn a_slowly_building_queue_is_one_event() {
     // A queue builds from 30 s to 60 s (0 to 60 ms), then drains at once.
     let s = series(

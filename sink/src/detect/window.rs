@@ -32,8 +32,9 @@ pub struct WindowStats {
     pub high: usize,
     /// Of those, ones whose neighbours (in arrival order) are not high: single spikes.
     pub isolated_high: usize,
-    /// Send times of the first and last high sample of the window's main clusters (see
-    /// [`high_span`]): where the delay was up, without a lone stall far from it.
+    /// Send times of the raised samples where the delay rose and where it fell again (see
+    /// [`high_span`]; the rise may come after the fall when the delay was up at both ends
+    /// of the window): where an event starting or ending in this window starts or ends.
     pub high_span: Option<(f64, f64)>,
     /// Delay jumps of more than 300 ms from one sample to the next.
     pub jumps: usize,
@@ -131,51 +132,60 @@ pub struct Scratch {
     seqs: Vec<u64>,
     sorted_seqs: Vec<u64>,
     by_seq: Vec<(u64, f64, f64)>,
-    high_sends: Vec<f64>,
+    by_send: Vec<(f64, bool)>,
 }
 
-/// Share of a window's length without a high sample that separates two clusters of them.
-const CLUSTER_GAP_SHARE: f64 = 0.1;
-/// Share of a window's high samples a cluster needs to count towards the span.
-const CLUSTER_MIN_SHARE: f64 = 0.1;
-
-/// The span of the high samples' send times (`sends`, sorted here), leaving out small
-/// clusters: high samples more than a tenth of the window apart form separate clusters,
-/// and the span runs from the first to the last cluster that holds at least a tenth of the
-/// high samples. A stall of the measuring hosts delays a handful of samples at once; it
-/// should not move the start of an event seconds before the delay really rose.
-fn high_span(sends: &mut [f64], window_s: f64) -> Option<(f64, f64)> {
-    sends.sort_unstable_by(f64::total_cmp);
-    let (&first, &last) = (sends.first()?, sends.last()?);
-    let gap = window_s * CLUSTER_GAP_SHARE;
-    let need = (sends.len() as f64 * CLUSTER_MIN_SHARE).ceil() as usize;
-    let mut span: Option<(f64, f64)> = None;
-    let mut at = 0;
-    while at < sends.len() {
-        let mut end = at + 1;
-        while end < sends.len() && sends[end] - sends[end - 1] <= gap {
-            end += 1;
-        }
-        if end - at >= need {
-            let (a, b) = (sends[at], sends[end - 1]);
-            span = Some(span.map_or((a, b), |(s, _)| (s, b)));
-        }
-        at = end;
+/// Where a window's delay rose and where it fell again: a change-point estimate on the
+/// cumulative excess of raised samples (CUSUM). `by_send` holds every sample's send time
+/// and whether it is raised (above the reference baseline plus the delay threshold), sorted
+/// here by send time. With q the window's share of raised samples, the running sum
+/// P(t) = (raised samples before t) - q x (samples before t) falls while raised samples are
+/// rarer than on average and climbs while they are commoner: the delay rose where P is
+/// lowest (at the first raised sample after it) and fell where P is highest (at the last
+/// raised sample before it). A stall of the measuring hosts raises a few samples at once,
+/// or a few now and then: it moves P little, so it does not move the start of an event
+/// seconds before the delay really rose. `None` without raised samples.
+fn high_span(by_send: &mut [(f64, bool)]) -> Option<(f64, f64)> {
+    by_send.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+    let n = by_send.len();
+    let raised = by_send.iter().filter(|x| x.1).count();
+    if raised == 0 {
+        return None;
     }
-    // Only when no cluster is large enough (many small ones): all of them.
-    Some(span.unwrap_or((first, last)))
+    // In integers: n x P(t) = n x (raised before t) - raised x (samples before t), exact.
+    let (n_i, raised_i) = (n as i64, raised as i64);
+    let (mut p, mut low, mut top) = (0i64, (0i64, 0usize), (0i64, 0usize));
+    for (i, x) in by_send.iter().enumerate() {
+        p += if x.1 { n_i - raised_i } else { -raised_i };
+        // P after sample i: the lowest (the earliest on ties: a window raised throughout
+        // rose at its start) before the rise, the highest (the latest on ties) at the fall.
+        if p < low.0 && i + 1 < n {
+            low = (p, i + 1);
+        }
+        if p >= top.0 {
+            top = (p, i);
+        }
+    }
+    let rise = by_send[low.1..].iter().find(|x| x.1).map(|x| x.0)?;
+    let fall = by_send[..=top.1].iter().rev().find(|x| x.1).map(|x| x.0)?;
+    Some((rise, fall))
 }
 
 /// Analyses one window: `samples` in arrival order (delays already corrected for
 /// self-queueing), `lost` sequence numbers (sorted) lost in it, and `extra`: packets lost
 /// but not listed, and packets received but not among the samples (losses and deliveries
-/// known from counters rather than sequence numbers).
+/// known from counters rather than sequence numbers). `reference_ms` is the baseline of
+/// the last normal window before it, if any: where the delay rose and fell is told against
+/// it (a window raised throughout rose at its start), the problem itself against the
+/// window's own minimum.
+#[allow(clippy::too_many_arguments)]
 pub fn analyse(
     start: f64,
     end: f64,
     samples: &[Sample],
     lost: &[u64],
     extra: (u64, u64),
+    reference_ms: Option<f64>,
     p: &Params,
     s: &mut Scratch,
 ) -> WindowStats {
@@ -202,9 +212,11 @@ pub fn analyse(
         w.p95_ms = s.delays[(n * 95 / 100).min(n - 1)];
         let high_at = w.min_ms + p.delay_threshold_ms;
         let is_high = |d: f64| d > high_at;
+        let raised_at = reference_ms.map_or(w.min_ms, |r| r.min(w.min_ms)) + p.delay_threshold_ms;
         let mut prev_d: Option<f64> = None;
-        s.high_sends.clear();
+        s.by_send.clear();
         for (i, x) in samples.iter().enumerate() {
+            s.by_send.push((x.send, x.delay_ms > raised_at));
             if is_high(x.delay_ms) {
                 w.high += 1;
                 let before = i > 0 && is_high(samples[i - 1].delay_ms);
@@ -212,7 +224,6 @@ pub fn analyse(
                 if !before && !after {
                     w.isolated_high += 1;
                 }
-                s.high_sends.push(x.send);
             }
             if let Some(pd) = prev_d
                 && x.delay_ms - pd > 300.0
@@ -221,7 +232,7 @@ pub fn analyse(
             }
             prev_d = Some(x.delay_ms);
         }
-        w.high_span = high_span(&mut s.high_sends, end - start);
+        w.high_span = high_span(&mut s.by_send);
         if let Some(m) = lowest_mode(&s.delays) {
             w.baseline_ms = Some(m.peak_ms);
             w.delay_problem = (m.mass < p.mode_mass || m.width_ms > p.mode_width_ms)
