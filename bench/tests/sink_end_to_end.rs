@@ -40,6 +40,12 @@ fn unix_ns() -> u64 {
         .as_nanos() as u64
 }
 
+/// Digest batches each decode thread may have waiting. The emulator sends a run's minutes
+/// of traffic in seconds, in thousands of small batches: on a machine busy with other work
+/// the decode threads fall behind and the default queue (1024) would drop some (counted, as
+/// designed). Sized to hold a whole run, so that the checks see every digest.
+const QUEUE_BATCHES: usize = 1 << 16;
+
 /// The topology in the sink's TOML adjacency form.
 fn topology_toml(t: &Topology) -> String {
     let mut links = Vec::new();
@@ -123,27 +129,30 @@ fn settle(sink: &Sink, truth: &Truth) {
             std::thread::sleep(shared.config.epoch_grace * 3 + Duration::from_millis(300));
             return;
         }
-        let (received, dropped): (u64, u64) = shared
-            .registry
-            .switches()
-            .iter()
-            .map(|e| {
-                (
-                    e.counters
-                        .flowsets
-                        .load(std::sync::atomic::Ordering::Relaxed),
-                    e.counters
-                        .flowsets_dropped
-                        .load(std::sync::atomic::Ordering::Relaxed),
-                )
-            })
-            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        let sum = |f: fn(&sink::registry::SwitchCounters) -> &std::sync::atomic::AtomicU64| {
+            shared
+                .registry
+                .switches()
+                .iter()
+                .map(|e| f(&e.counters).load(std::sync::atomic::Ordering::Relaxed))
+                .sum::<u64>()
+        };
         assert!(
             t0.elapsed() < Duration::from_secs(60),
-            "the sink took {digests} of {} digests, {flowsets} of {} flowsets \
-             ({received} received, {dropped} dropped)",
+            "the sink took {digests} of {} digests ({} received, {} dropped, {} of an \
+             unknown plan), {flowsets} of {} flowsets ({} received, {} dropped); frames: {} \
+             received, {} rejected, {} sequence gaps, {} connections",
             truth.digests,
-            truth.flowsets
+            sum(|c| &c.digests),
+            sum(|c| &c.digests_dropped),
+            sum(|c| &c.digests_unknown_plan),
+            truth.flowsets,
+            sum(|c| &c.flowsets),
+            sum(|c| &c.flowsets_dropped),
+            sum(|c| &c.frames),
+            sum(|c| &c.rejected),
+            sum(|c| &c.sequence_gaps),
+            sum(|c| &c.connections),
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -193,6 +202,7 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
         http: Some("127.0.0.1:0".parse().unwrap()),
         topology: Some(topo_file),
         decode_threads: 2,
+        queue_batches: QUEUE_BATCHES,
         epoch_grace: Duration::from_secs(1),
         json_lines: Some(json_lines.clone()),
         ..SinkConfig::default()
@@ -412,6 +422,7 @@ fn ipfix_records_reach_nfcapd_exactly() {
         listen: "127.0.0.1:0".parse().unwrap(),
         http: None,
         decode_threads: 2,
+        queue_batches: QUEUE_BATCHES,
         epoch_grace: Duration::from_millis(500),
         ipfix: Some(format!("127.0.0.1:{port}").parse().unwrap()),
         active_timeout: Duration::from_secs(1),
@@ -506,6 +517,7 @@ fn the_sink_detects_delay_and_loss_as_they_happen() {
         listen: "127.0.0.1:0".parse().unwrap(),
         http: Some("127.0.0.1:0".parse().unwrap()),
         decode_threads: 2,
+        queue_batches: QUEUE_BATCHES,
         epoch_grace: Duration::from_millis(500),
         event_lines: Some(event_lines.clone()),
         ..SinkConfig::default()
