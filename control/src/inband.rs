@@ -20,7 +20,7 @@ use telemetry::flowradar::{FlowSet, FlowSetConfig};
 use telemetry::hash::mix64;
 use telemetry::pint::encoder::SwitchPlan;
 use telemetry::protocol::{
-    FrameType, Hello, PlanText, PortInfo, Stats, WireDigest, WireProbe, encode_digests,
+    DigestEncoder, FrameType, Hello, PlanText, PortInfo, Stats, WireDigest, WireProbe,
     encode_flowset, encode_probes,
 };
 
@@ -66,6 +66,8 @@ pub struct TelemetryControl {
     workers: Vec<WorkerEnd>,
     params: Vec<LoadParams>,
     exporter: Option<Exporter>,
+    /// Its tables kept from batch to batch.
+    encoder: DigestEncoder,
     batch_max: usize,
     epoch_ns: u64,
     next_recalibration: Instant,
@@ -211,6 +213,7 @@ impl TelemetryStart {
                 workers: ends,
                 params,
                 exporter,
+                encoder: DigestEncoder::default(),
                 batch_max: t.batch_digests as usize,
                 epoch_ns: t.epoch_ns(),
                 next_recalibration: Instant::now() + Duration::from_secs(1),
@@ -321,7 +324,7 @@ impl TelemetryControl {
                 });
             }
             let history = &self.history;
-            let payload = encode_digests(w as u16, &batch, |v| {
+            let payload = self.encoder.encode(w as u16, &batch, |v| {
                 history
                     .iter()
                     .find(|p| p.version() == v)

@@ -156,65 +156,105 @@ pub(crate) fn unzigzag(v: u64) -> i64 {
 
 /// The digests batch payload for `digests` from `worker`, whose plans have the digest
 /// lengths `digest_bytes(version)` gives. At most [`MAX_PLANS_PER_BATCH`] plans, 65535
-/// flows and [`MAX_BATCH`] digests (callers split larger sets).
+/// flows and [`MAX_BATCH`] digests (callers split larger sets). A sender of many batches
+/// keeps a [`DigestEncoder`] instead.
 pub fn encode_digests(
     worker: u16,
     digests: &[WireDigest],
     digest_bytes: impl Fn(u32) -> u8,
 ) -> Vec<u8> {
-    assert!(!digests.is_empty() && digests.len() <= MAX_BATCH as usize);
-    let mut plans: Vec<u32> = Vec::new();
-    let mut flows: FxHashMap<(FlowKey, u8, u8, u8), u16> = FxHashMap::default();
-    let mut flow_list: Vec<(FlowKey, u8, u8, u8)> = Vec::new();
-    for d in digests {
-        if !plans.contains(&d.plan_version) {
-            plans.push(d.plan_version);
+    DigestEncoder::default().encode(worker, digests, digest_bytes)
+}
+
+/// A flow entry of a batch: the flow and the ports and hop count its digests share.
+type FlowEntry = (FlowKey, u8, u8, u8);
+
+/// Encodes digest batches, keeping its flow table and lists from batch to batch: the
+/// control thread encodes millions of digests a second, and a table built anew for every
+/// batch grows (and rehashes) from empty each time.
+#[derive(Debug, Clone, Default)]
+pub struct DigestEncoder {
+    flows: FxHashMap<FlowEntry, u16>,
+    flow_list: Vec<FlowEntry>,
+    /// Each digest's flow entry, from the first pass.
+    flow_of: Vec<u16>,
+    plans: Vec<u32>,
+    lens: Vec<u8>,
+}
+
+impl DigestEncoder {
+    /// The batch payload, as [`encode_digests`] gives it.
+    pub fn encode(
+        &mut self,
+        worker: u16,
+        digests: &[WireDigest],
+        digest_bytes: impl Fn(u32) -> u8,
+    ) -> Vec<u8> {
+        assert!(!digests.is_empty() && digests.len() <= MAX_BATCH as usize);
+        let DigestEncoder {
+            flows,
+            flow_list,
+            flow_of,
+            plans,
+            lens,
+        } = self;
+        flows.clear();
+        flow_list.clear();
+        flow_of.clear();
+        plans.clear();
+        flows.reserve(digests.len());
+        for d in digests {
+            if !plans.contains(&d.plan_version) {
+                plans.push(d.plan_version);
+            }
+            let k = (d.key, d.ingress_port, d.egress_port, d.hops);
+            let at = *flows.entry(k).or_insert_with(|| {
+                flow_list.push(k);
+                (flow_list.len() - 1) as u16
+            });
+            flow_of.push(at);
         }
-        let k = (d.key, d.ingress_port, d.egress_port, d.hops);
-        flows.entry(k).or_insert_with(|| {
-            flow_list.push(k);
-            (flow_list.len() - 1) as u16
-        });
-    }
-    assert!(plans.len() <= MAX_PLANS_PER_BATCH && flow_list.len() <= usize::from(u16::MAX));
-    let lens: Vec<u8> = plans.iter().map(|v| digest_bytes(*v)).collect();
-    let base = digests[0].time_ns;
-    let mut out =
-        Vec::with_capacity(18 + plans.len() * 4 + flow_list.len() * 16 + digests.len() * 10);
-    out.extend_from_slice(&worker.to_be_bytes());
-    out.extend_from_slice(&(digests.len() as u32).to_be_bytes());
-    out.extend_from_slice(&(flow_list.len() as u16).to_be_bytes());
-    out.push(plans.len() as u8);
-    out.extend_from_slice(&base.to_be_bytes());
-    for v in &plans {
-        out.extend_from_slice(&v.to_be_bytes());
-    }
-    for (key, i, e, hops) in &flow_list {
-        out.extend_from_slice(&key.to_bytes());
-        out.push(*i);
-        out.push(*e);
-        out.push(*hops);
-    }
-    let mut prev = base;
-    for d in digests {
-        put_varint(
-            &mut out,
-            u64::from(flows[&(d.key, d.ingress_port, d.egress_port, d.hops)]),
-        );
-        let p = plans
-            .iter()
-            .position(|v| *v == d.plan_version)
-            .expect("listed");
-        if plans.len() > 1 {
-            out.push(p as u8);
+        assert!(plans.len() <= MAX_PLANS_PER_BATCH && flow_list.len() <= usize::from(u16::MAX));
+        lens.clear();
+        lens.extend(plans.iter().map(|v| digest_bytes(*v)));
+        let base = digests[0].time_ns;
+        let mut out =
+            Vec::with_capacity(18 + plans.len() * 4 + flow_list.len() * 16 + digests.len() * 10);
+        out.extend_from_slice(&worker.to_be_bytes());
+        out.extend_from_slice(&(digests.len() as u32).to_be_bytes());
+        out.extend_from_slice(&(flow_list.len() as u16).to_be_bytes());
+        out.push(plans.len() as u8);
+        out.extend_from_slice(&base.to_be_bytes());
+        for v in plans.iter() {
+            out.extend_from_slice(&v.to_be_bytes());
         }
-        out.extend_from_slice(&d.pid.to_be_bytes());
-        let n = usize::from(lens[p]);
-        out.extend_from_slice(&d.digest.to_be_bytes()[8 - n..]);
-        put_varint(&mut out, zigzag(d.time_ns.wrapping_sub(prev) as i64));
-        prev = d.time_ns;
+        for (key, i, e, hops) in flow_list.iter() {
+            out.extend_from_slice(&key.to_bytes());
+            out.push(*i);
+            out.push(*e);
+            out.push(*hops);
+        }
+        let mut prev = base;
+        for (d, &f) in digests.iter().zip(flow_of.iter()) {
+            put_varint(&mut out, u64::from(f));
+            let p = if plans.len() > 1 {
+                let p = plans
+                    .iter()
+                    .position(|v| *v == d.plan_version)
+                    .expect("listed");
+                out.push(p as u8);
+                p
+            } else {
+                0
+            };
+            out.extend_from_slice(&d.pid.to_be_bytes());
+            let n = usize::from(lens[p]);
+            out.extend_from_slice(&d.digest.to_be_bytes()[8 - n..]);
+            put_varint(&mut out, zigzag(d.time_ns.wrapping_sub(prev) as i64));
+            prev = d.time_ns;
+        }
+        out
     }
-    out
 }
 
 impl DigestBatch {

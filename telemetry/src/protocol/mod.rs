@@ -23,7 +23,8 @@ mod probes;
 
 use digests::Grouping;
 pub use digests::{
-    DigestBatch, DigestOrder, FlowRuns, MAX_PLANS_PER_BATCH, WireDigest, encode_digests,
+    DigestBatch, DigestEncoder, DigestOrder, FlowRuns, MAX_PLANS_PER_BATCH, WireDigest,
+    encode_digests,
 };
 pub use frames::{FlowSetFrame, Hello, PlanText, PortInfo, Stats, encode_flowset};
 pub use probes::{ProbeBatch, WireProbe, encode_probes};

@@ -72,6 +72,30 @@ impl WireDigest {
     }
 }
 
+/// One encoder kept over batches of different sizes, flows and plans gives each batch the
+/// bytes a fresh one gives: nothing of one batch leaks into the next.
+#[test]
+fn a_reused_encoder_gives_every_batch_its_own_bytes() {
+    let lens = |v: u32| if v == 2 { 3 } else { 2 };
+    let mut mixed = digests(40, 7, 0xabcd_0001);
+    mixed.extend(digests(5, 2, 2));
+    let batches = [
+        digests(300, 40, 0xabcd_0001),
+        digests(3, 1, 0xabcd_0001),
+        mixed,
+        digests(1024, 500, 2),
+        digests(17, 17, 0xabcd_0001),
+    ];
+    let mut enc = DigestEncoder::default();
+    for (i, b) in batches.iter().enumerate() {
+        assert_eq!(
+            enc.encode(i as u16, b, lens),
+            encode_digests(i as u16, b, lens),
+            "batch {i}"
+        );
+    }
+}
+
 fn session_after_hello() -> Session {
     let mut s = Session::default();
     let f = encode_frame(FrameType::Hello, 0, &hello().payload());
