@@ -528,7 +528,27 @@ fn the_sink_detects_delay_and_loss_as_they_happen() {
     let truth = drive(&topology, &[0, 2], &spec, &sink);
     settle(&sink, &truth);
     let t0 = start_ns as f64 / 1e9;
-    let events = json(http, "/api/events?n=100");
+    // An event is raised once the window after it closes, which the decode threads reach
+    // when they get to the flows' last counts: on a busy machine, a while after the last
+    // frame arrived. Waits (boundedly) until every flow has its events, then checks them.
+    let crosses = |f: &bench::fabric_traffic::FlowTruth| f.route.windows(2).any(|w| w == [0, 1]);
+    let has = |events: &Value, f: &bench::fabric_traffic::FlowTruth, kind: &str, series: &str| {
+        events.as_array().unwrap().iter().any(|e| {
+            e["flow"]["src_port"] == f.key.src_port && e["kind"] == kind && e["series"] == series
+        })
+    };
+    let waited = Instant::now();
+    let events = loop {
+        let events = json(http, "/api/events?n=100");
+        let all = truth.flows.iter().all(|f| {
+            has(&events, f, "delay", "latency")
+                && (!crosses(f) || has(&events, f, "loss", "counters"))
+        }) && has(&events, &truth.flows[0], "delay", "probes");
+        if all || waited.elapsed() > Duration::from_secs(30) {
+            break events;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let events = events.as_array().unwrap();
     let of_series = |flow: &bench::fabric_traffic::FlowTruth, kind: &str, series: &str| {
         events
@@ -551,7 +571,6 @@ fn the_sink_detects_delay_and_loss_as_they_happen() {
             },
         )
     };
-    let crosses = |f: &bench::fabric_traffic::FlowTruth| f.route.windows(2).any(|w| w == [0, 1]);
     for src in &truth.flows {
         let delay = of(src, "delay");
         assert_eq!(delay.len(), 1, "flow {}: {events:?}", src.key);
