@@ -78,7 +78,9 @@ impl FastProgram {
         #[cfg(target_arch = "x86_64")]
         if hashes.is_wide() {
             // SAFETY: `is_wide` holds only when the CPU reports AVX-512 F and DQ.
-            unsafe { wide::draw::<false>(self, hashes, mask, &PreparedValues::default(), out) };
+            unsafe {
+                wide::draw::<false>(self, hashes, key, mask, &PreparedValues::default(), out)
+            };
             return;
         }
         self.draw_lanes_narrow(hashes, key, mask, out);
@@ -103,7 +105,7 @@ impl FastProgram {
         #[cfg(target_arch = "x86_64")]
         if hashes.is_wide() {
             // SAFETY: `is_wide` holds only when the CPU reports AVX-512 F and DQ.
-            unsafe { wide::draw::<true>(self, hashes, mask, prepared, out) };
+            unsafe { wide::draw::<true>(self, hashes, key, mask, prepared, out) };
             return true;
         }
         let mut bits = mask;
@@ -198,11 +200,13 @@ mod wide {
     }
 
     /// [`FastProgram::draw_lanes`], eight lanes at a time; with `APPLY`,
-    /// [`FastProgram::encode_lanes`] (only the digests are stored).
+    /// [`FastProgram::encode_lanes`] (only the digests are stored). The hop's first tape
+    /// word and the value word of `key` come from `h` rather than being hashed again.
     #[target_feature(enable = "avx512f,avx512dq")]
     pub(super) fn draw<const APPLY: bool>(
         p: &FastProgram,
         h: &BurstHashes,
+        key: u64,
         mask: u64,
         prepared: &PreparedValues,
         out: &mut DrawLanes,
@@ -218,7 +222,7 @@ mod wide {
         let coin_mask = _mm512_set1_epi64(0xffff);
         let set = |v: u64| _mm512_set1_epi64(v as i64);
         let (one, ones, low8) = (set(1), set(u64::MAX), set(255));
-        let (hop_tape, stride) = (set(seeds::HOP_TAPE), set(seeds::STRIDE));
+        let (hop_tape, stride, value_key) = (set(seeds::HOP_TAPE), set(seeds::STRIDE), set(key));
         let ends: [__m512i; MAX_FAST_SETS - 1] = core::array::from_fn(|j| set(t.ends[j]));
         let (p_shift, p_mask, p_key) = (load(&t.p_shift), load(&t.p_mask), load(&t.p_key));
         let (p_value_shift, p_value_mask) = (load(&t.p_value_shift), load(&t.p_value_mask));
@@ -245,9 +249,9 @@ mod wide {
             }
             let pick = |table: __m512i| _mm512_permutexvar_epi64(s, table);
             // The hop's tape words and the sampling threshold of its index.
-            let hop_key = mix(_mm512_xor_si512(hop_tape, hop));
-            let w0 = mix(_mm512_xor_si512(m, hop_key));
+            let w0 = lane_load(&h.hop_word, i);
             let w1 = if t.second_word {
+                let hop_key = mix(_mm512_xor_si512(hop_tape, hop));
                 mix(_mm512_xor_si512(_mm512_xor_si512(m, hop_key), stride))
             } else {
                 _mm512_setzero_si512()
@@ -262,9 +266,19 @@ mod wide {
                     _mm512_mask_blend_epi64(_mm512_cmpeq_epu64_mask(pick(word), one), w0, w1);
                 _mm512_and_si512(_mm512_srlv_epi64(from, pick(shift)), pick(width_mask))
             };
-            // The path query: replace (baseline) or XOR in the hash when this hop writes.
+            // The path query: replace (baseline) or XOR in the hash when this hop writes. Its
+            // value word is the one hashed with the burst unless the set's key is another.
+            let path_key = pick(p_key);
+            let hashed = _mm512_cmpeq_epu64_mask(path_key, value_key) | !k;
+            let value_word = lane_load(&h.value_word, i);
+            let value_word = if hashed == u8::MAX {
+                value_word
+            } else {
+                let own = mix(_mm512_xor_si512(m, path_key));
+                _mm512_mask_blend_epi64(hashed, own, value_word)
+            };
             let hash = _mm512_and_si512(
-                _mm512_srlv_epi64(mix(_mm512_xor_si512(m, pick(p_key))), pick(p_value_shift)),
+                _mm512_srlv_epi64(value_word, pick(p_value_shift)),
                 pick(p_value_mask),
             );
             let layer = _mm512_and_si512(_mm512_srlv_epi64(m, pick(layer_shift)), pick(layer_mask));
@@ -373,7 +387,16 @@ mod tests {
                     expected.digest[i] =
                         plan.apply_lane(&expected, i, h.m[i], &prepared, 0, || unreachable!());
                 }
-                for hashes in [&h, &hn] {
+                // Also with hashes made with another plan's key.
+                let (mut h_other, mut hn_other) = (h.clone(), hn.clone());
+                h_other.compute(MAX, key ^ 1);
+                hn_other.compute(MAX, key ^ 1);
+                for (hashes, key) in [
+                    (&h, key),
+                    (&hn, key),
+                    (&h_other, key ^ 1),
+                    (&hn_other, key ^ 1),
+                ] {
                     let mut got = lanes.clone();
                     let done = plan.encode_lanes(hashes, key, mask, &prepared, &mut got);
                     assert_eq!(done, !per_packet, "{text}");
@@ -421,6 +444,14 @@ mod tests {
                 let mut other = before.clone();
                 fast.draw_lanes_narrow(&h, key ^ 1, mask, &mut other);
                 assert_eq!(other.digest, narrow.digest);
+                let mut h_other = h.clone();
+                h_other.compute(MAX, key ^ 1);
+                let mut other = before.clone();
+                fast.draw_lanes(&h_other, key ^ 1, mask, &mut other);
+                assert_eq!(other.digest, narrow.digest, "wide, another key");
+                assert_eq!(other.set, narrow.set);
+                assert_eq!(other.coin, narrow.coin);
+                assert_eq!(other.value_writes, narrow.value_writes);
                 assert_eq!(lanes.digest, narrow.digest);
                 assert_eq!(lanes.set, narrow.set);
                 assert_eq!(lanes.coin, narrow.coin);
