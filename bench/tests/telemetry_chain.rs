@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bench::collector::{Collected, Collector};
 use bench::generator::{FlowTag, Transport, flow_key_of};
 use bench::scratch::Scratch;
-use control::summary::Summary;
+use control::summary::{Interval, Summary};
 use telemetry::flowradar::{FlowKey, single_decode};
 use telemetry::pint::path_decoder::Space;
 use telemetry::pint::plan::Plan;
@@ -655,13 +655,35 @@ fn a_sink_that_goes_away_does_not_disturb_forwarding() {
         Some(0),
         "nothing lost while the sink was gone"
     );
-    // Every full interval of the traffic forwarded at the offered rate.
+    // Every two seconds of the traffic (but its first and last interval) forwarded at the
+    // offered rate: windows as long as the outage, so that a machine that stalls the
+    // generator or the switch for a moment (packets late by a tenth of a second, then
+    // caught up: nothing lost) does not count as a slowdown, while one that lasts as long
+    // as the outage does.
     let rates: Vec<f64> = sum.intervals.iter().map(|i| i.rx_mpps).collect();
-    let active: Vec<f64> = rates.iter().copied().filter(|r| *r > 0.0).collect();
+    let active: Vec<&Interval> = sum.intervals.iter().filter(|i| i.rx_mpps > 0.0).collect();
     assert!(active.len() >= 8, "{rates:?}");
+    let full = &active[1..active.len() - 1];
+    let slow: Vec<(f64, f64)> = (0..full.len())
+        .filter_map(|start| {
+            // Millions of packets in the intervals from `full[start]` on, and the seconds
+            // they span, until they span two.
+            let begin = active[start].t;
+            let mut packets = 0.0;
+            for (prev, i) in active[start..].iter().zip(&full[start..]) {
+                packets += i.rx_mpps * (i.t - prev.t);
+                let seconds = i.t - begin;
+                if seconds >= 2.0 {
+                    return Some((begin, packets / seconds));
+                }
+            }
+            None
+        })
+        .filter(|&(_, mpps)| mpps <= 0.036)
+        .collect();
     assert!(
-        active[1..active.len() - 1].iter().all(|r| *r > 0.036),
-        "forwarding slowed down: {rates:?}\n{log}"
+        slow.is_empty(),
+        "forwarding slowed down (from t, Mpps over two seconds): {slow:?}; intervals {rates:?}\n{log}"
     );
     assert!(
         after.hellos.len() == 1 && after.digest_count > 0,
