@@ -131,13 +131,8 @@ pub(crate) mod wide {
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq")]
     pub(crate) fn mix(x: __m512i) -> __m512i {
-        let c1 = _mm512_set1_epi64(0xbf58_476d_1ce4_e5b9_u64 as i64);
-        let c2 = _mm512_set1_epi64(0x94d0_49bb_1331_11eb_u64 as i64);
-        let x = _mm512_xor_si512(x, _mm512_srli_epi64::<30>(x));
-        let x = _mm512_mullo_epi64(x, c1);
-        let x = _mm512_xor_si512(x, _mm512_srli_epi64::<27>(x));
-        let x = _mm512_mullo_epi64(x, c2);
-        _mm512_xor_si512(x, _mm512_srli_epi64::<31>(x))
+        let [x] = mix_all([x]);
+        x
     }
 
     /// Eight lanes of [`crate::hash::mix64`] in each of `G` vectors, step by step across
