@@ -1,10 +1,18 @@
 //! Problem windows merged into events: windows of one kind separated by at most the merge
 //! gap join one event; an event that ends (a gap longer than the merge gap follows it) is
-//! kept if it lasted at least the minimum event length, and diagnosed.
+//! kept if it lasted at least the minimum event length, and diagnosed. A delay event whose
+//! delay was already up when its first window began starts where it rose in the quiet
+//! window before, and one whose delay was still up when its last window ended ends where it
+//! fell in the quiet window after: a window only part raised is no problem on its own
+//! (its lowest mode still holds most samples), but the event began or ended in it.
 
 use super::diagnose::diagnose;
 use super::window::WindowStats;
 use super::{Event, Kind, Params};
+
+/// A window's delay counts as up from its start (or until its end) when fewer than this
+/// many of its samples were sent before the rise (or after the fall).
+const EDGE_SAMPLES: usize = 5;
 
 /// An event being built.
 #[derive(Debug, Clone)]
@@ -16,6 +24,10 @@ struct Open {
     /// Quiet windows after the last problem one (inside the event only if another follows).
     trailing_quiet: usize,
     baseline_ms: Option<f64>,
+    /// The quiet window just before the first problem one, if adjacent.
+    before: Option<WindowStats>,
+    /// The quiet window just after the last problem one, if adjacent.
+    after: Option<WindowStats>,
 }
 
 /// Merges one kind's problem windows into events.
@@ -25,6 +37,13 @@ pub struct Aggregator {
     open: Option<Open>,
     /// The last normal window's baseline (kept for long events).
     baseline_ms: Option<f64>,
+    /// The last window, if it was quiet.
+    last_quiet: Option<WindowStats>,
+}
+
+/// Whether `b` starts where `a` ends.
+fn adjacent(a: &WindowStats, b: &WindowStats) -> bool {
+    (b.start - a.end).abs() < 1e-9
 }
 
 impl Aggregator {
@@ -34,6 +53,7 @@ impl Aggregator {
             kind,
             open: None,
             baseline_ms: None,
+            last_quiet: None,
         }
     }
 
@@ -77,19 +97,31 @@ impl Aggregator {
         }
         if problem {
             let baseline = self.baseline_ms.or(w.baseline_ms);
+            let before = self.last_quiet.take().filter(|q| adjacent(q, w));
             let open = self.open.get_or_insert_with(|| Open {
                 windows: Vec::new(),
                 quiet_windows: 0,
                 trailing_quiet: 0,
                 baseline_ms: baseline,
+                before,
+                after: None,
             });
             open.quiet_windows += open.trailing_quiet;
             open.trailing_quiet = 0;
+            open.after = None;
             open.windows.push(*w);
         } else {
             if let Some(open) = &mut self.open {
+                if open.trailing_quiet == 0 {
+                    open.after = open
+                        .windows
+                        .last()
+                        .filter(|last| adjacent(last, w))
+                        .map(|_| *w);
+                }
                 open.trailing_quiet += 1;
             }
+            self.last_quiet = Some(*w);
             if self.kind == Kind::Delay && w.baseline_ms.is_some() {
                 self.baseline_ms = w.baseline_ms;
             }
@@ -120,6 +152,24 @@ impl Aggregator {
         if start > end {
             // One window whose delay was up at both of its ends: all of it.
             (start, end) = (first.start, last.end);
+        }
+        if self.kind == Kind::Delay {
+            // Up from the first window's start: it rose in the quiet window before, if
+            // that one's delay was up until its end.
+            let up_at_start = first.high_span.is_some() && first.high_margins.0 < EDGE_SAMPLES;
+            if let Some(b) = open.before.as_ref().filter(|_| up_at_start)
+                && let Some((rise, _)) = b.high_span
+                && b.high_margins.1 < EDGE_SAMPLES
+            {
+                start = start.min(rise);
+            }
+            let up_at_end = last.high_span.is_some() && last.high_margins.1 < EDGE_SAMPLES;
+            if let Some(a) = open.after.as_ref().filter(|_| up_at_end)
+                && let Some((_, fall)) = a.high_span
+                && a.high_margins.0 < EDGE_SAMPLES
+            {
+                end = end.max(fall);
+            }
         }
         let lost: u64 = open.windows.iter().map(|w| w.lost).sum();
         let sent: u64 = open.windows.iter().map(|w| w.sent).sum();

@@ -71,6 +71,26 @@ fn a_delay_step_is_found_with_its_start_and_end() {
 }
 
 #[test]
+fn a_step_that_begins_and_ends_inside_quiet_windows_keeps_its_start_and_end() {
+    // (Raised spans, start, end.) Delays up from 43 s to 66.5 s: the windows at 40 s and
+    // 65 s are raised only in part (their lowest modes hold most samples: no problem on
+    // their own), but the event began and ended in them. Up from 41 s to 42 s, down again,
+    // then up from 45 s to 70 s: the event starts at 45 s (the window before was not
+    // raised until its end).
+    let cases: [(&[std::ops::Range<f64>], f64, f64); 2] = [
+        (&[43.0..66.5], 1043.0, 1066.4),
+        (&[41.0..42.0, 45.0..70.0], 1045.0, 1069.9),
+    ];
+    for (spans, start, end) in cases {
+        let s = series(120.0, |t, r| raised(t, r, spans), |_| false);
+        let e = run(&s, &Params::default());
+        assert_eq!(e.len(), 1, "{spans:?}: {e:?}");
+        assert!((e[0].start - start).abs() < 0.11, "{spans:?}: {:?}", e[0]);
+        assert!((e[0].end - end).abs() < 0.11, "{spans:?}: {:?}", e[0]);
+    }
+}
+
+#[test]
 fn a_stall_before_a_delay_step_does_not_move_its_start() {
     // The measuring host stalls once at 40.3 s (two samples 40 ms late); the real step
     // starts at 41.5 s, in the same window.

@@ -36,6 +36,10 @@ pub struct WindowStats {
     /// [`high_span`]; the rise may come after the fall when the delay was up at both ends
     /// of the window): where an event starting or ending in this window starts or ends.
     pub high_span: Option<(f64, f64)>,
+    /// Samples sent before that rise and after that fall: few of them mean the delay was
+    /// up from the window's start, or until its end (and an event may run on into the
+    /// window next to it).
+    pub high_margins: (usize, usize),
     /// Delay jumps of more than 300 ms from one sample to the next.
     pub jumps: usize,
     /// Packets lost (and packets sent: received plus lost).
@@ -144,8 +148,9 @@ pub struct Scratch {
 /// lowest (at the first raised sample after it) and fell where P is highest (at the last
 /// raised sample before it). A stall of the measuring hosts raises a few samples at once,
 /// or a few now and then: it moves P little, so it does not move the start of an event
-/// seconds before the delay really rose. `None` without raised samples.
-fn high_span(by_send: &mut [(f64, bool)]) -> Option<(f64, f64)> {
+/// seconds before the delay really rose. `None` without raised samples; with them, also
+/// how many samples were sent before the rise and after the fall.
+fn high_span(by_send: &mut [(f64, bool)]) -> Option<((f64, f64), (usize, usize))> {
     by_send.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     let n = by_send.len();
     let raised = by_send.iter().filter(|x| x.1).count();
@@ -166,9 +171,9 @@ fn high_span(by_send: &mut [(f64, bool)]) -> Option<(f64, f64)> {
             top = (p, i);
         }
     }
-    let rise = by_send[low.1..].iter().find(|x| x.1).map(|x| x.0)?;
-    let fall = by_send[..=top.1].iter().rev().find(|x| x.1).map(|x| x.0)?;
-    Some((rise, fall))
+    let rise = low.1 + by_send[low.1..].iter().position(|x| x.1)?;
+    let fall = by_send[..=top.1].iter().rposition(|x| x.1)?;
+    Some(((by_send[rise].0, by_send[fall].0), (rise, n - 1 - fall)))
 }
 
 /// Analyses one window: `samples` in arrival order (delays already corrected for
@@ -232,7 +237,10 @@ pub fn analyse(
             }
             prev_d = Some(x.delay_ms);
         }
-        w.high_span = high_span(&mut s.by_send);
+        if let Some((span, margins)) = high_span(&mut s.by_send) {
+            w.high_span = Some(span);
+            w.high_margins = margins;
+        }
         if let Some(m) = lowest_mode(&s.delays) {
             w.baseline_ms = Some(m.peak_ms);
             w.delay_problem = (m.mass < p.mode_mass || m.width_ms > p.mode_width_ms)
