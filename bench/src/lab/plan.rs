@@ -291,13 +291,16 @@ fn switch_config(lab: &Lab, n: u32, tables: &Tables, at: &Endpoints) -> String {
             hops.join(", ")
         );
     }
+    s.push_str("[telemetry]\n");
+    if let Some(q) = &lab.queries {
+        // A TOML string, quoted and escaped whatever the path holds.
+        let q = toml::Value::String(q.display().to_string());
+        let _ = writeln!(s, "queries = {q}");
+    }
     let _ = writeln!(
         s,
-        "[telemetry]\nqueries = \"{}\"\nsink = \"{}\"\nepoch_ms = {}\n\n[telemetry.flowradar]\nexpected_flows = {}",
-        lab.queries.display(),
-        at.sink_listen,
-        lab.epoch_ms,
-        lab.expected_flows
+        "sink = \"{}\"\nepoch_ms = {}\n\n[telemetry.flowradar]\nexpected_flows = {}",
+        at.sink_listen, lab.epoch_ms, lab.expected_flows
     );
     s
 }

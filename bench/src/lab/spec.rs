@@ -173,8 +173,8 @@ pub struct Lab {
     pub description: String,
     /// How long the traffic runs, seconds.
     pub duration_s: f64,
-    /// The query file every switch runs.
-    pub queries: PathBuf,
+    /// The query file every switch runs (None: the paper's plan, built into the switch).
+    pub queries: Option<PathBuf>,
     /// The switches and links (switch ID = node number + 1).
     pub topology: Topology,
     /// Nodes with hosts behind them, ascending.
@@ -244,8 +244,13 @@ impl Lab {
             return Err(key_err("duration_s", format!("{duration_s}: 1 to 3600")));
         }
         let queries = match raw.queries {
-            Some(q) => base.join(q),
-            None => base.join("../queries/paper.toml"),
+            Some(q) => {
+                let path = base.join(q);
+                control::config::telemetry::load_queries(Some(&path), None)
+                    .map_err(|e| key_err("queries", e))?;
+                Some(path)
+            }
+            None => None,
         };
         let (topology, default_hosts) = topology(&raw.topology, base)?;
         let node_of = |name: &str, key: &str| -> Result<u32, LabError> {
@@ -337,6 +342,16 @@ impl Lab {
         if !(probe_hz.is_finite() && probe_hz > 0.0 && probe_hz <= 100_000.0) {
             return Err(key_err("traffic.probe_hz", format!("{probe_hz}: above 0")));
         }
+        // Per host, which nodes it reaches.
+        let reach: std::collections::HashMap<u32, Vec<bool>> = hosts
+            .iter()
+            .map(|&h| {
+                (
+                    h,
+                    topology.bfs(h).0.iter().map(|&d| d != u32::MAX).collect(),
+                )
+            })
+            .collect();
         let pairs = match &t.pairs {
             Some(p) => {
                 let mut out = Vec::new();
@@ -346,15 +361,33 @@ impl Lab {
                     if a == b || !hosts.contains(&a) || !hosts.contains(&b) {
                         return Err(key_err(key, "two different switches that both have hosts"));
                     }
+                    if !reach[&a][b as usize] {
+                        return Err(key_err(
+                            key,
+                            format!(
+                                "no path from `{}` to `{}` in the topology",
+                                p[i][0], p[i][1]
+                            ),
+                        ));
+                    }
                     out.push((a, b));
                 }
                 out
             }
+            // Every two hosts with a path between them (a topology file may have parts
+            // with no link between them).
             None => hosts
                 .iter()
                 .flat_map(|&a| hosts.iter().filter(move |&&b| b != a).map(move |&b| (a, b)))
+                .filter(|&(a, b)| reach[&a][b as usize])
                 .collect(),
         };
+        if pairs.is_empty() {
+            return Err(key_err(
+                "topology.hosts",
+                "no two switches with hosts have a path between them",
+            ));
+        }
         let mut impair = Vec::new();
         for (i, r) in raw.impair.into_iter().enumerate() {
             let key = |f: &str| format!("impair[{i}].{f}");
@@ -585,7 +618,7 @@ mod tests {
         assert_eq!(l.topology.names[2], "leaf1");
         assert_eq!(l.traffic.pairs.len(), 6);
         assert_eq!(l.destinations(2), vec![3, 4]);
-        assert_eq!(l.queries, Path::new("/labs/../queries/paper.toml"));
+        assert_eq!(l.queries, None, "the paper's plan, built into the switch");
         assert_eq!((l.duration_s, l.idle, l.epoch_ms), (20.0, Idle::Sleep, 10));
         let c = parse("[topology]\nkind = \"chain\"\nswitches = 3\n").unwrap();
         assert_eq!(c.hosts, vec![0, 2]);
@@ -644,5 +677,61 @@ mod tests {
             parse("[topology]\nkind = \"chain\"\nswitches = 3\nspeed = 1\n"),
             Err(LabError::Parse { .. })
         ));
+    }
+
+    /// A lab whose files are in `dir`.
+    fn parse_in(dir: &crate::scratch::Scratch, text: &str) -> Result<Lab, LabError> {
+        Lab::parse(text, &dir.path(""), "t")
+    }
+
+    #[test]
+    fn a_topology_in_parts_pairs_only_hosts_with_a_path() {
+        let dir = crate::scratch::Scratch::new("lab-parts").unwrap();
+        std::fs::write(dir.path("t.toml"), "links = [[1, 2], [2, 3], [4, 5]]\n").unwrap();
+        let lab = |extra: &str| {
+            parse_in(
+                &dir,
+                &format!("[topology]\nkind = \"file\"\npath = \"t.toml\"\n{extra}"),
+            )
+        };
+        let l = lab("").unwrap();
+        assert_eq!(l.hosts, vec![0, 2, 3, 4]);
+        let mut pairs = l.traffic.pairs.clone();
+        pairs.sort_unstable();
+        assert_eq!(pairs, [(0, 2), (2, 0), (3, 4), (4, 3)]);
+        let name = |n: usize| l.topology.names[n].clone();
+        let e = lab(&format!(
+            "[traffic]\npairs = [[\"{}\", \"{}\"]]\n",
+            name(0),
+            name(3)
+        ))
+        .unwrap_err();
+        assert_eq!(key(e), "traffic.pairs[0]");
+        let e = lab(&format!("hosts = [\"{}\", \"{}\"]\n", name(0), name(4))).unwrap_err();
+        assert_eq!(key(e), "topology.hosts");
+    }
+
+    #[test]
+    fn a_query_file_is_read_where_the_lab_is_and_checked() {
+        let dir = crate::scratch::Scratch::new("lab-queries").unwrap();
+        std::fs::write(
+            dir.path("good.toml"),
+            control::config::telemetry::PAPER_QUERIES,
+        )
+        .unwrap();
+        std::fs::write(dir.path("bad.toml"), "global_bits = 99\n").unwrap();
+        let lab = |q: &str| {
+            parse_in(
+                &dir,
+                &format!("queries = \"{q}\"\n[topology]\nkind = \"chain\"\nswitches = 3\n"),
+            )
+        };
+        assert_eq!(
+            lab("good.toml").unwrap().queries,
+            Some(dir.path("good.toml"))
+        );
+        for q in ["bad.toml", "missing.toml"] {
+            assert_eq!(key(lab(q).unwrap_err()), "queries", "{q}");
+        }
     }
 }
