@@ -24,10 +24,30 @@ struct Open {
     /// Quiet windows after the last problem one (inside the event only if another follows).
     trailing_quiet: usize,
     baseline_ms: Option<f64>,
-    /// The quiet window just before the first problem one, if adjacent.
-    before: Option<WindowStats>,
-    /// The quiet window just after the last problem one, if adjacent.
-    after: Option<WindowStats>,
+    /// The quiet window just before the first problem one, if adjacent (delay only).
+    before: Option<Quiet>,
+    /// The quiet window just after the last problem one, if adjacent (delay only).
+    after: Option<Quiet>,
+}
+
+/// What a quiet window next to a delay event tells of it: where its delay rose and fell,
+/// and how many samples came before the rise and after the fall.
+#[derive(Debug, Clone, Copy)]
+struct Quiet {
+    end: f64,
+    span: (f64, f64),
+    margins: (usize, usize),
+}
+
+impl Quiet {
+    /// A delay aggregator's note of quiet window `w` (None: no raised sample in it).
+    fn of(w: &WindowStats) -> Option<Quiet> {
+        w.high_span.map(|span| Quiet {
+            end: w.end,
+            span,
+            margins: w.high_margins,
+        })
+    }
 }
 
 /// Merges one kind's problem windows into events.
@@ -37,13 +57,13 @@ pub struct Aggregator {
     open: Option<Open>,
     /// The last normal window's baseline (kept for long events).
     baseline_ms: Option<f64>,
-    /// The last window, if it was quiet.
-    last_quiet: Option<WindowStats>,
+    /// The last window, if it was quiet and had raised samples (delay only).
+    last_quiet: Option<Quiet>,
 }
 
-/// Whether `b` starts where `a` ends.
-fn adjacent(a: &WindowStats, b: &WindowStats) -> bool {
-    (b.start - a.end).abs() < 1e-9
+/// Whether a window starting at `b_start` begins where one ending at `a_end` ends.
+fn adjacent(a_end: f64, b_start: f64) -> bool {
+    (b_start - a_end).abs() < 1e-9
 }
 
 impl Aggregator {
@@ -97,7 +117,7 @@ impl Aggregator {
         }
         if problem {
             let baseline = self.baseline_ms.or(w.baseline_ms);
-            let before = self.last_quiet.take().filter(|q| adjacent(q, w));
+            let before = self.last_quiet.take().filter(|q| adjacent(q.end, w.start));
             let open = self.open.get_or_insert_with(|| Open {
                 windows: Vec::new(),
                 quiet_windows: 0,
@@ -112,16 +132,18 @@ impl Aggregator {
             open.windows.push(*w);
         } else {
             if let Some(open) = &mut self.open {
-                if open.trailing_quiet == 0 {
+                if open.trailing_quiet == 0 && self.kind == Kind::Delay {
                     open.after = open
                         .windows
                         .last()
-                        .filter(|last| adjacent(last, w))
-                        .map(|_| *w);
+                        .filter(|last| adjacent(last.end, w.start))
+                        .and_then(|_| Quiet::of(w));
                 }
                 open.trailing_quiet += 1;
             }
-            self.last_quiet = Some(*w);
+            if self.kind == Kind::Delay {
+                self.last_quiet = Quiet::of(w);
+            }
             if self.kind == Kind::Delay && w.baseline_ms.is_some() {
                 self.baseline_ms = w.baseline_ms;
             }
@@ -157,18 +179,18 @@ impl Aggregator {
             // Up from the first window's start: it rose in the quiet window before, if
             // that one's delay was up until its end.
             let up_at_start = first.high_span.is_some() && first.high_margins.0 < EDGE_SAMPLES;
-            if let Some(b) = open.before.as_ref().filter(|_| up_at_start)
-                && let Some((rise, _)) = b.high_span
-                && b.high_margins.1 < EDGE_SAMPLES
+            if let Some(b) = open
+                .before
+                .filter(|b| up_at_start && b.margins.1 < EDGE_SAMPLES)
             {
-                start = start.min(rise);
+                start = start.min(b.span.0);
             }
             let up_at_end = last.high_span.is_some() && last.high_margins.1 < EDGE_SAMPLES;
-            if let Some(a) = open.after.as_ref().filter(|_| up_at_end)
-                && let Some((_, fall)) = a.high_span
-                && a.high_margins.0 < EDGE_SAMPLES
+            if let Some(a) = open
+                .after
+                .filter(|a| up_at_end && a.margins.0 < EDGE_SAMPLES)
             {
-                end = end.max(fall);
+                end = end.max(a.span.1);
             }
         }
         let lost: u64 = open.windows.iter().map(|w| w.lost).sum();
