@@ -150,10 +150,11 @@ fn run_with_eal(
     }
     let fwd = Arc::new(Forwarder::new(&config.tables()).context("building the route table")?);
     println!(
-        "routes: {} ({} KiB table); workers: {}",
+        "routes: {} ({} KiB table); workers: {}; telemetry lanes: {}",
         fwd.fib().routes(),
         fwd.fib().memory_bytes() / 1024,
-        config.workers.len()
+        config.workers.len(),
+        telemetry::hash::burst::Width::best().name()
     );
 
     let mut workers = Vec::with_capacity(config.workers.len());

@@ -614,7 +614,7 @@ frequency = 0.5
     }
 
     /// Plans of the straight-line shape: every set one path query and one value.
-    pub(in crate::pint::encoder) const STRAIGHT: [&str; 5] = [
+    pub(in crate::pint::encoder) const STRAIGHT: [&str; 7] = [
         include_str!("../../../../configs/queries/paper.toml"),
         r#"
 global_bits = 24
@@ -672,6 +672,78 @@ bits = 8
 frequency = 0.2
 "#,
         include_str!("../../../tests/plans/min_product.toml"),
+        // Four sets (the most AVX2 lanes pick from), then five (drawn one lane at a time
+        // there).
+        r#"
+global_bits = 16
+[[queries]]
+name = "path"
+value = "switch_id"
+aggregation = "static_per_flow"
+bits = 8
+[[queries]]
+name = "latency"
+value = "hop_latency"
+aggregation = "dynamic_per_flow"
+bits = 8
+frequency = 0.4
+[[queries]]
+name = "util"
+value = "link_utilization"
+aggregation = "max"
+bits = 8
+frequency = 0.3
+[[queries]]
+name = "min_latency"
+value = "hop_latency"
+aggregation = "min"
+bits = 8
+frequency = 0.2
+[[queries]]
+name = "util_product"
+value = "link_utilization"
+aggregation = "product"
+bits = 8
+frequency = 0.1
+"#,
+        r#"
+global_bits = 16
+[[queries]]
+name = "path"
+value = "switch_id"
+aggregation = "static_per_flow"
+bits = 8
+[[queries]]
+name = "latency"
+value = "hop_latency"
+aggregation = "dynamic_per_flow"
+bits = 8
+frequency = 0.3
+[[queries]]
+name = "util"
+value = "link_utilization"
+aggregation = "max"
+bits = 8
+frequency = 0.2
+[[queries]]
+name = "min_latency"
+value = "hop_latency"
+aggregation = "min"
+bits = 8
+frequency = 0.2
+[[queries]]
+name = "util_product"
+value = "link_utilization"
+aggregation = "product"
+bits = 8
+frequency = 0.2
+[[queries]]
+name = "max_latency"
+value = "hop_latency"
+aggregation = "max"
+bits = 8
+frequency = 0.1
+"#,
     ];
 
     #[test]
