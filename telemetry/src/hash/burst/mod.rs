@@ -85,24 +85,14 @@ impl Width {
         }
     }
 
-    /// Its name in configuration and reports: `plain`, `avx2`, `avx512`.
+    /// Its name in reports (the switch prints it when it starts): `plain`, `avx2`,
+    /// `avx512`.
     pub fn name(self) -> &'static str {
         match self {
             Width::Plain => "plain",
             Width::Avx2 => "avx2",
             Width::Avx512 => "avx512",
         }
-    }
-}
-
-impl std::str::FromStr for Width {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Width, String> {
-        Width::ALL
-            .into_iter()
-            .find(|w| w.name() == s)
-            .ok_or_else(|| format!("unknown vector width {s:?} (plain, avx2 or avx512)"))
     }
 }
 
