@@ -166,16 +166,29 @@ pub fn encode_digests(
     DigestEncoder::default().encode(worker, digests, digest_bytes)
 }
 
-/// A flow entry of a batch: the flow and the ports and hop count its digests share.
-type FlowEntry = (FlowKey, u8, u8, u8);
+/// A flow entry of a batch (the flow and the ports and hop count its digests share) as one
+/// integer whose big-endian bytes are the entry's 16 bytes on the wire: the key's 13, the
+/// ingress port, the egress port, the hop count. One word pair to hash and compare, and one
+/// store to write.
+fn flow_entry(d: &WireDigest) -> u128 {
+    let k = &d.key;
+    (u128::from(k.src) << 96)
+        | (u128::from(k.dst) << 64)
+        | (u128::from(k.src_port) << 48)
+        | (u128::from(k.dst_port) << 32)
+        | (u128::from(k.protocol) << 24)
+        | (u128::from(d.ingress_port) << 16)
+        | (u128::from(d.egress_port) << 8)
+        | u128::from(d.hops)
+}
 
 /// Encodes digest batches, keeping its flow table and lists from batch to batch: the
 /// control thread encodes millions of digests a second, and a table built anew for every
 /// batch grows (and rehashes) from empty each time.
 #[derive(Debug, Clone, Default)]
 pub struct DigestEncoder {
-    flows: FxHashMap<FlowEntry, u16>,
-    flow_list: Vec<FlowEntry>,
+    flows: FxHashMap<u128, u16>,
+    flow_list: Vec<u128>,
     /// Each digest's flow entry, from the first pass.
     flow_of: Vec<u16>,
     plans: Vec<u32>,
@@ -207,7 +220,7 @@ impl DigestEncoder {
             if !plans.contains(&d.plan_version) {
                 plans.push(d.plan_version);
             }
-            let k = (d.key, d.ingress_port, d.egress_port, d.hops);
+            let k = flow_entry(d);
             let at = *flows.entry(k).or_insert_with(|| {
                 flow_list.push(k);
                 (flow_list.len() - 1) as u16
@@ -218,8 +231,10 @@ impl DigestEncoder {
         lens.clear();
         lens.extend(plans.iter().map(|v| digest_bytes(*v)));
         let base = digests[0].time_ns;
-        let mut out =
-            Vec::with_capacity(18 + plans.len() * 4 + flow_list.len() * 16 + digests.len() * 10);
+        // Room for the fixed-width writes below, which put 8 bytes and keep fewer.
+        let mut out = Vec::with_capacity(
+            18 + plans.len() * 4 + flow_list.len() * 16 + digests.len() * 32 + 8,
+        );
         out.extend_from_slice(&worker.to_be_bytes());
         out.extend_from_slice(&(digests.len() as u32).to_be_bytes());
         out.extend_from_slice(&(flow_list.len() as u16).to_be_bytes());
@@ -228,11 +243,8 @@ impl DigestEncoder {
         for v in plans.iter() {
             out.extend_from_slice(&v.to_be_bytes());
         }
-        for (key, i, e, hops) in flow_list.iter() {
-            out.extend_from_slice(&key.to_bytes());
-            out.push(*i);
-            out.push(*e);
-            out.push(*hops);
+        for entry in flow_list.iter() {
+            out.extend_from_slice(&entry.to_be_bytes());
         }
         let mut prev = base;
         for (d, &f) in digests.iter().zip(flow_of.iter()) {
@@ -248,8 +260,13 @@ impl DigestEncoder {
                 0
             };
             out.extend_from_slice(&d.pid.to_be_bytes());
-            let n = usize::from(lens[p]);
-            out.extend_from_slice(&d.digest.to_be_bytes()[8 - n..]);
+            // The digest's low `n` bytes, big-endian: all eight written, the rest cut off
+            // (one store, where a copy of `n` bytes is a call).
+            let n = usize::from(lens[p]).min(8);
+            if n > 0 {
+                out.extend_from_slice(&(d.digest << (64 - 8 * n as u32)).to_be_bytes());
+                out.truncate(out.len() - (8 - n));
+            }
             put_varint(&mut out, zigzag(d.time_ns.wrapping_sub(prev) as i64));
             prev = d.time_ns;
         }

@@ -103,6 +103,70 @@ fn session_after_hello() -> Session {
     s
 }
 
+/// A digests payload byte for byte as `docs/protocol.md` lays it out: two flows, two plans
+/// (so each digest names its plan), digests of 2 and 3 bytes, a time step back (a negative
+/// zigzag delta) and varints of one and two bytes.
+#[test]
+fn a_digests_payload_is_laid_out_as_documented() {
+    let flow = |src: u32, sport: u16| FlowKey {
+        src,
+        dst: 0x0a01_0203,
+        src_port: sport,
+        dst_port: 0x01bb,
+        protocol: 17,
+    };
+    let d = |key, hops, pid, plan_version, digest, time_ns| WireDigest {
+        key,
+        ingress_port: 4,
+        egress_port: 9,
+        pid,
+        hops,
+        plan_version,
+        digest,
+        time_ns,
+    };
+    let base = 0x0102_0304_0506_0708u64;
+    let batch = [
+        d(flow(0x0a00_0001, 0x1234), 3, 0xdead_beef, 7, 0xabcd, base),
+        d(
+            flow(0x0a00_0002, 0x4321),
+            5,
+            0x0000_0001,
+            8,
+            0x12_3456,
+            base + 200,
+        ),
+        d(
+            flow(0x0a00_0001, 0x1234),
+            3,
+            0xffff_fffe,
+            7,
+            0x00ff,
+            base + 199,
+        ),
+    ];
+    let payload = encode_digests(6, &batch, |v| if v == 7 { 2 } else { 3 });
+    #[rustfmt::skip]
+    let expected: Vec<u8> = [
+        &[0x00, 0x06][..],                                   // worker 6
+        &[0x00, 0x00, 0x00, 0x03],                           // 3 digests
+        &[0x00, 0x02],                                       // 2 flows
+        &[0x02],                                             // 2 plans
+        &base.to_be_bytes(),                                 // base time
+        &[0, 0, 0, 7], &[0, 0, 0, 8],                        // plan versions
+        &[0x0a, 0, 0, 1, 0x0a, 1, 2, 3, 0x12, 0x34, 0x01, 0xbb, 17, 4, 9, 3], // flow 0
+        &[0x0a, 0, 0, 2, 0x0a, 1, 2, 3, 0x43, 0x21, 0x01, 0xbb, 17, 4, 9, 5], // flow 1
+        // flow 0, plan 0, packet ID, 2 digest bytes, +0 ns
+        &[0x00, 0x00, 0xde, 0xad, 0xbe, 0xef, 0xab, 0xcd, 0x00],
+        // flow 1, plan 1, packet ID, 3 digest bytes, +200 ns (zigzag 400: 0x90 0x03)
+        &[0x01, 0x01, 0, 0, 0, 1, 0x12, 0x34, 0x56, 0x90, 0x03],
+        // flow 0, plan 0, packet ID, 2 digest bytes, -1 ns (zigzag 1)
+        &[0x00, 0x00, 0xff, 0xff, 0xff, 0xfe, 0x00, 0xff, 0x01],
+    ]
+    .concat();
+    assert_eq!(payload, expected);
+}
+
 #[test]
 fn every_frame_round_trips() {
     let mut s = session_after_hello();

@@ -11,7 +11,27 @@ pub enum ReadError {
 }
 
 /// Appends `v` as a LEB128 varint (7 bits per byte, low first).
+#[inline]
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    if v < 1 << 56 {
+        // At most eight bytes: built in a word, written whole, the unused ones cut off (one
+        // store instead of a push per byte).
+        let (mut word, mut n) = (0u64, 0u32);
+        loop {
+            let b = v & 0x7f;
+            v >>= 7;
+            if v == 0 {
+                word |= b << (8 * n);
+                n += 1;
+                break;
+            }
+            word |= (b | 0x80) << (8 * n);
+            n += 1;
+        }
+        out.extend_from_slice(&word.to_le_bytes());
+        out.truncate(out.len() - (8 - n as usize));
+        return;
+    }
     loop {
         let b = (v & 0x7f) as u8;
         v >>= 7;
@@ -125,6 +145,21 @@ mod tests {
         assert_eq!(r.u8(), Err(ReadError::Truncated));
         assert_eq!(Reader::new(&[0xff; 11]).varint(), Err(ReadError::BadVarint));
         assert_eq!(Reader::new(&[0xff; 9]).varint(), Err(ReadError::Truncated));
+        // Literal bytes on both sides of the eight-byte word the writer builds.
+        let bytes = |v| {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            out
+        };
+        assert_eq!(bytes(300), [0xac, 0x02]);
+        assert_eq!(
+            bytes((1 << 56) - 1),
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]
+        );
+        assert_eq!(
+            bytes(1 << 56),
+            [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]
+        );
         // Every length, back to back.
         let values: Vec<u64> = (0..64).flat_map(|b| [(1u64 << b) - 1, 1u64 << b]).collect();
         let mut out = Vec::new();

@@ -1,0 +1,53 @@
+//! The control thread's digest batch encoding, per digest: a batch of 4096 digests whose
+//! flows are all different (every digest pays its flow entry, the worst case) and one over
+//! 64 flows (`cargo bench -p bench --bench protocol`).
+
+use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use telemetry::flowradar::FlowKey;
+use telemetry::protocol::{DigestEncoder, WireDigest};
+use telemetry::sim_rng::SimRng;
+
+fn batch(n: usize, flows: u32, seed: u64) -> Vec<WireDigest> {
+    let mut rng = SimRng::new(seed);
+    let keys: Vec<FlowKey> = (0..flows)
+        .map(|_| FlowKey {
+            src: rng.next_u32(),
+            dst: rng.next_u32(),
+            src_port: rng.next_u32() as u16,
+            dst_port: 443,
+            protocol: 17,
+        })
+        .collect();
+    let mut t = 1_700_000_000_000_000_000u64;
+    (0..n)
+        .map(|i| {
+            t += 80 + rng.below(40);
+            WireDigest {
+                key: keys[i % keys.len()],
+                ingress_port: 1,
+                egress_port: 0,
+                pid: rng.next_u32(),
+                hops: 3,
+                plan_version: 1,
+                digest: rng.next_u64() & 0xffff,
+                time_ns: t,
+            }
+        })
+        .collect()
+}
+
+fn encode(c: &mut Criterion) {
+    let mut g = c.benchmark_group("digest_batch_encode");
+    for flows in [4096u32, 64] {
+        let digests = batch(4096, flows, 5);
+        g.throughput(Throughput::Elements(digests.len() as u64));
+        g.bench_with_input(BenchmarkId::new("flows", flows), &digests, |b, d| {
+            let mut enc = DigestEncoder::default();
+            b.iter(|| black_box(enc.encode(0, d, |_| 2).len()))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, encode);
+criterion_main!(benches);
