@@ -2,7 +2,10 @@
 //! (`cargo bench -p bench --bench flowradar`).
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
-use telemetry::flowradar::{FlowKey, FlowSet, FlowSetConfig, SingleDecoder, single_decode};
+use telemetry::flowradar::{
+    EpochCounts, FlowKey, FlowSet, FlowSetConfig, SingleDecoder, single_decode,
+};
+use telemetry::hash::key_hash;
 use telemetry::sim_rng::SimRng;
 
 fn keys(n: u32, seed: u64) -> Vec<FlowKey> {
@@ -62,5 +65,31 @@ fn decode(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, updates, decode);
+/// One epoch of a worker's counting as the switch does it: every flow's packets counted in
+/// the flow cache, then the cache folded into the flowset (the control thread's part), then
+/// both cleared; per flow.
+fn epochs(c: &mut Criterion) {
+    let mut g = c.benchmark_group("epoch_count_and_fold");
+    for n in [10_000u32, 100_000] {
+        let words: Vec<[u64; 2]> = keys(n, 4).iter().map(|k| k.words()).collect();
+        g.throughput(Throughput::Elements(u64::from(n)));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
+            let mut counts = EpochCounts::new(&FlowSetConfig::for_flows(n, 1));
+            b.iter(|| {
+                for &[w0, w1] in &words {
+                    let f = key_hash(w0, w1);
+                    for _ in 0..4 {
+                        counts.count(f, w0, w1, 700);
+                    }
+                }
+                let flows = counts.finish().flows();
+                counts.clear();
+                black_box(flows)
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, updates, decode, epochs);
 criterion_main!(benches);

@@ -23,8 +23,9 @@
 //! cache only reads its entries, and the worker that counts into it next finds the lines
 //! clean in the caches rather than modified on another core.
 
-use crate::flowradar::flowset::{FlowSet, FlowSetConfig};
+use crate::flowradar::flowset::{FlowSet, FlowSetConfig, Slots};
 use crate::flowradar::key::FlowKey;
+use crate::hash::key_hash;
 
 /// Entries a lookup probes before the packet is counted in the flowset directly.
 pub const MAX_PROBES: usize = 8;
@@ -158,11 +159,25 @@ impl FlowCache {
     }
 
     /// Adds every counted flow to `fs` (in arrival order) and empties the cache (reading
-    /// its entries, never writing them).
+    /// its entries, never writing them). The flows go in a few at a time, their flowset
+    /// lines located and prefetched before the first is added: the flowset is cold when
+    /// an epoch ends (its lines are touched once per epoch), and one flow after another
+    /// would wait for each of its four lines in turn.
     pub fn drain_into(&mut self, fs: &mut FlowSet) {
-        for &i in &self.used {
-            let e = &self.entries[i as usize];
-            fs.add(&key_of(e.w0, e.w1), e.packets, e.bytes);
+        const AHEAD: usize = 16;
+        for chunk in self.used.chunks(AHEAD) {
+            let mut located = [(FlowKey::default(), Slots::default(), 0u32, 0u64); AHEAD];
+            for (l, &i) in located.iter_mut().zip(chunk) {
+                let e = &self.entries[i as usize];
+                let key = key_of(e.w0, e.w1);
+                let [w0, w1] = key.words();
+                let slots = fs.slots(key_hash(w0, w1));
+                fs.prefetch(&slots);
+                *l = (key, slots, e.packets, e.bytes);
+            }
+            for (key, slots, packets, bytes) in &located[..chunk.len()] {
+                fs.add_slots(slots, key, *packets, *bytes);
+            }
         }
         self.clear();
     }
