@@ -59,7 +59,7 @@ pub(super) struct SetTables {
     /// Whether any set reads hop word 1.
     pub second_word: bool,
     /// The value's field (shift and mask), its largest code, and its merge as all-ones
-    /// masks (sample, max or min, min, sum), for applying eight lanes at once.
+    /// masks (sample, max or min, min, sum), for applying a vector of lanes at once.
     pub v_shift: [u64; MAX_FAST_SETS],
     pub v_mask: [u64; MAX_FAST_SETS],
     pub v_max: [u64; MAX_FAST_SETS],
