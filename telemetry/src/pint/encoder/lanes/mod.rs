@@ -76,14 +76,18 @@ impl FastProgram {
     /// Draws the lanes of `mask` (bit `i`: lane `i`) of a burst whose `hashes` are computed
     /// with value key `key`; other lanes are left as they are.
     pub fn draw_lanes(&self, hashes: &BurstHashes, key: u64, mask: u64, out: &mut DrawLanes) {
-        let none = PreparedValues::default();
+        // The draw alone applies no values: none are prepared.
+        #[cfg(target_arch = "x86_64")]
+        let none = || PreparedValues::default();
         match self.lane_width(hashes) {
             // SAFETY: the hashes' width is AVX-512 only when the CPU reports AVX-512 F and DQ.
             #[cfg(target_arch = "x86_64")]
-            Width::Avx512 => unsafe { avx512::draw::<false>(self, hashes, key, mask, &none, out) },
+            Width::Avx512 => unsafe {
+                avx512::draw::<false>(self, hashes, key, mask, &none(), out)
+            },
             // SAFETY: the hashes' width is AVX2 only when the CPU reports AVX2.
             #[cfg(target_arch = "x86_64")]
-            Width::Avx2 => unsafe { avx2::draw::<false>(self, hashes, key, mask, &none, out) },
+            Width::Avx2 => unsafe { avx2::draw::<false>(self, hashes, key, mask, &none(), out) },
             _ => self.draw_lanes_narrow(hashes, key, mask, out),
         }
     }
