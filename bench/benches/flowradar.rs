@@ -1,6 +1,7 @@
 //! FlowRadar per-packet update cost at 10K and 100K flows, and SingleDecode of 100K flows
 //! (`cargo bench -p bench --bench flowradar`).
 
+use bench::flowradar::random_key;
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use telemetry::flowradar::{
     EpochCounts, FlowKey, FlowSet, FlowSetConfig, SingleDecoder, single_decode,
@@ -10,15 +11,7 @@ use telemetry::sim_rng::SimRng;
 
 fn keys(n: u32, seed: u64) -> Vec<FlowKey> {
     let mut rng = SimRng::new(seed);
-    (0..n)
-        .map(|_| FlowKey {
-            src: rng.next_u32(),
-            dst: rng.next_u32(),
-            src_port: rng.next_u32() as u16,
-            dst_port: 443,
-            protocol: 6,
-        })
-        .collect()
+    (0..n).map(|_| random_key(&mut rng, 6)).collect()
 }
 
 fn updates(c: &mut Criterion) {

@@ -2,6 +2,7 @@
 //! flows are all different (every digest pays its flow entry, the worst case) and one over
 //! 64 flows (`cargo bench -p bench --bench protocol`).
 
+use bench::flowradar::random_key;
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use telemetry::flowradar::FlowKey;
 use telemetry::protocol::{DigestEncoder, WireDigest};
@@ -9,15 +10,7 @@ use telemetry::sim_rng::SimRng;
 
 fn batch(n: usize, flows: u32, seed: u64) -> Vec<WireDigest> {
     let mut rng = SimRng::new(seed);
-    let keys: Vec<FlowKey> = (0..flows)
-        .map(|_| FlowKey {
-            src: rng.next_u32(),
-            dst: rng.next_u32(),
-            src_port: rng.next_u32() as u16,
-            dst_port: 443,
-            protocol: 17,
-        })
-        .collect();
+    let keys: Vec<FlowKey> = (0..flows).map(|_| random_key(&mut rng, 17)).collect();
     let mut t = 1_700_000_000_000_000_000u64;
     (0..n)
         .map(|i| {

@@ -306,6 +306,18 @@ pub struct SweepRow {
     pub decode_ms: f64,
 }
 
+/// A flow with random addresses and source port to port 443 over `protocol`, drawn from
+/// `rng` (the benchmarks' synthetic flows).
+pub fn random_key(rng: &mut SimRng, protocol: u8) -> FlowKey {
+    FlowKey {
+        src: rng.next_u32(),
+        dst: rng.next_u32(),
+        src_port: rng.next_u32() as u16,
+        dst_port: 443,
+        protocol,
+    }
+}
+
 /// Runs the sweep: one flowset of `flows` flows per seed, decoded alone.
 pub fn sweep(opts: &SweepOptions) -> Vec<SweepRow> {
     // One decoder for every flowset, as a collector keeps it: buffers are reused.
@@ -324,14 +336,7 @@ pub fn sweep(opts: &SweepOptions) -> Vec<SweepRow> {
                 });
                 let mut rng = SimRng::new(u64::from(seed));
                 for _ in 0..opts.flows {
-                    let k = FlowKey {
-                        src: rng.next_u32(),
-                        dst: rng.next_u32(),
-                        src_port: rng.next_u32() as u16,
-                        dst_port: 443,
-                        protocol: 6,
-                    };
-                    fs.update(&k, 100);
+                    fs.update(&random_key(&mut rng, 6), 100);
                 }
                 let t = Instant::now();
                 let r = decoder.decode(&fs);
