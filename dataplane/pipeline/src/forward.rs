@@ -69,17 +69,16 @@ pub fn ttl_decrement_checksum(hc: u16) -> u16 {
 /// Bytes of an untagged Ethernet header plus an IPv4 header without options.
 const FAST_LEN: usize = 14 + 20;
 
-/// One's-complement sum of a 20-byte IPv4 header, from five 32-bit loads. The sum is
-/// byte-order independent in the sense of RFC 1071 section 2(B), so native-endian loads
-/// give a byte-swapped result, which is 0xffff exactly when the big-endian sum is.
+/// Whether a 20-byte IPv4 header's checksum is right (its one's-complement sum is 0xffff),
+/// from five 32-bit loads and no folding. The sum is byte-order independent in the sense of
+/// RFC 1071 section 2(B), and a 32-bit word `hi << 16 | lo` is `hi + lo` modulo 0xffff, so
+/// the folded sum is 0xffff exactly when the plain sum of the words is a nonzero multiple of
+/// 0xffff (folding keeps the value modulo 0xffff and gives 1 to 0xffff for a nonzero sum).
 #[inline(always)]
-pub(crate) fn sum20(h: &[u8; 20]) -> u16 {
+pub(crate) fn header20_checksum_ok(h: &[u8; 20]) -> bool {
     let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
     let s = w(0) + w(4) + w(8) + w(12) + w(16);
-    let s = (s & 0xffff_ffff) + (s >> 32);
-    let s = (s & 0xffff) + (s >> 16);
-    let s = (s & 0xffff) + (s >> 16);
-    ((s & 0xffff) + (s >> 16)) as u16
+    s != 0 && s % 0xffff == 0
 }
 
 impl Forwarder {
@@ -181,11 +180,11 @@ impl Forwarder {
         if total > frame_len - l3 {
             return Err(DropReason::Truncated);
         }
-        let sum = match ip_bytes.first_chunk::<20>() {
-            Some(h) if header_len == 20 => sum20(h),
-            _ => ones_complement_sum(&ip_bytes[..header_len]),
+        let ok = match ip_bytes.first_chunk::<20>() {
+            Some(h) if header_len == 20 => header20_checksum_ok(h),
+            _ => ones_complement_sum(&ip_bytes[..header_len]) == 0xffff,
         };
-        if sum != 0xffff {
+        if !ok {
             return Err(DropReason::BadChecksum);
         }
         Ok(header_len)
@@ -269,7 +268,7 @@ impl Forwarder {
             {
                 let ip: &mut [u8; 20] = (&mut head[14..]).try_into().expect("20 bytes");
                 let total = u16::from_be_bytes([ip[2], ip[3]]);
-                if total >= 20 && usize::from(total) <= frame_len - 14 && sum20(ip) == 0xffff {
+                if total >= 20 && usize::from(total) <= frame_len - 14 && header20_checksum_ok(ip) {
                     if ip[8] <= 1 {
                         return Verdict::Drop(DropReason::TtlExpired);
                     }
@@ -319,5 +318,48 @@ impl Forwarder {
         ip[10..12].copy_from_slice(&sum.to_be_bytes());
         frame[..12].copy_from_slice(&hop.macs);
         Verdict::Forward(hop.port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The checksum check against the folded sum, on a header whose checksum field is set
+    /// right and then on the same header as given.
+    fn agrees(mut h: [u8; 20]) {
+        let folded_ok = |h: &[u8; 20]| ones_complement_sum(h) == 0xffff;
+        assert_eq!(header20_checksum_ok(&h), folded_ok(&h), "{h:02x?}");
+        h[10..12].copy_from_slice(&[0, 0]);
+        let c = telemetry::wire::checksum::checksum(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        assert!(header20_checksum_ok(&h), "{h:02x?}");
+        assert!(folded_ok(&h));
+    }
+
+    #[test]
+    fn header_checksum_edge_cases() {
+        assert!(!header20_checksum_ok(&[0; 20]));
+        assert!(header20_checksum_ok(&[0xff; 20]));
+        // A real header (RFC 1071 style example from a capture): 192.168.0.1 -> 192.168.0.199.
+        let h = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert!(header20_checksum_ok(&h));
+        let mut bad = h;
+        bad[11] ^= 1;
+        assert!(!header20_checksum_ok(&bad));
+        for b in [0x00u8, 0x01, 0x7f, 0x80, 0xfe, 0xff] {
+            agrees([b; 20]);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn header_checksum_check_matches_the_folded_sum(h in any::<[u8; 20]>()) {
+            agrees(h);
+        }
     }
 }

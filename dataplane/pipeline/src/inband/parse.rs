@@ -12,7 +12,7 @@ use super::route::Routed;
 use super::{FastShim, Meta, NO_PLAN, Scratch, State, be16};
 use crate::burst::BurstVerdicts;
 use crate::counters::{DropReason, LocalCounters};
-use crate::forward::{Forwarder, Ipv4Offsets, sum20};
+use crate::forward::{Forwarder, Ipv4Offsets, header20_checksum_ok};
 use crate::frame::PacketBuf;
 
 /// The words of a packet the hashes read ([`telemetry::hash::burst::BurstHashes`]).
@@ -262,7 +262,7 @@ impl State {
             || ip[8] <= 1
             || (proto != protocol::UDP && proto != protocol::TCP)
             || usize::from(total.wrapping_sub(20)) > frame_len - l3 - 20
-            || sum20(ip[..20].try_into().expect("20 bytes")) != 0xffff
+            || !header20_checksum_ok(ip[..20].try_into().expect("20 bytes"))
         {
             return None;
         }
