@@ -1,6 +1,8 @@
 //! The control thread's digest batch encoding, per digest: a batch of 4096 digests whose
-//! flows are all different (every digest pays its flow entry, the worst case) and one over
-//! 64 flows (`cargo bench -p bench --bench protocol`).
+//! flows are all different and one over 64 flows, each with flows the connection already
+//! has slots for (`known`, the steady state) and with every flow defined anew (`new`, the
+//! encoder reset before each batch: a new connection, the worst case)
+//! (`cargo bench -p bench --bench protocol`).
 
 use bench::flowradar::random_key;
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
@@ -34,10 +36,18 @@ fn encode(c: &mut Criterion) {
     for flows in [4096u32, 64] {
         let digests = batch(4096, flows, 5);
         g.throughput(Throughput::Elements(digests.len() as u64));
-        g.bench_with_input(BenchmarkId::new("flows", flows), &digests, |b, d| {
-            let mut enc = DigestEncoder::default();
-            b.iter(|| black_box(enc.encode(0, d, |_| 2).len()))
-        });
+        for (name, reset) in [("known", false), ("new", true)] {
+            let id = BenchmarkId::new(format!("flows_{name}"), flows);
+            g.bench_with_input(id, &digests, |b, d| {
+                let mut enc = DigestEncoder::default();
+                b.iter(|| {
+                    if reset {
+                        enc.reset();
+                    }
+                    black_box(enc.encode(0, d, |_| 2).len())
+                })
+            });
+        }
     }
     g.finish();
 }

@@ -66,8 +66,11 @@ pub struct TelemetryControl {
     workers: Vec<WorkerEnd>,
     params: Vec<LoadParams>,
     exporter: Option<Exporter>,
-    /// Its tables kept from batch to batch.
+    /// Its flow slots kept from batch to batch, as the sink keeps them for the connection.
     encoder: DigestEncoder,
+    /// The exporter's connection count when the encoder's slots began: a new connection
+    /// starts with none.
+    encoder_connection: u64,
     batch_max: usize,
     epoch_ns: u64,
     next_recalibration: Instant,
@@ -214,6 +217,7 @@ impl TelemetryStart {
                 params,
                 exporter,
                 encoder: DigestEncoder::default(),
+                encoder_connection: 0,
                 batch_max: t.batch_digests as usize,
                 epoch_ns: t.epoch_ns(),
                 next_recalibration: Instant::now() + Duration::from_secs(1),
@@ -323,6 +327,15 @@ impl TelemetryControl {
                     flowsets: 0,
                 });
             }
+            // The slots the encoder defined went to the connection before, or to none.
+            let connection = ex
+                .stats
+                .connections
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if connection != self.encoder_connection {
+                self.encoder.reset();
+                self.encoder_connection = connection;
+            }
             let history = &self.history;
             let payload = self.encoder.encode(w as u16, &batch, |v| {
                 history
@@ -330,12 +343,16 @@ impl TelemetryControl {
                     .find(|p| p.version() == v)
                     .map_or(8, |p| p.digest_bytes() as u8)
             });
-            ex.send(Outgoing {
+            let sent = ex.send(Outgoing {
                 ty: FrameType::Digests,
                 payload,
                 digests: batch.len() as u64,
                 flowsets: 0,
             });
+            if !sent {
+                // Its definitions never reach the sink: the next batch defines its flows.
+                self.encoder.reset();
+            }
         }
         let end = &mut self.workers[w];
         end.batch = batch;

@@ -170,7 +170,15 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 e.counters
                     .digests
                     .fetch_add(b.digests.len() as u64, Relaxed);
-                if let Some((digests, by_flow)) =
+                if b.unknown_flow > 0 {
+                    e.counters
+                        .digests_unknown_flow
+                        .fetch_add(u64::from(b.unknown_flow), Relaxed);
+                }
+                if b.digests.is_empty() {
+                    // Every digest of the batch was of an unknown flow slot.
+                    session.recycle(b.digests, b.by_flow);
+                } else if let Some((digests, by_flow)) =
                     route_digests(&ing, e, (b.digests, b.by_flow), &mut batches, &mut scratch)
                 {
                     session.recycle(digests, by_flow);

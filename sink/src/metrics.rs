@@ -69,6 +69,10 @@ fn describe() {
         "pint_sink_digests_unknown_plan_total",
         "Digests of a plan the sink could not compile."
     );
+    describe_counter!(
+        "pint_sink_digests_unknown_flow_total",
+        "Digests naming a flow slot the connection had not defined (not attributed)."
+    );
     describe_counter!("pint_sink_flowsets_total", "Flowsets received.");
     describe_counter!(
         "pint_sink_flowsets_dropped_total",
@@ -225,6 +229,8 @@ impl SinkMetrics {
                     .absolute(c.digests_dropped.load(Relaxed));
                 counter!("pint_sink_digests_unknown_plan_total", &l)
                     .absolute(c.digests_unknown_plan.load(Relaxed));
+                counter!("pint_sink_digests_unknown_flow_total", &l)
+                    .absolute(c.digests_unknown_flow.load(Relaxed));
                 counter!("pint_sink_flowsets_total", &l).absolute(c.flowsets.load(Relaxed));
                 counter!("pint_sink_flowsets_dropped_total", &l)
                     .absolute(c.flowsets_dropped.load(Relaxed));

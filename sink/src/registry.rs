@@ -84,6 +84,9 @@ pub struct SwitchCounters {
     pub digests_dropped: AtomicU64,
     /// Digests of a plan the sink could not compile.
     pub digests_unknown_plan: AtomicU64,
+    /// Digests whose flow slot the connection had not defined (a batch the switch encoded
+    /// before it learnt of a reconnection or of a frame it could not send).
+    pub digests_unknown_flow: AtomicU64,
     /// Flowsets received.
     pub flowsets: AtomicU64,
     /// Flowsets dropped because the epoch assembler's queue was full.

@@ -15,7 +15,8 @@ use telemetry::flowradar::{FlowKey, FlowSet, FlowSetConfig};
 use telemetry::pint::plan::Plan;
 use telemetry::pint::query::QueryFile;
 use telemetry::protocol::{
-    FrameType, Hello, PlanText, PortInfo, WireDigest, encode_digests, encode_flowset, encode_frame,
+    DigestEncoder, FrameType, Hello, PlanText, PortInfo, WireDigest, encode_digests,
+    encode_flowset, encode_frame,
 };
 use telemetry::wire::MacAddr;
 
@@ -246,6 +247,53 @@ fn a_switch_that_reconnects_is_followed() {
         digests_per_flow.iter().all(|&d| d == 30),
         "{digests_per_flow:?}"
     );
+}
+
+/// A batch that names flow slots its connection never defined (a switch that encoded it
+/// for the connection before) has those digests counted as of an unknown flow, not
+/// attributed; once the switch defines its flows again, its digests count as usual.
+#[test]
+fn digests_of_undefined_flow_slots_are_counted_not_attributed() {
+    let sink = sink();
+    let shared = sink.shared().clone();
+    let plan = paper();
+    let mut enc = DigestEncoder::default();
+    let batch: Vec<WireDigest> = (0..100).map(|i| digest(plan.version, i)).collect();
+    let mut sw = FakeSwitch::connect(sink.listen_addr(), &hello(8, Some(plan.clone())));
+    sw.send(
+        FrameType::Digests,
+        &enc.encode(0, &batch, |_| plan.digest_bytes),
+    );
+    wait_for("switch 8", || shared.registry.switch(8).is_some());
+    let e = shared.registry.switch(8).unwrap();
+    wait_for("first digests", || e.counters.digests.load(Relaxed) == 100);
+    drop(sw);
+    wait_for("disconnect", || !e.counters.connected.load(Relaxed));
+    let mut sw = FakeSwitch::connect(sink.listen_addr(), &hello(8, Some(plan.clone())));
+    // Encoded as if for the old connection: slots only, no definitions.
+    sw.send(
+        FrameType::Digests,
+        &enc.encode(0, &batch, |_| plan.digest_bytes),
+    );
+    wait_for("unknown flows counted", || {
+        e.counters.digests_unknown_flow.load(Relaxed) == 100
+    });
+    enc.reset();
+    sw.send(
+        FrameType::Digests,
+        &enc.encode(0, &batch, |_| plan.digest_bytes),
+    );
+    wait_for("digests again", || e.counters.digests.load(Relaxed) == 200);
+    assert!(e.counters.connected.load(Relaxed));
+    assert_eq!(e.counters.rejected.load(Relaxed), 0);
+    wait_for("all recorded", || {
+        shared
+            .shards
+            .iter()
+            .map(|s| s.table.lock().unwrap().stats.digests)
+            .sum::<u64>()
+            == 200
+    });
 }
 
 /// A plan whose text does not compile to its version here is not used: its digests are

@@ -10,7 +10,7 @@
 //! offset  size  field
 //! 0       4     length of the rest of the frame (12 .. MAX_FRAME)
 //! 4       1     type: 1 hello, 2 plan, 3 digests, 4 flowset, 5 stats, 6 probes
-//! 5       1     protocol version (1)
+//! 5       1     protocol version (2)
 //! 6       2     reserved, zero
 //! 8       8     sequence number: 0 for the hello, then +1 per frame; a gap means the
 //!               switch dropped frames it could not send
@@ -21,11 +21,11 @@ mod digests;
 mod frames;
 mod probes;
 
-use digests::Grouping;
 pub use digests::{
-    DigestBatch, DigestEncoder, DigestOrder, FlowRuns, MAX_PLANS_PER_BATCH, WireDigest,
+    DigestBatch, DigestEncoder, DigestOrder, FLOW_SLOTS, FlowRuns, MAX_PLANS_PER_BATCH, WireDigest,
     encode_digests,
 };
+use digests::{FlowTable, Grouping};
 pub use frames::{FlowSetFrame, Hello, PlanText, PortInfo, Stats, encode_flowset};
 pub use probes::{ProbeBatch, WireProbe, encode_probes};
 
@@ -33,7 +33,7 @@ use crate::flowradar::wire::{FlowSetWireError, Shape};
 use crate::wire::bytes::{ReadError, Reader};
 
 /// The protocol version this code speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bytes of the frame header.
 pub const HEADER_LEN: usize = 16;
 /// Largest frame (length field included), whatever the hello says.
@@ -94,7 +94,7 @@ pub enum ProtocolError {
     #[error("unknown frame type {0}")]
     UnknownType(u8),
     /// A protocol version this code does not speak.
-    #[error("protocol version {0} is not supported (this speaks version 1)")]
+    #[error("protocol version {0} is not supported (this speaks version {VERSION})")]
     UnsupportedVersion(u8),
     /// The first frame was not a hello, or a hello came twice.
     #[error("a connection starts with exactly one hello")]
@@ -190,6 +190,8 @@ pub struct Session {
     order: DigestOrder,
     /// Scratch for grouping digests by flow.
     grouping: Grouping,
+    /// The flow slots the connection's digest batches defined.
+    flows: FlowTable,
 }
 
 impl Session {
@@ -255,7 +257,11 @@ impl Session {
                         got: seq,
                     });
                 }
-                self.gaps += seq - last - 1;
+                if seq - last > 1 {
+                    self.gaps += seq - last - 1;
+                    // A lost frame may have redefined any slot.
+                    self.flows.clear();
+                }
             }
         }
         let out = match ty {
@@ -283,7 +289,14 @@ impl Session {
                     DigestOrder::Recorded => None,
                     DigestOrder::ByFlow => Some(&mut self.grouping),
                 };
-                Frame::Digests(DigestBatch::decode(payload, h, &self.plans, buf, grouping)?)
+                Frame::Digests(DigestBatch::decode(
+                    payload,
+                    h,
+                    &self.plans,
+                    &mut self.flows,
+                    buf,
+                    grouping,
+                )?)
             }
             FrameType::FlowSet => {
                 let h = self.hello.as_ref().expect("checked above");
