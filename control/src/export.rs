@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
-use telemetry::protocol::{FrameType, Hello, PlanText, encode_frame};
+use telemetry::protocol::{DigestEncoder, FrameType, Hello, PlanText, WireDigest, encode_frame};
 
 /// First wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -157,6 +157,51 @@ impl Drop for Exporter {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Digest batches encoded for the exporter's connection: the encoder's flow slots are the
+/// ones the sink holds for it, so they are forgotten when the exporter has opened a new
+/// connection since the last batch, and when a batch could not be queued (its definitions
+/// never reach the sink).
+#[derive(Debug, Default)]
+pub struct DigestSender {
+    encoder: DigestEncoder,
+    /// The exporter's connection count when the encoder's slots began.
+    connection: u64,
+}
+
+impl DigestSender {
+    /// Encodes worker `worker`'s `batch` (its plans' digest lengths from `digest_bytes`) and
+    /// queues it on `ex`. Returns whether it was queued.
+    pub fn send(
+        &mut self,
+        ex: &Exporter,
+        worker: u16,
+        batch: &[WireDigest],
+        digest_bytes: impl Fn(u32) -> u8,
+    ) -> bool {
+        let connection = ex.stats.connections.load(Ordering::Relaxed);
+        if connection != self.connection {
+            self.encoder.reset();
+            self.connection = connection;
+        }
+        let payload = self.encoder.encode(worker, batch, digest_bytes);
+        let sent = ex.send(Outgoing {
+            ty: FrameType::Digests,
+            payload,
+            digests: batch.len() as u64,
+            flowsets: 0,
+        });
+        if !sent {
+            self.encoder.reset();
+        }
+        sent
+    }
+
+    /// Flow slots the encoder holds.
+    pub fn slots_in_use(&self) -> usize {
+        self.encoder.slots_in_use()
     }
 }
 
@@ -354,6 +399,119 @@ mod tests {
         let f = read_frames(&mut s, 2);
         assert!(matches!(f[0], Frame::Hello(_)));
         assert!(ex.stats.connections.load(Ordering::Relaxed) >= 2);
+        ex.finish(Duration::from_millis(100));
+    }
+
+    fn digests(n: usize, flows: u32) -> Vec<WireDigest> {
+        (0..n)
+            .map(|i| WireDigest {
+                key: telemetry::flowradar::FlowKey {
+                    src: 0x0a00_0001 + i as u32 % flows,
+                    dst: 0x0a00_0101,
+                    src_port: 5,
+                    dst_port: 6,
+                    protocol: 17,
+                },
+                ingress_port: 0,
+                egress_port: 0,
+                pid: i as u32,
+                hops: 2,
+                plan_version: 1,
+                digest: i as u64 & 0xffff,
+                time_ns: 1_000 + i as u64,
+            })
+            .collect()
+    }
+
+    fn digest_frame(f: Frame) -> telemetry::protocol::DigestBatch {
+        match f {
+            Frame::Digests(b) => b,
+            other => panic!("a digest frame, got {other:?}"),
+        }
+    }
+
+    /// A batch that could not be queued leaves no slot behind (its definitions never reach
+    /// the sink), and after a reconnection the next batch defines every flow it names: the
+    /// sink decodes all of it on the new connection.
+    #[test]
+    fn digest_slots_follow_the_connection() {
+        let mut h = hello();
+        h.max_digests = 64;
+        h.ports = vec![telemetry::protocol::PortInfo {
+            name: "hosts".into(),
+            edge: true,
+            capacity_bps: 10_000_000_000,
+            mac: telemetry::wire::MacAddr([2, 0, 0, 0, 0, 1]),
+        }];
+        h.plan = Some(PlanText {
+            version: 1,
+            digest_bytes: 2,
+            text: String::new(),
+        });
+        let ann = Announcement {
+            hello: h.clone(),
+            older_plans: Vec::new(),
+        };
+        // A queue too small for any batch: nothing is queued, nothing kept.
+        let small = Exporter::start("127.0.0.1:1".into(), ann.clone(), 16);
+        let mut d = DigestSender::default();
+        assert!(!d.send(&small, 0, &digests(10, 5), |_| 2));
+        assert_eq!(d.slots_in_use(), 0);
+        drop(small);
+
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ex = Exporter::start(l.local_addr().unwrap().to_string(), ann, 1 << 20);
+        let (mut s, _) = l.accept().unwrap();
+        let t0 = Instant::now();
+        while ex.stats.connections.load(Ordering::Relaxed) < 1
+            && t0.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut d = DigestSender::default();
+        assert!(d.send(&ex, 0, &digests(20, 5), |_| 2));
+        assert!(d.send(&ex, 0, &digests(20, 5), |_| 2));
+        let f = read_frames(&mut s, 3);
+        for b in f.into_iter().skip(1).map(digest_frame) {
+            assert_eq!((b.digests.len(), b.unknown_flow), (20, 0));
+        }
+        assert_eq!(d.slots_in_use(), 5);
+        // The sink goes away and comes back: a new connection, with no slots at the sink.
+        drop(s);
+        let t0 = Instant::now();
+        while ex.stats.connections.load(Ordering::Relaxed) < 2
+            && t0.elapsed() < Duration::from_secs(10)
+        {
+            ex.send(stats_frame(2));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (mut s, _) = l.accept().unwrap();
+        let t0 = Instant::now();
+        while ex.stats.connections.load(Ordering::Relaxed) < 2
+            && t0.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(d.send(&ex, 0, &digests(20, 5), |_| 2));
+        let mut session = Session::default();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let batch = loop {
+            if let Ok(Some(len)) = frame_len(&buf)
+                && buf.len() >= len
+            {
+                let f = session.decode(&buf[..len]).unwrap();
+                buf.drain(..len);
+                if let Frame::Digests(b) = f {
+                    break b;
+                }
+                continue;
+            }
+            let got = s.read(&mut chunk).unwrap();
+            assert!(got > 0, "the exporter closed the connection");
+            buf.extend_from_slice(&chunk[..got]);
+        };
+        assert_eq!((batch.digests.len(), batch.unknown_flow), (20, 0));
         ex.finish(Duration::from_millis(100));
     }
 

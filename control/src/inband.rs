@@ -20,12 +20,12 @@ use telemetry::flowradar::{FlowSet, FlowSetConfig};
 use telemetry::hash::mix64;
 use telemetry::pint::encoder::SwitchPlan;
 use telemetry::protocol::{
-    DigestEncoder, FrameType, Hello, PlanText, PortInfo, Stats, WireDigest, WireProbe,
-    encode_flowset, encode_probes,
+    FrameType, Hello, PlanText, PortInfo, Stats, WireDigest, WireProbe, encode_flowset,
+    encode_probes,
 };
 
 use crate::Config;
-use crate::export::{Announcement, Exporter, Outgoing};
+use crate::export::{Announcement, DigestSender, Exporter, Outgoing};
 use crate::metrics::ControlCounts;
 use crate::summary::TelemetrySummary;
 
@@ -66,11 +66,8 @@ pub struct TelemetryControl {
     workers: Vec<WorkerEnd>,
     params: Vec<LoadParams>,
     exporter: Option<Exporter>,
-    /// Its flow slots kept from batch to batch, as the sink keeps them for the connection.
-    encoder: DigestEncoder,
-    /// The exporter's connection count when the encoder's slots began: a new connection
-    /// starts with none.
-    encoder_connection: u64,
+    /// Digest batches encoded against the connection's flow slots.
+    digests: DigestSender,
     batch_max: usize,
     epoch_ns: u64,
     next_recalibration: Instant,
@@ -216,8 +213,7 @@ impl TelemetryStart {
                 workers: ends,
                 params,
                 exporter,
-                encoder: DigestEncoder::default(),
-                encoder_connection: 0,
+                digests: DigestSender::default(),
                 batch_max: t.batch_digests as usize,
                 epoch_ns: t.epoch_ns(),
                 next_recalibration: Instant::now() + Duration::from_secs(1),
@@ -327,32 +323,13 @@ impl TelemetryControl {
                     flowsets: 0,
                 });
             }
-            // The slots the encoder defined went to the connection before, or to none.
-            let connection = ex
-                .stats
-                .connections
-                .load(std::sync::atomic::Ordering::Relaxed);
-            if connection != self.encoder_connection {
-                self.encoder.reset();
-                self.encoder_connection = connection;
-            }
             let history = &self.history;
-            let payload = self.encoder.encode(w as u16, &batch, |v| {
+            self.digests.send(ex, w as u16, &batch, |v| {
                 history
                     .iter()
                     .find(|p| p.version() == v)
                     .map_or(8, |p| p.digest_bytes() as u8)
             });
-            let sent = ex.send(Outgoing {
-                ty: FrameType::Digests,
-                payload,
-                digests: batch.len() as u64,
-                flowsets: 0,
-            });
-            if !sent {
-                // Its definitions never reach the sink: the next batch defines its flows.
-                self.encoder.reset();
-            }
         }
         let end = &mut self.workers[w];
         end.batch = batch;
