@@ -806,7 +806,7 @@ mod tests {
                 .collect();
             let plans: Vec<(u32, u8)> = lens.iter().enumerate().map(|(i, &l)| (i as u32 + 10, l)).collect();
             let lists = Lists { flows: &flows, plans: &plans, base: 0 };
-            // A first byte that makes a usual flow index more likely.
+            // A first byte that makes a usual flow slot more likely.
             let mut b = bytes;
             if !b.is_empty() {
                 b[0] = prefix;
@@ -820,7 +820,7 @@ mod tests {
                 }
                 None => {
                     // Declined while the checked way reads it: only for a window that does
-                    // not fit, a flow index longer than three bytes or a digest longer
+                    // not fit, a flow slot longer than three bytes or a digest longer
                     // than eight.
                     if let Ok(fields) = checked {
                         let index_bytes = b.iter().position(|x| x & 0x80 == 0).map_or(b.len(), |i| i + 1);

@@ -398,7 +398,7 @@ proptest! {
             panic!("a digest frame");
         };
         prop_assert_eq!(&b.digests, &batch);
-        // The expected grouping: flow entries (key, ports, path length) by first appearance.
+        // The expected grouping: flows (key, ports, path length) by first appearance.
         let entry = |d: &WireDigest| (d.key, d.ingress_port, d.egress_port, d.hops);
         let mut firsts = Vec::new();
         for d in &batch {
