@@ -11,7 +11,7 @@ use telemetry::flowradar::flowset::FILTER_SEED;
 use telemetry::flowradar::wire::Shape;
 use telemetry::flowradar::{FlowSet, FlowSetConfig};
 use telemetry::protocol::{
-    DigestOrder, Frame, FrameType, Hello, PlanText, Session, encode_frame, frame_len,
+    DigestOrder, Frame, FrameType, Hello, PlanText, PortInfo, Session, encode_frame, frame_len,
 };
 
 fn hello() -> Vec<u8> {
@@ -25,7 +25,13 @@ fn hello() -> Vec<u8> {
         filter_seed: FILTER_SEED,
         table_seeds: vec![fs.table_seed(), fs.table_seed() ^ 1],
         max_digests: 4096,
-        ports: Vec::new(),
+        // A port, so that flow definitions (which name ports) can be valid.
+        ports: vec![PortInfo {
+            name: "p0".into(),
+            edge: true,
+            capacity_bps: 10_000_000_000,
+            mac: telemetry::wire::MacAddr([2, 0, 0, 0, 0, 1]),
+        }],
         plan: Some(PlanText {
             version: 0x1234_5678,
             digest_bytes: 2,

@@ -8,7 +8,7 @@
 //! ```text
 //! u16   worker
 //! u32   digests N (1 .. the hello's max_digests)
-//! u16   flow definitions F (0 .. N)
+//! u32   flow definitions F (0 .. N)
 //! u8    plans P (1 .. 4)
 //! u64   base time, Unix ns
 //! P x   u32 plan version (each declared by the hello or a plan frame)
@@ -172,9 +172,11 @@ pub(crate) fn unzigzag(v: u64) -> i64 {
 }
 
 /// The digests batch payload for `digests` from `worker`, whose plans have the digest
-/// lengths `digest_bytes(version)` gives, defining every flow slot it uses (it stands on
-/// its own). At most [`MAX_PLANS_PER_BATCH`] plans and [`MAX_BATCH`] digests (callers split
-/// larger sets). A sender of many batches keeps a [`DigestEncoder`] instead.
+/// lengths `digest_bytes(version)` gives, defining every flow slot it uses from slot 0 up
+/// (it stands on its own, and overwrites whatever those slots held: do not mix it with a
+/// [`DigestEncoder`] on one connection). At most [`MAX_PLANS_PER_BATCH`] plans and
+/// [`MAX_BATCH`] digests (callers split larger sets). A sender of many batches keeps a
+/// [`DigestEncoder`] instead.
 pub fn encode_digests(
     worker: u16,
     digests: &[WireDigest],
@@ -340,7 +342,7 @@ impl DigestEncoder {
         out.extend_from_slice(&worker.to_be_bytes());
         out.extend_from_slice(&(digests.len() as u32).to_be_bytes());
         // At most one definition per digest: fits, as the digests do.
-        out.extend_from_slice(&(defs.len() as u16).to_be_bytes());
+        out.extend_from_slice(&(defs.len() as u32).to_be_bytes());
         out.push(plans.len() as u8);
         out.extend_from_slice(&base.to_be_bytes());
         for v in plans.iter() {
@@ -466,7 +468,7 @@ impl DigestBatch {
         if n == 0 || n > hello.max_digests.min(MAX_BATCH) {
             return Err(ProtocolError::OverLimit("digests in a batch"));
         }
-        let ndefs = usize::from(r.u16()?);
+        let ndefs = r.u32()? as usize;
         if ndefs > n as usize {
             return Err(ProtocolError::BadField("flow definitions in a batch"));
         }

@@ -151,7 +151,7 @@ fn a_digests_payload_is_laid_out_as_documented() {
     let expected: Vec<u8> = [
         &[0x00, 0x06][..],                                   // worker 6
         &[0x00, 0x00, 0x00, 0x03],                           // 3 digests
-        &[0x00, 0x02],                                       // 2 flow definitions
+        &[0, 0, 0, 0x02],                                    // 2 flow definitions
         &[0x02],                                             // 2 plans
         &base.to_be_bytes(),                                 // base time
         &[0, 0, 0, 7], &[0, 0, 0, 8],                        // plan versions
@@ -603,4 +603,31 @@ proptest! {
             }
         }
     }
+}
+
+/// A batch as large as the protocol allows, every digest of a new flow, defines all of
+/// them and decodes whole.
+#[test]
+fn a_largest_batch_of_new_flows_round_trips() {
+    let mut h = hello();
+    h.max_digests = MAX_BATCH;
+    let mut s = Session::default();
+    s.decode(&encode_frame(FrameType::Hello, 0, &h.payload()))
+        .unwrap();
+    let batch: Vec<WireDigest> = digests(MAX_BATCH as usize, 1, 0xabcd_0001)
+        .iter()
+        .enumerate()
+        .map(|(i, d)| WireDigest {
+            key: FlowKey {
+                src: i as u32,
+                ..d.key
+            },
+            ..*d
+        })
+        .collect();
+    let mut enc = DigestEncoder::default();
+    let got = decode_batch(&mut s, 1, &enc.encode(0, &batch, |_| 2));
+    assert_eq!((got.digests.len(), got.unknown_flow), (batch.len(), 0));
+    assert!(got.digests == batch);
+    assert_eq!(enc.slots_in_use(), FLOW_SLOTS);
 }
