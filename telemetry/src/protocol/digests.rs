@@ -28,7 +28,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::flowradar::FlowKey;
-use crate::wire::bytes::{Reader, put_varint};
+use crate::wire::bytes::{Reader, put_varint, write_varint};
 
 use super::{Hello, MAX_BATCH, ProtocolError};
 
@@ -37,6 +37,10 @@ pub const MAX_PLANS_PER_BATCH: usize = 4;
 
 /// Flow slots of a connection: a slot number is below this.
 pub const FLOW_SLOTS: usize = 1 << 16;
+
+/// The most bytes one digest takes in a batch: a slot (three bytes), a plan index, the
+/// packet ID, eight digest bytes and a ten-byte time delta.
+const MAX_DIGEST_BYTES_ON_WIRE: usize = 3 + 1 + 4 + 8 + 10;
 
 /// One packet's report as it travels to the sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,13 +309,17 @@ impl DigestEncoder {
         } = self;
         let batch = *batch;
         defs.clear();
-        slot_of.clear();
         plans.clear();
         // Room for every digest to be a new flow, which also keeps the table sparse (a
         // lookup then seldom meets another entry on its way).
         slots.reserve(digests.len());
         let mut last_plan = None;
-        for d in digests {
+        // Each digest's slot written by index into a slice held in registers (a push would
+        // reload and store the length around every stamp, which may alias it).
+        slot_of.clear();
+        slot_of.resize(digests.len(), 0);
+        let slot_out = &mut slot_of[..];
+        for (d, out) in digests.iter().zip(slot_out.iter_mut()) {
             if last_plan != Some(d.plan_version) {
                 last_plan = Some(d.plan_version);
                 if !plans.contains(&d.plan_version) {
@@ -330,15 +338,14 @@ impl DigestEncoder {
             if let Some(t) = stamps.get_mut(s as usize) {
                 *t = batch;
             }
-            slot_of.push(s);
+            *out = s;
         }
         assert!(plans.len() <= MAX_PLANS_PER_BATCH);
         lens.clear();
         lens.extend(plans.iter().map(|v| digest_bytes(*v)));
         let base = digests[0].time_ns;
-        // Room for the fixed-width writes below, which put 8 bytes and keep fewer.
-        let mut out =
-            Vec::with_capacity(18 + plans.len() * 4 + defs.len() * 19 + digests.len() * 32 + 8);
+        let head = 22 + plans.len() * 4 + defs.len() * 19;
+        let mut out = Vec::with_capacity(head + digests.len() * MAX_DIGEST_BYTES_ON_WIRE + 8);
         out.extend_from_slice(&worker.to_be_bytes());
         out.extend_from_slice(&(digests.len() as u32).to_be_bytes());
         // At most one definition per digest: fits, as the digests do.
@@ -352,30 +359,39 @@ impl DigestEncoder {
             put_varint(&mut out, u64::from(*s));
             out.extend_from_slice(&entry.to_be_bytes());
         }
+        // The digests go into a buffer with room for the longest each can be, fixed-width
+        // stores of eight bytes that keep fewer (the next field overwrites the rest), and
+        // the buffer is cut to what was written.
+        let mut at = out.len();
+        out.resize(at + digests.len() * MAX_DIGEST_BYTES_ON_WIRE + 8, 0);
+        let buf = &mut out[..];
         let mut prev = base;
+        let several_plans = plans.len() > 1;
         for (d, &s) in digests.iter().zip(slot_of.iter()) {
-            put_varint(&mut out, u64::from(s));
-            let p = if plans.len() > 1 {
+            at = write_varint(buf, at, u64::from(s));
+            let p = if several_plans {
                 let p = plans
                     .iter()
                     .position(|v| *v == d.plan_version)
                     .expect("listed");
-                out.push(p as u8);
+                buf[at] = p as u8;
+                at += 1;
                 p
             } else {
                 0
             };
-            out.extend_from_slice(&d.pid.to_be_bytes());
-            // The digest's low `n` bytes, big-endian: all eight written, the rest cut off
-            // (one store, where a copy of `n` bytes is a call).
+            buf[at..at + 4].copy_from_slice(&d.pid.to_be_bytes());
+            at += 4;
+            // The digest's low `n` bytes, big-endian.
             let n = usize::from(lens[p]).min(8);
             if n > 0 {
-                out.extend_from_slice(&(d.digest << (64 - 8 * n as u32)).to_be_bytes());
-                out.truncate(out.len() - (8 - n));
+                buf[at..at + 8].copy_from_slice(&(d.digest << (64 - 8 * n as u32)).to_be_bytes());
+                at += n;
             }
-            put_varint(&mut out, zigzag(d.time_ns.wrapping_sub(prev) as i64));
+            at = write_varint(buf, at, zigzag(d.time_ns.wrapping_sub(prev) as i64));
             prev = d.time_ns;
         }
+        out.truncate(at);
         out
     }
 }

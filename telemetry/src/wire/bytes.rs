@@ -10,26 +10,54 @@ pub enum ReadError {
     BadVarint,
 }
 
+/// `v` (below 2^56) as a LEB128 varint in the low bytes of a little-endian word, and its
+/// length in bytes (at most eight): one store writes it.
+#[inline(always)]
+fn varint_word(mut v: u64) -> (u64, usize) {
+    let (mut word, mut n) = (0u64, 0u32);
+    loop {
+        let b = v & 0x7f;
+        v >>= 7;
+        if v == 0 {
+            word |= b << (8 * n);
+            return (word, n as usize + 1);
+        }
+        word |= (b | 0x80) << (8 * n);
+        n += 1;
+    }
+}
+
+/// Writes `v` as a LEB128 varint at `at` in `buf` and returns where the next field starts.
+/// It may write zeros into the eight bytes from `at` beyond the varint, so `buf` needs
+/// eight bytes from `at` (ten for values of 2^56 and above).
+#[inline(always)]
+pub fn write_varint(buf: &mut [u8], mut at: usize, mut v: u64) -> usize {
+    if v < 1 << 56 {
+        let (word, n) = varint_word(v);
+        buf[at..at + 8].copy_from_slice(&word.to_le_bytes());
+        return at + n;
+    }
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            buf[at] = b;
+            return at + 1;
+        }
+        buf[at] = b | 0x80;
+        at += 1;
+    }
+}
+
 /// Appends `v` as a LEB128 varint (7 bits per byte, low first).
 #[inline]
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     if v < 1 << 56 {
         // At most eight bytes: built in a word, written whole, the unused ones cut off (one
         // store instead of a push per byte).
-        let (mut word, mut n) = (0u64, 0u32);
-        loop {
-            let b = v & 0x7f;
-            v >>= 7;
-            if v == 0 {
-                word |= b << (8 * n);
-                n += 1;
-                break;
-            }
-            word |= (b | 0x80) << (8 * n);
-            n += 1;
-        }
+        let (word, n) = varint_word(v);
         out.extend_from_slice(&word.to_le_bytes());
-        out.truncate(out.len() - (8 - n as usize));
+        out.truncate(out.len() - (8 - n));
         return;
     }
     loop {
@@ -131,6 +159,21 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writing in place gives the bytes appending gives, for every length, back to back
+    /// (each write's spare zeros overwritten by the next).
+    #[test]
+    fn varints_written_in_place_are_the_appended_ones() {
+        let values: Vec<u64> = (0..64).flat_map(|b| [(1u64 << b) - 1, 1u64 << b]).collect();
+        let mut appended = Vec::new();
+        let mut buf = vec![0xa5u8; values.len() * 10 + 8];
+        let mut at = 0;
+        for &v in &values {
+            put_varint(&mut appended, v);
+            at = write_varint(&mut buf, at, v);
+        }
+        assert_eq!(&buf[..at], &appended[..]);
+    }
 
     #[test]
     fn varints_round_trip_and_stop_at_the_end() {
