@@ -348,19 +348,24 @@ mod tests {
     }
 
     fn read_frames(s: &mut TcpStream, n: usize) -> Vec<Frame> {
+        read_until(s, |frames| frames.len() >= n)
+    }
+
+    /// The frames of a connection read from its start until `done` says they are enough.
+    fn read_until(s: &mut TcpStream, done: impl Fn(&[Frame]) -> bool) -> Vec<Frame> {
         let mut session = Session::default();
         let mut buf = Vec::new();
         let mut out = Vec::new();
         let mut chunk = [0u8; 4096];
-        while out.len() < n {
+        while !done(&out) {
             while let Ok(Some(len)) = frame_len(&buf) {
-                if buf.len() < len {
+                if buf.len() < len || done(&out) {
                     break;
                 }
                 out.push(session.decode(&buf[..len]).unwrap());
                 buf.drain(..len);
             }
-            if out.len() >= n {
+            if done(&out) {
                 break;
             }
             let got = s.read(&mut chunk).unwrap();
@@ -423,6 +428,22 @@ mod tests {
             .collect()
     }
 
+    /// Waits (calling `meanwhile` every few milliseconds, for at most 10 s) until the
+    /// exporter has made `n` connections.
+    fn wait_connections(ex: &Exporter, n: u64, mut meanwhile: impl FnMut()) {
+        let t0 = Instant::now();
+        while ex.stats.connections.load(Ordering::Relaxed) < n
+            && t0.elapsed() < Duration::from_secs(10)
+        {
+            meanwhile();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            ex.stats.connections.load(Ordering::Relaxed) >= n,
+            "no connection {n}"
+        );
+    }
+
     fn digest_frame(f: Frame) -> telemetry::protocol::DigestBatch {
         match f {
             Frame::Digests(b) => b,
@@ -462,12 +483,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let ex = Exporter::start(l.local_addr().unwrap().to_string(), ann, 1 << 20);
         let (mut s, _) = l.accept().unwrap();
-        let t0 = Instant::now();
-        while ex.stats.connections.load(Ordering::Relaxed) < 1
-            && t0.elapsed() < Duration::from_secs(5)
-        {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_connections(&ex, 1, || {});
         let mut d = DigestSender::default();
         assert!(d.send(&ex, 0, &digests(20, 5), |_| 2));
         assert!(d.send(&ex, 0, &digests(20, 5), |_| 2));
@@ -478,39 +494,14 @@ mod tests {
         assert_eq!(d.slots_in_use(), 5);
         // The sink goes away and comes back: a new connection, with no slots at the sink.
         drop(s);
-        let t0 = Instant::now();
-        while ex.stats.connections.load(Ordering::Relaxed) < 2
-            && t0.elapsed() < Duration::from_secs(10)
-        {
+        // Frames sent meanwhile find the old connection broken.
+        wait_connections(&ex, 2, || {
             ex.send(stats_frame(2));
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        });
         let (mut s, _) = l.accept().unwrap();
-        let t0 = Instant::now();
-        while ex.stats.connections.load(Ordering::Relaxed) < 2
-            && t0.elapsed() < Duration::from_secs(5)
-        {
-            std::thread::sleep(Duration::from_millis(5));
-        }
         assert!(d.send(&ex, 0, &digests(20, 5), |_| 2));
-        let mut session = Session::default();
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        let batch = loop {
-            if let Ok(Some(len)) = frame_len(&buf)
-                && buf.len() >= len
-            {
-                let f = session.decode(&buf[..len]).unwrap();
-                buf.drain(..len);
-                if let Frame::Digests(b) = f {
-                    break b;
-                }
-                continue;
-            }
-            let got = s.read(&mut chunk).unwrap();
-            assert!(got > 0, "the exporter closed the connection");
-            buf.extend_from_slice(&chunk[..got]);
-        };
+        let frames = read_until(&mut s, |f| matches!(f.last(), Some(Frame::Digests(_))));
+        let batch = digest_frame(frames.into_iter().last().expect("a digest frame"));
         assert_eq!((batch.digests.len(), batch.unknown_flow), (20, 0));
         ex.finish(Duration::from_millis(100));
     }

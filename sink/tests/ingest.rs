@@ -109,6 +109,15 @@ fn digest(plan: u32, i: u32) -> WireDigest {
     }
 }
 
+/// Digests the sink's decode threads have recorded.
+fn recorded(shared: &sink::Shared) -> u64 {
+    shared
+        .shards
+        .iter()
+        .map(|s| s.table.lock().unwrap().stats.digests)
+        .sum()
+}
+
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
@@ -170,14 +179,7 @@ fn a_bad_frame_closes_only_its_own_connection() {
     let mut b = [0u8; 1];
     assert_eq!(bad.s.read(&mut b).unwrap(), 0);
     let s1 = shared.registry.switch(1).unwrap();
-    wait_for("switch 1's digests", || {
-        shared
-            .shards
-            .iter()
-            .map(|s| s.table.lock().unwrap().stats.digests)
-            .sum::<u64>()
-            == 500
-    });
+    wait_for("switch 1's digests", || recorded(&shared) == 500);
     assert!(s1.counters.connected.load(Relaxed));
     assert_eq!(s1.counters.rejected.load(Relaxed), 0);
     assert_eq!(s1.counters.digests.load(Relaxed), 500);
@@ -222,14 +224,7 @@ fn a_switch_that_reconnects_is_followed() {
     assert_eq!(e.counters.connections.load(Relaxed), 2);
     assert_eq!(e.counters.sequence_gaps.load(Relaxed), 4);
     assert_eq!(shared.registry.switches().len(), 1);
-    wait_for("all recorded", || {
-        shared
-            .shards
-            .iter()
-            .map(|s| s.table.lock().unwrap().stats.digests)
-            .sum::<u64>()
-            == 300
-    });
+    wait_for("all recorded", || recorded(&shared) == 300);
     let digests_per_flow: Vec<u64> = shared
         .shards
         .iter()
@@ -286,14 +281,7 @@ fn digests_of_undefined_flow_slots_are_counted_not_attributed() {
     wait_for("digests again", || e.counters.digests.load(Relaxed) == 200);
     assert!(e.counters.connected.load(Relaxed));
     assert_eq!(e.counters.rejected.load(Relaxed), 0);
-    wait_for("all recorded", || {
-        shared
-            .shards
-            .iter()
-            .map(|s| s.table.lock().unwrap().stats.digests)
-            .sum::<u64>()
-            == 200
-    });
+    wait_for("all recorded", || recorded(&shared) == 200);
 }
 
 /// A plan whose text does not compile to its version here is not used: its digests are
