@@ -1,8 +1,8 @@
 //! [`super::BurstHashes::compute`] four lanes at a time with AVX2, for CPUs without AVX-512
 //! (AMD before Zen 4, Intel client parts). AVX2 has no 64-bit multiply, so each multiply
-//! by a constant is made of three 32-bit ones (`vpmuludq`); that is still several times
-//! cheaper per lane than the plain loop, whose multiplies and shifts run one packet at a
-//! time.
+//! by a constant is made of two 32-bit ones (`vpmuludq` for the low product, `vpmulld` for
+//! both cross terms); that is still several times cheaper per lane than the plain loop,
+//! whose multiplies and shifts run one packet at a time.
 
 use std::arch::x86_64::*;
 
@@ -10,11 +10,12 @@ use super::{BurstHashes, MAX};
 use crate::hash::seeds;
 use crate::pint::tape;
 
-/// A 64-bit constant split for [`mul`]: its low and high 32 bits, each in every lane.
+/// A 64-bit constant split for [`mul`]: its low 32 bits in every 64-bit lane, and its
+/// halves swapped (`lo << 32 | hi`) in every 64-bit lane.
 #[derive(Clone, Copy)]
 pub(crate) struct Multiplier {
     lo: __m256i,
-    hi: __m256i,
+    swapped: __m256i,
 }
 
 impl Multiplier {
@@ -24,22 +25,27 @@ impl Multiplier {
     pub(crate) fn new(c: u64) -> Multiplier {
         Multiplier {
             lo: _mm256_set1_epi64x(c as i64),
-            hi: _mm256_set1_epi64x((c >> 32) as i64),
+            swapped: _mm256_set1_epi64x(c.rotate_left(32) as i64),
         }
     }
 }
 
-/// Each lane of `a` times the constant `c`, modulo 2^64: `lo(a) lo(c) + (hi(a) lo(c) +
-/// lo(a) hi(c)) 2^32` (the `hi hi` term falls off the top).
+/// Each lane of `a` times the constant `c`, modulo 2^64: `lo(a) lo(c) + (lo(a) hi(c) +
+/// hi(a) lo(c)) 2^32` (the `hi hi` term falls off the top). The cross terms are needed only
+/// modulo 2^32, so one 32-bit multiply (`vpmulld`) of `a` by `c` with its halves swapped
+/// gives both, one in each half of the lane.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(crate) fn mul(a: __m256i, c: Multiplier) -> __m256i {
     let low = _mm256_mul_epu32(a, c.lo);
-    let cross = _mm256_add_epi64(
-        _mm256_mul_epu32(_mm256_srli_epi64::<32>(a), c.lo),
-        _mm256_mul_epu32(a, c.hi),
+    // Per lane: [lo(a) hi(c), hi(a) lo(c)] (low half first), each modulo 2^32.
+    let cross = _mm256_mullo_epi32(a, c.swapped);
+    // Their sum in the high half: the low half's term shifted up, plus the high half's.
+    let high = _mm256_add_epi32(
+        _mm256_slli_epi64::<32>(cross),
+        _mm256_and_si256(cross, _mm256_set1_epi64x(0xffff_ffff_0000_0000_u64 as i64)),
     );
-    _mm256_add_epi64(low, _mm256_slli_epi64::<32>(cross))
+    _mm256_add_epi64(low, high)
 }
 
 /// Four lanes of [`crate::hash::mix64`].
@@ -68,7 +74,7 @@ fn mix_all<const G: usize>(x: [__m256i; G]) -> [__m256i; G] {
 /// are computed from whatever they hold and never read), up to four groups side by side so
 /// that their multiply chains overlap (measured: two side by side left the hash stage 10%
 /// slower on a Zen 3 core). The hop keys are read from their table ([`tape::HOP_KEYS`]),
-/// which is cheaper here than mixing them: a multiply costs three instructions.
+/// which is cheaper here than mixing them: a multiply costs six instructions.
 #[target_feature(enable = "avx2")]
 pub(super) fn compute(h: &mut BurstHashes, n: usize, value_key: u64) {
     let mut i = 0;
