@@ -163,29 +163,49 @@ pub fn write_pcap<'a>(
     Ok(n)
 }
 
-/// Reads every frame of a pcap file.
+/// Reads every frame of a capture file (pcap or pcapng).
 pub fn read_pcap(path: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
-    let file =
-        File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
-    let mut r = PcapReader::new(BufReader::new(file))?;
     let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        out.push(p?.data.into_owned());
-    }
+    for_each_frame(path, |f| out.push(f.to_vec()))?;
     Ok(out)
 }
 
-/// Counts the packets of a pcap file without keeping them.
+/// Counts the frames of a capture file (pcap or pcapng) without keeping them: what a
+/// `net_pcap` device reading it (through libpcap, which takes both formats) holds.
 pub fn count_pcap(path: &Path) -> anyhow::Result<u64> {
-    let file =
-        File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
-    let mut r = PcapReader::new(BufReader::new(file))?;
     let mut n = 0;
-    while let Some(p) = r.next_packet() {
-        p?;
-        n += 1;
-    }
+    for_each_frame(path, |_| n += 1)?;
     Ok(n)
+}
+
+/// The first four bytes of a pcapng file (its section header block's type).
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
+/// Calls `f` with each frame of a pcap or pcapng file, in order (in pcapng, the enhanced,
+/// simple and obsolete packet blocks; other blocks hold no frame).
+fn for_each_frame(path: &Path, mut f: impl FnMut(&[u8])) -> anyhow::Result<()> {
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let open =
+        || File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()));
+    let mut magic = [0u8; 4];
+    let got = std::io::Read::read(&mut open()?, &mut magic)?;
+    if got == 4 && magic == PCAPNG_MAGIC {
+        let mut r = PcapNgReader::new(BufReader::new(open()?))?;
+        while let Some(b) = r.next_block() {
+            match b? {
+                Block::EnhancedPacket(p) => f(&p.data),
+                Block::SimplePacket(p) => f(&p.data),
+                Block::Packet(p) => f(&p.data),
+                _ => {}
+            }
+        }
+    } else {
+        let mut r = PcapReader::new(BufReader::new(open()?))?;
+        while let Some(p) = r.next_packet() {
+            f(&p?.data);
+        }
+    }
+    Ok(())
 }
 
 /// `frame` with a telemetry shim inserted after its Ethernet header and VLAN tags, as a
@@ -305,6 +325,51 @@ pub fn demo_mix(flows: u32, dst_mac: MacAddr) -> Vec<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn captures_read_back_as_pcap_and_as_pcapng() {
+        use pcap_file::DataLink;
+        use pcap_file::pcapng::PcapNgWriter;
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
+        let frames = bench_udp(5, MacAddr([2, 0, 0, 0, 0, 1]));
+        let dir = std::env::temp_dir().join(format!("pint-capture-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pcap = dir.join("f.pcap");
+        write_pcap(&pcap, frames.iter().map(|f| f.as_slice())).unwrap();
+        assert_eq!(read_pcap(&pcap).unwrap(), frames);
+        assert_eq!(count_pcap(&pcap).unwrap(), 5);
+        // pcapng: an interface, enhanced packet blocks and one simple packet block.
+        let ng = dir.join("f.pcapng");
+        let mut w = PcapNgWriter::new(BufWriter::new(File::create(&ng).unwrap())).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0xffff))
+            .unwrap();
+        for (i, f) in frames[..4].iter().enumerate() {
+            w.write_pcapng_block(EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: Duration::from_micros(i as u64),
+                original_len: f.len() as u32,
+                data: f.as_slice().into(),
+                options: vec![],
+            })
+            .unwrap();
+        }
+        w.write_pcapng_block(SimplePacketBlock {
+            original_len: frames[4].len() as u32,
+            data: frames[4].as_slice().into(),
+        })
+        .unwrap();
+        drop(w);
+        assert_eq!(read_pcap(&ng).unwrap(), frames);
+        assert_eq!(count_pcap(&ng).unwrap(), 5);
+        // Neither format: an error that names the file's problem, not a count.
+        let junk = dir.join("junk");
+        std::fs::write(&junk, b"not a capture at all").unwrap();
+        assert!(count_pcap(&junk).is_err());
+        assert!(count_pcap(&dir.join("absent")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn built_packets_parse_with_etherparse() {
