@@ -6,15 +6,20 @@ use std::path::Path;
 
 use control::Config;
 
-use crate::capture::count_pcap;
+use crate::capture::{CaptureScan, scan_pcap};
 use crate::dpdk::BURST_SIZE;
 
+/// The largest mbuf data room (the pool's element size is a u16, headroom included).
+pub const MAX_DATA_ROOM: usize = u16::MAX as usize - 256;
+
 /// Mbuf data room: enough for a 9600-byte MTU frame would need chaining, so the room
-/// follows the largest configured MTU (plus Ethernet, two VLAN tags and the telemetry shim).
-pub fn data_room(config: &Config) -> u16 {
+/// follows the largest configured MTU (plus Ethernet, two VLAN tags and the telemetry shim),
+/// and the longest frame of a capture replayed from memory (`infinite_rx` keeps each frame
+/// in one mbuf).
+pub fn data_room(config: &Config, captures: &CaptureScan) -> u16 {
     let max_mtu = config.ports.iter().map(|p| p.mtu).max().unwrap_or(1500);
-    let need = u32::from(max_mtu) + 14 + 8 + 64;
-    need.max(2048).min(u32::from(u16::MAX) - 256) as u16
+    let need = (usize::from(max_mtu) + 14 + 8 + 64).max(captures.largest);
+    need.clamp(2048, MAX_DATA_ROOM) as u16
 }
 
 /// What a device argument string says about a pcap capture it will hold in memory.
@@ -35,9 +40,10 @@ fn infinite_rx_captures(device: &str) -> Vec<String> {
 }
 
 /// Checks that capture files named by `rx_pcap=` exist, so a typo gets a message that names
-/// the key rather than a driver error. Returns packets held in memory by `infinite_rx` devices.
-pub fn check_captures(config: &Config) -> anyhow::Result<u64> {
-    let mut held = 0;
+/// the key rather than a driver error, and that the captures `infinite_rx` devices replay
+/// from memory can be read and fit an mbuf each. Returns what those captures hold.
+pub fn check_captures(config: &Config) -> anyhow::Result<CaptureScan> {
+    let mut held = CaptureScan::default();
     for (i, p) in config.ports.iter().enumerate() {
         let infinite = infinite_rx_captures(&p.device);
         for part in p.device.split(',').skip(1) {
@@ -48,11 +54,19 @@ pub fn check_captures(config: &Config) -> anyhow::Result<u64> {
                     );
                 }
                 if infinite.iter().any(|f| f == file) {
-                    held += count_pcap(Path::new(file)).map_err(|e| {
+                    let scan = scan_pcap(Path::new(file)).map_err(|e| {
                         anyhow::anyhow!(
                             "config key `ports[{i}].device`: cannot read rx_pcap file `{file}`: {e}"
                         )
                     })?;
+                    if scan.largest > MAX_DATA_ROOM {
+                        anyhow::bail!(
+                            "config key `ports[{i}].device`: rx_pcap file `{file}` holds a frame of {} bytes; with infinite_rx each frame must fit one mbuf, at most {MAX_DATA_ROOM} bytes",
+                            scan.largest
+                        );
+                    }
+                    held.frames += scan.frames;
+                    held.largest = held.largest.max(scan.largest);
                 }
             }
         }
@@ -261,7 +275,18 @@ rx = ["a", "b"]
     #[test]
     fn sizing() {
         let c = config("");
-        assert!(data_room(&c) >= 9000 + 14);
+        let none = CaptureScan::default();
+        assert!(data_room(&c, &none) >= 9000 + 14);
+        let jumbo = CaptureScan {
+            frames: 1,
+            largest: 30_000,
+        };
+        assert_eq!(data_room(&c, &jumbo), 30_000);
+        let huge = CaptureScan {
+            frames: 1,
+            largest: 70_000,
+        };
+        assert_eq!(usize::from(data_room(&c, &huge)), MAX_DATA_ROOM);
         let n = auto_mbufs(&c, 10_000);
         assert!(n >= 2 * 1024 + 2 * 1024 + 10_000 + 4096, "{n}");
         assert!((n + 1).is_power_of_two());

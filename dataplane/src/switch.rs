@@ -38,7 +38,8 @@ pub struct RunOptions {
 pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
     let cpus = resources::available_cpus();
     let main_lcore = resources::check_lcores(config, &cpus)?;
-    let held = resources::check_captures(config)?;
+    let captures = resources::check_captures(config)?;
+    let held = captures.frames;
     let auto_mbufs = resources::auto_mbufs(config, held);
     let mbufs = config.dataplane.mbufs.unwrap_or(auto_mbufs);
     let minimum = resources::minimum_mbufs(config, held);
@@ -48,7 +49,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
             minimum - held
         );
     }
-    let room = resources::data_room(config);
+    let room = resources::data_room(config, &captures);
     let memory_mb = config
         .eal
         .memory_mb

@@ -6,35 +6,12 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Scratch, run_switch, text, worker_lcore, write};
+use common::{Scratch, capture_config, run_for_summary, run_switch, text, worker_lcore, write};
 use dataplane::capture::{bench_udp, write_pcap};
 use telemetry::wire::MacAddr;
 
 fn base(dir: &Scratch, extra_top: &str, out_device: &str, lcore: u32) -> String {
-    format!(
-        r#"switch_id = 4
-{extra_top}
-[stats]
-interval_ms = 200
-[[ports]]
-name = "in"
-device = "net_pcap0,rx_pcap={cap},infinite_rx=1"
-role = "edge"
-mac = "02:00:00:00:00:01"
-[[ports]]
-name = "out"
-device = "{out_device}"
-role = "fabric"
-mac = "02:00:00:00:01:00"
-[[workers]]
-lcore = {lcore}
-rx = ["in"]
-[[routes]]
-prefix = "10.1.0.0/16"
-next_hops = [{{ port = "out", mac = "02:00:00:00:02:00" }}]
-"#,
-        cap = dir.path("in.pcap").display()
-    )
+    capture_config(&dir.path("in.pcap"), extra_top, out_device, "", lcore)
 }
 
 fn setup(tag: &str) -> Scratch {
@@ -191,26 +168,12 @@ fn sigterm_and_sigint_stop_cleanly_with_a_summary() {
 #[test]
 fn demo_runs_with_telemetry_on() {
     let dir = setup("demo");
-    let summary = dir.path("demo.json");
-    let out = run_switch(
-        &[
-            "--demo",
-            "--duration",
-            "2",
-            "--summary-json",
-            summary.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
-    let t = text(&out);
-    assert!(out.status.success(), "{t}");
+    let (t, s) = run_for_summary(&dir, &["--demo", "--duration", "2"]);
     assert!(t.contains("telemetry: plan"), "{t}");
     assert!(
         t.contains("path@0..8, latency@8..16"),
         "the plan is described: {t}"
     );
-    let s =
-        control::summary::Summary::from_json(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     let ev = &s.telemetry.events;
     use pipeline::TelemetryEvent as E;
     assert!(s.telemetry.enabled);

@@ -148,16 +148,52 @@ pub fn write_pcap<'a>(
     path: &Path,
     frames: impl IntoIterator<Item = &'a [u8]>,
 ) -> anyhow::Result<u64> {
+    let mut w = PcapWriter::new(create(path)?)?;
+    write_each(frames, |at, f| {
+        w.write_packet(&PcapPacket::new(at, f.len() as u32, f))
+            .map(drop)
+    })
+}
+
+/// Writes frames to a pcapng file (one Ethernet interface, an enhanced packet block per
+/// frame, 1 µs apart), as capture tools other than tcpdump save them by default.
+pub fn write_pcapng<'a>(
+    path: &Path,
+    frames: impl IntoIterator<Item = &'a [u8]>,
+) -> anyhow::Result<u64> {
+    use pcap_file::DataLink;
+    use pcap_file::pcapng::PcapNgWriter;
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+    let mut w = PcapNgWriter::new(create(path)?)?;
+    w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0xffff))?;
+    write_each(frames, |timestamp, f| {
+        let block = EnhancedPacketBlock {
+            interface_id: 0,
+            timestamp,
+            original_len: f.len() as u32,
+            data: f.into(),
+            options: Vec::new(),
+        };
+        w.write_pcapng_block(block).map(drop)
+    })
+}
+
+/// A new file at `path`, buffered.
+fn create(path: &Path) -> anyhow::Result<BufWriter<File>> {
     let file =
         File::create(path).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-    let mut w = PcapWriter::new(BufWriter::new(file))?;
+    Ok(BufWriter::new(file))
+}
+
+/// Puts each frame with its timestamp (1 µs apart from 0); returns how many.
+fn write_each<'a>(
+    frames: impl IntoIterator<Item = &'a [u8]>,
+    mut put: impl FnMut(Duration, &'a [u8]) -> Result<(), pcap_file::PcapError>,
+) -> anyhow::Result<u64> {
     let mut n = 0u64;
     for f in frames {
-        w.write_packet(&PcapPacket::new(
-            Duration::from_micros(n),
-            f.len() as u32,
-            f,
-        ))?;
+        put(Duration::from_micros(n), f)?;
         n += 1;
     }
     Ok(n)
@@ -170,12 +206,24 @@ pub fn read_pcap(path: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
     Ok(out)
 }
 
-/// Counts the frames of a capture file (pcap or pcapng) without keeping them: what a
-/// `net_pcap` device reading it (through libpcap, which takes both formats) holds.
-pub fn count_pcap(path: &Path) -> anyhow::Result<u64> {
-    let mut n = 0;
-    for_each_frame(path, |_| n += 1)?;
-    Ok(n)
+/// What a capture file holds, as a device replaying it from memory needs to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CaptureScan {
+    /// Frames.
+    pub frames: u64,
+    /// Bytes of the longest frame, as captured.
+    pub largest: usize,
+}
+
+/// Scans a capture file (pcap or pcapng) without keeping its frames: what a `net_pcap`
+/// device reading it (through libpcap, which takes both formats) holds.
+pub fn scan_pcap(path: &Path) -> anyhow::Result<CaptureScan> {
+    let mut scan = CaptureScan::default();
+    for_each_frame(path, |f| {
+        scan.frames += 1;
+        scan.largest = scan.largest.max(f.len());
+    })?;
+    Ok(scan)
 }
 
 /// The first four bytes of a pcapng file (its section header block's type).
@@ -330,44 +378,40 @@ mod tests {
     fn captures_read_back_as_pcap_and_as_pcapng() {
         use pcap_file::DataLink;
         use pcap_file::pcapng::PcapNgWriter;
-        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
         use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
         use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
-        let frames = bench_udp(5, MacAddr([2, 0, 0, 0, 0, 1]));
+        let mut frames = bench_udp(5, MacAddr([2, 0, 0, 0, 0, 1]));
+        frames[2].extend([0u8; 100]);
         let dir = std::env::temp_dir().join(format!("pint-capture-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let pcap = dir.join("f.pcap");
         write_pcap(&pcap, frames.iter().map(|f| f.as_slice())).unwrap();
         assert_eq!(read_pcap(&pcap).unwrap(), frames);
-        assert_eq!(count_pcap(&pcap).unwrap(), 5);
-        // pcapng: an interface, enhanced packet blocks and one simple packet block.
+        let scan = CaptureScan {
+            frames: 5,
+            largest: 160,
+        };
+        assert_eq!(scan_pcap(&pcap).unwrap(), scan);
         let ng = dir.join("f.pcapng");
+        write_pcapng(&ng, frames.iter().map(|f| f.as_slice())).unwrap();
+        assert_eq!(read_pcap(&ng).unwrap(), frames);
+        assert_eq!(scan_pcap(&ng).unwrap(), scan);
+        // pcapng with a simple packet block after the enhanced ones.
         let mut w = PcapNgWriter::new(BufWriter::new(File::create(&ng).unwrap())).unwrap();
         w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0xffff))
             .unwrap();
-        for (i, f) in frames[..4].iter().enumerate() {
-            w.write_pcapng_block(EnhancedPacketBlock {
-                interface_id: 0,
-                timestamp: Duration::from_micros(i as u64),
-                original_len: f.len() as u32,
-                data: f.as_slice().into(),
-                options: vec![],
-            })
-            .unwrap();
-        }
         w.write_pcapng_block(SimplePacketBlock {
             original_len: frames[4].len() as u32,
             data: frames[4].as_slice().into(),
         })
         .unwrap();
         drop(w);
-        assert_eq!(read_pcap(&ng).unwrap(), frames);
-        assert_eq!(count_pcap(&ng).unwrap(), 5);
+        assert_eq!(read_pcap(&ng).unwrap(), vec![frames[4].clone()]);
         // Neither format: an error that names the file's problem, not a count.
         let junk = dir.join("junk");
         std::fs::write(&junk, b"not a capture at all").unwrap();
-        assert!(count_pcap(&junk).is_err());
-        assert!(count_pcap(&dir.join("absent")).is_err());
+        assert!(scan_pcap(&junk).is_err());
+        assert!(scan_pcap(&dir.join("absent")).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

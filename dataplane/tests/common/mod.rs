@@ -64,6 +64,19 @@ pub fn run_switch(args: &[&str], limit: Duration) -> Output {
     waiter.join().unwrap()
 }
 
+/// Runs pint-switch with `args` and `--summary-json` into `dir`, expecting success; returns
+/// its output and the summary it wrote.
+pub fn run_for_summary(dir: &Scratch, args: &[&str]) -> (String, control::summary::Summary) {
+    let path = dir.path("summary.json");
+    let mut all = args.to_vec();
+    all.extend(["--summary-json", path.to_str().unwrap()]);
+    let out = run_switch(&all, Duration::from_secs(60));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let s = std::fs::read_to_string(&path).unwrap();
+    (t, control::summary::Summary::from_json(&s).unwrap())
+}
+
 pub fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -74,4 +87,41 @@ pub fn text(out: &Output) -> String {
 
 pub fn write(path: &Path, s: &str) {
     std::fs::write(path, s).unwrap();
+}
+
+/// A switch replaying `capture` from memory (`infinite_rx`) on an edge port `in` and
+/// routing 10.1.0.0/16 out of port `out` (`out_device`, with the extra keys `out_keys`),
+/// with `extra_top` at the top level and its worker on `lcore`.
+pub fn capture_config(
+    capture: &Path,
+    extra_top: &str,
+    out_device: &str,
+    out_keys: &str,
+    lcore: u32,
+) -> String {
+    format!(
+        r#"switch_id = 4
+{extra_top}
+[stats]
+interval_ms = 200
+[[ports]]
+name = "in"
+device = "net_pcap0,rx_pcap={cap},infinite_rx=1"
+role = "edge"
+mac = "02:00:00:00:00:01"
+[[ports]]
+name = "out"
+device = "{out_device}"
+role = "fabric"
+mac = "02:00:00:00:01:00"
+{out_keys}
+[[workers]]
+lcore = {lcore}
+rx = ["in"]
+[[routes]]
+prefix = "10.1.0.0/16"
+next_hops = [{{ port = "out", mac = "02:00:00:00:02:00" }}]
+"#,
+        cap = capture.display()
+    )
 }

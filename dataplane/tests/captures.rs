@@ -1,0 +1,77 @@
+//! Captures as users bring them: pcapng as well as pcap, and frames longer than the default
+//! mbuf, replayed from memory (`infinite_rx`) by the real `pint-switch`.
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use common::{Scratch, capture_config, run_for_summary, worker_lcore, write};
+use control::summary::Summary;
+use dataplane::capture::{PacketSpec, write_pcap, write_pcapng};
+
+/// Runs the switch for a second, replaying `capture` on a port of the default MTU (1500)
+/// into a null port with MTU `mtu`; returns its output and summary.
+fn run(dir: &Scratch, capture: &Path, mtu: u16) -> (String, Summary) {
+    let cfg = dir.path("switch.toml");
+    let out_keys = format!("mtu = {mtu}");
+    write(
+        &cfg,
+        &capture_config(capture, "", "net_null0,no-rx=1", &out_keys, worker_lcore()),
+    );
+    run_for_summary(dir, &["--config", cfg.to_str().unwrap(), "--duration", "1"])
+}
+
+/// Two short UDP frames and one of `payload` bytes, all to 10.1.0.1.
+fn frames(payload: usize) -> Vec<Vec<u8>> {
+    [18, 18, payload]
+        .into_iter()
+        .map(|len| {
+            let mut p = PacketSpec::udp(
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 1, 0, 1),
+                1000,
+                2000,
+            );
+            p.payload_len = len;
+            p.build()
+        })
+        .collect()
+}
+
+#[test]
+fn a_pcapng_capture_replays_like_the_same_pcap() {
+    let dir = Scratch::new("pcapng");
+    let f = frames(100);
+    let (pcap, ng) = (dir.path("in.pcap"), dir.path("in.pcapng"));
+    write_pcap(&pcap, f.iter().map(Vec::as_slice)).unwrap();
+    write_pcapng(&ng, f.iter().map(Vec::as_slice)).unwrap();
+    for capture in [&pcap, &ng] {
+        let (t, s) = run(&dir, capture, 1500);
+        assert!(s.rx_packets > 0, "{t}");
+        assert_eq!(s.tx_packets, s.rx_packets, "every frame is forwarded: {t}");
+    }
+}
+
+#[test]
+fn jumbo_frames_in_a_replayed_capture_get_mbufs_that_hold_them() {
+    let dir = Scratch::new("jumbo");
+    // 8 + 20 + 14 bytes of headers: a 9000-byte IPv4 packet, longer than a 2048-byte mbuf.
+    let f = frames(9000 - 28);
+    assert_eq!(f[2].len(), 9014);
+    let cap = dir.path("in.pcap");
+    write_pcap(&cap, f.iter().map(Vec::as_slice)).unwrap();
+    // A 9000-byte egress MTU forwards all of them.
+    let (t, s) = run(&dir, &cap, 9000);
+    assert!(
+        t.contains("mbufs of 9"),
+        "the pool's mbufs fit the jumbo frame: {t}"
+    );
+    assert!(s.rx_packets > 0 && s.tx_packets == s.rx_packets, "{t}");
+    // A 1500-byte one drops the jumbo frame (a third of what arrives) and counts why.
+    let (t, s) = run(&dir, &cap, 1500);
+    let dropped = s.drops.get(pipeline::DropReason::MtuExceeded);
+    assert!(dropped > 0, "{t}");
+    assert_eq!(dropped + s.tx_packets, s.rx_packets, "{t}");
+    assert!(s.tx_packets.abs_diff(2 * dropped) <= 3, "{t}");
+}
