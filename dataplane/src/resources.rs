@@ -6,7 +6,7 @@ use std::path::Path;
 
 use control::Config;
 
-use crate::capture::{CaptureScan, scan_pcap};
+use crate::capture::{CaptureScan, foreign_link_type, scan_pcap};
 use crate::dpdk::BURST_SIZE;
 
 /// The largest mbuf data room (the pool's element size is a u16, headroom included).
@@ -39,39 +39,50 @@ fn infinite_rx_captures(device: &str) -> Vec<String> {
         .collect()
 }
 
+/// What the capture files of a configuration hold, as far as start-up needs to know.
+#[derive(Debug, Clone, Default)]
+pub struct Captures {
+    /// What `infinite_rx` devices replay from memory (all their files together).
+    pub held: CaptureScan,
+    /// What the operator should hear before the switch starts (captures whose frames are
+    /// not Ethernet), each naming its config key.
+    pub warnings: Vec<String>,
+}
+
 /// Checks that capture files named by `rx_pcap=` exist, so a typo gets a message that names
-/// the key rather than a driver error, and that the captures `infinite_rx` devices replay
-/// from memory can be read and fit an mbuf each. Returns what those captures hold.
-pub fn check_captures(config: &Config) -> anyhow::Result<CaptureScan> {
-    let mut held = CaptureScan::default();
+/// the key rather than a driver error, that the captures `infinite_rx` devices replay from
+/// memory can be read and fit an mbuf each, and notes captures whose frames are not Ethernet.
+pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
+    let mut out = Captures::default();
     for (i, p) in config.ports.iter().enumerate() {
         let infinite = infinite_rx_captures(&p.device);
         for part in p.device.split(',').skip(1) {
             if let Some(("rx_pcap", file)) = part.split_once('=') {
+                let key = format!("config key `ports[{i}].device`: rx_pcap file `{file}`");
                 if !Path::new(file).is_file() {
-                    anyhow::bail!(
-                        "config key `ports[{i}].device`: rx_pcap file `{file}` does not exist"
-                    );
+                    anyhow::bail!("{key} does not exist");
+                }
+                let cannot = |e: anyhow::Error| anyhow::anyhow!("{key} cannot be read: {e}");
+                if let Some(link) = foreign_link_type(Path::new(file)).map_err(cannot)? {
+                    out.warnings.push(format!(
+                        "{key} holds frames of link type {link}, not Ethernet: the switch reads them as Ethernet frames and drops most of them (counted)"
+                    ));
                 }
                 if infinite.iter().any(|f| f == file) {
-                    let scan = scan_pcap(Path::new(file)).map_err(|e| {
-                        anyhow::anyhow!(
-                            "config key `ports[{i}].device`: cannot read rx_pcap file `{file}`: {e}"
-                        )
-                    })?;
+                    let scan = scan_pcap(Path::new(file)).map_err(cannot)?;
                     if scan.largest > MAX_DATA_ROOM {
                         anyhow::bail!(
-                            "config key `ports[{i}].device`: rx_pcap file `{file}` holds a frame of {} bytes; with infinite_rx each frame must fit one mbuf, at most {MAX_DATA_ROOM} bytes",
+                            "{key} holds a frame of {} bytes; with infinite_rx each frame must fit one mbuf, at most {MAX_DATA_ROOM} bytes",
                             scan.largest
                         );
                     }
-                    held.frames += scan.frames;
-                    held.largest = held.largest.max(scan.largest);
+                    out.held.frames += scan.frames;
+                    out.held.largest = out.held.largest.max(scan.largest);
                 }
             }
         }
     }
-    Ok(held)
+    Ok(out)
 }
 
 /// Mbufs the pool needs: every rx and tx descriptor, per-worker caches and bursts, packets

@@ -38,7 +38,13 @@ pub struct RunOptions {
 pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
     let cpus = resources::available_cpus();
     let main_lcore = resources::check_lcores(config, &cpus)?;
-    let captures = resources::check_captures(config)?;
+    let resources::Captures {
+        held: captures,
+        warnings,
+    } = resources::check_captures(config)?;
+    for w in &warnings {
+        eprintln!("pint-switch: warning: {w}");
+    }
     let held = captures.frames;
     let auto_mbufs = resources::auto_mbufs(config, held);
     let mbufs = config.dataplane.mbufs.unwrap_or(auto_mbufs);

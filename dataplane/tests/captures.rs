@@ -5,6 +5,7 @@ mod common;
 
 use std::net::Ipv4Addr;
 use std::path::Path;
+use std::time::Duration;
 
 use common::{Scratch, capture_config, run_for_summary, worker_lcore, write};
 use control::summary::Summary;
@@ -74,4 +75,36 @@ fn jumbo_frames_in_a_replayed_capture_get_mbufs_that_hold_them() {
     assert!(dropped > 0, "{t}");
     assert_eq!(dropped + s.tx_packets, s.rx_packets, "{t}");
     assert!(s.tx_packets.abs_diff(2 * dropped) <= 3, "{t}");
+}
+
+#[test]
+fn a_capture_that_is_not_ethernet_is_named_at_start_and_its_frames_are_counted() {
+    let dir = Scratch::new("cooked");
+    // A Linux cooked capture (`tcpdump -i any`): a 16-byte header where Ethernet has 14.
+    let cap = dir.path("in.pcap");
+    let header = pcap_file::pcap::PcapHeader {
+        datalink: pcap_file::DataLink::LINUX_SLL,
+        ..Default::default()
+    };
+    let file = std::io::BufWriter::new(std::fs::File::create(&cap).unwrap());
+    let mut w = pcap_file::pcap::PcapWriter::with_header(file, header).unwrap();
+    for f in frames(18) {
+        let mut cooked = vec![0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0, 8, 0];
+        cooked.extend_from_slice(&f[14..]);
+        w.write_packet(&pcap_file::pcap::PcapPacket::new(
+            Duration::ZERO,
+            cooked.len() as u32,
+            &cooked,
+        ))
+        .unwrap();
+    }
+    drop(w);
+    let (t, s) = run(&dir, &cap, 1500);
+    assert!(
+        t.contains("warning: config key `ports[0].device`")
+            && t.contains("link type LINUX_SLL (113), not Ethernet"),
+        "{t}"
+    );
+    assert!(s.rx_packets > 0, "{t}");
+    assert_eq!(s.drops.total(), s.rx_packets, "none is forwarded: {t}");
 }

@@ -226,6 +226,44 @@ pub fn scan_pcap(path: &Path) -> anyhow::Result<CaptureScan> {
     Ok(scan)
 }
 
+/// The link type of a capture file's frames when it is not Ethernet (a capture from
+/// `tcpdump -i any` is Linux cooked, for example), as `NAME (number)`; None for Ethernet.
+/// Reads only the pcap header, or the pcapng blocks before the first packet.
+pub fn foreign_link_type(path: &Path) -> anyhow::Result<Option<String>> {
+    use pcap_file::DataLink;
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let name = |l: DataLink| (l != DataLink::ETHERNET).then(|| format!("{l:?} ({})", u32::from(l)));
+    if is_pcapng(path)? {
+        let mut r = PcapNgReader::new(BufReader::new(open(path)?))?;
+        while let Some(b) = r.next_block() {
+            match b? {
+                Block::InterfaceDescription(i) => {
+                    if let Some(n) = name(i.linktype) {
+                        return Ok(Some(n));
+                    }
+                }
+                Block::EnhancedPacket(_) | Block::SimplePacket(_) | Block::Packet(_) => break,
+                _ => {}
+            }
+        }
+        Ok(None)
+    } else {
+        Ok(name(PcapReader::new(open(path)?)?.header().datalink))
+    }
+}
+
+/// `path` opened for reading, or an error that names it.
+fn open(path: &Path) -> anyhow::Result<File> {
+    File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))
+}
+
+/// Whether `path` starts as a pcapng file does.
+fn is_pcapng(path: &Path) -> anyhow::Result<bool> {
+    let mut magic = [0u8; 4];
+    let got = std::io::Read::read(&mut open(path)?, &mut magic)?;
+    Ok(got == 4 && magic == PCAPNG_MAGIC)
+}
+
 /// The first four bytes of a pcapng file (its section header block's type).
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
@@ -233,12 +271,8 @@ const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 /// simple and obsolete packet blocks; other blocks hold no frame).
 fn for_each_frame(path: &Path, mut f: impl FnMut(&[u8])) -> anyhow::Result<()> {
     use pcap_file::pcapng::{Block, PcapNgReader};
-    let open =
-        || File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()));
-    let mut magic = [0u8; 4];
-    let got = std::io::Read::read(&mut open()?, &mut magic)?;
-    if got == 4 && magic == PCAPNG_MAGIC {
-        let mut r = PcapNgReader::new(BufReader::new(open()?))?;
+    if is_pcapng(path)? {
+        let mut r = PcapNgReader::new(BufReader::new(open(path)?))?;
         while let Some(b) = r.next_block() {
             match b? {
                 Block::EnhancedPacket(p) => f(&p.data),
@@ -248,7 +282,7 @@ fn for_each_frame(path: &Path, mut f: impl FnMut(&[u8])) -> anyhow::Result<()> {
             }
         }
     } else {
-        let mut r = PcapReader::new(BufReader::new(open()?))?;
+        let mut r = PcapReader::new(BufReader::new(open(path)?))?;
         while let Some(p) = r.next_packet() {
             f(&p?.data);
         }
@@ -407,6 +441,27 @@ mod tests {
         .unwrap();
         drop(w);
         assert_eq!(read_pcap(&ng).unwrap(), vec![frames[4].clone()]);
+        assert_eq!(foreign_link_type(&ng).unwrap(), None);
+        assert_eq!(foreign_link_type(&pcap).unwrap(), None);
+        // Other link types are named, in either format.
+        let cooked = dir.join("cooked.pcap");
+        let header = pcap_file::pcap::PcapHeader {
+            datalink: DataLink::LINUX_SLL,
+            ..Default::default()
+        };
+        drop(pcap_file::pcap::PcapWriter::with_header(create(&cooked).unwrap(), header).unwrap());
+        assert_eq!(
+            foreign_link_type(&cooked).unwrap().as_deref(),
+            Some("LINUX_SLL (113)")
+        );
+        let mut w = PcapNgWriter::new(create(&ng).unwrap()).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::RAW, 0xffff))
+            .unwrap();
+        drop(w);
+        assert_eq!(
+            foreign_link_type(&ng).unwrap().as_deref(),
+            Some("RAW (101)")
+        );
         // Neither format: an error that names the file's problem, not a count.
         let junk = dir.join("junk");
         std::fs::write(&junk, b"not a capture at all").unwrap();
