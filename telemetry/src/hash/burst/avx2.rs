@@ -10,8 +10,8 @@ use super::{BurstHashes, MAX};
 use crate::hash::seeds;
 use crate::pint::tape;
 
-/// A 64-bit constant split for [`mul`]: its low 32 bits in every 64-bit lane, and its
-/// halves swapped (`lo << 32 | hi`) in every 64-bit lane.
+/// A 64-bit constant ready for [`mul`]: itself in every 64-bit lane (`vpmuludq` reads the
+/// low half), and with its halves swapped (`lo << 32 | hi`) in every 64-bit lane.
 #[derive(Clone, Copy)]
 pub(crate) struct Multiplier {
     lo: __m256i,
