@@ -1,32 +1,13 @@
 //! `pint-gen --write-pcap`: the capture, read back by tshark, holds exactly the traffic the
 //! summary reports, with valid checksums and the probes' sequence numbers.
 
+mod common;
+
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::process::Command;
 
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args([
-            "-o",
-            "ip.check_checksum:TRUE",
-            "-o",
-            "tcp.check_checksum:TRUE",
-            "-o",
-            "udp.check_checksum:TRUE",
-        ])
-        .args(args)
-        .output()
-        .expect("tshark runs (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "tshark: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::tshark;
 
 fn generate(dir: &Path, name: &str, args: &[&str]) -> (std::path::PathBuf, serde_json::Value) {
     let pcap = dir.join(name);

@@ -1,0 +1,161 @@
+//! The sink's IPFIX export read by a second, independent decoder: Wireshark's IPFIX
+//! dissector (`tshark`, installed by scripts/setup.sh) decodes the exporter's real
+//! datagrams, wrapped in UDP to port 4739 in a capture, to the records that went in, with no
+//! malformed or undecoded part.
+
+mod common;
+
+use std::net::UdpSocket;
+use std::time::Duration;
+
+use common::tshark;
+use etherparse::PacketBuilder;
+use sink::flows::FlowExport;
+use sink::ipfix::IpfixExporter;
+use telemetry::flowradar::FlowKey;
+
+/// Record `i` of switch `switch`.
+fn record(switch: u32, i: u32) -> FlowExport {
+    FlowExport {
+        key: FlowKey {
+            src: 0x0a00_0001 + i,
+            dst: 0x0a01_0001,
+            src_port: 1000 + i as u16,
+            dst_port: 4791,
+            protocol: if i.is_multiple_of(2) { 17 } else { 6 },
+        },
+        switch,
+        packets: 10 + u64::from(i),
+        bytes: 5_000_000_000 + u64::from(i) * 1000,
+        start_ms: 1_796_000_000_000 + u64::from(i),
+        end_ms: 1_796_000_001_000 + u64::from(i),
+        ingress: 1,
+        egress: 2 + i,
+        ended: false,
+    }
+}
+
+#[test]
+fn wireshark_decodes_the_exported_records() {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut ex = IpfixExporter::new(rx.local_addr().unwrap(), Duration::from_secs(60)).unwrap();
+    // Two switches (observation domains); enough records for switch 3 to take two messages.
+    let mut sent = Vec::new();
+    for (switch, n) in [(3, 40), (9, 2)] {
+        for i in 0..n {
+            let r = record(switch, i);
+            sent.push(r);
+            ex.add(r);
+        }
+    }
+    ex.flush();
+    let mut frames = Vec::new();
+    let mut buf = [0u8; 2048];
+    for _ in 0..ex.messages {
+        let n = rx.recv(&mut buf).unwrap();
+        let mut f = Vec::new();
+        PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([127, 0, 0, 1], [127, 0, 0, 1], 64)
+            .udp(40000, 4739)
+            .write(&mut f, &buf[..n])
+            .unwrap();
+        frames.push(f);
+    }
+    assert!(frames.len() >= 4, "templates and data for two domains");
+    let dir = std::env::temp_dir().join(format!("pint-ipfix-tshark-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("ipfix.pcap");
+    pipeline::capture::write_pcap(&pcap, frames.iter().map(Vec::as_slice)).unwrap();
+
+    // Nothing malformed, and every data record decoded with its template (Wireshark marks
+    // data it has no template for).
+    let bad = tshark(
+        &pcap,
+        &["-Y", "_ws.malformed || _ws.expert.severity >= warning"],
+    );
+    assert!(bad.trim().is_empty(), "tshark flags: {bad}");
+    let fields = [
+        "cflow.od_id",
+        "cflow.srcaddr",
+        "cflow.dstaddr",
+        "cflow.srcport",
+        "cflow.dstport",
+        "cflow.protocol",
+        "cflow.octets",
+        "cflow.packets",
+        "cflow.inputint",
+        "cflow.outputint",
+    ];
+    let mut args = vec!["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=;"];
+    for f in fields {
+        args.extend(["-e", f]);
+    }
+    args.extend(["-Y", "cflow.srcaddr"]);
+    let out = tshark(&pcap, &args);
+    let mut got = Vec::new();
+    for line in out.lines() {
+        let cols: Vec<Vec<&str>> = line.split('\t').map(|c| c.split(';').collect()).collect();
+        // One domain per message; the other columns hold one value per record.
+        let domain: u32 = cols[0][0].parse().unwrap();
+        for j in 0..cols[1].len() {
+            let record: Vec<&str> = cols[1..].iter().map(|c| c[j]).collect();
+            got.push(format!("{domain} {}", record.join(" ")));
+        }
+    }
+    let want: Vec<String> = sent
+        .iter()
+        .map(|r| {
+            let ip = |a: u32| std::net::Ipv4Addr::from(a).to_string();
+            format!(
+                "{} {} {} {} {} {} {} {} {} {}",
+                r.switch,
+                ip(r.key.src),
+                ip(r.key.dst),
+                r.key.src_port,
+                r.key.dst_port,
+                r.key.protocol,
+                r.bytes,
+                r.packets,
+                r.ingress,
+                r.egress
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    // Flow start and end in milliseconds since the epoch, as Wireshark shows them (UTC):
+    // record 1 of switch 3 starts at 1796000000001 ms and ends 1 s later.
+    let times = tshark(
+        &pcap,
+        &[
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=a",
+            "-E",
+            "aggregator=;",
+            "-e",
+            "cflow.abstimestart",
+            "-e",
+            "cflow.abstimeend",
+            "-Y",
+            "cflow.srcaddr",
+        ],
+    );
+    let first: Vec<Vec<&str>> = times
+        .lines()
+        .next()
+        .unwrap()
+        .split('\t')
+        .map(|c| c.split(';').collect())
+        .collect();
+    assert_eq!(
+        first[0][1], "Nov 30, 2026 00:53:20.001000000 UTC",
+        "{times}"
+    );
+    assert_eq!(
+        first[1][1], "Nov 30, 2026 00:53:21.001000000 UTC",
+        "{times}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
