@@ -45,13 +45,14 @@ pub struct Captures {
     /// What `infinite_rx` devices replay from memory (all their files together).
     pub held: CaptureScan,
     /// What the operator should hear before the switch starts (captures whose frames are
-    /// not Ethernet), each naming its config key.
+    /// not Ethernet, or that end in a record cut short), each naming its config key.
     pub warnings: Vec<String>,
 }
 
 /// Checks that capture files named by `rx_pcap=` exist, so a typo gets a message that names
 /// the key rather than a driver error, that the captures `infinite_rx` devices replay from
-/// memory can be read and fit an mbuf each, and notes captures whose frames are not Ethernet.
+/// memory can be read and fit an mbuf each, and notes captures whose frames are not Ethernet
+/// and replayed captures cut short.
 pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
     let mut out = Captures::default();
     for (i, p) in config.ports.iter().enumerate() {
@@ -75,6 +76,12 @@ pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
                             "{key} holds a frame of {} bytes; with infinite_rx each frame must fit one mbuf, at most {MAX_DATA_ROOM} bytes",
                             scan.largest
                         );
+                    }
+                    if scan.cut_short {
+                        out.warnings.push(format!(
+                            "{key} ends in a record cut short (a capture stopped mid-write): the {} frames before it are replayed",
+                            scan.frames
+                        ));
                     }
                     out.held.frames += scan.frames;
                     out.held.largest = out.held.largest.max(scan.largest);
@@ -291,11 +298,13 @@ rx = ["a", "b"]
         let jumbo = CaptureScan {
             frames: 1,
             largest: 30_000,
+            cut_short: false,
         };
         assert_eq!(data_room(&c, &jumbo), 30_000);
         let huge = CaptureScan {
             frames: 1,
             largest: 70_000,
+            cut_short: false,
         };
         assert_eq!(usize::from(data_room(&c, &huge)), MAX_DATA_ROOM);
         let n = auto_mbufs(&c, 10_000);

@@ -108,3 +108,21 @@ fn a_capture_that_is_not_ethernet_is_named_at_start_and_its_frames_are_counted()
     assert!(s.rx_packets > 0, "{t}");
     assert_eq!(s.drops.total(), s.rx_packets, "none is forwarded: {t}");
 }
+
+#[test]
+fn a_capture_cut_short_replays_the_frames_before_the_cut_with_a_warning() {
+    let dir = Scratch::new("cutshort");
+    let f = frames(100);
+    let whole = dir.path("whole.pcap");
+    write_pcap(&whole, f.iter().map(Vec::as_slice)).unwrap();
+    // The last record loses its final bytes, as when tcpdump is killed mid-write.
+    let bytes = std::fs::read(&whole).unwrap();
+    let cap = dir.path("in.pcap");
+    std::fs::write(&cap, &bytes[..bytes.len() - 10]).unwrap();
+    let (t, s) = run(&dir, &cap, 1500);
+    assert!(
+        t.contains("ends in a record cut short") && t.contains("the 2 frames before it"),
+        "{t}"
+    );
+    assert!(s.rx_packets > 0 && s.tx_packets == s.rx_packets, "{t}");
+}

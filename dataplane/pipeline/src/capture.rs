@@ -202,7 +202,9 @@ fn write_each<'a>(
 /// Reads every frame of a capture file (pcap or pcapng).
 pub fn read_pcap(path: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
-    for_each_frame(path, |f| out.push(f.to_vec()))?;
+    if for_each_frame(path, |f| out.push(f.to_vec()))? == Ending::CutShort {
+        anyhow::bail!("{} ends in a record cut short", path.display());
+    }
     Ok(out)
 }
 
@@ -213,16 +215,20 @@ pub struct CaptureScan {
     pub frames: u64,
     /// Bytes of the longest frame, as captured.
     pub largest: usize,
+    /// Whether the file ends in a record cut short (a capture stopped mid-write): the
+    /// frames before it are counted, as libpcap reads them.
+    pub cut_short: bool,
 }
 
 /// Scans a capture file (pcap or pcapng) without keeping its frames: what a `net_pcap`
 /// device reading it (through libpcap, which takes both formats) holds.
 pub fn scan_pcap(path: &Path) -> anyhow::Result<CaptureScan> {
     let mut scan = CaptureScan::default();
-    for_each_frame(path, |f| {
+    let ending = for_each_frame(path, |f| {
         scan.frames += 1;
         scan.largest = scan.largest.max(f.len());
     })?;
+    scan.cut_short = ending == Ending::CutShort;
     Ok(scan)
 }
 
@@ -267,27 +273,48 @@ fn is_pcapng(path: &Path) -> anyhow::Result<bool> {
 /// The first four bytes of a pcapng file (its section header block's type).
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
+/// How a capture file's frames ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// At the end of the file.
+    Complete,
+    /// In a record the file holds only the start of.
+    CutShort,
+}
+
+/// Whether a read error is the file ending inside a record.
+fn is_cut_short(e: &pcap_file::PcapError) -> bool {
+    matches!(e, pcap_file::PcapError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof)
+}
+
 /// Calls `f` with each frame of a pcap or pcapng file, in order (in pcapng, the enhanced,
-/// simple and obsolete packet blocks; other blocks hold no frame).
-fn for_each_frame(path: &Path, mut f: impl FnMut(&[u8])) -> anyhow::Result<()> {
+/// simple and obsolete packet blocks; other blocks hold no frame), up to a last record the
+/// file holds only part of. A malformed header or record is an error.
+fn for_each_frame(path: &Path, mut f: impl FnMut(&[u8])) -> anyhow::Result<Ending> {
     use pcap_file::pcapng::{Block, PcapNgReader};
     if is_pcapng(path)? {
         let mut r = PcapNgReader::new(BufReader::new(open(path)?))?;
         while let Some(b) = r.next_block() {
-            match b? {
-                Block::EnhancedPacket(p) => f(&p.data),
-                Block::SimplePacket(p) => f(&p.data),
-                Block::Packet(p) => f(&p.data),
-                _ => {}
+            match b {
+                Ok(Block::EnhancedPacket(p)) => f(&p.data),
+                Ok(Block::SimplePacket(p)) => f(&p.data),
+                Ok(Block::Packet(p)) => f(&p.data),
+                Ok(_) => {}
+                Err(e) if is_cut_short(&e) => return Ok(Ending::CutShort),
+                Err(e) => return Err(e.into()),
             }
         }
     } else {
         let mut r = PcapReader::new(BufReader::new(open(path)?))?;
         while let Some(p) = r.next_packet() {
-            f(&p?.data);
+            match p {
+                Ok(p) => f(&p.data),
+                Err(e) if is_cut_short(&e) => return Ok(Ending::CutShort),
+                Err(e) => return Err(e.into()),
+            }
         }
     }
-    Ok(())
+    Ok(Ending::Complete)
 }
 
 /// `frame` with a telemetry shim inserted after its Ethernet header and VLAN tags, as a
@@ -424,6 +451,7 @@ mod tests {
         let scan = CaptureScan {
             frames: 5,
             largest: 160,
+            cut_short: false,
         };
         assert_eq!(scan_pcap(&pcap).unwrap(), scan);
         let ng = dir.join("f.pcapng");
@@ -462,6 +490,18 @@ mod tests {
             foreign_link_type(&ng).unwrap().as_deref(),
             Some("RAW (101)")
         );
+        // Cut short in the last record (a capture stopped mid-write): the frames before it
+        // count, as libpcap reads them; reading it whole is an error.
+        let full_ng = dir.join("full.pcapng");
+        write_pcapng(&full_ng, frames.iter().map(|f| f.as_slice())).unwrap();
+        for whole in [&pcap, &full_ng] {
+            let cut = dir.join("cut");
+            let bytes = std::fs::read(whole).unwrap();
+            std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
+            let s = scan_pcap(&cut).unwrap();
+            assert!(s.cut_short && s.frames == 4, "{}: {s:?}", whole.display());
+            assert!(read_pcap(&cut).is_err());
+        }
         // Neither format: an error that names the file's problem, not a count.
         let junk = dir.join("junk");
         std::fs::write(&junk, b"not a capture at all").unwrap();
