@@ -8,8 +8,13 @@ use super::error::{DpdkError, Errno, Result};
 
 static INITIALISED: AtomicBool = AtomicBool::new(false);
 
-/// Proof that EAL is initialised; dropping it runs `rte_eal_cleanup`. Everything that uses
-/// DPDK (pools, ports, workers) must be dropped first.
+/// Set once a device whose driver leaves an interrupt source behind has been probed: then
+/// `rte_eal_cleanup` must not run (see [`Eal::keep_memory_at_exit`]).
+static KEEP_MEMORY: AtomicBool = AtomicBool::new(false);
+
+/// Proof that EAL is initialised; dropping it runs `rte_eal_cleanup` (unless
+/// [`Eal::keep_memory_at_exit`] was called). Everything that uses DPDK (pools, ports,
+/// workers) must be dropped first.
 pub struct Eal {
     _private: (),
 }
@@ -81,6 +86,22 @@ impl Eal {
         })
     }
 
+    /// Leaves DPDK's memory mapped when the Eal drops, for the process's exit to release.
+    ///
+    /// DPDK 22.11's memif driver, in the server role, frees its listening socket's
+    /// interrupt handle when the port closes without unregistering its callback, so EAL's
+    /// interrupt thread keeps a source whose handle lives in DPDK memory. `rte_eal_cleanup`
+    /// unmaps that memory while the interrupt thread still runs; if the thread wakes then
+    /// (it rebuilds its wait list after each callback removed, such as the one for a
+    /// departed peer), it reads the unmapped handle and the process dies with SIGSEGV after
+    /// it has done its work. With the EAL options this project uses (`--in-memory`, or
+    /// `--no-shconf --no-huge`) the cleanup leaves no files behind that the exit would not,
+    /// so skipping it loses nothing.
+    #[cold]
+    pub fn keep_memory_at_exit(&self) {
+        KEEP_MEMORY.store(true, Ordering::SeqCst);
+    }
+
     /// DPDK's version string.
     pub fn version() -> String {
         // SAFETY: rte_version returns a static string.
@@ -95,6 +116,9 @@ impl Eal {
 impl Drop for Eal {
     #[cold]
     fn drop(&mut self) {
+        if KEEP_MEMORY.load(Ordering::SeqCst) {
+            return;
+        }
         // SAFETY: all DPDK objects borrow the Eal and are gone by now.
         unsafe { dpdk_sys::rte_eal_cleanup() };
     }

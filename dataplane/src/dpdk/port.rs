@@ -89,12 +89,27 @@ pub fn device_name(devargs: &str) -> String {
     }
 }
 
+/// Whether `devargs` names a memif device in the server role (memif's default), whose
+/// listening socket outlives the port in EAL's interrupt thread ([`Eal::keep_memory_at_exit`]).
+fn is_memif_server(devargs: &str) -> bool {
+    let mut parts = devargs.split(',').map(str::trim);
+    let driver = parts.next().unwrap_or("");
+    driver.starts_with("net_memif")
+        && !parts.any(|kv| {
+            kv.split_once('=')
+                .is_some_and(|(k, v)| k.trim() == "role" && v.trim() == "client")
+        })
+}
+
 impl<'eal> Port<'eal> {
     /// Probes the device described by `devargs` (a virtual device such as
     /// `net_pcap0,rx_pcap=in.pcap` or a PCI address) and finds its port. `name` is the
     /// port's name in messages.
     #[cold]
-    pub fn probe(_eal: &'eal Eal, name: &str, devargs: &str) -> Result<Self> {
+    pub fn probe(eal: &'eal Eal, name: &str, devargs: &str) -> Result<Self> {
+        if is_memif_server(devargs) {
+            eal.keep_memory_at_exit();
+        }
         let c = CString::new(devargs).map_err(|_| DpdkError::NulInArgument(devargs.to_owned()))?;
         // SAFETY: EAL is initialised; devargs is a valid C string.
         let ret = unsafe { dpdk_sys::rte_dev_probe(c.as_ptr()) };
@@ -425,3 +440,21 @@ impl TxQueue<'_> {
 unsafe impl Send for RxQueue<'_> {}
 // SAFETY: as above.
 unsafe impl Send for TxQueue<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::is_memif_server;
+
+    #[test]
+    fn memif_servers_are_told_from_clients_and_other_devices() {
+        assert!(is_memif_server("net_memif0,role=server,socket=/tmp/a.sock"));
+        assert!(is_memif_server("net_memif3,socket=/tmp/a.sock"));
+        assert!(is_memif_server("net_memif0"));
+        assert!(!is_memif_server(
+            "net_memif0,role=client,socket=/tmp/a.sock"
+        ));
+        assert!(!is_memif_server("net_memif1, role = client"));
+        assert!(!is_memif_server("net_pcap0,rx_pcap=a.pcap"));
+        assert!(!is_memif_server("0000:3b:00.0"));
+    }
+}
