@@ -11,3 +11,6 @@ pub mod switch;
 pub mod worker;
 
 pub use pipeline::capture;
+
+// A switch's ports are DPDK ports: the pipeline's port arrays cover every one DPDK can have.
+const _: () = assert!(pipeline::MAX_PORTS <= dpdk_sys::RTE_MAX_ETHPORTS as usize);

@@ -677,6 +677,20 @@ mod tests {
             parse("[topology]\nkind = \"chain\"\nswitches = 3\nspeed = 1\n"),
             Err(LabError::Parse { .. })
         ));
+        // A hub may have a neighbour on every port but its hosts' one.
+        let star = |leaves: usize| {
+            let links: Vec<String> = (1..=leaves)
+                .map(|l| format!("[\"hub\", \"l{l}\"]"))
+                .collect();
+            format!(
+                "[topology]\nkind = \"links\"\nlinks = [{}]\n",
+                links.join(", ")
+            )
+        };
+        let lab = parse(&star(pipeline::MAX_PORTS - 1)).unwrap();
+        assert_eq!(lab.topology.neighbours(0).len(), pipeline::MAX_PORTS - 1);
+        let err = parse(&star(pipeline::MAX_PORTS)).unwrap_err();
+        assert_eq!(key(err), "topology");
     }
 
     /// A lab whose files are in `dir`.

@@ -5,9 +5,10 @@
 use serde::{Deserialize, Serialize};
 use telemetry::wire::MacAddr;
 
-/// Largest number of ports one switch drives (port indices fit in a `u16` verdict and a
-/// 32-bit port mask).
-pub const MAX_PORTS: usize = 16;
+/// Largest number of ports one switch drives: DPDK's own limit (`RTE_MAX_ETHPORTS`, 32 in
+/// the distribution's build), so that a lab switch may have up to 31 neighbours. Port indices
+/// fit in a `u16` verdict and a 32-bit port mask.
+pub const MAX_PORTS: usize = 32;
 
 /// What sits behind a port: hosts (`edge`) or other PINT switches (`fabric`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,6 +2,8 @@
 //! hosts receive, what the digests decode to, what the flowsets count, and how the stages
 //! treat frames that are not what they expect.
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
@@ -385,4 +387,104 @@ fn packets_the_shim_would_push_past_the_mtu_go_without_telemetry() {
     );
     assert_eq!(emu.counters(1).telemetry.get(TelemetryEvent::NoShim), 1);
     assert!(emu.digests(1).is_empty());
+}
+
+/// A switch with as many neighbours as a switch has ports (the hub of a star of 31 leaves):
+/// one burst from its hosts to every leaf leaves by every port and encodes exactly as the
+/// same packets do one burst each; a flow between the two last leaves decodes to its path
+/// through the hub; one neighbour more is refused.
+#[test]
+fn a_hub_drives_every_port() {
+    use pipeline::fabric::{FabricError, port_towards};
+    use pipeline::{BurstVerdicts, PacketBuf, VecFrame};
+
+    let star = |leaves: u32| {
+        let edges: Vec<(u32, u32)> = (1..=leaves).map(|l| (0, l)).collect();
+        let names = (0..=leaves).map(|n| format!("s{n}")).collect();
+        Topology::from_edges("star", names, &edges)
+    };
+    let config = || EmulatorConfig {
+        plan: Some(PAPER.to_owned()),
+        expected_flows: 256,
+        ..Default::default()
+    };
+    let leaves = pipeline::MAX_PORTS as u32 - 1;
+    let t = star(leaves);
+    let (mut together, mut apart) = (
+        Emulator::new(t.clone(), config()).unwrap(),
+        Emulator::new(t.clone(), config()).unwrap(),
+    );
+    let frames: Vec<Vec<u8>> = (1..=leaves)
+        .map(|l| packet(0, l, 2000 + l as u16, l as u16, 64).build())
+        .collect();
+    let tsc = (1_000u64, 80_000u64);
+    let mut burst: Vec<VecFrame> = frames.iter().map(|f| VecFrame::new(f)).collect();
+    let mut out = BurstVerdicts::default();
+    together.nodes[0]
+        .pipeline
+        .process_burst(0, &mut burst, tsc.0, || tsc.1, &mut out);
+    for (l, (v, f)) in (1..=leaves).zip(out.verdicts.iter().zip(&burst)) {
+        assert_eq!(Some(*v), port_towards(&t, 0, l), "the packet to leaf {l}");
+        let mut one = [VecFrame::new(&frames[l as usize - 1])];
+        let mut single = BurstVerdicts::default();
+        apart.nodes[0]
+            .pipeline
+            .process_burst(0, &mut one, tsc.0, || tsc.1, &mut single);
+        assert_eq!(single.verdicts[0], *v);
+        assert_eq!(
+            one[0].data(),
+            f.data(),
+            "the packet to leaf {l}, shim and all"
+        );
+    }
+    let c = together.counters(0);
+    assert_eq!(
+        c.telemetry.get(TelemetryEvent::ShimInserted),
+        u64::from(leaves)
+    );
+    for p in 1..=leaves as usize {
+        assert_eq!(c.ports[p].tx_packets, 1, "port {p}");
+    }
+    let diff = common::difference(&mut together, &mut apart, 0, 1_000_000_000);
+    assert!(diff.is_none(), "{}", diff.unwrap_or_default());
+
+    // Leaf to leaf through the hub's last two ports: every frame arrives as plain
+    // forwarding gives it, and the digests decode to the path.
+    let plan = Plan::compile(&QueryFile::from_toml(PAPER).unwrap()).unwrap();
+    let path_q = plan.query_index("path").unwrap();
+    let (src, dst) = (leaves - 1, leaves);
+    for ident in 0..400u16 {
+        let p = packet(src, dst, 7000, ident, 64);
+        let out = together.send(src, &p.build(), |_| 1500);
+        let Outcome::Delivered { frame, path, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(path, vec![src, 0, dst]);
+        assert_eq!(frame, plainly_forwarded(&p, dst, 3));
+    }
+    let mut rec = FlowRecorder::new(&plan, 3, Space::Topology(&t), Some(t.switch_id(dst)));
+    for r in together.digests(dst) {
+        assert_eq!(r.hops, 3);
+        rec.record(r.pid, r.digest);
+    }
+    let ids: Vec<u32> = [src, 0, dst].iter().map(|&n| t.switch_id(n)).collect();
+    assert_eq!(rec.path(path_q).unwrap().path(), Some(ids));
+    // The hub's values are the ones of its egress port: its hop latency comes out, as the
+    // leaves' do.
+    let sk = rec.sketches(plan.query_index("latency").unwrap()).unwrap();
+    for hop in 1..=3 {
+        let m = sk.quantile(hop, 0.5).unwrap();
+        assert!(
+            (m - 1500.0).abs() < 150.0,
+            "hop {hop}: median latency {m} ns"
+        );
+    }
+
+    assert_eq!(
+        Emulator::new(star(leaves + 1), config()).err(),
+        Some(FabricError::TooManyNeighbours {
+            switch: 0,
+            neighbours: leaves as usize + 1
+        })
+    );
 }

@@ -21,7 +21,7 @@ pub(super) struct Routed {
     /// Bit `e`: some packet leaves by port `e`.
     pub used: u32,
     /// Bit `2e + p`: some packet leaving by port `e` encodes with plan `p`.
-    pub encoding: u32,
+    pub encoding: u64,
     /// Packets forwarded.
     pub tx_packets: u64,
     /// Per plan (current, previous): bit `i` when packet `i` encodes with it.
