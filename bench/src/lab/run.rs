@@ -280,7 +280,7 @@ fn run_inner(
 
     // 2. The switches.
     for s in &plan.switches {
-        let summary = dir.join(format!("switch-{}.json", s.name));
+        let summary = dir.join(format!("switch-{}.json", s.file_name));
         let args = vec![
             "--config".into(),
             s.config.display().to_string(),
@@ -293,7 +293,7 @@ fn run_inner(
             &format!("switch {}", s.name),
             &programs.switch,
             &args,
-            &dir.join(format!("switch-{}.log", s.name)),
+            &dir.join(format!("switch-{}.log", s.file_name)),
         )?;
         procs.switches.push((s.node, p, summary));
         // A memif client's port does not start without its server, and every switch is a
@@ -312,7 +312,7 @@ fn run_inner(
             &format!("pint-gen {}", lab.name(g.node)),
             &programs.generator,
             &args,
-            &dir.join(format!("gen-{}.log", lab.name(g.node))),
+            &dir.join(format!("gen-{}.log", lab.safe_name(g.node))),
         )?;
         procs.generators.push((g.node, p));
         check_stop(stop, procs, false)?;

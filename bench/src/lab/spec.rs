@@ -448,6 +448,20 @@ impl Lab {
         &self.topology.names[n as usize]
     }
 
+    /// Node `n`'s name as it may appear in a port name or a file name: the name itself when
+    /// it holds only letters, digits, `-`, `_` and `.`; else those kept, every other
+    /// character made `_`, and `~` and the switch ID appended (no kept name has a `~`, so
+    /// every node's is distinct).
+    pub fn safe_name(&self, n: u32) -> String {
+        let name = self.name(n);
+        let ok = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.');
+        if !name.is_empty() && name.chars().all(ok) {
+            return name.to_owned();
+        }
+        let kept: String = name.chars().map(|c| if ok(c) { c } else { '_' }).collect();
+        format!("{kept}~{}", self.switch_id(n))
+    }
+
     /// The switch ID of node `n`.
     pub fn switch_id(&self, n: u32) -> u32 {
         n + 1
