@@ -109,7 +109,7 @@ pub struct Slots {
 }
 
 /// The encoded flowset.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct FlowSet {
     filter: FlowFilter,
     cells: Vec<Cell>,
@@ -118,6 +118,23 @@ pub struct FlowSet {
     table_seed: u64,
     flows: u64,
     packets: u64,
+    /// Made empty ([`FlowSet::new`], [`FlowSet::clear`]), so that while it counts no flow
+    /// every cell and filter block is known to be zero.
+    cleared: bool,
+}
+
+/// Flowsets are equal when they count alike (whether one is known to be clear is not part
+/// of what it counts).
+impl PartialEq for FlowSet {
+    fn eq(&self, o: &FlowSet) -> bool {
+        self.filter == o.filter
+            && self.cells == o.cells
+            && self.per_table == o.per_table
+            && self.hashes == o.hashes
+            && self.table_seed == o.table_seed
+            && self.flows == o.flows
+            && self.packets == o.packets
+    }
 }
 
 impl FlowSet {
@@ -131,13 +148,15 @@ impl FlowSet {
         let per_table = cells.div_ceil(u64::from(cfg.hashes)).max(1) as u32;
         let filter_bits =
             (f64::from(cfg.expected_flows.max(1)) * cfg.filter_bits_per_flow).ceil() as usize;
-        FlowSet::from_parts(
+        let mut fs = FlowSet::from_parts(
             FlowFilter::new(filter_bits, FILTER_SEED),
             vec![Cell::default(); per_table as usize * usize::from(cfg.hashes)],
             cfg.hashes,
             mix64(cfg.seed ^ 0x74),
         )
-        .expect("consistent sizes")
+        .expect("consistent sizes");
+        fs.cleared = true;
+        fs
     }
 
     /// A flowset from its parts (the wire form); None if the sizes disagree.
@@ -171,6 +190,7 @@ impl FlowSet {
             table_seed,
             flows,
             packets,
+            cleared: false,
         })
     }
 
@@ -301,12 +321,24 @@ impl FlowSet {
         (i / self.per_table as usize) as u32
     }
 
-    /// Clears the flowset for a new epoch.
+    /// Clears the flowset for a new epoch (at no cost when it counted nothing since it was
+    /// last cleared: a quiet epoch's flowset).
     pub fn clear(&mut self) {
+        if self.is_clear() {
+            return;
+        }
         self.filter.clear();
         self.cells.fill(Cell::default());
         self.flows = 0;
         self.packets = 0;
+        self.cleared = true;
+    }
+
+    /// Whether nothing was counted since the flowset was made empty: every cell and filter
+    /// block is zero, known without looking at them (every count adds a flow when it meets
+    /// an empty flowset).
+    pub fn is_clear(&self) -> bool {
+        self.cleared && self.flows == 0
     }
 
     /// The flow filter.
