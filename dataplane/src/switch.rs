@@ -200,6 +200,7 @@ fn run_with_eal(
             tx,
             idle: config.dataplane.idle,
             idle_sleep: Duration::from_micros(config.dataplane.idle_sleep_us),
+            idle_sleep_max: Duration::from_micros(config.dataplane.idle_sleep_max_us),
             impair,
             impaired,
         });

@@ -19,6 +19,9 @@ const TX_RETRIES: u32 = 16;
 const PUBLISH_EVERY: u32 = 8;
 /// Empty polls in a row before a worker in `sleep` idle mode sleeps.
 const IDLE_POLLS_BEFORE_SLEEP: u32 = 64;
+/// How long a worker in `sleep` mode sleeps its shortest sleep before it backs off: traffic
+/// with gaps shorter than this never waits longer than `idle_sleep`.
+const BACKOFF_AFTER: Duration = Duration::from_millis(10);
 
 /// Everything one worker owns.
 pub struct Worker<'p> {
@@ -30,6 +33,9 @@ pub struct Worker<'p> {
     pub idle: IdleMode,
     /// How long it sleeps in `sleep` idle mode.
     pub idle_sleep: Duration,
+    /// The longest sleep it backs off to when idle for long (doubling from `idle_sleep`), so
+    /// that many idle switches on few cores cost little.
+    pub idle_sleep_max: Duration,
     /// Its impairment of each port, indexed by port (None: the port sends as is).
     pub impair: Vec<Option<Impairer<Mbuf>>>,
     /// Bit `p` set when port `p` has an impairment (one test per flush when none has).
@@ -156,6 +162,8 @@ impl Worker<'_> {
         let mut out: [Burst; MAX_PORTS] = core::array::from_fn(|_| Burst::new());
         let mut verdicts = BurstVerdicts::default();
         let mut idle_polls = 0u32;
+        let mut nap = self.idle_sleep;
+        let mut napped = Duration::ZERO;
         let mut last = crate::dpdk::tsc();
         let mut bursts = 0u32;
         while !stop.load(Ordering::Relaxed) {
@@ -233,10 +241,17 @@ impl Worker<'_> {
                 }
                 idle_polls = idle_polls.saturating_add(1);
                 if self.idle == IdleMode::Sleep && idle_polls >= IDLE_POLLS_BEFORE_SLEEP {
-                    std::thread::sleep(self.idle_sleep);
+                    std::thread::sleep(nap);
+                    napped += nap;
+                    // Packets in a delay line leave on time: no backing off while one holds any.
+                    if napped >= BACKOFF_AFTER && !self.holding() {
+                        nap = (nap * 2).min(self.idle_sleep_max);
+                    }
                 }
             } else {
                 idle_polls = 0;
+                nap = self.idle_sleep;
+                napped = Duration::ZERO;
             }
         }
         self.drain_impaired(&mut pipeline.counters);
@@ -245,6 +260,11 @@ impl Worker<'_> {
             eprintln!("worker stage cycles per packet: {stages}");
         }
         pipeline.counters
+    }
+
+    /// Whether an impaired port's delay line holds packets.
+    fn holding(&self) -> bool {
+        self.impaired != 0 && self.impair.iter().flatten().any(|i| i.holding() > 0)
     }
 
     /// Sends what the impaired ports' delay lines release by `now`.

@@ -94,6 +94,11 @@ pub struct EalConfig {
     pub hugepages: bool,
 }
 
+/// Default of [`DataplaneConfig::idle_sleep_max_us`]: an idle worker wakes a thousand times
+/// a second instead of ten thousand, and a packet that ends a long idle spell waits at most a
+/// millisecond.
+pub const DEFAULT_IDLE_SLEEP_MAX_US: u64 = 1000;
+
 /// Data plane settings shared by all workers.
 #[derive(Debug, Clone, Serialize)]
 pub struct DataplaneConfig {
@@ -101,6 +106,9 @@ pub struct DataplaneConfig {
     pub idle: IdleMode,
     /// How long a worker sleeps in `sleep` idle mode, in microseconds.
     pub idle_sleep_us: u64,
+    /// The longest sleep a worker in `sleep` mode backs off to once it has been idle a
+    /// while, in microseconds (at least `idle_sleep_us`).
+    pub idle_sleep_max_us: u64,
     /// Mbufs in the packet pool (None: sized from ports, queues and captures).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mbufs: Option<u32>,
@@ -321,9 +329,14 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
         ));
     }
 
+    let idle_sleep_us = raw.dataplane.idle_sleep_us.unwrap_or(100);
     let dataplane = DataplaneConfig {
         idle: raw.dataplane.idle.unwrap_or_default(),
-        idle_sleep_us: raw.dataplane.idle_sleep_us.unwrap_or(100),
+        idle_sleep_us,
+        idle_sleep_max_us: raw
+            .dataplane
+            .idle_sleep_max_us
+            .unwrap_or(DEFAULT_IDLE_SLEEP_MAX_US.max(idle_sleep_us)),
         mbufs: raw.dataplane.mbufs,
         mbuf_cache: raw.dataplane.mbuf_cache.unwrap_or(256),
         ecmp_seed: raw.dataplane.ecmp_seed.unwrap_or(0x5049_4e54_4543_4d50),
@@ -333,6 +346,17 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
         return Err(key_err(
             "dataplane.idle_sleep_us",
             "must be between 1 and 1000000 microseconds",
+        ));
+    }
+    if dataplane.idle_sleep_max_us < dataplane.idle_sleep_us
+        || dataplane.idle_sleep_max_us > 1_000_000
+    {
+        return Err(key_err(
+            "dataplane.idle_sleep_max_us",
+            format!(
+                "{}: must be between idle_sleep_us ({}) and 1000000 microseconds",
+                dataplane.idle_sleep_max_us, dataplane.idle_sleep_us
+            ),
         ));
     }
     if let Some(n) = dataplane.mbufs

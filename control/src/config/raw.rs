@@ -82,6 +82,7 @@ pub(super) struct RawEal {
 pub(super) struct RawDataplane {
     pub idle: Option<IdleMode>,
     pub idle_sleep_us: Option<u64>,
+    pub idle_sleep_max_us: Option<u64>,
     pub mbufs: Option<u32>,
     pub mbuf_cache: Option<u32>,
     pub ecmp_seed: Option<u64>,

@@ -325,3 +325,28 @@ fn impairments_are_validated_by_key() {
     }
     assert!(Config::from_toml(&with("loss = 0.1, speed = 3")).is_err());
 }
+
+#[test]
+fn idle_sleeps_default_and_are_checked() {
+    let c = Config::from_toml(GOOD).unwrap();
+    assert_eq!(
+        (c.dataplane.idle_sleep_us, c.dataplane.idle_sleep_max_us),
+        (100, 1000)
+    );
+    let with = |table: &str| format!("{GOOD}\n[dataplane]\nidle = \"sleep\"\n{table}\n");
+    let c = Config::from_toml(&with("idle_sleep_us = 5000")).unwrap();
+    assert_eq!(
+        (c.dataplane.idle_sleep_us, c.dataplane.idle_sleep_max_us),
+        (5000, 5000),
+        "the longest sleep is never below the first"
+    );
+    let c = Config::from_toml(&with("idle_sleep_max_us = 100")).unwrap();
+    assert_eq!(c.dataplane.idle_sleep_max_us, 100, "no backing off");
+    for table in [
+        "idle_sleep_us = 200\nidle_sleep_max_us = 100",
+        "idle_sleep_max_us = 2000000",
+    ] {
+        let e = err(&with(table));
+        assert_eq!(key_of(&e), "dataplane.idle_sleep_max_us", "{table}: {e}");
+    }
+}
