@@ -96,6 +96,14 @@ pub struct SingleDecoder {
 impl SingleDecoder {
     /// Decodes one flowset (see [`single_decode`]).
     pub fn decode(&mut self, fs: &FlowSet) -> DecodeResult {
+        if fs.is_clear() {
+            // A quiet epoch: no flow, nothing to look at.
+            return DecodeResult {
+                complete: true,
+                flows: Vec::new(),
+                remaining_cells: 0,
+            };
+        }
         self.peel(fs);
         let key_cells = self.work.key_cells();
         let pending: Vec<usize> = (0..self.keys.len())

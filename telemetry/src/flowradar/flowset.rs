@@ -334,6 +334,12 @@ impl FlowSet {
         self.cleared = true;
     }
 
+    /// Notes that every cell and filter block is zero (the wire form said so).
+    pub(crate) fn known_clear(&mut self) {
+        debug_assert!(self.cells.iter().all(Cell::is_empty));
+        self.cleared = self.flows == 0 && self.packets == 0;
+    }
+
     /// Whether nothing was counted since the flowset was made empty: every cell and filter
     /// block is zero, known without looking at them (every count adds a flow when it meets
     /// an empty flowset).

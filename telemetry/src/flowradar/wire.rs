@@ -279,13 +279,17 @@ pub fn decode_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<EpochFlowSet,
     if r.position() != bytes.len() {
         return Err(FlowSetWireError::TrailingBytes);
     }
-    let flowset = FlowSet::from_parts(
+    let mut flowset = FlowSet::from_parts(
         FlowFilter::from_blocks(filter, filter_seed),
         cells,
         k,
         table_seed,
     )
     .ok_or(FlowSetWireError::BadField("table size"))?;
+    if nonempty == 0 && used_blocks == 0 {
+        // A quiet epoch: every cell and block is zero, as read.
+        flowset.known_clear();
+    }
     Ok(EpochFlowSet {
         switch_id,
         epoch,
@@ -318,6 +322,12 @@ mod tests {
         .unwrap();
         assert!(!scanned.is_clear(), "parts are not known to be clear");
         assert_eq!(encode_parts(3, 9, &scanned), quiet);
+        // Read back, it is known to be clear again, and decodes to no flow at once.
+        let read = decode(&quiet).unwrap().flowset;
+        assert!(read.is_clear());
+        assert_eq!(read, fs);
+        let d = crate::flowradar::single_decode(&read);
+        assert!(d.complete && d.flows.is_empty() && d.remaining_cells == 0);
         let key = FlowKey {
             src: 1,
             dst: 2,
@@ -329,7 +339,11 @@ mod tests {
         assert!(!fs.is_clear(), "even a count of nothing");
         let one = encode_parts(3, 9, &fs);
         assert_ne!(one, quiet);
-        assert_eq!(decode(&one).unwrap().flowset, fs);
+        let read = decode(&one).unwrap().flowset;
+        assert_eq!(read, fs);
+        assert!(!read.is_clear());
+        let d = crate::flowradar::single_decode(&read);
+        assert_eq!(d.flows.len(), 1);
         fs.clear();
         assert!(fs.is_clear());
         assert_eq!(encode_parts(3, 9, &fs), quiet);
