@@ -12,7 +12,7 @@ use serde_json::Value;
 use telemetry::topology::Topology;
 
 /// One switch's totals.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SwitchRow {
     /// Name.
     pub name: String,

@@ -690,12 +690,37 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         .filter(|l| !impaired.contains(&(l.from.clone(), l.to.clone())))
         .map(|l| l.lost_packets)
         .sum();
+    let mut detail = format!("{elsewhere} packets lost on links without an impairment");
+    if let Some(note) = full_queue_note(&r.switches) {
+        detail += &format!("; {note}");
+    }
     v.push(Check {
         name: "no loss elsewhere".into(),
         ok: elsewhere == 0,
-        detail: format!("{elsewhere} packets lost on links without an impairment"),
+        detail,
     });
     v
+}
+
+/// What the switches dropped at full tx queues, if anything: packets lost on their links
+/// too, because the machine did not keep up (their peers did not drain the links in time).
+fn full_queue_note(switches: &[SwitchRow]) -> Option<String> {
+    let full: u64 = switches.iter().map(|s| s.tx_full_drops).sum();
+    if full == 0 {
+        return None;
+    }
+    let mut worst: Vec<&SwitchRow> = switches.iter().filter(|s| s.tx_full_drops > 0).collect();
+    worst.sort_by_key(|s| std::cmp::Reverse(s.tx_full_drops));
+    let names: Vec<String> = worst
+        .iter()
+        .take(3)
+        .map(|s| format!("{} {}", s.name, s.tx_full_drops))
+        .collect();
+    Some(format!(
+        "{full} dropped by switches at full tx queues ({}{}): the machine did not keep up (fewer hosts, a lower traffic.rate_pps or more CPUs)",
+        names.join(", "),
+        if worst.len() > 3 { ", ..." } else { "" }
+    ))
 }
 
 #[cfg(test)]
@@ -737,6 +762,28 @@ mod tests {
     /// One flow's reordering ties between the two links of its path (each has one other
     /// probe stream without reordering); the loss the bad link gave two flows at the same
     /// time tells them apart.
+    #[test]
+    fn drops_at_full_tx_queues_are_put_down_to_the_machine() {
+        let row = |name: &str, tx_full_drops: u64| SwitchRow {
+            name: name.into(),
+            tx_full_drops,
+            ..SwitchRow::default()
+        };
+        assert_eq!(full_queue_note(&[row("a", 0), row("b", 0)]), None);
+        let note = full_queue_note(&[
+            row("a", 5),
+            row("b", 0),
+            row("c", 40),
+            row("d", 7),
+            row("e", 1),
+        ])
+        .unwrap();
+        assert!(
+            note.starts_with("53 dropped by switches at full tx queues (c 40, d 7, a 5, ...)"),
+            "{note}"
+        );
+    }
+
     #[test]
     fn a_tie_goes_to_the_link_with_other_events_at_the_time() {
         let (paths, probes) = fabric();
