@@ -149,12 +149,11 @@ impl ControlLoop<'_> {
             if self.limits.duration.is_some_and(|d| now - start >= d) {
                 break;
             }
+            // Packets received so far (for the idle tick and --until-idle).
+            let rx: u64 = self.shared.iter().map(|s| s.read().rx_packets).sum();
             if let Some(t) = self.telemetry.as_deref_mut() {
                 t.poll(now, late);
-                let activity = (
-                    self.shared.iter().map(|s| s.read().rx_packets).sum::<u64>(),
-                    t.counts.digests_drained,
-                );
+                let activity = (rx, t.counts.digests_drained);
                 tick = if activity == seen {
                     (tick * 2).min(idle_tick_max)
                 } else {
@@ -171,7 +170,6 @@ impl ControlLoop<'_> {
                 println!("plan reload: telemetry is off; nothing to reload");
             }
             if let Some(idle) = self.limits.until_idle {
-                let rx = total(self.shared).rx_packets;
                 if rx != last_rx {
                     last_rx = rx;
                     last_rx_change = now;

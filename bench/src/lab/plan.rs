@@ -108,11 +108,12 @@ impl LabPlan {
         for n in 0..lab.topology.len() as u32 {
             let tables = fabric::tables(&lab.topology, n, capacity, 1500, ecmp_seed(n))?;
             let text = switch_config(lab, n, &tables, at);
+            let file_name = lab.safe_name(n);
             switches.push(SwitchPlan {
                 node: n,
                 name: lab.name(n).to_owned(),
-                file_name: lab.safe_name(n),
-                config: at.dir.join(format!("switch-{}.toml", lab.safe_name(n))),
+                config: at.dir.join(format!("switch-{file_name}.toml")),
+                file_name,
                 text,
                 tables,
             });
