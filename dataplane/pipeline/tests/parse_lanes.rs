@@ -1,7 +1,8 @@
 //! The telemetry stages' fast parse (untagged IPv4 with or without the current plan's shim)
 //! and their general parse give the same verdicts, bytes, counters, digest records and
 //! FlowRadar counts for any frame: common frames, and the same frames with random bytes
-//! changed or cut short, on every role a switch plays.
+//! changed or cut short, on every role a switch plays, with port MTUs that leave room for
+//! the shim or not.
 
 mod common;
 
@@ -30,8 +31,14 @@ proptest! {
         incomplete in any::<bool>(),
         edits in proptest::collection::vec((0usize..80, any::<u8>()), 0..4),
         cut in proptest::option::of(0usize..80),
+        // Around the frames' IPv4 lengths (46 to 81 bytes), so that some take a shim and
+        // some no longer fit one, or are too long for the port at all.
+        mtu in prop_oneof![Just(1500u16), 40u16..100],
     ) {
-        let (mut fast, mut general) = (common::line(true, false), common::line(false, false));
+        let (mut fast, mut general) = (
+            common::line_with_mtu(true, false, mtu),
+            common::line_with_mtu(false, false, mtu),
+        );
         let plan = SwitchPlan::compile(common::PAPER, 1).unwrap();
         let tag = if wrong_tag { plan.tag() ^ 1 } else { plan.tag() };
         let (port, mut frame) = common::arriving(kind, at, tag, incomplete);
@@ -71,6 +78,36 @@ fn base_frames_are_forwarded() {
                 1,
                 "one shim event: kind {kind} at {at}: {t:?}"
             );
+        }
+    }
+}
+
+/// Every common frame, on every role, at every port MTU around its length, with and without
+/// its shim: the fast and the general parse agree where the shim just fits, just does not,
+/// where the frame is too long for the port, and where a frame from the fabric lacks its
+/// shim (the random edits of the property above rarely land on these boundaries).
+#[test]
+fn fast_and_general_parse_agree_at_every_mtu() {
+    let plan = SwitchPlan::compile(common::PAPER, 1).unwrap();
+    for mtu in 40u16..100 {
+        for at in 0..3u32 {
+            for (kind, shimmed) in (0..8u8).flat_map(|k| [(k, true), (k, false)]) {
+                let (mut fast, mut general) = (
+                    common::line_with_mtu(true, false, mtu),
+                    common::line_with_mtu(false, false, mtu),
+                );
+                let shim = (shimmed && at != 0).then_some((plan.tag(), false));
+                let (port, frame) = common::arriving_as(kind, at, shim);
+                let a = run(&mut fast, at, port, &frame);
+                let b = run(&mut general, at, port, &frame);
+                assert_eq!(a, b, "mtu {mtu} at {at} kind {kind}");
+                let diff = common::difference(&mut fast, &mut general, at, 1_000_000_000);
+                assert!(
+                    diff.is_none(),
+                    "mtu {mtu} at {at} kind {kind}: {}",
+                    diff.unwrap_or_default()
+                );
+            }
         }
     }
 }

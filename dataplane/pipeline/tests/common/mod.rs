@@ -19,12 +19,18 @@ pub const PAPER: &str = include_str!("../../../../configs/queries/paper.toml");
 /// A three-switch line with the paper's plan; `fast` says whether the fast parse is on,
 /// `whole` whether uniform bursts are encoded whole.
 pub fn line(fast: bool, whole: bool) -> Emulator {
+    line_with_mtu(fast, whole, 1500)
+}
+
+/// [`line`] with every port's MTU `mtu`.
+pub fn line_with_mtu(fast: bool, whole: bool, mtu: u16) -> Emulator {
     let mut emu = Emulator::new(
         Topology::line(3),
         EmulatorConfig {
             plan: Some(PAPER.to_owned()),
             expected_flows: 64,
             ring: 1024,
+            mtu,
             ..Default::default()
         },
     )
@@ -41,6 +47,12 @@ pub fn line(fast: bool, whole: bool) -> Emulator {
 /// UDP, TCP, ICMP or a fragment from node 0's hosts to node 2's, with the shim of the plan
 /// (tag `tag`) when it comes from the fabric.
 pub fn arriving(kind: u8, at: u32, tag: u16, incomplete: bool) -> (usize, Vec<u8>) {
+    arriving_as(kind, at, (at != 0).then_some((tag, incomplete)))
+}
+
+/// [`arriving`] with the shim given: `Some((tag, incomplete))`, or none (also from the
+/// fabric, where the frame then arrives without the telemetry it should carry).
+pub fn arriving_as(kind: u8, at: u32, shim: Option<(u16, bool)>) -> (usize, Vec<u8>) {
     let t = Topology::line(3);
     let mut p = PacketSpec::udp(
         Ipv4Addr::from(host_addr(0, 1)),
@@ -62,10 +74,10 @@ pub fn arriving(kind: u8, at: u32, tag: u16, incomplete: bool) -> (usize, Vec<u8
         3 => p.more_frags = true,
         _ => {}
     }
-    let (port, shimmed) = if at == 0 {
-        (0usize, false)
+    let port = if at == 0 {
+        0usize
     } else {
-        (usize::from(port_towards(&t, at, at - 1).unwrap()), true)
+        usize::from(port_towards(&t, at, at - 1).unwrap())
     };
     p.ttl = 64 - at as u8;
     p.dst_mac = port_mac(at, port as u16);
@@ -75,9 +87,9 @@ pub fn arriving(kind: u8, at: u32, tag: u16, incomplete: bool) -> (usize, Vec<u8
         port_mac(at - 1, 1)
     };
     let plain = p.build();
-    if !shimmed {
+    let Some((tag, incomplete)) = shim else {
         return (port, plain);
-    }
+    };
     let mut f = with_shim(&plain, DEFAULT_ETHERTYPE, tag, 2, 0x1234);
     if incomplete {
         f[15] |= FLAG_INCOMPLETE;
