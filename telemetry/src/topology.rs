@@ -383,6 +383,47 @@ impl Topology {
         Some(path)
     }
 
+    /// The topology without its switches on no link (a file's nodes without an edge, which
+    /// carry no traffic), and the node numbers left out. Every other switch keeps its name,
+    /// its switch ID and its order; node numbers close up.
+    pub fn without_isolated(&self) -> (Topology, Vec<u32>) {
+        let (kept, left_out): (Vec<u32>, Vec<u32>) =
+            (0..self.len() as u32).partition(|&n| !self.neighbours(n).is_empty());
+        if left_out.is_empty() {
+            return (self.clone(), left_out);
+        }
+        let mut renumbered = vec![u32::MAX; self.len()];
+        for (new, &old) in kept.iter().enumerate() {
+            renumbered[old as usize] = new as u32;
+        }
+        // Renumbering keeps the order, so the neighbour lists stay sorted.
+        let adjacency = kept
+            .iter()
+            .map(|&n| {
+                self.neighbours(n)
+                    .iter()
+                    .map(|&m| renumbered[m as usize])
+                    .collect()
+            })
+            .collect();
+        let of_node: Vec<u32> = kept.iter().map(|&n| self.switch_id(n)).collect();
+        let node_of = of_node
+            .iter()
+            .enumerate()
+            .map(|(node, &id)| (id, node as u32))
+            .collect();
+        let t = Topology {
+            name: self.name.clone(),
+            names: kept
+                .iter()
+                .map(|&n| self.names[n as usize].clone())
+                .collect(),
+            adjacency,
+            ids: Some(SwitchIds { of_node, node_of }),
+        };
+        (t, left_out)
+    }
+
     /// The longest shortest path, in switches (the diameter plus one), over connected pairs.
     pub fn longest_shortest_path(&self) -> usize {
         (0..self.len() as u32)
@@ -480,6 +521,34 @@ mod tests {
             .is_err()
         );
         assert!(Topology::parse_graphml("g", "<graphml><graph><node").is_err());
+    }
+
+    #[test]
+    fn switches_on_no_link_are_left_out_keeping_ids_and_names() {
+        // Nodes 0 and 3 are on no link (3 only on a self-loop).
+        let g = r#"<graphml><graph>
+            <node id="lone"/><node id="a"/><node id="b"/><node id="loop"/><node id="c"/>
+            <edge source="a" target="b"/><edge source="b" target="c"/><edge source="loop" target="loop"/>
+            </graph></graphml>"#;
+        let t = Topology::parse_graphml("g", g).unwrap();
+        let (kept, left_out) = t.without_isolated();
+        assert_eq!(left_out, vec![0, 3]);
+        assert_eq!(kept.names, vec!["a", "b", "c"]);
+        assert_eq!(kept.switch_ids(), vec![2, 3, 5]);
+        assert_eq!(kept.node(5), Some(2));
+        assert_eq!(kept.node(1), None);
+        assert_eq!(kept.node(4), None);
+        assert_eq!(kept.neighbours(1), &[0, 2]);
+        assert_eq!(
+            kept.shortest_path(0, 2).unwrap(),
+            vec![0, 1, 2],
+            "routing sees the same links"
+        );
+        assert_eq!(kept.edges(), t.edges());
+        // Nothing to leave out: the same topology.
+        let (same, none) = kept.without_isolated();
+        assert!(none.is_empty());
+        assert_eq!(same.switch_ids(), kept.switch_ids());
     }
 
     #[test]

@@ -125,6 +125,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Configs { lab, out } => {
             let lab = Lab::from_file(&lab)?;
+            if let Some(note) = lab.left_out_note() {
+                eprintln!("pint-lab: {note}");
+            }
             std::fs::create_dir_all(&out)?;
             let at = bench::lab::plan::Endpoints {
                 dir: out.canonicalize()?,

@@ -46,6 +46,12 @@ impl Program {
     }
 }
 
+/// Whether `line` starts a backtrace: anyhow's after an error, the standard library's after
+/// a panic.
+fn is_backtrace_header(line: &str) -> bool {
+    matches!(line.trim_end(), "Stack backtrace:" | "stack backtrace:")
+}
+
 /// What a process printed so far.
 #[derive(Debug, Default)]
 struct Output {
@@ -92,6 +98,7 @@ impl Proc {
         ] {
             let (file, out) = (Arc::clone(&file), Arc::clone(&out));
             readers.push(std::thread::spawn(move || {
+                let mut in_backtrace = false;
                 for line in BufReader::new(stream).split(b'\n').map_while(Result::ok) {
                     let line = String::from_utf8_lossy(&line).into_owned();
                     let _ = writeln!(file.lock().expect("log lock"), "{line}");
@@ -100,6 +107,17 @@ impl Proc {
                         o.stdout.push_str(&line);
                         o.stdout.push('\n');
                     }
+                    // A backtrace (RUST_BACKTRACE set) stays in the log: in the last lines
+                    // it would push out the error it follows.
+                    if in_backtrace && line.starts_with(char::is_whitespace) {
+                        continue;
+                    }
+                    in_backtrace = is_backtrace_header(&line);
+                    let line = if in_backtrace {
+                        format!("{line} (in the log)")
+                    } else {
+                        line
+                    };
                     // DPDK's memif client retries print the same line many times.
                     if o.tail.back() != Some(&line) {
                         if o.tail.len() == TAIL_LINES {
@@ -148,6 +166,8 @@ impl Proc {
                 return Ok(line.to_owned());
             }
             if let Some(st) = self.exited() {
+                // Everything it printed before it exited, for the message.
+                self.join_readers();
                 anyhow::bail!(
                     "{} exited ({st}) before it was ready:\n{}",
                     self.name,
@@ -220,5 +240,35 @@ impl Drop for Proc {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dying_process_shows_its_error_not_its_backtrace() {
+        let dir = crate::scratch::Scratch::new("proc-backtrace").unwrap();
+        let log = dir.path("p.log");
+        let sh = Program {
+            path: "/bin/sh".into(),
+            lead: vec!["-c".into()],
+        };
+        let script = "echo 'Error: --topology: bad' >&2; echo 'Stack backtrace:' >&2; \
+                      for i in $(seq 0 40); do echo \"  $i: frame\" >&2; \
+                      echo '             at src/x.rs:1:1' >&2; done; exit 1";
+        let mut p = Proc::start("sink", &sh, &[script.into()], &log).unwrap();
+        let err = p
+            .wait_for(Duration::from_secs(20), |l| l == "ready")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sink exited"), "{err}");
+        assert!(err.contains("Error: --topology: bad"), "{err}");
+        assert!(err.contains("Stack backtrace: (in the log)"), "{err}");
+        assert!(!err.contains("frame"), "{err}");
+        // The log keeps all of it.
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(logged.contains("  40: frame"));
     }
 }

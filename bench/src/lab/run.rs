@@ -276,6 +276,9 @@ fn run_inner(
         lab.hosts.len(),
         dir.display()
     );
+    if let Some(note) = lab.left_out_note() {
+        println!("pint-lab: {note}");
+    }
     println!("pint-lab: sink http://{http}/ (API /api/..., Prometheus /metrics)");
 
     // 2. The switches.

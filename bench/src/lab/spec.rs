@@ -175,8 +175,12 @@ pub struct Lab {
     pub duration_s: f64,
     /// The query file every switch runs (None: the paper's plan, built into the switch).
     pub queries: Option<PathBuf>,
-    /// The switches and links (switch ID = node number + 1).
+    /// The switches and links (switch IDs: a TOML topology's own, else node number + 1 in
+    /// the file's order).
     pub topology: Topology,
+    /// The names of a topology file's switches that are on no link, left out (they could
+    /// carry no traffic).
+    pub left_out: Vec<String>,
     /// Nodes with hosts behind them, ascending.
     pub hosts: Vec<u32>,
     /// Idle mode of every switch.
@@ -252,11 +256,20 @@ impl Lab {
             }
             None => None,
         };
-        let (topology, default_hosts) = topology(&raw.topology, base)?;
+        let (topology, default_hosts, left_out) = topology(&raw.topology, base)?;
         let node_of = |name: &str, key: &str| -> Result<u32, LabError> {
             (0..topology.len() as u32)
                 .find(|&n| topology.names[n as usize] == name)
-                .ok_or_else(|| key_err(key, format!("no switch is called `{name}`")))
+                .ok_or_else(|| {
+                    if left_out.iter().any(|n| n == name) {
+                        key_err(
+                            key,
+                            format!("`{name}` is on no link in the topology (left out of the lab)"),
+                        )
+                    } else {
+                        key_err(key, format!("no switch is called `{name}`"))
+                    }
+                })
         };
         let mut hosts = match &raw.topology.hosts {
             Some(h) => h
@@ -423,6 +436,7 @@ impl Lab {
             duration_s,
             queries,
             topology,
+            left_out,
             hosts,
             idle,
             epoch_ms,
@@ -441,6 +455,29 @@ impl Lab {
             sensitivity,
             sink_args: raw.sink.args.unwrap_or_default(),
         })
+    }
+
+    /// What the lab left out of its topology file, for the user (None: nothing).
+    pub fn left_out_note(&self) -> Option<String> {
+        const SHOWN: usize = 10;
+        let n = self.left_out.len();
+        if n == 0 {
+            return None;
+        }
+        let mut names: Vec<String> = self
+            .left_out
+            .iter()
+            .take(SHOWN)
+            .map(|s| format!("`{s}`"))
+            .collect();
+        if n > SHOWN {
+            names.push(format!("and {} more", n - SHOWN));
+        }
+        Some(format!(
+            "{n} switch{} of the topology file on no link left out: {}",
+            if n == 1 { "" } else { "es" },
+            names.join(", ")
+        ))
     }
 
     /// The name of node `n`.
@@ -464,12 +501,12 @@ impl Lab {
 
     /// The switch ID of node `n`.
     pub fn switch_id(&self, n: u32) -> u32 {
-        n + 1
+        self.topology.switch_id(n)
     }
 
     /// The node whose switch ID is `id`.
     pub fn node_of_id(&self, id: u32) -> Option<u32> {
-        (id >= 1 && ((id - 1) as usize) < self.topology.len()).then(|| id - 1)
+        self.topology.node(id)
     }
 
     /// The destinations node `n`'s hosts send to.
@@ -483,8 +520,9 @@ impl Lab {
     }
 }
 
-/// The topology of a `[topology]` table and the default hosts.
-fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>), LabError> {
+/// The topology of a `[topology]` table, the default hosts, and the names of a file's
+/// switches on no link (left out).
+fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, Vec<String>), LabError> {
     let need = |v: Option<u32>, key: &str, range: std::ops::RangeInclusive<u32>| {
         let v = v.ok_or_else(|| key_err(format!("topology.{key}"), "missing"))?;
         if !range.contains(&v) {
@@ -503,6 +541,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>), LabErr
             Ok((
                 Topology::from_edges(&format!("chain:{n}"), names, &edges),
                 vec![0, n - 1],
+                Vec::new(),
             ))
         }
         "leaf-spine" => {
@@ -516,6 +555,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>), LabErr
             Ok((
                 Topology::from_edges(&format!("leaf-spine:{s}x{l}"), names, &edges),
                 (s..s + l).collect(),
+                Vec::new(),
             ))
         }
         "fat-tree" => {
@@ -523,7 +563,11 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>), LabErr
             if k % 2 != 0 {
                 return Err(key_err("topology.k", format!("{k}: must be even")));
             }
-            Ok((Topology::fat_tree(k), Topology::fat_tree_edges(k)))
+            Ok((
+                Topology::fat_tree(k),
+                Topology::fat_tree_edges(k),
+                Vec::new(),
+            ))
         }
         "file" => {
             let path = t
@@ -531,12 +575,22 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>), LabErr
                 .as_ref()
                 .ok_or_else(|| key_err("topology.path", "missing (GraphML or TOML)"))?;
             let full = base.join(path);
-            let topo = Topology::load(&full.to_string_lossy())
+            let whole = Topology::load(&full.to_string_lossy())
                 .map_err(|e| key_err("topology.path", e.to_string()))?;
+            let (topo, left_out) = whole.without_isolated();
+            let left_out: Vec<String> = left_out
+                .iter()
+                .map(|&n| whole.names[n as usize].clone())
+                .collect();
             if topo.len() < 2 || topo.len() > 256 {
+                let on_no_link = if left_out.is_empty() {
+                    String::new()
+                } else {
+                    format!(" on a link ({} on none)", left_out.len())
+                };
                 return Err(key_err(
                     "topology.path",
-                    format!("{} switches: a lab runs 2 to 256", topo.len()),
+                    format!("{} switches{on_no_link}: a lab runs 2 to 256", topo.len()),
                 ));
             }
             let leaves: Vec<u32> = (0..topo.len() as u32)
@@ -547,7 +601,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>), LabErr
             } else {
                 (0..topo.len() as u32).collect()
             };
-            Ok((topo, hosts))
+            Ok((topo, hosts, left_out))
         }
         "links" => {
             let links = t
@@ -600,7 +654,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>), LabErr
             } else {
                 (0..n).collect()
             };
-            Ok((topo, hosts))
+            Ok((topo, hosts, Vec::new()))
         }
         other => Err(key_err(
             "topology.kind",
@@ -737,6 +791,81 @@ mod tests {
         assert_eq!(key(e), "traffic.pairs[0]");
         let e = lab(&format!("hosts = [\"{}\", \"{}\"]\n", name(0), name(4))).unwrap_err();
         assert_eq!(key(e), "topology.hosts");
+    }
+
+    #[test]
+    fn switches_on_no_link_are_left_out_and_the_others_keep_their_ids() {
+        let dir = crate::scratch::Scratch::new("lab-isolated").unwrap();
+        // Node "lone" (switch 2 in file order) has no edge; "loop" only a self-loop.
+        std::fs::write(
+            dir.path("t.graphml"),
+            r#"<graphml><graph>
+                <node id="a"/><node id="lone"/><node id="b"/><node id="c"/><node id="loop"/>
+                <edge source="a" target="b"/><edge source="b" target="c"/>
+                <edge source="loop" target="loop"/>
+            </graph></graphml>"#,
+        )
+        .unwrap();
+        let lab = |extra: &str| {
+            parse_in(
+                &dir,
+                &format!("[topology]\nkind = \"file\"\npath = \"t.graphml\"\n{extra}"),
+            )
+        };
+        let l = lab("").unwrap();
+        assert_eq!(l.left_out, vec!["lone", "loop"]);
+        assert_eq!(l.topology.names, vec!["a", "b", "c"]);
+        let ids: Vec<u32> = (0..3).map(|n| l.switch_id(n)).collect();
+        assert_eq!(
+            ids,
+            vec![1, 3, 4],
+            "switch IDs stay those of the file's order"
+        );
+        assert_eq!(l.node_of_id(3), Some(1));
+        assert_eq!(l.node_of_id(2), None);
+        assert_eq!(l.hosts, vec![0, 2]);
+        let note = l.left_out_note().unwrap();
+        assert!(
+            note.contains("2 switches") && note.contains("`lone`"),
+            "{note}"
+        );
+        // The sink reads the lab's topology file back with the same switches and links.
+        let sink_view =
+            Topology::parse_toml("t", &crate::lab::plan::LabPlan::topology_toml(&l)).unwrap();
+        assert_eq!(sink_view.switch_ids(), vec![1, 3, 4]);
+        assert_eq!(sink_view.names, l.topology.names);
+        assert_eq!(sink_view.edges(), 2);
+        // Naming a left-out switch says why it is not there.
+        let e = lab("hosts = [\"a\", \"lone\"]\n").unwrap_err();
+        assert!(e.to_string().contains("on no link"), "{e}");
+        assert_eq!(key(e), "topology.hosts");
+        // Too few switches on a link.
+        std::fs::write(
+            dir.path("t.graphml"),
+            r#"<graphml><graph><node id="a"/><node id="b"/><node id="c"/>
+                <edge source="a" target="a"/></graph></graphml>"#,
+        )
+        .unwrap();
+        let e = lab("").unwrap_err();
+        assert!(e.to_string().contains("0 switches on a link"), "{e}");
+    }
+
+    #[test]
+    fn a_toml_topology_keeps_its_switch_ids() {
+        let dir = crate::scratch::Scratch::new("lab-ids").unwrap();
+        std::fs::write(
+            dir.path("t.toml"),
+            "links = [[10, 20], [20, 30]]\n[names]\n20 = \"core\"\n",
+        )
+        .unwrap();
+        let l = parse_in(&dir, "[topology]\nkind = \"file\"\npath = \"t.toml\"\n").unwrap();
+        let ids: Vec<u32> = (0..3).map(|n| l.switch_id(n)).collect();
+        assert_eq!(ids, vec![10, 20, 30]);
+        assert_eq!(l.node_of_id(20), Some(1));
+        assert_eq!(l.name(1), "core");
+        let sink_view =
+            Topology::parse_toml("t", &crate::lab::plan::LabPlan::topology_toml(&l)).unwrap();
+        assert_eq!(sink_view.switch_ids(), vec![10, 20, 30]);
     }
 
     #[test]
