@@ -29,8 +29,6 @@ const BUFFERS_PER_SHARD: usize = 32;
 /// Flowsets waiting for the epoch assembler, at most (beyond, new ones are dropped,
 /// counted).
 const FLOWSET_QUEUE: usize = 1 << 16;
-/// ... and at most this many bytes of them in memory.
-const FLOWSET_QUEUE_BYTES: usize = 512 << 20;
 /// Records waiting for the export thread before new ones are dropped.
 const EXPORT_QUEUE: usize = 1 << 16;
 
@@ -163,13 +161,12 @@ impl Sink {
         });
 
         let (fs_tx, fs_rx) = bounded(FLOWSET_QUEUE);
-        let queued = Arc::new(AtomicUsize::new(0));
+        let held = Arc::new(AtomicUsize::new(0));
         let assembler = {
-            let (registry, log, shared, queued) = (
+            let (registry, log, shared) = (
                 Arc::clone(&registry),
                 Arc::clone(&epochs_log),
                 Arc::clone(&shared),
-                Arc::clone(&queued),
             );
             let grace = config.epoch_grace;
             std::thread::Builder::new()
@@ -199,7 +196,7 @@ impl Sink {
                             }
                         }
                     };
-                    epochs::run(fs_rx, &queued, registry, log, grace, &mut route);
+                    epochs::run(fs_rx, registry, log, grace, &mut route);
                 })?
         };
 
@@ -209,8 +206,8 @@ impl Sink {
                 registry,
                 shards,
                 flowsets: fs_tx,
-                flowsets_queued: Arc::clone(&queued),
-                flowsets_queue_bytes: FLOWSET_QUEUE_BYTES,
+                flowset_bytes_held: held,
+                flowset_memory_bytes: config.flowset_memory_bytes,
                 max_flowset_bytes: config.max_flowset_bytes,
                 stop: Arc::clone(&stop),
             },

@@ -82,6 +82,10 @@ struct Args {
     /// Largest flowset a switch may declare, MiB.
     #[arg(long, default_value_t = 256)]
     max_flowset_mb: usize,
+    /// Most memory the flowsets waiting for their epoch may take together, MiB (beyond it
+    /// new ones are dropped and counted).
+    #[arg(long, default_value_t = 1024)]
+    flowset_memory_mb: usize,
     /// Digest batches queued per decode thread before new ones are dropped.
     #[arg(long, default_value_t = 1024)]
     queue_batches: usize,
@@ -161,6 +165,7 @@ where
         template_interval: secs("template-interval", a.template_interval)?,
         json_lines: a.json_lines,
         max_flowset_bytes: a.max_flowset_mb.saturating_mul(1 << 20),
+        flowset_memory_bytes: a.flowset_memory_mb.saturating_mul(1 << 20),
         queue_batches: a.queue_batches,
         sensitivity: crate::detect::Sensitivity::parse(&a.sensitivity)
             .map_err(|e| anyhow::anyhow!("--sensitivity: {e}"))?,

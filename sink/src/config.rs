@@ -38,6 +38,9 @@ pub struct SinkConfig {
     pub json_lines: Option<PathBuf>,
     /// Largest flowset (in memory) a switch may declare.
     pub max_flowset_bytes: usize,
+    /// Most memory the flowsets received and not yet decoded may take together (a
+    /// flowset beyond it is dropped and counted, before it takes any).
+    pub flowset_memory_bytes: usize,
     /// Batches of digests waiting per decode thread before new ones are dropped (counted).
     pub queue_batches: usize,
     /// How eager online detection is.
@@ -61,6 +64,7 @@ impl Default for SinkConfig {
             template_interval: Duration::from_secs(30),
             json_lines: None,
             max_flowset_bytes: 256 << 20,
+            flowset_memory_bytes: 1 << 30,
             queue_batches: 1024,
             sensitivity: crate::detect::Sensitivity::MEDIUM,
             event_lines: None,
@@ -108,6 +112,9 @@ impl SinkConfig {
         if self.max_flowset_bytes < 1 << 20 {
             return bad("max-flowset-mb", "must be at least 1");
         }
+        if self.flowset_memory_bytes < self.max_flowset_bytes {
+            return bad("flowset-memory-mb", "must be at least --max-flowset-mb");
+        }
         if self.queue_batches == 0 {
             return bad("queue-batches", "must be at least 1");
         }
@@ -128,7 +135,14 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_bad_values_name_their_flag() {
         SinkConfig::default().validate().unwrap();
-        let cases: [(&str, SinkConfig); 4] = [
+        let cases: [(&str, SinkConfig); 5] = [
+            (
+                "flowset-memory-mb",
+                SinkConfig {
+                    flowset_memory_bytes: 128 << 20,
+                    ..Default::default()
+                },
+            ),
             (
                 "decode-threads",
                 SinkConfig {

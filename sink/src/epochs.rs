@@ -38,6 +38,40 @@ pub struct FlowSetIn {
     pub epochs: u32,
     /// The flowset.
     pub flowset: FlowSet,
+    /// Its table's memory, counted until the assembler is done with it.
+    pub held: Held,
+}
+
+/// Memory of a flowset's table, added to a total while the flowset is held (queued for the
+/// assembler or waiting for the rest of its epoch) and taken off when it is dropped: what
+/// ingest checks a new flowset against, so that flowsets never take more than the sink's
+/// limit, however fast or large they come.
+#[derive(Debug)]
+pub struct Held {
+    bytes: usize,
+    total: Arc<AtomicUsize>,
+}
+
+impl Held {
+    /// Counts `bytes` in `total` until dropped, if that keeps `total` within `limit`
+    /// (None, counting nothing, if not).
+    pub fn reserve(total: &Arc<AtomicUsize>, bytes: usize, limit: usize) -> Option<Held> {
+        total
+            .fetch_update(Relaxed, Relaxed, |t| {
+                t.checked_add(bytes).filter(|&after| after <= limit)
+            })
+            .ok()?;
+        Some(Held {
+            bytes,
+            total: Arc::clone(total),
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.total.fetch_sub(self.bytes, Relaxed);
+    }
 }
 
 /// How an epoch was decoded.
@@ -125,11 +159,9 @@ struct Bucket {
     sets: Vec<FlowSetIn>,
 }
 
-/// Runs the assembler until `rx` closes; `queued` counts the bytes of flowsets waiting in
-/// `rx`.
+/// Runs the assembler until `rx` closes.
 pub fn run(
     rx: Receiver<FlowSetIn>,
-    queued: &AtomicUsize,
     registry: Arc<Registry>,
     log: Arc<EpochLog>,
     grace: Duration,
@@ -141,7 +173,6 @@ pub fn run(
     loop {
         match rx.recv_timeout(grace.min(Duration::from_millis(20))) {
             Ok(f) => {
-                queued.fetch_sub(f.flowset.memory_bytes(), Relaxed);
                 log.counters.flowsets.fetch_add(1, Relaxed);
                 let key = (f.epoch_ns, f.epoch);
                 if f.epochs > 1 || finished.set.contains(&key) {

@@ -11,9 +11,11 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Sender, TrySendError};
 use telemetry::flowradar::filter::Block;
 use telemetry::flowradar::flowset::Cell;
-use telemetry::protocol::{DigestOrder, FlowRuns, Frame, Hello, ProtocolError, Session, WireProbe};
+use telemetry::protocol::{
+    DigestOrder, FlowRuns, Frame, FrameType, Hello, ProtocolError, Session, WireProbe,
+};
 
-use crate::epochs::FlowSetIn;
+use crate::epochs::{FlowSetIn, Held};
 use crate::registry::{Registry, SwitchEntry};
 use crate::shard::{DigestBuffers, Shard, ShardMsg, shard_of};
 use crate::transport::{FrameSource, Next, SourceError, Transport};
@@ -27,10 +29,10 @@ pub struct Ingest {
     pub shards: Vec<Shard>,
     /// The epoch assembler's queue.
     pub flowsets: Sender<FlowSetIn>,
-    /// Bytes of flowsets in that queue.
-    pub flowsets_queued: Arc<AtomicUsize>,
-    /// Most bytes of flowsets queued.
-    pub flowsets_queue_bytes: usize,
+    /// Bytes of the flowsets held (queued or waiting for their epoch: [`Held`]).
+    pub flowset_bytes_held: Arc<AtomicUsize>,
+    /// Most bytes of flowsets held.
+    pub flowset_memory_bytes: usize,
     /// Largest flowset a switch may declare, bytes.
     pub max_flowset_bytes: usize,
     /// Set to stop.
@@ -111,6 +113,8 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     // Digests grouped by flow: a decode thread then finds each flow once per batch.
     let mut session = Session::new(DigestOrder::ByFlow);
     let mut entry: Option<Arc<SwitchEntry>> = None;
+    // What one of its flowsets takes in memory, from its hello.
+    let mut flowset_bytes = 0usize;
     let mut gaps = 0u64;
     let mut batches: Vec<DigestBuffers> = vec![Default::default(); ing.shards.len()];
     let mut scratch = Vec::new();
@@ -131,6 +135,31 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
             Err(e) => break Err(e.into()),
         };
         let len = bytes.len() as u64;
+        // A flowset's memory is reserved before it is decoded (decoding allocates its whole
+        // table, however few bytes it came in); one with no room is dropped undecoded.
+        let is_flowset = Session::peek_type(bytes) == Some(FrameType::FlowSet);
+        let reserved = is_flowset
+            .then(|| {
+                Held::reserve(
+                    &ing.flowset_bytes_held,
+                    flowset_bytes,
+                    ing.flowset_memory_bytes,
+                )
+            })
+            .flatten();
+        if let Some(e) = &entry
+            && is_flowset
+            && reserved.is_none()
+        {
+            if let Err(err) = session.skip(bytes) {
+                break Err(err.into());
+            }
+            e.counters.frames.fetch_add(1, Relaxed);
+            e.counters.bytes.fetch_add(len, Relaxed);
+            e.counters.flowsets.fetch_add(1, Relaxed);
+            e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+            continue;
+        }
         let frame = match session.decode(bytes) {
             Ok(f) => f,
             Err(e) => break Err(e.into()),
@@ -145,7 +174,10 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
         }
         if let Frame::Hello(h) = &frame {
             match hello(&ing, h, &peer) {
-                Ok(e) => entry = Some(e),
+                Ok((e, bytes)) => {
+                    entry = Some(e);
+                    flowset_bytes = bytes;
+                }
                 Err(e) => break Err(e),
             }
         }
@@ -187,7 +219,11 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
             Frame::FlowSet(f) => {
                 e.counters.flowsets.fetch_add(1, Relaxed);
                 let epoch_ns = e.info.lock().expect("switch lock").epoch_ns;
-                let bytes = f.flowset.flowset.memory_bytes();
+                // Reserved before decoding (a flowset frame only decodes after a hello).
+                let Some(held) = reserved else {
+                    e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+                    continue;
+                };
                 let item = FlowSetIn {
                     switch: f.flowset.switch_id,
                     epoch_ns,
@@ -195,15 +231,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     epoch: f.flowset.epoch,
                     epochs: f.epochs,
                     flowset: f.flowset.flowset,
+                    held,
                 };
-                let room = ing.flowsets_queued.load(Relaxed) + bytes <= ing.flowsets_queue_bytes;
-                if room {
-                    ing.flowsets_queued.fetch_add(bytes, Relaxed);
-                    if let Err(TrySendError::Full(_)) = ing.flowsets.try_send(item) {
-                        ing.flowsets_queued.fetch_sub(bytes, Relaxed);
-                        e.counters.flowsets_dropped.fetch_add(1, Relaxed);
-                    }
-                } else {
+                if let Err(TrySendError::Full(_)) = ing.flowsets.try_send(item) {
                     e.counters.flowsets_dropped.fetch_add(1, Relaxed);
                 }
             }
@@ -251,8 +281,9 @@ impl SwitchEntry {
     }
 }
 
-/// Registers a switch's hello, refusing a flowset shape beyond the sink's limit.
-fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<Arc<SwitchEntry>, Close> {
+/// Registers a switch's hello, refusing a flowset shape beyond the sink's limit; returns
+/// its entry and what one of its flowsets takes in memory.
+fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<(Arc<SwitchEntry>, usize), Close> {
     let s = h.shape;
     let bytes = s.cells_per_table as usize * usize::from(s.hashes) * std::mem::size_of::<Cell>()
         + s.filter_blocks as usize * std::mem::size_of::<Block>();
@@ -275,7 +306,7 @@ fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<Arc<SwitchEntry>, Close>
         );
     }
     tracing::info!(peer = %peer, switch = h.switch_id, workers = h.table_seeds.len(), "switch connected");
-    Ok(e)
+    Ok((e, bytes))
 }
 
 /// Splits a batch by decode thread and queues the parts (each grouped by flow as the batch

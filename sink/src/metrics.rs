@@ -76,7 +76,7 @@ fn describe() {
     describe_counter!("pint_sink_flowsets_total", "Flowsets received.");
     describe_counter!(
         "pint_sink_flowsets_dropped_total",
-        "Flowsets dropped because the epoch assembler's queue was full."
+        "Flowsets dropped undecoded: the epoch assembler's queue was full, or the flowsets held took --flowset-memory-mb."
     );
     describe_counter!("pint_sink_probes_total", "Probe arrivals received.");
     describe_counter!(

@@ -89,7 +89,8 @@ pub struct SwitchCounters {
     pub digests_unknown_flow: AtomicU64,
     /// Flowsets received.
     pub flowsets: AtomicU64,
-    /// Flowsets dropped because the epoch assembler's queue was full.
+    /// Flowsets dropped undecoded (the epoch assembler's queue was full, or no room under
+    /// the sink's memory for flowsets).
     pub flowsets_dropped: AtomicU64,
     /// Probe arrivals received.
     pub probes: AtomicU64,

@@ -362,3 +362,69 @@ fn pint_sink_runs_and_stops() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--decode-threads"), "{err}");
 }
+
+/// Flowsets take at most the sink's memory for them (`--flowset-memory-mb`), however fast
+/// they come: one beyond it is dropped before it is decoded and counted, the connection goes
+/// on without a gap, and once the held ones are done with, new ones are taken again.
+#[test]
+fn flowsets_beyond_the_memory_limit_are_dropped_undecoded() {
+    // Worker 1 never sends, so each epoch waits the grace time with its flowset held.
+    let workers: Vec<FlowSet> = (0..2)
+        .map(|w| FlowSet::new(&FlowSetConfig::for_flows(9000, 50 + w)))
+        .collect();
+    let bytes = workers[0].memory_bytes();
+    assert!(
+        (256 << 10..512 << 10).contains(&bytes),
+        "a flowset of {bytes} bytes: two fit in 1 MiB"
+    );
+    let sink = Sink::start(SinkConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        http: None,
+        decode_threads: 1,
+        epoch_grace: Duration::from_millis(300),
+        max_flowset_bytes: 1 << 20,
+        flowset_memory_bytes: 1 << 20,
+        ..SinkConfig::default()
+    })
+    .unwrap();
+    let shared = sink.shared().clone();
+    let mut h = hello(5, Some(paper()));
+    h.shape = Shape::of(&workers[0]);
+    h.table_seeds = workers.iter().map(|w| w.table_seed()).collect();
+    let mut sw = FakeSwitch::connect(sink.listen_addr(), &h);
+    let epoch = 170_000_000_000u64;
+    for i in 0..20 {
+        sw.send(
+            FrameType::FlowSet,
+            &encode_flowset(0, 1, 5, epoch + i, &workers[0]),
+        );
+    }
+    wait_for("switch 5", || shared.registry.switch(5).is_some());
+    let e = shared.registry.switch(5).unwrap();
+    wait_for("20 flowsets", || e.counters.flowsets.load(Relaxed) == 20);
+    let dropped = e.counters.flowsets_dropped.load(Relaxed);
+    // Two fit; a third only if a held one was let go meanwhile (a slow machine).
+    assert!(
+        (10..=18).contains(&dropped),
+        "about two held at once: {dropped} of 20 dropped"
+    );
+    // The grace time passes, the held flowsets are decoded and let go: room again.
+    std::thread::sleep(Duration::from_millis(800));
+    sw.send(
+        FrameType::FlowSet,
+        &encode_flowset(0, 1, 5, epoch + 100, &workers[0]),
+    );
+    let plan = paper();
+    let digests: Vec<WireDigest> = (0..10).map(|i| digest(plan.version, i)).collect();
+    sw.send(
+        FrameType::Digests,
+        &encode_digests(0, &digests, |_| plan.digest_bytes),
+    );
+    wait_for("digests after the flowsets", || {
+        e.counters.digests.load(Relaxed) == 10
+    });
+    assert_eq!(e.counters.flowsets.load(Relaxed), 21);
+    assert_eq!(e.counters.flowsets_dropped.load(Relaxed), dropped);
+    assert_eq!(e.counters.sequence_gaps.load(Relaxed), 0);
+    assert_eq!(e.counters.rejected.load(Relaxed), 0);
+}

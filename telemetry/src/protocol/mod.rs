@@ -224,8 +224,28 @@ impl Session {
         self.spare.0.capacity() > 0
     }
 
-    /// Decodes one whole frame (as [`frame_len`] measured it).
-    pub fn decode(&mut self, frame: &[u8]) -> Result<Frame, ProtocolError> {
+    /// Passes over one whole frame without reading its payload, as if it had been decoded
+    /// (its header and sequence number checked and counted): for a frame the reader has no
+    /// room for, so that dropping it is not a gap. Returns its type.
+    pub fn skip(&mut self, frame: &[u8]) -> Result<FrameType, ProtocolError> {
+        let (ty, seq) = self.header(frame)?;
+        if ty == FrameType::Hello {
+            // A hello defines the session: it is never passed over.
+            return Err(ProtocolError::HelloOrder);
+        }
+        self.last_seq = Some(seq);
+        Ok(ty)
+    }
+
+    /// The type of a whole frame, from its header alone (None: not a known type, or too
+    /// short to say).
+    pub fn peek_type(frame: &[u8]) -> Option<FrameType> {
+        frame.get(4).copied().and_then(FrameType::from_u8)
+    }
+
+    /// Checks a frame's header and sequence number against the session (counting a gap);
+    /// returns its type and sequence number.
+    fn header(&mut self, frame: &[u8]) -> Result<(FrameType, u64), ProtocolError> {
         let len = frame_len(frame)?.ok_or(ProtocolError::Truncated)?;
         if frame.len() != len {
             return Err(ProtocolError::BadLength(frame.len()));
@@ -241,7 +261,6 @@ impl Session {
             return Err(ProtocolError::BadField("reserved"));
         }
         let seq = r.u64()?;
-        let payload = &frame[HEADER_LEN..];
         match (&self.hello, ty) {
             (None, FrameType::Hello) => {
                 if seq != 0 {
@@ -264,6 +283,13 @@ impl Session {
                 }
             }
         }
+        Ok((ty, seq))
+    }
+
+    /// Decodes one whole frame (as [`frame_len`] measured it).
+    pub fn decode(&mut self, frame: &[u8]) -> Result<Frame, ProtocolError> {
+        let (ty, seq) = self.header(frame)?;
+        let payload = &frame[HEADER_LEN..];
         let out = match ty {
             FrameType::Hello => {
                 let h = Hello::decode(payload)?;

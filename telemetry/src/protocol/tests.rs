@@ -520,6 +520,37 @@ fn a_sequence_gap_empties_the_flow_slots() {
     assert_eq!((got.digests, got.unknown_flow), (b, 0));
 }
 
+/// A flowset passed over for want of room counts as received: the frames after it are no
+/// gap, and the flow slots the connection defined stay.
+#[test]
+fn a_skipped_flowset_is_no_gap() {
+    let mut s = session_after_hello();
+    let mut enc = DigestEncoder::default();
+    let b = digests(20, 4, 0xabcd_0001);
+    assert_eq!(
+        decode_batch(&mut s, 1, &enc.encode(0, &b, |_| 2)).digests,
+        b
+    );
+    let fs = FlowSet::new(&flowset_config());
+    let f = encode_frame(FrameType::FlowSet, 2, &encode_flowset(0, 1, 9, 3, &fs));
+    assert_eq!(Session::peek_type(&f), Some(FrameType::FlowSet));
+    assert_eq!(s.skip(&f), Ok(FrameType::FlowSet));
+    // The next batch names the flows it defined before the flowset, without a gap.
+    let got = decode_batch(&mut s, 3, &enc.encode(0, &b, |_| 2));
+    assert_eq!((got.digests, got.unknown_flow), (b, 0));
+    assert_eq!(s.gaps, 0);
+    // Passing over checks the header like decoding: the same sequence number again, or a
+    // hello, is refused.
+    let again = encode_frame(FrameType::FlowSet, 3, &encode_flowset(0, 1, 9, 3, &fs));
+    assert!(matches!(
+        s.skip(&again),
+        Err(ProtocolError::BadSequence { .. })
+    ));
+    let hello = encode_frame(FrameType::Hello, 4, &hello().payload());
+    assert_eq!(s.skip(&hello), Err(ProtocolError::HelloOrder));
+    assert_eq!(Session::peek_type(&[0, 0, 0]), None);
+}
+
 /// A batch refused for a bad digest leaves the slots as they were: its definitions do not
 /// stay behind.
 #[test]
