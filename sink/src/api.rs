@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::thread::JoinHandle;
 
 use axum::Router;
-use axum::extract::{Query, State};
+use axum::extract::{FromRequestParts, Query, State};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
@@ -98,6 +99,21 @@ fn bad_request(msg: String) -> Response {
         Json(serde_json::json!({ "error": msg })),
     )
         .into_response()
+}
+
+/// A query string that, when it does not parse, answers 400 in the API's JSON error form
+/// (`{"error": ...}`) like every other bad request, not as plain text.
+struct Params<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(q)) => Ok(Params(q)),
+            Err(e) => Err(bad_request(e.body_text())),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -268,7 +284,7 @@ fn with_space<T>(shared: &Shared, f: impl FnOnce(Space<'_>) -> T) -> T {
     }
 }
 
-async fn flows(State(s): St, Query(q): Query<FlowsQuery>) -> Response {
+async fn flows(State(s): St, Params(q): Params<FlowsQuery>) -> Response {
     let top = q.top.unwrap_or(20).min(10_000);
     let by = q.by.as_deref().unwrap_or("bytes");
     let key: fn(&FlowSummary) -> u64 = match by {
@@ -577,7 +593,7 @@ struct EpochsView {
     latest: Vec<EpochReport>,
 }
 
-async fn epochs(State(s): St, Query(q): Query<EpochsQuery>) -> Json<EpochsView> {
+async fn epochs(State(s): St, Params(q): Params<EpochsQuery>) -> Json<EpochsView> {
     let c = &s.shared.epochs.counters;
     let reports = s.shared.epochs.reports.lock().expect("epoch log lock");
     let n = q.n.unwrap_or(20).min(reports.len());
@@ -600,7 +616,7 @@ struct EventsQuery {
     kind: Option<String>,
 }
 
-async fn events(State(s): St, Query(q): Query<EventsQuery>) -> Response {
+async fn events(State(s): St, Params(q): Params<EventsQuery>) -> Response {
     let kind = match q.kind.as_deref() {
         None => None,
         Some(k) => match Kind::ALL.into_iter().find(|x| x.name() == k) {

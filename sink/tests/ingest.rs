@@ -342,13 +342,44 @@ fn pint_sink_runs_and_stops() {
         .unwrap_or_else(|| panic!("{line}"))
         .parse()
         .unwrap();
-    let mut s = TcpStream::connect(http).unwrap();
-    s.write_all(b"GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    let get = |path: &str| {
+        let mut s = TcpStream::connect(http).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
         .unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        resp
+    };
+    let resp = get("/api/health");
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.contains("\"status\":\"ok\""), "{resp}");
+    // A query string that does not parse is a 400 in the API's JSON error form.
+    for (path, names) in [
+        ("/api/flows?top=abc", "top"),
+        ("/api/epochs?n=-1", "n"),
+        ("/api/events?n=many", "n"),
+        (
+            "/api/flow?src=1.2.3&dst=1.2.3.4&sport=1&dport=2&proto=6",
+            "src",
+        ),
+    ] {
+        let resp = get(path);
+        assert!(resp.starts_with("HTTP/1.1 400"), "{path}: {resp}");
+        assert!(
+            resp.contains("content-type: application/json"),
+            "{path}: {resp}"
+        );
+        let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let v: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {resp}"));
+        let error = v["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{path}: {body}"));
+        assert!(error.contains(names), "{path}: {error}");
+    }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
