@@ -157,8 +157,7 @@ fn unit_ms(u: &str) -> Option<f64> {
 }
 
 fn read_owamp(text: &str) -> Result<Vec<Sample>, InputError> {
-    // Each received record with its send time, when it has one, and its line.
-    let mut records: Vec<(Sample, Option<f64>, usize)> = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
         let Some(rest) = l.strip_prefix("seq_no=") else {
@@ -210,66 +209,64 @@ fn read_owamp(text: &str) -> Result<Vec<Sample>, InputError> {
                 "no `sent=` time (run owstats with -v -U so that records carry send times)".into(),
             ));
         }
-        let sample = Sample {
-            seq: Some(seq),
-            send: 0.0,
+        records.push(Record {
+            seq,
+            sent,
             delay_ms: d * u,
-        };
-        records.push((sample, sent, i + 1));
-    }
-    fill_send_times(&mut records)?;
-    Ok(records.into_iter().map(|(s, _, _)| s).collect())
-}
-
-/// Gives every record its send time: its own, or for a record without one (clocks out of
-/// sync), one interpolated by sequence number between the nearest records that have one
-/// (probes leave on a schedule), extrapolated past the first or last of them. A file in
-/// which no record has a send time is refused.
-fn fill_send_times(records: &mut [(Sample, Option<f64>, usize)]) -> Result<(), InputError> {
-    // The known (sequence number, send time) points, by sequence number.
-    let mut known: Vec<(u64, f64)> = records
-        .iter()
-        .filter_map(|(s, t, _)| Some((s.seq?, (*t)?)))
-        .collect();
-    known.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-    known.dedup_by_key(|k| k.0);
-    if let Some((_, _, line)) = records.iter().find(|(_, t, _)| t.is_none())
-        && known.is_empty()
-    {
-        return Err(InputError {
-            line: *line,
-            reason: "no record has a send time: the clocks were never in sync (`(unsync)`), \
-                     and windows are cut by send time"
-                .into(),
+            line: i + 1,
         });
     }
-    // The send time of `seq` on the line through two known points.
-    let on_line = |(s0, t0): (u64, f64), (s1, t1): (u64, f64), seq: u64| {
-        if s1 == s0 {
-            t0
-        } else {
-            t0 + (t1 - t0) * (seq as f64 - s0 as f64) / (s1 as f64 - s0 as f64)
+    with_send_times(&records)
+}
+
+/// A received owamp record, before every record has a send time.
+struct Record {
+    seq: u64,
+    sent: Option<f64>,
+    delay_ms: f64,
+    line: usize,
+}
+
+/// The records as samples, each with its send time: its own, or for a record without one
+/// (clocks out of sync) one on the line through the two nearest records by sequence number
+/// that have one (probes leave on a schedule): between them, or past the first or last.
+/// A file in which no record has a send time is refused.
+fn with_send_times(records: &[Record]) -> Result<Vec<Sample>, InputError> {
+    // The known (sequence number, send time) points, one per sequence number, in order.
+    let mut known: Vec<(u64, f64)> = records
+        .iter()
+        .filter_map(|r| Some((r.seq, r.sent?)))
+        .collect();
+    known.sort_by_key(|k| k.0);
+    known.dedup_by_key(|k| k.0);
+    let send_of = |seq: u64| -> Option<f64> {
+        let n = known.len();
+        if n < 2 {
+            return known.first().map(|k| k.1);
         }
+        let i = known.partition_point(|k| k.0 < seq).clamp(1, n - 1);
+        let ((s0, t0), (s1, t1)) = (known[i - 1], known[i]);
+        Some(t0 + (t1 - t0) * (seq as f64 - s0 as f64) / (s1 as f64 - s0 as f64))
     };
-    for (sample, sent, _) in records.iter_mut() {
-        let seq = sample.seq.unwrap_or(0);
-        sample.send = match *sent {
-            Some(t) => t,
-            None => {
-                let after = known.partition_point(|k| k.0 < seq);
-                let n = known.len();
-                match (after.checked_sub(1).map(|b| known[b]), known.get(after)) {
-                    (Some(a), Some(&b)) => on_line(a, b, seq),
-                    // Past the last known point: the last two points' rate, if two.
-                    (Some(a), None) => on_line(known[n.saturating_sub(2)], a, seq),
-                    // Before the first: the first two points' rate, if two.
-                    (None, Some(&b)) => on_line(b, known[1.min(n - 1)], seq),
-                    (None, None) => unreachable!("known is not empty"),
-                }
-            }
-        };
-    }
-    Ok(())
+    records
+        .iter()
+        .map(|r| {
+            let send = r
+                .sent
+                .or_else(|| send_of(r.seq))
+                .ok_or_else(|| InputError {
+                    line: r.line,
+                    reason: "no record has a send time: the clocks were never in sync \
+                         (`(unsync)`), and windows are cut by send time"
+                        .into(),
+                })?;
+            Ok(Sample {
+                seq: Some(r.seq),
+                send,
+                delay_ms: r.delay_ms,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
