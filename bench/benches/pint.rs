@@ -108,7 +108,7 @@ fn encoders(c: &mut Criterion) {
 }
 
 fn decoders(c: &mut Criterion) {
-    let kdl = Topology::load_graphml(std::path::Path::new(concat!(
+    let kdl = Topology::load_file(std::path::Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../data/topologies/Kdl.graphml"
     )))

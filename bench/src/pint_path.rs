@@ -67,7 +67,7 @@ pub enum Routes {
 /// Options of the experiment.
 #[derive(Debug, Clone)]
 pub struct PathOptions {
-    /// `line:N`, `fattree:K` or a GraphML file.
+    /// `line:N`, `fattree:K` or a topology file (GraphML, GML or TOML adjacency).
     pub topology: String,
     /// The scheme.
     pub scheme: PathScheme,
@@ -398,7 +398,7 @@ fn ams2_run(t: &Topology, path: &[u32], m: u32, rng: &mut SimRng, max: u64) -> O
 
 /// Runs the experiment.
 pub fn run(opts: &PathOptions) -> anyhow::Result<PathResult> {
-    let t = Topology::from_spec(&opts.topology)?;
+    let t = Topology::load(&opts.topology)?;
     let mut rng = SimRng::new(opts.seed);
     let d = opts.d.unwrap_or_else(|| {
         if t.name.starts_with("line:") {

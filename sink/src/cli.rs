@@ -51,8 +51,8 @@ struct Args {
     /// No HTTP API.
     #[arg(long)]
     no_http: bool,
-    /// Topology for path candidates: GraphML (switch ID = node number + 1) or TOML adjacency
-    /// (`links = [[1, 2], ...]` by switch ID). Without it: the switches heard from.
+    /// Topology for path candidates: GraphML or GML (switch ID = node number + 1) or TOML
+    /// adjacency (`links = [[1, 2], ...]` by switch ID). Without it: the switches heard from.
     #[arg(long)]
     topology: Option<PathBuf>,
     /// Decode threads (default: the machine's cores).

@@ -16,7 +16,7 @@ pub struct SinkConfig {
     pub listen: SocketAddr,
     /// The HTTP API and `/metrics` (None: off).
     pub http: Option<SocketAddr>,
-    /// Topology file for path candidates (GraphML or TOML adjacency); None: the switch IDs
+    /// Topology file for path candidates (GraphML, GML or TOML adjacency); None: the switch IDs
     /// the sink has heard from.
     pub topology: Option<PathBuf>,
     /// Decode threads (flows are sharded over them by flow hash).

@@ -573,7 +573,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, Vec<Str
             let path = t
                 .path
                 .as_ref()
-                .ok_or_else(|| key_err("topology.path", "missing (GraphML or TOML)"))?;
+                .ok_or_else(|| key_err("topology.path", "missing (GraphML, GML or TOML)"))?;
             let full = base.join(path);
             let whole = Topology::load(&full.to_string_lossy())
                 .map_err(|e| key_err("topology.path", e.to_string()))?;
@@ -848,6 +848,40 @@ mod tests {
         .unwrap();
         let e = lab("").unwrap_err();
         assert!(e.to_string().contains("0 switches on a link"), "{e}");
+    }
+
+    #[test]
+    fn a_gml_topology_is_a_lab_and_a_broken_one_names_the_key_and_line() {
+        let dir = crate::scratch::Scratch::new("lab-gml").unwrap();
+        std::fs::write(
+            dir.path("zoo.gml"),
+            "graph [\n  node [ id 0 label \"West\" ]\n  node [ id 1 label \"Middle\" ]\n\
+             node [ id 2 label \"East\" ]\n  node [ id 3 ]\n\
+             edge [ source 0 target 1 ]\n  edge [ source 1 target 2 ]\n]\n",
+        )
+        .unwrap();
+        let lab = |path: &str| {
+            parse_in(
+                &dir,
+                &format!("[topology]\nkind = \"file\"\npath = \"{path}\"\n"),
+            )
+        };
+        let l = lab("zoo.gml").unwrap();
+        assert_eq!(l.topology.names, vec!["0", "1", "2"]);
+        assert_eq!(l.left_out, vec!["3"]);
+        assert_eq!(l.hosts, vec![0, 2], "the line's two ends");
+        assert_eq!(
+            (0..3).map(|n| l.switch_id(n)).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        std::fs::write(
+            dir.path("broken.gml"),
+            "graph [\n  node [ id 0 ]\n  edge [ source 0 target ]\n]\n",
+        )
+        .unwrap();
+        let e = lab("broken.gml").unwrap_err();
+        assert!(e.to_string().contains("line 3"), "{e}");
+        assert_eq!(key(e), "topology.path");
     }
 
     #[test]

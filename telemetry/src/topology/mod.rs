@@ -1,15 +1,17 @@
-//! Network topologies: Topology Zoo GraphML files, generated fat trees and lines, and
-//! shortest-path routing over them.
+//! Network topologies: Topology Zoo files (GraphML or GML), the TOML adjacency form,
+//! generated fat trees and lines, and shortest-path routing over them.
 //!
 //! Nodes are numbered 0..n in file order; each node's switch ID (the value path tracing
 //! carries) is its number plus one, unless the topology names its switches by ID (the TOML
 //! adjacency form, [`Topology::parse_toml`]). Edges are undirected; parallel edges and
 //! self-loops are dropped.
 
+mod gml;
+mod graphml;
+mod text;
+
 use std::collections::VecDeque;
 use std::path::Path;
-
-use quick_xml::events::Event;
 
 /// Why a topology could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +34,7 @@ pub enum TopologyError {
     },
     /// A topology specification such as `fattree:8` is not understood.
     #[error(
-        "`{0}` is not a topology (use FILE.graphml, fattree:K with even K >= 2, or line:N with N >= 1)"
+        "`{0}` is not a topology (use a GraphML, GML or TOML file, fattree:K with even K >= 2, or line:N with N >= 1)"
     )]
     Spec(String),
 }
@@ -42,7 +44,7 @@ pub enum TopologyError {
 pub struct Topology {
     /// A name for reports (file stem, `fattree:8`, `line:25`).
     pub name: String,
-    /// Node names (GraphML ids or generated names), by node number.
+    /// Node names (a file's node ids or generated names), by node number.
     pub names: Vec<String>,
     /// Sorted neighbour lists, by node number.
     pub adjacency: Vec<Vec<u32>>,
@@ -142,24 +144,65 @@ impl Topology {
         Ok(t)
     }
 
-    /// Loads a topology file: GraphML (`.graphml`, switch ID = node number plus one) or the
-    /// TOML adjacency form (`.toml`), or a generated one (`fattree:K`, `line:N`).
+    /// Loads a topology: a generated one (`fattree:K`, `line:N`) or a file. A file is read
+    /// as the TOML adjacency form when its name ends in `.toml`, otherwise by its content:
+    /// GraphML when it starts with `<`, else GML (both as the Topology Zoo ships them;
+    /// switch ID = node number plus one).
     pub fn load(spec: &str) -> Result<Topology, TopologyError> {
-        let path = Path::new(spec);
-        if path.extension().is_some_and(|e| e == "toml") {
-            let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Io {
-                path: spec.to_owned(),
-                reason: e.to_string(),
-            })?;
-            let stem = path
-                .file_stem()
-                .map_or(spec.into(), |s| s.to_string_lossy());
-            return Topology::parse_toml(&stem, &text).map_err(|reason| TopologyError::Format {
-                path: spec.to_owned(),
-                reason,
-            });
+        if let Some(k) = spec.strip_prefix("fattree:") {
+            let k: u32 = k
+                .parse()
+                .map_err(|_| TopologyError::Spec(spec.to_owned()))?;
+            if k < 2 || k % 2 == 1 || k > 64 {
+                return Err(TopologyError::Spec(spec.to_owned()));
+            }
+            return Ok(Topology::fat_tree(k));
         }
-        Topology::from_spec(spec)
+        if let Some(n) = spec.strip_prefix("line:") {
+            let n: u32 = n
+                .parse()
+                .map_err(|_| TopologyError::Spec(spec.to_owned()))?;
+            if n == 0 || n > 100_000 {
+                return Err(TopologyError::Spec(spec.to_owned()));
+            }
+            return Ok(Topology::line(n));
+        }
+        Topology::load_file(Path::new(spec))
+    }
+
+    /// Loads a topology file (see [`Topology::load`]).
+    pub fn load_file(path: &Path) -> Result<Topology, TopologyError> {
+        let bytes = std::fs::read(path).map_err(|e| TopologyError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let format_err = |reason: String| TopologyError::Format {
+            path: path.display().to_string(),
+            reason,
+        };
+        let name = path
+            .file_stem()
+            .map_or_else(|| "graph".to_owned(), |s| s.to_string_lossy().into_owned());
+        let text = text::decode(&bytes).map_err(format_err)?;
+        if path.extension().is_some_and(|e| e == "toml") {
+            return Topology::parse_toml(&name, &text).map_err(format_err);
+        }
+        Topology::parse_text(&name, &text).map_err(format_err)
+    }
+
+    /// Parses a topology file's text, GraphML or GML by its first character that is not
+    /// white space (GML's `#` comment lines skipped).
+    pub fn parse_text(name: &str, text: &str) -> Result<Topology, String> {
+        let first = text
+            .lines()
+            .map(str::trim_start)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .and_then(|l| l.chars().next());
+        match first {
+            None => Err("the file is empty".into()),
+            Some('<') => Topology::parse_graphml(name, text),
+            Some(_) => Topology::parse_gml(name, text),
+        }
     }
 
     /// Neighbours of node `n`.
@@ -191,29 +234,6 @@ impl Topology {
             adjacency,
             ids: None,
         }
-    }
-
-    /// Loads `FILE.graphml`, `fattree:K` or `line:N`.
-    pub fn from_spec(spec: &str) -> Result<Topology, TopologyError> {
-        if let Some(k) = spec.strip_prefix("fattree:") {
-            let k: u32 = k
-                .parse()
-                .map_err(|_| TopologyError::Spec(spec.to_owned()))?;
-            if k < 2 || k % 2 == 1 || k > 64 {
-                return Err(TopologyError::Spec(spec.to_owned()));
-            }
-            return Ok(Topology::fat_tree(k));
-        }
-        if let Some(n) = spec.strip_prefix("line:") {
-            let n: u32 = n
-                .parse()
-                .map_err(|_| TopologyError::Spec(spec.to_owned()))?;
-            if n == 0 || n > 100_000 {
-                return Err(TopologyError::Spec(spec.to_owned()));
-            }
-            return Ok(Topology::line(n));
-        }
-        Topology::load_graphml(Path::new(spec))
     }
 
     /// A line of `n` switches (0 - 1 - ... - n-1).
@@ -262,88 +282,6 @@ impl Topology {
         (0..k)
             .flat_map(|pod| (0..half).map(move |i| cores + pod * k + half + i))
             .collect()
-    }
-
-    /// Loads a GraphML file (nodes by `id`, edges by `source`/`target`).
-    pub fn load_graphml(path: &Path) -> Result<Topology, TopologyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Io {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        let name = path
-            .file_stem()
-            .map_or_else(|| "graph".to_owned(), |s| s.to_string_lossy().into_owned());
-        Topology::parse_graphml(&name, &text).map_err(|reason| TopologyError::Format {
-            path: path.display().to_string(),
-            reason,
-        })
-    }
-
-    /// Parses GraphML text.
-    pub fn parse_graphml(name: &str, text: &str) -> Result<Topology, String> {
-        let mut reader = quick_xml::Reader::from_str(text);
-        let mut names: Vec<String> = Vec::new();
-        let mut index = std::collections::HashMap::new();
-        let mut raw_edges: Vec<(String, String)> = Vec::new();
-        let mut saw_graph = false;
-        loop {
-            match reader.read_event() {
-                Err(e) => {
-                    return Err(format!(
-                        "XML error at byte {}: {e}",
-                        reader.buffer_position()
-                    ));
-                }
-                Ok(Event::Eof) => break,
-                Ok(Event::Start(e)) | Ok(Event::Empty(e)) => {
-                    let attr = |key: &[u8]| -> Result<Option<String>, String> {
-                        for a in e.attributes() {
-                            let a = a.map_err(|e| e.to_string())?;
-                            if a.key.as_ref() == key {
-                                return Ok(Some(
-                                    a.unescape_value().map_err(|e| e.to_string())?.into_owned(),
-                                ));
-                            }
-                        }
-                        Ok(None)
-                    };
-                    match e.name().as_ref() {
-                        b"graph" => saw_graph = true,
-                        b"node" => {
-                            let id = attr(b"id")?.ok_or("a <node> has no id")?;
-                            if index.insert(id.clone(), names.len() as u32).is_some() {
-                                return Err(format!("node id `{id}` appears twice"));
-                            }
-                            names.push(id);
-                        }
-                        b"edge" => {
-                            let s = attr(b"source")?.ok_or("an <edge> has no source")?;
-                            let t = attr(b"target")?.ok_or("an <edge> has no target")?;
-                            raw_edges.push((s, t));
-                        }
-                        _ => {}
-                    }
-                }
-                Ok(_) => {}
-            }
-        }
-        if !saw_graph {
-            return Err("no <graph> element".into());
-        }
-        if names.is_empty() {
-            return Err("the graph has no nodes".into());
-        }
-        let mut edges = Vec::with_capacity(raw_edges.len());
-        for (s, t) in raw_edges {
-            let a = *index
-                .get(&s)
-                .ok_or_else(|| format!("edge source `{s}` is not a node"))?;
-            let b = *index
-                .get(&t)
-                .ok_or_else(|| format!("edge target `{t}` is not a node"))?;
-            edges.push((a, b));
-        }
-        Ok(Topology::from_edges(name, names, &edges))
     }
 
     /// Breadth-first distances and parents from `src` (parents pick the lowest-numbered
@@ -488,39 +426,18 @@ mod tests {
 
     #[test]
     fn line_and_specs() {
-        let t = Topology::from_spec("line:25").unwrap();
+        let t = Topology::load("line:25").unwrap();
         assert_eq!(t.len(), 25);
         assert_eq!(t.shortest_path(0, 24).unwrap().len(), 25);
         assert_eq!(t.switch_id(0), 1);
         assert_eq!(t.node(25), Some(24));
         assert_eq!(t.node(0), None);
-        assert!(Topology::from_spec("fattree:7").is_err());
-        assert!(Topology::from_spec("line:0").is_err());
+        assert!(Topology::load("fattree:7").is_err());
+        assert!(Topology::load("line:0").is_err());
         assert!(matches!(
-            Topology::from_spec("/nonexistent.graphml"),
+            Topology::load("/nonexistent.graphml"),
             Err(TopologyError::Io { .. })
         ));
-    }
-
-    #[test]
-    fn graphml_parsing() {
-        let g = r#"<?xml version="1.0"?><graphml><graph edgedefault="undirected">
-            <node id="a"><data key="label">A</data></node><node id="b"/><node id="c"/>
-            <edge source="a" target="b"/><edge source="b" target="a"/><edge source="b" target="c"/><edge source="c" target="c"/>
-            </graph></graphml>"#;
-        let t = Topology::parse_graphml("g", g).unwrap();
-        assert_eq!(t.len(), 3);
-        assert_eq!(t.edges(), 2, "parallel edges and self-loops are dropped");
-        assert_eq!(t.neighbours(1), &[0, 2]);
-        assert!(Topology::parse_graphml("g", "<graphml></graphml>").is_err());
-        assert!(
-            Topology::parse_graphml(
-                "g",
-                r#"<graphml><graph><node id="a"/><edge source="a" target="z"/></graph></graphml>"#
-            )
-            .is_err()
-        );
-        assert!(Topology::parse_graphml("g", "<graphml><graph><node").is_err());
     }
 
     #[test]
@@ -554,11 +471,66 @@ mod tests {
     #[test]
     fn topology_zoo_files() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/topologies");
-        let kdl = Topology::load_graphml(&dir.join("Kdl.graphml")).unwrap();
+        let kdl = Topology::load_file(&dir.join("Kdl.graphml")).unwrap();
         assert_eq!(kdl.len(), 754);
         assert_eq!(kdl.longest_shortest_path(), 59);
-        let us = Topology::load_graphml(&dir.join("UsCarrier.graphml")).unwrap();
+        let us = Topology::load_file(&dir.join("UsCarrier.graphml")).unwrap();
         assert_eq!(us.len(), 158);
         assert_eq!(us.longest_shortest_path(), 36);
+    }
+
+    /// Kdl written out as GML (in ISO 8859-1, with a label that needs it) and as UTF-16
+    /// GraphML, under names that say nothing of the format: each loads as the same network.
+    #[test]
+    fn files_are_read_by_content_in_their_encoding() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/topologies");
+        let kdl = Topology::load_file(&dir.join("Kdl.graphml")).unwrap();
+        let mut gml = String::from("# Kdl, rewritten\ngraph [\n  directed 0\n");
+        let mut xml = String::from(
+            "<?xml version=\"1.0\" encoding=\"UTF-16\"?>\n<graphml><graph edgedefault=\"undirected\">\n",
+        );
+        for (n, name) in kdl.names.iter().enumerate() {
+            gml += &format!("  node [\n    id {name}\n    label \"Z\u{fc}rich {n}\"\n  ]\n");
+            xml += &format!("<node id=\"{name}\"/>\n");
+        }
+        for a in 0..kdl.len() as u32 {
+            for &b in kdl.neighbours(a).iter().filter(|&&b| b > a) {
+                let (s, t) = (&kdl.names[a as usize], &kdl.names[b as usize]);
+                gml += &format!("  edge [\n    source {s}\n    target {t}\n  ]\n");
+                xml += &format!("<edge source=\"{s}\" target=\"{t}\"/>\n");
+            }
+        }
+        gml += "]\n";
+        xml += "</graph></graphml>\n";
+        let latin1: Vec<u8> = gml
+            .chars()
+            .map(|c| u8::try_from(u32::from(c)).unwrap())
+            .collect();
+        let utf16: Vec<u8> = [0xFF, 0xFE]
+            .into_iter()
+            .chain(xml.encode_utf16().flat_map(u16::to_le_bytes))
+            .collect();
+        let tmp = std::env::temp_dir().join(format!("topology-files-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        for (file, bytes) in [
+            ("Kdl.gml", &latin1),
+            ("kdl-export.txt", &latin1),
+            ("kdl.xml", &utf16),
+        ] {
+            let path = tmp.join(file);
+            std::fs::write(&path, bytes).unwrap();
+            let t =
+                Topology::load(path.to_str().unwrap()).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(t.names, kdl.names, "{file}");
+            assert_eq!(t.adjacency, kdl.adjacency, "{file}");
+            assert_eq!(t.longest_shortest_path(), 59, "{file}");
+        }
+        let empty = tmp.join("empty.gml");
+        std::fs::write(&empty, "\n# nothing\n").unwrap();
+        let e = Topology::load(empty.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("empty.gml") && e.contains("empty"), "{e}");
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

@@ -1,0 +1,76 @@
+//! A topology file's bytes as text, in the encodings topology tools write.
+//!
+//! UTF-8 (with or without a byte-order mark) and UTF-16 with a byte-order mark are decoded
+//! as such. Anything else is read as ISO 8859-1, which GML defines as its character set and
+//! older GraphML exports declare; every byte is then one character, so node ids stay
+//! distinct and nothing is refused for a label in another encoding.
+
+/// The text of a file's `bytes`; an error only for UTF-16 that does not decode.
+pub(super) fn decode(bytes: &[u8]) -> Result<String, String> {
+    if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF") {
+        return Ok(latin1_unless_utf8(rest));
+    }
+    if let Some(rest) = bytes.strip_prefix(b"\xFF\xFE") {
+        return utf16(rest, u16::from_le_bytes);
+    }
+    if let Some(rest) = bytes.strip_prefix(b"\xFE\xFF") {
+        return utf16(rest, u16::from_be_bytes);
+    }
+    Ok(latin1_unless_utf8(bytes))
+}
+
+fn latin1_unless_utf8(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => bytes.iter().map(|&b| char::from(b)).collect(),
+    }
+}
+
+fn utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> Result<String, String> {
+    if !bytes.len().is_multiple_of(2) {
+        return Err("UTF-16 text of an odd number of bytes".into());
+    }
+    let units = bytes.chunks_exact(2).map(|c| unit([c[0], c[1]]));
+    char::decode_utf16(units)
+        .enumerate()
+        .map(|(i, c)| {
+            c.map_err(|_| {
+                format!(
+                    "UTF-16 text with an unpaired surrogate at byte {}",
+                    2 + 2 * i
+                )
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode;
+
+    #[test]
+    fn utf8_utf16_and_latin1() {
+        assert_eq!(decode("Zürich".as_bytes()).unwrap(), "Zürich");
+        assert_eq!(
+            decode(b"\xEF\xBB\xBFab").unwrap(),
+            "ab",
+            "byte-order mark dropped"
+        );
+        assert_eq!(decode(b"Z\xFCrich").unwrap(), "Zürich", "ISO 8859-1");
+        let le: Vec<u8> = [0xFF, 0xFE]
+            .into_iter()
+            .chain("Zü".encode_utf16().flat_map(u16::to_le_bytes))
+            .collect();
+        assert_eq!(decode(&le).unwrap(), "Zü");
+        let be: Vec<u8> = [0xFE, 0xFF]
+            .into_iter()
+            .chain("Zü".encode_utf16().flat_map(u16::to_be_bytes))
+            .collect();
+        assert_eq!(decode(&be).unwrap(), "Zü");
+        assert!(decode(b"\xFF\xFEa").is_err(), "odd length");
+        assert!(
+            decode(b"\xFF\xFE\x00\xD8a\x00").is_err(),
+            "unpaired surrogate"
+        );
+    }
+}
