@@ -418,6 +418,18 @@ pub fn run(opts: &PathOptions) -> anyhow::Result<PathResult> {
         coding = coding.with_raw_values();
     }
     let paths = pick_paths(&t, opts, &mut rng);
+    if paths.values().all(Vec::is_empty) {
+        let which = if opts.lengths.is_empty() {
+            String::new()
+        } else {
+            format!(" of the lengths asked for ({:?})", opts.lengths)
+        };
+        let what = match opts.routes {
+            Routes::Shortest => "no two switches are joined by a path",
+            Routes::Walk => "no simple path that is not a shortest one was found",
+        };
+        anyhow::bail!("{}: {what}{which}, so there is nothing to trace", t.name);
+    }
     let mut rows = Vec::new();
     for (len, ps) in &paths {
         let mut samples = Vec::new();
@@ -532,5 +544,47 @@ pub fn print_table(r: &PathResult) {
     let wrong: usize = r.rows.iter().map(|row| row.wrong).sum();
     if wrong > 0 {
         println!("warning: {wrong} runs decoded a wrong path");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(topology: &str) -> PathOptions {
+        PathOptions {
+            topology: topology.into(),
+            scheme: PathScheme::Pint(Scheme::Baseline),
+            bits: 8,
+            instances: 1,
+            d: None,
+            no_topology: false,
+            first_hop_known: false,
+            runs: 5,
+            paths_per_length: 2,
+            lengths: Vec::new(),
+            seed: 1,
+            max_packets: 100_000,
+            routes: Routes::Shortest,
+        }
+    }
+
+    #[test]
+    fn every_decode_is_checked_and_a_topology_without_paths_is_an_error() {
+        let r = run(&opts("line:4")).unwrap();
+        let lengths: Vec<usize> = r.rows.iter().map(|row| row.length).collect();
+        assert_eq!(lengths, [4], "a line is traced end to end");
+        assert!(r.rows.iter().all(|row| row.wrong == 0 && row.runs > 0));
+        let e = run(&opts("line:1")).unwrap_err().to_string();
+        assert!(e.contains("no two switches are joined"), "{e}");
+        let mut o = opts("line:4");
+        o.lengths = vec![9];
+        let e = run(&o).unwrap_err().to_string();
+        assert!(e.contains("lengths asked for ([9])"), "{e}");
+        // A line has no path that is not a shortest one.
+        o.lengths.clear();
+        o.routes = Routes::Walk;
+        let e = run(&o).unwrap_err().to_string();
+        assert!(e.contains("not a shortest one"), "{e}");
     }
 }
