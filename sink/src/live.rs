@@ -179,6 +179,7 @@ pub fn page(shared: &Shared) -> Page {
 }
 
 fn t_name(topo: Option<&Topology>, n: u32) -> String {
-    topo.and_then(|t| t.names.get(n as usize).cloned())
+    topo.filter(|t| (n as usize) < t.len())
+        .map(|t| t.display_name(n))
         .unwrap_or_else(|| format!("node {n}"))
 }

@@ -696,12 +696,12 @@ pub fn layout(topology: &Topology, hosts: &[u32]) -> Vec<(String, f64, f64)> {
             } else {
                 1.0 - l as f64 / top as f64
             };
-            out[v] = (topology.names[v].clone(), x, y);
+            out[v] = (topology.display_name(v as u32), x, y);
         }
     }
     for (v, o) in out.iter_mut().enumerate() {
         if o.0.is_empty() {
-            *o = (topology.names[v].clone(), 0.5, 0.5);
+            *o = (topology.display_name(v as u32), 0.5, 0.5);
         }
     }
     out
@@ -735,5 +735,17 @@ mod tests {
         let bare = row(&[], None);
         assert!(!bare.end_host_noise());
         assert_eq!(bare.place(), "?");
+    }
+
+    #[test]
+    fn the_drawing_names_a_switch_with_its_label_when_the_topology_file_gives_one() {
+        let t = Topology::parse_gml(
+            "t",
+            "graph [ node [ id 0 label \"Orangeburg\" ] node [ id 1 ] node [ id 2 label \"2\" ] \
+             edge [ source 0 target 1 ] edge [ source 1 target 2 ] ]",
+        )
+        .unwrap();
+        let names: Vec<String> = layout(&t, &[0, 2]).into_iter().map(|(n, _, _)| n).collect();
+        assert_eq!(names, ["0 (Orangeburg)", "1", "2"]);
     }
 }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use telemetry::topology::Topology;
+use telemetry::topology::{FindError, Topology};
 
 /// A lab problem: the key (`traffic.rate_pps`) and why.
 #[derive(Debug, thiserror::Error)]
@@ -257,19 +257,16 @@ impl Lab {
             None => None,
         };
         let (topology, default_hosts, left_out) = topology(&raw.topology, base)?;
+        // A switch by its name, or by a label (a Topology Zoo place name) no other has.
         let node_of = |name: &str, key: &str| -> Result<u32, LabError> {
-            (0..topology.len() as u32)
-                .find(|&n| topology.names[n as usize] == name)
-                .ok_or_else(|| {
-                    if left_out.iter().any(|n| n == name) {
-                        key_err(
-                            key,
-                            format!("`{name}` is on no link in the topology (left out of the lab)"),
-                        )
-                    } else {
-                        key_err(key, format!("no switch is called `{name}`"))
-                    }
-                })
+            topology.find(name).map_err(|e| match e {
+                FindError::AmbiguousLabel(_) => key_err(key, format!("`{name}` is {e}")),
+                FindError::Unknown if left_out.iter().any(|n| n == name) => key_err(
+                    key,
+                    format!("`{name}` is on no link in the topology (left out of the lab)"),
+                ),
+                FindError::Unknown => key_err(key, format!("no switch is called `{name}`")),
+            })
         };
         let mut hosts = match &raw.topology.hosts {
             Some(h) => h
@@ -868,6 +865,26 @@ mod tests {
         };
         let l = lab("zoo.gml").unwrap();
         assert_eq!(l.topology.names, vec!["0", "1", "2"]);
+        // Switches may be named by their labels where no other switch shares them.
+        let by_label = parse_in(
+            &dir,
+            "[topology]\nkind = \"file\"\npath = \"zoo.gml\"\nhosts = [\"West\", \"1\"]\n",
+        )
+        .unwrap();
+        assert_eq!(by_label.hosts, vec![0, 1]);
+        std::fs::write(
+            dir.path("twins.gml"),
+            "graph [ node [ id 0 label \"Twin\" ] node [ id 1 label \"Twin\" ] \
+             edge [ source 0 target 1 ] ]",
+        )
+        .unwrap();
+        let e = parse_in(
+            &dir,
+            "[topology]\nkind = \"file\"\npath = \"twins.gml\"\nhosts = [\"Twin\", \"1\"]\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("several switches (0, 1)"), "{e}");
+        assert_eq!(key(e), "topology.hosts");
         assert_eq!(l.left_out, vec!["3"]);
         assert_eq!(l.hosts, vec![0, 2], "the line's two ends");
         assert_eq!(

@@ -4,8 +4,9 @@
 //! A GML file is a list of `key value` pairs, a value being an integer, a real, a quoted
 //! string or a bracketed list of pairs; lines starting with `#` are comments. The topology
 //! is the list under the top-level `graph` key: each `node [ id N ... ]` is a switch,
-//! numbered in file order and named by its id (as the Topology Zoo's GraphML names the same
-//! nodes, so both files of a network give one topology), and each `edge [ source A target
+//! numbered in file order, named by its id (as the Topology Zoo's GraphML names the same
+//! nodes, so both files of a network give one topology) and labelled by its `label` (with
+//! the character references GML writers use, `&amp;` or `&#252;`, resolved); each `edge [ source A target
 //! B ... ]` a link, whatever `directed` says (links carry traffic both ways). Every other
 //! key is read and skipped. The readers on crates.io are either unmaintained or bring a
 //! parser generator and regular expressions; the grammar is a dozen lines, so it is here.
@@ -165,6 +166,7 @@ impl Topology {
             (Some((_, v)), None) => return Err(format!("`graph` is {}, not a list", v.kind())),
         };
         let mut names: Vec<String> = Vec::new();
+        let mut labels: Vec<Option<String>> = Vec::new();
         let mut index: HashMap<String, u32> = HashMap::new();
         let mut raw_edges: Vec<(String, String, usize)> = Vec::new();
         for (key, value) in graph {
@@ -190,6 +192,15 @@ impl Topology {
                     return Err(format!("node id `{id}` appears twice"));
                 }
                 names.push(id);
+                labels.push(pairs.iter().find_map(|(k, v)| {
+                    match v {
+                        Value::Str(l) if *k == "label" && !l.trim().is_empty() => Some(
+                            quick_xml::escape::unescape(l.trim())
+                                .map_or_else(|_| l.trim().to_owned(), |l| l.into_owned()),
+                        ),
+                        _ => None,
+                    }
+                }));
             } else {
                 let owner = format!("edge {} (in file order)", raw_edges.len() + 1);
                 let s = field("source", &owner)?;
@@ -210,7 +221,9 @@ impl Topology {
             };
             edges.push((end(&s, "source")?, end(&t, "target")?));
         }
-        Ok(Topology::from_edges(name, names, &edges))
+        let mut t = Topology::from_edges(name, names, &edges);
+        t.labels = labels;
+        Ok(t)
     }
 }
 
@@ -277,6 +290,16 @@ mod tests {
         assert_eq!(gml.adjacency, xml.adjacency);
         assert_eq!(gml.edges(), 2, "parallel edges are one link");
         assert_eq!(gml.switch_ids(), [1, 2, 3, 4]);
+        assert_eq!(
+            gml.labels,
+            [
+                Some("First City"),
+                Some("Second"),
+                Some("Third"),
+                Some("Alone")
+            ]
+            .map(|l| l.map(String::from))
+        );
         // Parsed the same way whatever the file is called.
         assert_eq!(
             Topology::parse_text("t", ZOO_STYLE).unwrap().adjacency,
@@ -301,11 +324,19 @@ mod tests {
                  edge [ source 4 target \"c\" ]\n]\n";
         let t = Topology::parse_gml("nx", g).unwrap();
         assert_eq!(t.names, ["17", "4", "c"]);
+        assert_eq!(t.labels, [Some("a".to_owned()), Some("b".to_owned()), None]);
         assert_eq!(
             t.neighbours(1),
             &[0, 2],
             "directed edges are links both ways"
         );
+        // Character references in labels, as NetworkX writes them; an unknown one stays.
+        let g = "graph [ node [ id 0 label \"Z&#252;rich &amp; Basel\" ] \
+                 node [ id 1 label \"&quot;x&quot;&nbsp;\" ] node [ id 2 label \"  \" ] ]";
+        let t = Topology::parse_gml("refs", g).unwrap();
+        assert_eq!(t.labels[0].as_deref(), Some("Zürich & Basel"));
+        assert_eq!(t.labels[1].as_deref(), Some("&quot;x&quot;&nbsp;"));
+        assert_eq!(t.labels[2], None, "a blank label is none");
     }
 
     #[test]

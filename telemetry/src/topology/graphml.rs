@@ -1,6 +1,8 @@
 //! GraphML, as the Topology Zoo and graph tools (NetworkX, yEd, igraph) write it.
 //!
-//! Every `<node>` is a switch, numbered in file order, named by its `id`; every `<edge>` a
+//! Every `<node>` is a switch, numbered in file order, named by its `id` and labelled by its
+//! `<data>` for the node key whose `attr.name` is `label` (the Topology Zoo's place names,
+//! NetworkX's labels), if any; every `<edge>` a
 //! link between its `source` and `target`, whatever the graph's `edgedefault` (links carry
 //! traffic both ways). Elements are matched by local name, so a file that gives the GraphML
 //! namespace a prefix (`<g:node>`) reads the same. Nodes of nested graphs (yEd's groups)
@@ -17,8 +19,16 @@ impl Topology {
         let mut reader = quick_xml::Reader::from_str(text);
         let mut names: Vec<String> = Vec::new();
         let mut index = std::collections::HashMap::new();
+        let mut labels: Vec<Option<String>> = Vec::new();
         let mut raw_edges: Vec<(String, String)> = Vec::new();
         let mut saw_graph = false;
+        // The ids of the keys that label nodes; the open nodes, graphs and edges, innermost
+        // last (a node by its number, the others as `OTHER`); the label being read (its
+        // node) while inside its `<data>`.
+        const OTHER: usize = usize::MAX;
+        let mut label_keys: Vec<String> = Vec::new();
+        let mut open_nodes: Vec<usize> = Vec::new();
+        let mut reading: Option<(usize, String)> = None;
         loop {
             let at = reader.buffer_position();
             match reader.read_event() {
@@ -29,7 +39,35 @@ impl Topology {
                     ));
                 }
                 Ok(Event::Eof) => break,
-                Ok(Event::Start(e)) | Ok(Event::Empty(e)) => {
+                Ok(Event::Text(t)) => {
+                    if let Some((_, label)) = &mut reading {
+                        label.push_str(&t.unescape().map_err(|e| format!("at byte {at}: {e}"))?);
+                    }
+                }
+                Ok(Event::CData(t)) => {
+                    if let Some((_, label)) = &mut reading {
+                        label.push_str(&String::from_utf8_lossy(&t));
+                    }
+                }
+                Ok(Event::End(e)) => match e.local_name().as_ref() {
+                    b"node" | b"graph" | b"edge" => {
+                        open_nodes.pop();
+                    }
+                    b"data" => {
+                        if let Some((node, label)) = reading.take() {
+                            let label = label.trim();
+                            if !label.is_empty() {
+                                labels[node] = Some(label.to_owned());
+                            }
+                        }
+                    }
+                    _ => {}
+                },
+                Ok(ev @ (Event::Start(_) | Event::Empty(_))) => {
+                    let opens = matches!(ev, Event::Start(_));
+                    let (Event::Start(e) | Event::Empty(e)) = ev else {
+                        unreachable!("matched above")
+                    };
                     let attr = |key: &[u8]| -> Result<Option<String>, String> {
                         for a in e.attributes() {
                             let a = a.map_err(|e| format!("at byte {at}: {e}"))?;
@@ -44,14 +82,44 @@ impl Topology {
                         Ok(None)
                     };
                     match e.local_name().as_ref() {
-                        b"graph" => saw_graph = true,
+                        b"graph" => {
+                            saw_graph = true;
+                            if opens {
+                                open_nodes.push(OTHER);
+                            }
+                        }
                         b"node" => {
                             let id = attr(b"id")?
                                 .ok_or_else(|| format!("a <node> at byte {at} has no id"))?;
                             if index.insert(id.clone(), names.len() as u32).is_some() {
                                 return Err(format!("node id `{id}` appears twice"));
                             }
+                            if opens {
+                                open_nodes.push(names.len());
+                            }
                             names.push(id);
+                            labels.push(None);
+                        }
+                        b"key" => {
+                            let for_nodes = matches!(
+                                attr(b"for")?.as_deref(),
+                                None | Some("node") | Some("all")
+                            );
+                            if for_nodes
+                                && attr(b"attr.name")?.as_deref() == Some("label")
+                                && let Some(id) = attr(b"id")?
+                            {
+                                label_keys.push(id);
+                            }
+                        }
+                        b"data" if opens => {
+                            // A node's own data: the innermost open node's, outside edges.
+                            if let Some(&node) = open_nodes.last()
+                                && node != OTHER
+                                && attr(b"key")?.is_some_and(|k| label_keys.contains(&k))
+                            {
+                                reading = Some((node, String::new()));
+                            }
                         }
                         b"edge" => {
                             let s = attr(b"source")?
@@ -59,6 +127,9 @@ impl Topology {
                             let t = attr(b"target")?
                                 .ok_or_else(|| format!("an <edge> at byte {at} has no target"))?;
                             raw_edges.push((s, t));
+                            if opens {
+                                open_nodes.push(OTHER);
+                            }
                         }
                         b"hyperedge" => {
                             return Err(format!(
@@ -87,7 +158,9 @@ impl Topology {
                 .ok_or_else(|| format!("edge target `{t}` is not a node"))?;
             edges.push((a, b));
         }
-        Ok(Topology::from_edges(name, names, &edges))
+        let mut t = Topology::from_edges(name, names, &edges);
+        t.labels = labels;
+        Ok(t)
     }
 }
 
@@ -136,6 +209,8 @@ mod tests {
             </g:graphml>"#;
         let t = Topology::parse_graphml("g", g).unwrap();
         assert_eq!(t.names, ["r1", "pop", "pop::a", "pop::b"]);
+        assert_eq!(t.labels[0].as_deref(), Some("Router & one"));
+        assert!(t.labels[1..].iter().all(Option::is_none));
         assert_eq!(t.neighbours(0), &[2]);
         assert_eq!(
             t.neighbours(2),
@@ -145,6 +220,31 @@ mod tests {
         assert!(
             t.neighbours(1).is_empty(),
             "the group node itself has no link"
+        );
+    }
+
+    #[test]
+    fn labels_come_from_the_node_label_key_only() {
+        // A label key for all elements: the edge's and the nested graph's labels are not the
+        // node's; another key named differently is not a label; CDATA reads as text.
+        let g = r#"<graphml>
+            <key id="l" for="all" attr.name="label"/><key id="x" for="node" attr.name="name"/>
+            <graph>
+              <data key="l">the graph</data>
+              <node id="a"><data key="x">not a label</data><data key="l"> <![CDATA[A & co]]> </data></node>
+              <node id="g">
+                <graph><data key="l">inner graph</data>
+                  <node id="b"><data key="l">Bee</data></node>
+                  <edge source="b" target="a"><data key="l">edge label</data></edge>
+                </graph>
+              </node>
+              <node id="c"><data key="x">named</data></node>
+            </graph></graphml>"#;
+        let t = Topology::parse_graphml("g", g).unwrap();
+        assert_eq!(t.names, ["a", "g", "b", "c"]);
+        assert_eq!(
+            t.labels,
+            [Some("A & co"), None, Some("Bee"), None].map(|l| l.map(String::from))
         );
     }
 

@@ -39,6 +39,17 @@ pub enum TopologyError {
     Spec(String),
 }
 
+/// Why [`Topology::find`] found no node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FindError {
+    /// No node has that name or label.
+    #[error("no switch is called that")]
+    Unknown,
+    /// Several nodes have that label (their names).
+    #[error("the label of several switches ({}): name one by its id", .0.join(", "))]
+    AmbiguousLabel(Vec<String>),
+}
+
 /// An undirected graph of switches.
 #[derive(Debug, Clone)]
 pub struct Topology {
@@ -46,6 +57,9 @@ pub struct Topology {
     pub name: String,
     /// Node names (a file's node ids or generated names), by node number.
     pub names: Vec<String>,
+    /// Node labels a file gives besides the ids (the Topology Zoo's place names), by node
+    /// number; empty when it gives none.
+    pub labels: Vec<Option<String>>,
     /// Sorted neighbour lists, by node number.
     pub adjacency: Vec<Vec<u32>>,
     /// Switch IDs by node number, when they are not the node numbers plus one.
@@ -205,6 +219,36 @@ impl Topology {
         }
     }
 
+    /// The node a user means by `name`: the node of that name, else the one node with that
+    /// label (so a Topology Zoo network's switches can be named by place).
+    pub fn find(&self, name: &str) -> Result<u32, FindError> {
+        if let Some(n) = self.names.iter().position(|x| x == name) {
+            return Ok(n as u32);
+        }
+        let labelled: Vec<u32> = (0..self.len() as u32)
+            .filter(|&n| self.labels[n as usize].as_deref() == Some(name))
+            .collect();
+        match labelled[..] {
+            [] => Err(FindError::Unknown),
+            [n] => Ok(n),
+            _ => Err(FindError::AmbiguousLabel(
+                labelled
+                    .iter()
+                    .map(|&n| self.names[n as usize].clone())
+                    .collect(),
+            )),
+        }
+    }
+
+    /// How reports name node `n`: its name, and its label when it has one that differs.
+    pub fn display_name(&self, n: u32) -> String {
+        let name = &self.names[n as usize];
+        match &self.labels[n as usize] {
+            Some(l) if l != name => format!("{name} ({l})"),
+            _ => name.clone(),
+        }
+    }
+
     /// Neighbours of node `n`.
     pub fn neighbours(&self, n: u32) -> &[u32] {
         &self.adjacency[n as usize]
@@ -230,6 +274,7 @@ impl Topology {
         }
         Topology {
             name: name.to_owned(),
+            labels: vec![None; names.len()],
             names,
             adjacency,
             ids: None,
@@ -356,6 +401,10 @@ impl Topology {
                 .iter()
                 .map(|&n| self.names[n as usize].clone())
                 .collect(),
+            labels: kept
+                .iter()
+                .map(|&n| self.labels[n as usize].clone())
+                .collect(),
             adjacency,
             ids: Some(SwitchIds { of_node, node_of }),
         };
@@ -428,6 +477,8 @@ mod tests {
     fn line_and_specs() {
         let t = Topology::load("line:25").unwrap();
         assert_eq!(t.len(), 25);
+        assert!(t.labels.iter().all(Option::is_none));
+        assert_eq!((t.find("s3"), t.display_name(3)), (Ok(3), "s3".to_owned()));
         assert_eq!(t.shortest_path(0, 24).unwrap().len(), 25);
         assert_eq!(t.switch_id(0), 1);
         assert_eq!(t.node(25), Some(24));
@@ -477,6 +528,19 @@ mod tests {
         let us = Topology::load_file(&dir.join("UsCarrier.graphml")).unwrap();
         assert_eq!(us.len(), 158);
         assert_eq!(us.longest_shortest_path(), 36);
+        // Every node has its place name as its label; a switch is found by name or by a
+        // label no other switch has.
+        assert!(us.labels.iter().all(Option::is_some));
+        assert_eq!(us.labels[0].as_deref(), Some("Orangeburg"));
+        assert_eq!(us.find("0"), Ok(0));
+        assert_eq!(us.find("Orangeburg"), Ok(0));
+        assert_eq!(us.display_name(0), "0 (Orangeburg)");
+        assert_eq!(
+            us.find("Jacksonville"),
+            Err(FindError::AmbiguousLabel(vec!["5".into(), "15".into()]))
+        );
+        assert_eq!(us.find("Atlantis"), Err(FindError::Unknown));
+        assert!(kdl.labels.iter().all(Option::is_some));
     }
 
     /// Kdl written out as GML (in ISO 8859-1, with a label that needs it) and as UTF-16
@@ -522,6 +586,9 @@ mod tests {
             let t =
                 Topology::load(path.to_str().unwrap()).unwrap_or_else(|e| panic!("{file}: {e}"));
             assert_eq!(t.names, kdl.names, "{file}");
+            if file.ends_with("txt") {
+                assert_eq!(t.labels[3].as_deref(), Some("Z\u{fc}rich 3"), "{file}");
+            }
             assert_eq!(t.adjacency, kdl.adjacency, "{file}");
             assert_eq!(t.longest_shortest_path(), 59, "{file}");
         }
