@@ -31,7 +31,8 @@ enum Cmd {
         /// The measurements.
         #[arg(long)]
         input: PathBuf,
-        /// `csv` (header seq,send_time,delay_ms) or `owamp` (owstats -v -U text).
+        /// `csv` (header seq,send_time,delay_ms), `owamp` (owstats -v -U text) or `ping`
+        /// (ping -D output).
         #[arg(long, default_value = "csv")]
         format: String,
         /// low, medium, high, or a number (1 = medium; larger is more sensitive).

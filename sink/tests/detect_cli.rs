@@ -140,3 +140,97 @@ fn owamp_text_and_bad_input() {
     assert!(err.contains("--sensitivity"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ping -D -i 0.1` output: a round-trip rise and a run of lost requests are found, with the
+/// sequence numbers unwrapped across 65535 (the run starts near the wrap).
+#[test]
+fn ping_output_gives_delay_and_loss_events() {
+    let dir = scratch("ping");
+    let mut text = String::from("PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.\n");
+    // Queueing from 30 s to 60 s: round trips 25 to 64 ms over a 4 ms baseline.
+    for (q, t, d) in probes(90, |t, q| {
+        if (30.0..60.0).contains(&t) {
+            25.0 + f64::from(q % 40)
+        } else {
+            4.0
+        }
+    }) {
+        let seq = (q + 65_000) % 65_536;
+        if (700..720).contains(&q) {
+            if q % 4 == 0 {
+                text.push_str(&format!(
+                    "[{:.6}] no answer yet for icmp_seq={seq}\n",
+                    t + 1.0
+                ));
+            }
+            continue;
+        }
+        text.push_str(&format!(
+            "[{:.6}] 64 bytes from 10.0.0.2: icmp_seq={seq} ttl=62 time={d:.3} ms\n",
+            t + d / 1000.0
+        ));
+    }
+    text.push_str("\n--- 10.0.0.2 ping statistics ---\n900 packets transmitted, 880 received\n");
+    let f = dir.join("ping.txt");
+    std::fs::write(&f, text).unwrap();
+    let (ok, out, err) = run(&["--input", f.to_str().unwrap(), "--format", "ping"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("880 samples, 20 lost"), "{err}");
+    let events: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let delay = events
+        .iter()
+        .find(|e| e["kind"] == "delay")
+        .unwrap_or_else(|| panic!("a delay event: {out}"));
+    let start = delay["start"].as_f64().unwrap() - 1_700_000_000.0;
+    assert!((start - 30.0).abs() < 0.2, "{delay}");
+    let loss = events
+        .iter()
+        .find(|e| e["kind"] == "loss")
+        .unwrap_or_else(|| panic!("a loss event: {out}"));
+    let (ls, le) = (
+        loss["start"].as_f64().unwrap() - 1_700_000_000.0,
+        loss["end"].as_f64().unwrap() - 1_700_000_000.0,
+    );
+    assert!(
+        (69.5..=72.5).contains(&ls) && (69.5..=72.5).contains(&le),
+        "{loss}"
+    );
+
+    let bare = dir.join("bare.txt");
+    std::fs::write(
+        &bare,
+        "64 bytes from 10.0.0.2: icmp_seq=1 ttl=62 time=1.0 ms\n",
+    )
+    .unwrap();
+    let (ok, _, err) = run(&["--input", bare.to_str().unwrap(), "--format", "ping"]);
+    assert!(!ok);
+    assert!(err.contains("line 1") && err.contains("-D"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The output of the real `ping -D` (Debian's iputils-ping, installed by
+/// `scripts/setup.sh`) on loopback reads as its replies: every one a sample, none lost.
+#[test]
+fn real_ping_output_reads_back() {
+    let dir = scratch("real-ping");
+    let out = Command::new("ping")
+        .args(["-D", "-O", "-n", "-c", "8", "-i", "0.2", "127.0.0.1"])
+        .output()
+        .expect("ping runs (scripts/setup.sh installs Debian's iputils-ping)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "ping: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f = dir.join("ping.txt");
+    std::fs::write(&f, &text).unwrap();
+    let (ok, events, err) = run(&["--input", f.to_str().unwrap(), "--format", "ping"]);
+    assert!(ok, "{err}\n{text}");
+    assert!(err.contains("8 samples, 0 lost"), "{err}\n{text}");
+    assert_eq!(events, "", "loopback has no event");
+    let _ = std::fs::remove_dir_all(&dir);
+}
