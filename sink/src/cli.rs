@@ -31,9 +31,9 @@ enum Cmd {
         /// The measurements.
         #[arg(long)]
         input: PathBuf,
-        /// `csv` (header seq,send_time,delay_ms), `owamp` (owstats -v -U text) or `ping`
-        /// (ping -D output).
-        #[arg(long, default_value = "csv")]
+        /// `csv` (header seq,send_time,delay_ms), `owamp` (owstats -v -U text), `ping`
+        /// (ping -D output), or `auto`: told apart by the file's first lines.
+        #[arg(long, default_value = "auto")]
         format: String,
         /// low, medium, high, or a number (1 = medium; larger is more sensitive).
         #[arg(long, default_value = "medium")]
@@ -110,7 +110,9 @@ fn detect(input: &std::path::Path, format: &str, sensitivity: &str) -> anyhow::R
     let s = Sensitivity::parse(sensitivity).map_err(|e| anyhow::anyhow!("--sensitivity: {e}"))?;
     let text =
         std::fs::read_to_string(input).with_context(|| format!("--input {}", input.display()))?;
-    let samples = input::read(&text, format).with_context(|| format!("{}", input.display()))?;
+    let format = format.unwrap_or_else(|| input::Format::guess(&text));
+    let samples = input::read(&text, format)
+        .with_context(|| format!("{} (read as {})", input.display(), format.describe()))?;
     let report = detect(&samples, &Params::with_sensitivity(s));
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for e in &report.events {
@@ -119,7 +121,8 @@ fn detect(input: &std::path::Path, format: &str, sensitivity: &str) -> anyhow::R
     }
     out.flush()?;
     eprintln!(
-        "pint-sink detect: {} samples, {} lost, {} windows, {} events",
+        "pint-sink detect: {}, {} samples, {} lost, {} windows, {} events",
+        format.describe(),
         report.samples,
         report.lost,
         report.windows,

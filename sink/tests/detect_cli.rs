@@ -124,6 +124,10 @@ fn owamp_text_and_bad_input() {
     let (ok, out, err) = run(&["--input", f.to_str().unwrap(), "--format", "owamp"]);
     assert!(ok, "{err}");
     assert!(err.contains("590 samples, 10 lost"), "{err}");
+    // The same file without --format: told apart by its lines.
+    let (ok, same, err) = run(&["--input", f.to_str().unwrap()]);
+    assert!(ok && same == out, "{err}");
+    assert!(err.contains("owamp text, 590 samples"), "{err}");
     let kinds: Vec<String> = out
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"].to_string())
@@ -228,9 +232,12 @@ fn real_ping_output_reads_back() {
     );
     let f = dir.join("ping.txt");
     std::fs::write(&f, &text).unwrap();
-    let (ok, events, err) = run(&["--input", f.to_str().unwrap(), "--format", "ping"]);
+    let (ok, events, err) = run(&["--input", f.to_str().unwrap()]);
     assert!(ok, "{err}\n{text}");
-    assert!(err.contains("8 samples, 0 lost"), "{err}\n{text}");
+    assert!(
+        err.contains("ping -D output, 8 samples, 0 lost"),
+        "{err}\n{text}"
+    );
     assert_eq!(events, "", "loopback has no event");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -33,13 +33,45 @@ pub enum Format {
 }
 
 impl Format {
-    /// `csv`, `owamp` or `ping`.
-    pub fn parse(s: &str) -> Result<Format, String> {
+    /// `csv`, `owamp` or `ping`; `auto` (None): [`Format::guess`] from the text.
+    pub fn parse(s: &str) -> Result<Option<Format>, String> {
         match s {
-            "csv" => Ok(Format::Csv),
-            "owamp" => Ok(Format::Owamp),
-            "ping" => Ok(Format::Ping),
-            _ => Err(format!("`{s}` is not a format (csv, owamp or ping)")),
+            "auto" => Ok(None),
+            "csv" => Ok(Some(Format::Csv)),
+            "owamp" => Ok(Some(Format::Owamp)),
+            "ping" => Ok(Some(Format::Ping)),
+            _ => Err(format!("`{s}` is not a format (auto, csv, owamp or ping)")),
+        }
+    }
+
+    /// The format of `text` by its first lines: owamp when a line starts with `seq_no=`,
+    /// ping when one is ping's header (`PING host ...`) or a reply (`... bytes from ...
+    /// icmp_seq=...`), else CSV (whose errors then say what a CSV file needs).
+    pub fn guess(text: &str) -> Format {
+        for l in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .take(100)
+        {
+            if l.starts_with("seq_no=") {
+                return Format::Owamp;
+            }
+            let reply = l.contains(" bytes from ")
+                && (l.contains(" icmp_seq=") || l.contains(" icmp_req="));
+            if reply || (l.starts_with("PING ") && l.contains(" bytes of data")) {
+                return Format::Ping;
+            }
+        }
+        Format::Csv
+    }
+
+    /// What the format reads, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Format::Csv => "CSV",
+            Format::Owamp => "owamp text",
+            Format::Ping => "ping -D output",
         }
     }
 }
@@ -60,5 +92,48 @@ pub fn read(text: &str, format: Format) -> Result<Vec<Sample>, InputError> {
         Format::Csv => csv_rows::read(text),
         Format::Owamp => owamp::read(text),
         Format::Ping => ping::read(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Format;
+
+    #[test]
+    fn formats_are_told_apart_by_their_first_lines() {
+        let cases = [
+            ("seq,send_time,delay_ms\n1,2,3\n", Format::Csv),
+            (
+                "# probes\n\"seq\",\"send_time\",\"delay_ms\"\n",
+                Format::Csv,
+            ),
+            ("", Format::Csv),
+            (
+                "--- owping statistics ---\nSID:\tabc\nseq_no=0 delay=1 ms sent=1\n",
+                Format::Owamp,
+            ),
+            (
+                "PING 10.0.0.1 (10.0.0.1) 56(84) bytes of data.\n",
+                Format::Ping,
+            ),
+            (
+                "[1.5] 64 bytes from ::1: icmp_seq=1 ttl=64 time=0.1 ms\n",
+                Format::Ping,
+            ),
+            (
+                "64 bytes from a: icmp_req=1 ttl=64 time=0.1 ms\n",
+                Format::Ping,
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Format::guess(text), want, "{text:?}");
+        }
+        assert_eq!(Format::parse("auto"), Ok(None));
+        assert_eq!(Format::parse("ping"), Ok(Some(Format::Ping)));
+        assert!(
+            Format::parse("pcap")
+                .unwrap_err()
+                .contains("auto, csv, owamp or ping")
+        );
     }
 }
