@@ -600,4 +600,56 @@ mod tests {
         assert!(e.contains("empty.gml") && e.contains("empty"), "{e}");
         std::fs::remove_dir_all(&tmp).unwrap();
     }
+
+    /// A topology read from any text is well formed: links both ways, sorted, no
+    /// self-loops, a label slot per node.
+    fn assert_well_formed(t: &Topology) {
+        assert_eq!(t.labels.len(), t.names.len());
+        for n in 0..t.len() as u32 {
+            let nb = t.neighbours(n);
+            assert!(nb.windows(2).all(|w| w[0] < w[1]));
+            assert!(!nb.contains(&n));
+            assert!(nb.iter().all(|&m| t.neighbours(m).contains(&n)));
+        }
+    }
+
+    use proptest::strategy::Strategy;
+
+    proptest::proptest! {
+        /// The `topology_text` fuzz target's property on token soup from both grammars
+        /// (which reaches their deeper states far more often than arbitrary bytes) and on
+        /// arbitrary text.
+        #[test]
+        fn any_text_reads_as_an_error_or_a_well_formed_topology(
+            tokens in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(vec![
+                        "graph", "node", "edge", "id", "source", "target", "label", "[", "]",
+                        "\"", "\"a b\"", "0", "1", "2", "-3", "1.5", "INF", "#c\n", "\n",
+                        "<graphml>", "<graph>", "</graph>", "<node id=\"0\"/>",
+                        "<node id=\"1\">", "</node>", "<edge source=\"0\" target=\"1\"/>",
+                        "<key id=\"l\" for=\"node\" attr.name=\"label\"/>",
+                        "<data key=\"l\">", "</data>", "&amp;", "&#252;", "<hyperedge/>",
+                    ]).prop_map(str::to_owned),
+                    ".{0,6}",
+                ],
+                0..60,
+            ),
+            sep in proptest::sample::select(vec![" ", "\n", ""]),
+            raw in ".{0,80}",
+        ) {
+            let text = tokens.join(sep);
+            for t in [&text, &raw] {
+                for parsed in [
+                    Topology::parse_text("p", t),
+                    Topology::parse_gml("p", t),
+                    Topology::parse_graphml("p", t),
+                ] {
+                    if let Ok(topo) = parsed {
+                        assert_well_formed(&topo);
+                    }
+                }
+            }
+        }
+    }
 }
