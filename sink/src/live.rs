@@ -91,7 +91,7 @@ pub fn page(shared: &Shared) -> Page {
                     });
                 }
             }
-            layout(t, &edge)
+            layout(t, &edge, |n| t_name(topo, n))
         }
         None => switches
             .iter()

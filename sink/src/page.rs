@@ -664,8 +664,13 @@ fn totals(h: &mut String, r: &Page) {
 }
 
 /// Node positions for drawing: switches with hosts at the bottom, each layer above them
-/// one hop further away; spread evenly across.
-pub fn layout(topology: &Topology, hosts: &[u32]) -> Vec<(String, f64, f64)> {
+/// one hop further away; spread evenly across. Each node is named by `name` (the name the
+/// page's switch and link rows use for it).
+pub fn layout(
+    topology: &Topology,
+    hosts: &[u32],
+    name: impl Fn(u32) -> String,
+) -> Vec<(String, f64, f64)> {
     let n = topology.len();
     let mut layer = vec![u32::MAX; n];
     let mut queue: std::collections::VecDeque<u32> = hosts.iter().copied().collect();
@@ -696,12 +701,12 @@ pub fn layout(topology: &Topology, hosts: &[u32]) -> Vec<(String, f64, f64)> {
             } else {
                 1.0 - l as f64 / top as f64
             };
-            out[v] = (topology.display_name(v as u32), x, y);
+            out[v] = (name(v as u32), x, y);
         }
     }
     for (v, o) in out.iter_mut().enumerate() {
         if o.0.is_empty() {
-            *o = (topology.display_name(v as u32), 0.5, 0.5);
+            *o = (name(v as u32), 0.5, 0.5);
         }
     }
     out
@@ -745,7 +750,12 @@ mod tests {
              edge [ source 0 target 1 ] edge [ source 1 target 2 ] ]",
         )
         .unwrap();
-        let names: Vec<String> = layout(&t, &[0, 2]).into_iter().map(|(n, _, _)| n).collect();
-        assert_eq!(names, ["0 (Orangeburg)", "1", "2"]);
+        let names = |v: Vec<(String, f64, f64)>| -> Vec<String> {
+            v.into_iter().map(|(n, _, _)| n).collect()
+        };
+        let shown = names(layout(&t, &[0, 2], |n| t.display_name(n)));
+        assert_eq!(shown, ["0 (Orangeburg)", "1", "2"]);
+        let keys = names(layout(&t, &[0, 2], |n| t.names[n as usize].clone()));
+        assert_eq!(keys, ["0", "1", "2"]);
     }
 }

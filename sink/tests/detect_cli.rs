@@ -221,6 +221,7 @@ fn ping_output_gives_delay_and_loss_events() {
 fn real_ping_output_reads_back() {
     let dir = scratch("real-ping");
     let out = Command::new("ping")
+        .env("LC_ALL", "C")
         .args(["-D", "-O", "-n", "-c", "8", "-i", "0.2", "127.0.0.1"])
         .output()
         .expect("ping runs (scripts/setup.sh installs Debian's iputils-ping)");

@@ -350,7 +350,7 @@ impl LabReport {
                 e
             },
             checks: Vec::new(),
-            layout: layout(&lab.topology, &lab.hosts),
+            layout: layout(&lab.topology, &lab.hosts, |n| lab.name(n).to_owned()),
         };
         report.checks = checks(lab, &report);
         Ok(report)

@@ -6,7 +6,8 @@
 //! is the list under the top-level `graph` key: each `node [ id N ... ]` is a switch,
 //! numbered in file order, named by its id (as the Topology Zoo's GraphML names the same
 //! nodes, so both files of a network give one topology) and labelled by its `label` (with
-//! the character references GML writers use, `&amp;` or `&#252;`, resolved); each `edge [ source A target
+//! the HTML character references GML defines for what ASCII lacks, `&uuml;`, `&#252;` or
+//! `&amp;`, resolved); each `edge [ source A target
 //! B ... ]` a link, whatever `directed` says (links carry traffic both ways). Every other
 //! key is read and skipped. The readers on crates.io are either unmaintained or bring a
 //! parser generator and regular expressions; the grammar is a dozen lines, so it is here.
@@ -22,6 +23,8 @@ const MAX_DEPTH: usize = 64;
 #[derive(Debug, Clone, PartialEq)]
 enum Value<'a> {
     Int(i64),
+    /// An integer beyond 64 bits, as written (still a fine id).
+    BigInt(&'a str),
     Real,
     Str(&'a str),
     List(Vec<(&'a str, Value<'a>)>),
@@ -30,7 +33,7 @@ enum Value<'a> {
 impl Value<'_> {
     fn kind(&self) -> &'static str {
         match self {
-            Value::Int(_) => "an integer",
+            Value::Int(_) | Value::BigInt(_) => "an integer",
             Value::Real => "a real",
             Value::Str(_) => "a string",
             Value::List(_) => "a list",
@@ -121,8 +124,11 @@ impl<'a> Parser<'a> {
         if token.is_empty() {
             return Err(self.error(format!("`{key}` has no value")));
         }
+        let digits = token.strip_prefix(['+', '-']).unwrap_or(token);
         let value = if let Ok(i) = token.parse::<i64>() {
             Value::Int(i)
+        } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            Value::BigInt(token)
         } else if token.parse::<f64>().is_ok() || is_special_real(token) {
             Value::Real
         } else {
@@ -145,6 +151,7 @@ fn is_special_real(token: &str) -> bool {
 fn id_text(key: &str, owner: &str, v: &Value) -> Result<String, String> {
     match v {
         Value::Int(i) => Ok(i.to_string()),
+        Value::BigInt(s) => Ok((*s).to_owned()),
         Value::Str(s) => Ok((*s).to_owned()),
         other => Err(format!(
             "{owner}: `{key}` is {}, not an integer or a string",
@@ -192,14 +199,11 @@ impl Topology {
                     return Err(format!("node id `{id}` appears twice"));
                 }
                 names.push(id);
-                labels.push(pairs.iter().find_map(|(k, v)| {
-                    match v {
-                        Value::Str(l) if *k == "label" && !l.trim().is_empty() => Some(
-                            quick_xml::escape::unescape(l.trim())
-                                .map_or_else(|_| l.trim().to_owned(), |l| l.into_owned()),
-                        ),
-                        _ => None,
+                labels.push(pairs.iter().find_map(|(k, v)| match v {
+                    Value::Str(l) if *k == "label" && !l.trim().is_empty() => {
+                        Some(html_escape::decode_html_entities(l.trim()).into_owned())
                     }
+                    _ => None,
                 }));
             } else {
                 let owner = format!("edge {} (in file order)", raw_edges.len() + 1);
@@ -324,18 +328,25 @@ mod tests {
                  edge [ source 4 target \"c\" ]\n]\n";
         let t = Topology::parse_gml("nx", g).unwrap();
         assert_eq!(t.names, ["17", "4", "c"]);
+        let big = Topology::parse_gml("big", "graph [ node [ id 99999999999999999999 ] ]").unwrap();
+        assert_eq!(
+            big.names,
+            ["99999999999999999999"],
+            "an id beyond 64 bits, as written"
+        );
         assert_eq!(t.labels, [Some("a".to_owned()), Some("b".to_owned()), None]);
         assert_eq!(
             t.neighbours(1),
             &[0, 2],
             "directed edges are links both ways"
         );
-        // Character references in labels, as NetworkX writes them; an unknown one stays.
-        let g = "graph [ node [ id 0 label \"Z&#252;rich &amp; Basel\" ] \
-                 node [ id 1 label \"&quot;x&quot;&nbsp;\" ] node [ id 2 label \"  \" ] ]";
+        // Character references in labels, numbered (NetworkX) and named (the GML report's
+        // `M&uuml;nchen`); an unknown one stays as written, the others around it resolved.
+        let g = "graph [ node [ id 0 label \"Z&#252;rich &amp; M&uuml;nchen\" ] \
+                 node [ id 1 label \"&quot;x&quot;&bogus;&#x41;\" ] node [ id 2 label \"  \" ] ]";
         let t = Topology::parse_gml("refs", g).unwrap();
-        assert_eq!(t.labels[0].as_deref(), Some("Zürich & Basel"));
-        assert_eq!(t.labels[1].as_deref(), Some("&quot;x&quot;&nbsp;"));
+        assert_eq!(t.labels[0].as_deref(), Some("Zürich & München"));
+        assert_eq!(t.labels[1].as_deref(), Some("\"x\"&bogus;A"));
         assert_eq!(t.labels[2], None, "a blank label is none");
     }
 
@@ -363,6 +374,7 @@ mod tests {
                 "node 1 (in file order) has no `id`",
             ),
             ("graph [ node [ id 0.5 ] ]", "`id` is a real"),
+            ("graph [ node [ id 1e3 ] ]", "`id` is a real"),
             (
                 "graph [ node [ id 0 ] node [ id 0 ] ]",
                 "node id `0` appears twice",

@@ -29,19 +29,27 @@ impl Topology {
         let mut label_keys: Vec<String> = Vec::new();
         let mut open_nodes: Vec<usize> = Vec::new();
         let mut reading: Option<(usize, String)> = None;
+        // The line of a byte of the text, for errors (whatever the file's encoding was).
+        let line_of = |pos: u64| {
+            let pos = usize::try_from(pos).map_or(text.len(), |p| p.min(text.len()));
+            1 + text.as_bytes()[..pos]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+        };
         loop {
-            let at = reader.buffer_position();
+            let at = line_of(reader.buffer_position());
             match reader.read_event() {
                 Err(e) => {
                     return Err(format!(
-                        "XML error at byte {}: {e}",
-                        reader.buffer_position()
+                        "line {}: not XML: {e}",
+                        line_of(reader.buffer_position())
                     ));
                 }
                 Ok(Event::Eof) => break,
                 Ok(Event::Text(t)) => {
                     if let Some((_, label)) = &mut reading {
-                        label.push_str(&t.unescape().map_err(|e| format!("at byte {at}: {e}"))?);
+                        label.push_str(&t.unescape().map_err(|e| format!("line {at}: {e}"))?);
                     }
                 }
                 Ok(Event::CData(t)) => {
@@ -70,11 +78,11 @@ impl Topology {
                     };
                     let attr = |key: &[u8]| -> Result<Option<String>, String> {
                         for a in e.attributes() {
-                            let a = a.map_err(|e| format!("at byte {at}: {e}"))?;
+                            let a = a.map_err(|e| format!("line {at}: {e}"))?;
                             if a.key.local_name().as_ref() == key {
                                 return Ok(Some(
                                     a.unescape_value()
-                                        .map_err(|e| format!("at byte {at}: {e}"))?
+                                        .map_err(|e| format!("line {at}: {e}"))?
                                         .into_owned(),
                                 ));
                             }
@@ -90,7 +98,7 @@ impl Topology {
                         }
                         b"node" => {
                             let id = attr(b"id")?
-                                .ok_or_else(|| format!("a <node> at byte {at} has no id"))?;
+                                .ok_or_else(|| format!("line {at}: a <node> has no id"))?;
                             if index.insert(id.clone(), names.len() as u32).is_some() {
                                 return Err(format!("node id `{id}` appears twice"));
                             }
@@ -123,9 +131,9 @@ impl Topology {
                         }
                         b"edge" => {
                             let s = attr(b"source")?
-                                .ok_or_else(|| format!("an <edge> at byte {at} has no source"))?;
+                                .ok_or_else(|| format!("line {at}: an <edge> has no source"))?;
                             let t = attr(b"target")?
-                                .ok_or_else(|| format!("an <edge> at byte {at} has no target"))?;
+                                .ok_or_else(|| format!("line {at}: an <edge> has no target"))?;
                             raw_edges.push((s, t));
                             if opens {
                                 open_nodes.push(OTHER);
@@ -133,7 +141,7 @@ impl Topology {
                         }
                         b"hyperedge" => {
                             return Err(format!(
-                                "a <hyperedge> at byte {at}: links join exactly two switches"
+                                "line {at}: a <hyperedge>: links join exactly two switches"
                             ));
                         }
                         _ => {}
@@ -254,7 +262,7 @@ mod tests {
             <hyperedge><endpoint node="a"/><endpoint node="b"/><endpoint node="c"/></hyperedge>
             </graph></graphml>"#;
         let e = Topology::parse_graphml("g", h).unwrap_err();
-        assert!(e.contains("hyperedge") && e.contains("byte"), "{e}");
+        assert!(e.contains("hyperedge") && e.starts_with("line 2:"), "{e}");
         let e = Topology::parse_graphml("g", r#"<graphml><graph><node/></graph></graphml>"#)
             .unwrap_err();
         assert!(e.contains("has no id"), "{e}");

@@ -58,7 +58,7 @@ pub struct Topology {
     /// Node names (a file's node ids or generated names), by node number.
     pub names: Vec<String>,
     /// Node labels a file gives besides the ids (the Topology Zoo's place names), by node
-    /// number; empty when it gives none.
+    /// number (one per node; None where the file gives none).
     pub labels: Vec<Option<String>>,
     /// Sorted neighbour lists, by node number.
     pub adjacency: Vec<Vec<u32>>,
@@ -158,10 +158,10 @@ impl Topology {
         Ok(t)
     }
 
-    /// Loads a topology: a generated one (`fattree:K`, `line:N`) or a file. A file is read
-    /// as the TOML adjacency form when its name ends in `.toml`, otherwise by its content:
-    /// GraphML when it starts with `<`, else GML (both as the Topology Zoo ships them;
-    /// switch ID = node number plus one).
+    /// Loads a topology: a generated one (`fattree:K`, `line:N`) or a file, read as the
+    /// TOML adjacency form when its name ends in `.toml`, otherwise by its content
+    /// ([`Topology::parse_text`]): GraphML, GML (both as the Topology Zoo ships them; switch
+    /// ID = node number plus one) or TOML.
     pub fn load(spec: &str) -> Result<Topology, TopologyError> {
         if let Some(k) = spec.strip_prefix("fattree:") {
             let k: u32 = k
@@ -204,18 +204,28 @@ impl Topology {
         Topology::parse_text(&name, &text).map_err(format_err)
     }
 
-    /// Parses a topology file's text, GraphML or GML by its first character that is not
-    /// white space (GML's `#` comment lines skipped).
+    /// Parses a topology file's text by its first line that is not blank or a `#` comment:
+    /// GraphML when it starts with `<`, the TOML adjacency form when it is a TOML table
+    /// header or `key = value`, else GML (whose lines are `key value`).
     pub fn parse_text(name: &str, text: &str) -> Result<Topology, String> {
         let first = text
             .lines()
-            .map(str::trim_start)
-            .find(|l| !l.is_empty() && !l.starts_with('#'))
-            .and_then(|l| l.chars().next());
-        match first {
-            None => Err("the file is empty".into()),
-            Some('<') => Topology::parse_graphml(name, text),
-            Some(_) => Topology::parse_gml(name, text),
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'));
+        let Some(first) = first else {
+            return Err("the file is empty".into());
+        };
+        let key_len = first
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .unwrap_or(first.len());
+        let toml = first.starts_with('[')
+            || (key_len > 0 && first[key_len..].trim_start().starts_with('='));
+        if first.starts_with('<') {
+            Topology::parse_graphml(name, text)
+        } else if toml {
+            Topology::parse_toml(name, text)
+        } else {
+            Topology::parse_gml(name, text)
         }
     }
 
@@ -598,6 +608,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("empty.gml") && e.contains("empty"), "{e}");
+        // The TOML adjacency form under another name is still TOML, its switch IDs kept.
+        for text in [
+            "# lab\nlinks = [[10, 20], [20, 30]]\n",
+            "[names]\n20 = \"core\"\n\n[other]\n",
+        ] {
+            let path = tmp.join("links.txt");
+            std::fs::write(&path, text).unwrap();
+            let r = Topology::load(path.to_str().unwrap());
+            match r {
+                Ok(t) => assert_eq!(t.switch_ids(), [10, 20, 30]),
+                Err(e) => assert!(e.to_string().contains("links"), "read as TOML: {e}"),
+            }
+        }
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 
@@ -640,14 +663,13 @@ mod tests {
         ) {
             let text = tokens.join(sep);
             for t in [&text, &raw] {
-                for parsed in [
+                let parsed = [
                     Topology::parse_text("p", t),
                     Topology::parse_gml("p", t),
                     Topology::parse_graphml("p", t),
-                ] {
-                    if let Ok(topo) = parsed {
-                        assert_well_formed(&topo);
-                    }
+                ];
+                for topo in parsed.iter().flatten() {
+                    assert_well_formed(topo);
                 }
             }
         }

@@ -31,15 +31,18 @@ fn utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> Result<String, String> {
         return Err("UTF-16 text of an odd number of bytes".into());
     }
     let units = bytes.chunks_exact(2).map(|c| unit([c[0], c[1]]));
+    // Units decoded so far, for where an unpaired surrogate sits in the file.
+    let mut at = 0usize;
     char::decode_utf16(units)
-        .enumerate()
-        .map(|(i, c)| {
-            c.map_err(|_| {
-                format!(
-                    "UTF-16 text with an unpaired surrogate at byte {}",
-                    2 + 2 * i
-                )
-            })
+        .map(|c| match c {
+            Ok(c) => {
+                at += c.len_utf16();
+                Ok(c)
+            }
+            Err(_) => Err(format!(
+                "UTF-16 text with an unpaired surrogate at byte {}",
+                2 + 2 * at
+            )),
         })
         .collect()
 }
@@ -72,5 +75,8 @@ mod tests {
             decode(b"\xFF\xFE\x00\xD8a\x00").is_err(),
             "unpaired surrogate"
         );
+        // After a character of two units, the byte is the file's.
+        let e = decode(b"\xFF\xFE\x3D\xD8\x00\xDE\x00\xD8a\x00").unwrap_err();
+        assert!(e.ends_with("at byte 6"), "{e}");
     }
 }

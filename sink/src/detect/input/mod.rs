@@ -59,7 +59,9 @@ impl Format {
             }
             let reply = l.contains(" bytes from ")
                 && (l.contains(" icmp_seq=") || l.contains(" icmp_req="));
-            if reply || (l.starts_with("PING ") && l.contains(" bytes of data")) {
+            let header = l.starts_with("PING ")
+                && (l.contains(" bytes of data") || l.contains(" data bytes"));
+            if reply || header {
                 return Format::Ping;
             }
         }
@@ -116,6 +118,7 @@ mod tests {
                 "PING 10.0.0.1 (10.0.0.1) 56(84) bytes of data.\n",
                 Format::Ping,
             ),
+            ("PING ::1 (::1) 56 data bytes\n", Format::Ping),
             (
                 "[1.5] 64 bytes from ::1: icmp_seq=1 ttl=64 time=0.1 ms\n",
                 Format::Ping,
