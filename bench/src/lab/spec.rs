@@ -261,10 +261,16 @@ impl Lab {
         let node_of = |name: &str, key: &str| -> Result<u32, LabError> {
             topology.find(name).map_err(|e| match e {
                 FindError::AmbiguousLabel(_) => key_err(key, format!("`{name}` is {e}")),
-                FindError::Unknown if left_out.iter().any(|n| n == name) => key_err(
-                    key,
-                    format!("`{name}` is on no link in the topology (left out of the lab)"),
-                ),
+                FindError::Unknown
+                    if left_out
+                        .iter()
+                        .any(|(n, l)| n == name || l.as_deref() == Some(name)) =>
+                {
+                    key_err(
+                        key,
+                        format!("`{name}` is on no link in the topology (left out of the lab)"),
+                    )
+                }
                 FindError::Unknown => key_err(key, format!("no switch is called `{name}`")),
             })
         };
@@ -433,7 +439,7 @@ impl Lab {
             duration_s,
             queries,
             topology,
-            left_out,
+            left_out: left_out.into_iter().map(|(n, _)| n).collect(),
             hosts,
             idle,
             epoch_ms,
@@ -519,7 +525,10 @@ impl Lab {
 
 /// The topology of a `[topology]` table, the default hosts, and the names of a file's
 /// switches on no link (left out).
-fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, Vec<String>), LabError> {
+fn topology(
+    t: &RawTopology,
+    base: &Path,
+) -> Result<(Topology, Vec<u32>, Vec<(String, Option<String>)>), LabError> {
     let need = |v: Option<u32>, key: &str, range: std::ops::RangeInclusive<u32>| {
         let v = v.ok_or_else(|| key_err(format!("topology.{key}"), "missing"))?;
         if !range.contains(&v) {
@@ -575,9 +584,14 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, Vec<Str
             let whole = Topology::load(&full.to_string_lossy())
                 .map_err(|e| key_err("topology.path", e.to_string()))?;
             let (topo, left_out) = whole.without_isolated();
-            let left_out: Vec<String> = left_out
+            let left_out: Vec<(String, Option<String>)> = left_out
                 .iter()
-                .map(|&n| whole.names[n as usize].clone())
+                .map(|&n| {
+                    (
+                        whole.names[n as usize].clone(),
+                        whole.labels[n as usize].clone(),
+                    )
+                })
                 .collect();
             if topo.len() < 2 || topo.len() > 256 {
                 let on_no_link = if left_out.is_empty() {
@@ -886,6 +900,19 @@ mod tests {
         assert!(e.to_string().contains("several switches (0, 1)"), "{e}");
         assert_eq!(key(e), "topology.hosts");
         assert_eq!(l.left_out, vec!["3"]);
+        // Node 3, on no link, named by its label: said to be left out.
+        std::fs::write(
+            dir.path("zoo-lone.gml"),
+            "graph [ node [ id 0 ] node [ id 1 ] node [ id 2 label \"Lone\" ] \
+             edge [ source 0 target 1 ] ]",
+        )
+        .unwrap();
+        let e = parse_in(
+            &dir,
+            "[topology]\nkind = \"file\"\npath = \"zoo-lone.gml\"\nhosts = [\"0\", \"Lone\"]\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("`Lone` is on no link"), "{e}");
         assert_eq!(l.hosts, vec![0, 2], "the line's two ends");
         assert_eq!(
             (0..3).map(|n| l.switch_id(n)).collect::<Vec<_>>(),
