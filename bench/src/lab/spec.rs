@@ -523,12 +523,12 @@ impl Lab {
     }
 }
 
+/// A topology file's switches on no link: name and label of each.
+type LeftOut = Vec<(String, Option<String>)>;
+
 /// The topology of a `[topology]` table, the default hosts, and the names of a file's
 /// switches on no link (left out).
-fn topology(
-    t: &RawTopology,
-    base: &Path,
-) -> Result<(Topology, Vec<u32>, Vec<(String, Option<String>)>), LabError> {
+fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut), LabError> {
     let need = |v: Option<u32>, key: &str, range: std::ops::RangeInclusive<u32>| {
         let v = v.ok_or_else(|| key_err(format!("topology.{key}"), "missing"))?;
         if !range.contains(&v) {
@@ -584,7 +584,7 @@ fn topology(
             let whole = Topology::load(&full.to_string_lossy())
                 .map_err(|e| key_err("topology.path", e.to_string()))?;
             let (topo, left_out) = whole.without_isolated();
-            let left_out: Vec<(String, Option<String>)> = left_out
+            let left_out: LeftOut = left_out
                 .iter()
                 .map(|&n| {
                     (
@@ -886,32 +886,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(by_label.hosts, vec![0, 1]);
-        std::fs::write(
-            dir.path("twins.gml"),
+        // A lab on GML text `gml` with hosts `hosts`: its error.
+        let refused = |gml: &str, hosts: &str| {
+            std::fs::write(dir.path("other.gml"), gml).unwrap();
+            let lab =
+                format!("[topology]\nkind = \"file\"\npath = \"other.gml\"\nhosts = {hosts}\n");
+            parse_in(&dir, &lab).unwrap_err()
+        };
+        let e = refused(
             "graph [ node [ id 0 label \"Twin\" ] node [ id 1 label \"Twin\" ] \
              edge [ source 0 target 1 ] ]",
-        )
-        .unwrap();
-        let e = parse_in(
-            &dir,
-            "[topology]\nkind = \"file\"\npath = \"twins.gml\"\nhosts = [\"Twin\", \"1\"]\n",
-        )
-        .unwrap_err();
+            "[\"Twin\", \"1\"]",
+        );
         assert!(e.to_string().contains("several switches (0, 1)"), "{e}");
         assert_eq!(key(e), "topology.hosts");
         assert_eq!(l.left_out, vec!["3"]);
-        // Node 3, on no link, named by its label: said to be left out.
-        std::fs::write(
-            dir.path("zoo-lone.gml"),
+        // Node 2, on no link, named by its label: said to be left out.
+        let e = refused(
             "graph [ node [ id 0 ] node [ id 1 ] node [ id 2 label \"Lone\" ] \
              edge [ source 0 target 1 ] ]",
-        )
-        .unwrap();
-        let e = parse_in(
-            &dir,
-            "[topology]\nkind = \"file\"\npath = \"zoo-lone.gml\"\nhosts = [\"0\", \"Lone\"]\n",
-        )
-        .unwrap_err();
+            "[\"0\", \"Lone\"]",
+        );
         assert!(e.to_string().contains("`Lone` is on no link"), "{e}");
         assert_eq!(l.hosts, vec![0, 2], "the line's two ends");
         assert_eq!(
