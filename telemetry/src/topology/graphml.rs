@@ -2,7 +2,7 @@
 //!
 //! Every `<node>` is a switch, numbered in file order, named by its `id` and labelled by its
 //! `<data>` for the node key whose `attr.name` is `label` (the Topology Zoo's place names,
-//! NetworkX's labels), if any; every `<edge>` a
+//! NetworkX's labels), else by yEd's `<y:NodeLabel>`, if any; every `<edge>` a
 //! link between its `source` and `target`, whatever the graph's `edgedefault` (links carry
 //! traffic both ways). Elements are matched by local name, so a file that gives the GraphML
 //! namespace a prefix (`<g:node>`) reads the same. Nodes of nested graphs (yEd's groups)
@@ -12,6 +12,13 @@
 use quick_xml::events::Event;
 
 use super::Topology;
+
+/// A node label being read: its node, the element it is the text of, the text so far.
+struct Reading {
+    node: usize,
+    element: &'static [u8],
+    label: String,
+}
 
 impl Topology {
     /// Parses GraphML text.
@@ -28,7 +35,7 @@ impl Topology {
         const OTHER: usize = usize::MAX;
         let mut label_keys: Vec<String> = Vec::new();
         let mut open_nodes: Vec<usize> = Vec::new();
-        let mut reading: Option<(usize, String)> = None;
+        let mut reading: Option<Reading> = None;
         // The line of a byte of the text, for errors (whatever the file's encoding was).
         let line_of = |pos: u64| {
             let pos = usize::try_from(pos).map_or(text.len(), |p| p.min(text.len()));
@@ -48,12 +55,12 @@ impl Topology {
                 }
                 Ok(Event::Eof) => break,
                 Ok(Event::Text(t)) => {
-                    if let Some((_, label)) = &mut reading {
+                    if let Some(Reading { label, .. }) = &mut reading {
                         label.push_str(&t.unescape().map_err(|e| format!("line {at}: {e}"))?);
                     }
                 }
                 Ok(Event::CData(t)) => {
-                    if let Some((_, label)) = &mut reading {
+                    if let Some(Reading { label, .. }) = &mut reading {
                         label.push_str(&String::from_utf8_lossy(&t));
                     }
                 }
@@ -61,11 +68,12 @@ impl Topology {
                     b"node" | b"graph" | b"edge" => {
                         open_nodes.pop();
                     }
-                    b"data" => {
-                        if let Some((node, label)) = reading.take() {
-                            let label = label.trim();
+                    name @ (b"data" | b"NodeLabel") => {
+                        if reading.as_ref().is_some_and(|r| r.element == name) {
+                            let r = reading.take().expect("checked");
+                            let label = r.label.trim();
                             if !label.is_empty() {
-                                labels[node] = Some(label.to_owned());
+                                labels[r.node] = Some(label.to_owned());
                             }
                         }
                     }
@@ -126,7 +134,25 @@ impl Topology {
                                 && node != OTHER
                                 && attr(b"key")?.is_some_and(|k| label_keys.contains(&k))
                             {
-                                reading = Some((node, String::new()));
+                                reading = Some(Reading {
+                                    node,
+                                    element: b"data",
+                                    label: String::new(),
+                                });
+                            }
+                        }
+                        b"NodeLabel" if opens => {
+                            // yEd's label, in its node graphics: when no label key gave one.
+                            if let Some(&node) = open_nodes.last()
+                                && node != OTHER
+                                && labels[node].is_none()
+                                && reading.is_none()
+                            {
+                                reading = Some(Reading {
+                                    node,
+                                    element: b"NodeLabel",
+                                    label: String::new(),
+                                });
                             }
                         }
                         b"edge" => {
@@ -254,6 +280,29 @@ mod tests {
             t.labels,
             [Some("A & co"), None, Some("Bee"), None].map(|l| l.map(String::from))
         );
+    }
+
+    #[test]
+    fn yed_node_labels_when_no_label_key_gives_one() {
+        let g = r#"<graphml xmlns:y="http://www.yworks.com/xml/graphml">
+            <key for="node" id="d6" yfiles.type="nodegraphics"/>
+            <key id="l" for="node" attr.name="label"/>
+            <graph edgedefault="directed">
+              <node id="n0"><data key="d6"><y:ShapeNode><y:Geometry x="1"/>
+                <y:NodeLabel alignment="center">Core  1</y:NodeLabel><y:NodeLabel>second</y:NodeLabel>
+              </y:ShapeNode></data></node>
+              <node id="n1"><data key="l">Keyed</data><data key="d6"><y:ShapeNode>
+                <y:NodeLabel>graphics</y:NodeLabel></y:ShapeNode></data></node>
+              <node id="n2"><data key="d6"><y:ShapeNode><y:NodeLabel/></y:ShapeNode></data></node>
+              <edge source="n0" target="n1"><data key="d7"><y:PolyLineEdge>
+                <y:EdgeLabel>an edge</y:EdgeLabel></y:PolyLineEdge></data></edge>
+            </graph></graphml>"#;
+        let t = Topology::parse_graphml("yed", g).unwrap();
+        assert_eq!(
+            t.labels,
+            [Some("Core  1"), Some("Keyed"), None].map(|l| l.map(String::from))
+        );
+        assert_eq!(t.neighbours(0), &[1]);
     }
 
     #[test]
