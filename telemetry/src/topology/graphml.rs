@@ -68,13 +68,13 @@ impl Topology {
                     b"node" | b"graph" | b"edge" => {
                         open_nodes.pop();
                     }
-                    name @ (b"data" | b"NodeLabel") => {
-                        if reading.as_ref().is_some_and(|r| r.element == name) {
-                            let r = reading.take().expect("checked");
-                            let label = r.label.trim();
-                            if !label.is_empty() {
-                                labels[r.node] = Some(label.to_owned());
-                            }
+                    name @ (b"data" | b"NodeLabel")
+                        if reading.as_ref().is_some_and(|r| r.element == name) =>
+                    {
+                        let r = reading.take().expect("checked");
+                        let label = r.label.trim();
+                        if !label.is_empty() {
+                            labels[r.node] = Some(label.to_owned());
                         }
                     }
                     _ => {}
