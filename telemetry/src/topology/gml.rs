@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 
 use super::Topology;
+use super::text::line_of;
 
 /// Lists nested deeper than this are refused (the Zoo's files nest three deep).
 const MAX_DEPTH: usize = 64;
@@ -49,8 +50,7 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     fn error(&self, what: impl std::fmt::Display) -> String {
-        let line = 1 + self.text[..self.at].matches('\n').count();
-        format!("line {line}: {what}")
+        format!("line {}: {what}", line_of(self.text, self.at))
     }
 
     /// Skips white space and `#` comment lines.

@@ -12,6 +12,7 @@
 use quick_xml::events::Event;
 
 use super::Topology;
+use super::text::line_of;
 
 /// A node label being read: its node, the element it is the text of, the text so far.
 struct Reading {
@@ -37,20 +38,14 @@ impl Topology {
         let mut open_nodes: Vec<usize> = Vec::new();
         let mut reading: Option<Reading> = None;
         // The line of a byte of the text, for errors (whatever the file's encoding was).
-        let line_of = |pos: u64| {
-            let pos = usize::try_from(pos).map_or(text.len(), |p| p.min(text.len()));
-            1 + text.as_bytes()[..pos]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count()
-        };
+        let line = |pos: u64| line_of(text, usize::try_from(pos).unwrap_or(usize::MAX));
         loop {
-            let at = line_of(reader.buffer_position());
+            let at = line(reader.buffer_position());
             match reader.read_event() {
                 Err(e) => {
                     return Err(format!(
                         "line {}: not XML: {e}",
-                        line_of(reader.buffer_position())
+                        line(reader.buffer_position())
                     ));
                 }
                 Ok(Event::Eof) => break,

@@ -19,6 +19,15 @@ pub(super) fn decode(bytes: &[u8]) -> Result<String, String> {
     Ok(latin1_unless_utf8(bytes))
 }
 
+/// The line (from 1) of byte `pos` of `text`, for errors: the same whatever encoding the
+/// file had, where a byte offset into the decoded text would not be.
+pub(super) fn line_of(text: &str, pos: usize) -> usize {
+    1 + text.as_bytes()[..pos.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+}
+
 fn latin1_unless_utf8(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
         Ok(s) => s.to_owned(),

@@ -97,6 +97,21 @@ pub fn read(text: &str, format: Format) -> Result<Vec<Sample>, InputError> {
     }
 }
 
+/// Asserts that `got` are the samples `want` (sequence number, send time, delay in ms):
+/// numbers and delays exactly, send times to within `tolerance` seconds.
+#[cfg(test)]
+fn assert_samples(got: &[Sample], want: &[(u64, f64, f64)], tolerance: f64) {
+    let got: Vec<(u64, f64, f64)> = got
+        .iter()
+        .map(|x| (x.seq.expect("a sequence number"), x.send, x.delay_ms))
+        .collect();
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!((g.0, g.2), (w.0, w.2), "{g:?} against {w:?}");
+        assert!((g.1 - w.1).abs() < tolerance, "{g:?} against {w:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Format;

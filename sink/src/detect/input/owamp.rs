@@ -129,7 +129,7 @@ fn with_send_times(records: &[Record]) -> Result<Vec<Sample>, InputError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Format, read};
+    use super::super::{Format, assert_samples, read};
 
     #[test]
     fn owamp_unsync_records_take_send_times_from_their_neighbours() {
@@ -142,10 +142,6 @@ seq_no=4 delay=1.000000e+00 ms (sync, err=0.02 ms) sent=100.400000 recv=100.4010
 seq_no=5 delay=1.000000e+00 ms (sync, err=0.02 ms) sent=100.500000 recv=100.501000\n\
 seq_no=7          delay=3 ms\t(unsync)\n";
         let s = read(text, Format::Owamp).unwrap();
-        let got: Vec<(u64, f64, f64)> = s
-            .iter()
-            .map(|x| (x.seq.unwrap(), x.send, x.delay_ms))
-            .collect();
         let want = [
             (0, 100.0, 1.0),
             (1, 100.1, 1.5),
@@ -154,12 +150,7 @@ seq_no=7          delay=3 ms\t(unsync)\n";
             (5, 100.5, 1.0),
             (7, 100.7, 3.0),
         ];
-        assert_eq!(got.len(), want.len());
-        for (g, w) in got.iter().zip(want) {
-            assert_eq!(g.0, w.0);
-            assert!((g.1 - w.1).abs() < 1e-9, "{g:?} against {w:?}");
-            assert_eq!(g.2, w.2);
-        }
+        assert_samples(&s, &want, 1e-9);
         // Before the first record with a send time, the first two give the rate.
         let s = read(
             "seq_no=0 delay=1 ms (unsync)\n\

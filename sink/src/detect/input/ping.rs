@@ -137,7 +137,7 @@ fn unwrapped(replies: &[(u16, f64, f64)]) -> Vec<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Format, read};
+    use super::super::{Format, assert_samples, read};
 
     #[test]
     fn ping_d_replies_with_losses_duplicates_and_errors() {
@@ -155,20 +155,12 @@ mod tests {
 5 packets transmitted, 3 received, +1 duplicates, +1 errors, 40% packet loss, time 4005ms\n\
 rtt min/avg/max/mdev = 1.000/17.667/50.000/23.099 ms\n";
         let s = read(text, Format::Ping).unwrap();
-        let got: Vec<(u64, f64, f64)> = s
-            .iter()
-            .map(|x| (x.seq.unwrap(), x.send, x.delay_ms))
-            .collect();
         let want = [
             (1, 1733312345.1, 1.0),
             (2, 1733312346.1, 2.0),
             (5, 1733312349.1, 50.0),
         ];
-        assert_eq!(got.len(), want.len(), "{got:?}");
-        for (g, w) in got.iter().zip(want) {
-            assert_eq!((g.0, g.2), (w.0, w.2));
-            assert!((g.1 - w.1).abs() < 1e-6, "{g:?} against {w:?}");
-        }
+        assert_samples(&s, &want, 1e-6);
     }
 
     #[test]
