@@ -23,6 +23,7 @@ use telemetry::protocol::{
     FrameType, Hello, PlanText, PortInfo, Stats, WireDigest, WireProbe, encode_flowset,
     encode_probes,
 };
+use telemetry::wire::shim::shim_len;
 
 use crate::Config;
 use crate::export::{Announcement, DigestSender, Exporter, Outgoing};
@@ -442,11 +443,16 @@ impl TelemetryControl {
                 flowsets: 0,
             });
         }
-        Ok(format!(
+        let mut said = format!(
             "plan reload: installed {:08x} (was {:08x})",
             new.version(),
             current.version()
-        ))
+        );
+        for w in config.shim_room_warnings(shim_len(new.digest_bytes())) {
+            said.push_str("\nplan reload: warning: ");
+            said.push_str(&w);
+        }
+        Ok(said)
     }
 
     /// Final collection after the workers stopped: the last digests and flowsets go out,

@@ -42,7 +42,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
         held: captures,
         warnings,
     } = resources::check_captures(config)?;
-    for w in &warnings {
+    for w in warnings.iter().chain(&config.warnings()) {
         eprintln!("pint-switch: warning: {w}");
     }
     let held = captures.frames;

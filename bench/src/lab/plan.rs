@@ -106,7 +106,13 @@ impl LabPlan {
             control::config::types::parse_capacity(&lab.capacity).map_err(anyhow::Error::msg)?;
         let mut switches = Vec::new();
         for n in 0..lab.topology.len() as u32 {
-            let tables = fabric::tables(&lab.topology, n, capacity, 1500, ecmp_seed(n))?;
+            let tables = fabric::tables(
+                &lab.topology,
+                n,
+                capacity,
+                fabric::Mtus::with_shim_room(1500),
+                ecmp_seed(n),
+            )?;
             let text = switch_config(lab, n, &tables, at);
             let file_name = lab.safe_name(n);
             switches.push(SwitchPlan {
@@ -237,7 +243,7 @@ fn switch_config(lab: &Lab, n: u32, tables: &Tables, at: &Endpoints) -> String {
         };
         let _ = writeln!(
             s,
-            "[[ports]]\nname = \"{}\"\ndevice = {}\nrole = \"{}\"\nmac = \"{}\"\ncapacity = \"{}\"\nrx_descriptors = 256\ntx_descriptors = 256",
+            "[[ports]]\nname = \"{}\"\ndevice = {}\nrole = \"{}\"\nmac = \"{}\"\nmtu = {}\ncapacity = \"{}\"\nrx_descriptors = 256\ntx_descriptors = 256",
             port_name(lab, n, p as u16),
             toml_string(&device),
             match spec.role {
@@ -245,6 +251,7 @@ fn switch_config(lab: &Lab, n: u32, tables: &Tables, at: &Endpoints) -> String {
                 PortRole::Fabric => "fabric",
             },
             spec.mac,
+            spec.mtu,
             lab.capacity,
         );
         if p > 0 {
@@ -450,6 +457,9 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{}: {e}\n{}", s.name, s.text));
             assert_eq!(c.tables(), s.tables, "{}", s.name);
             assert!(c.telemetry.enabled && c.telemetry.sink.is_some());
+            // Fabric ports leave room for the longest shim: hosts' largest packets carry
+            // telemetry too.
+            assert!(c.shim_room_warnings(14).is_empty(), "{}", s.name);
         }
         // spine1 (node 0) impairs its port towards leaf3 (node 4) only.
         let spine1 = control::Config::from_toml(&plan.switches[0].text).unwrap();

@@ -55,6 +55,9 @@ pub(crate) fn key_err(key: impl Into<String>, reason: impl Into<String>) -> Conf
     }
 }
 
+/// The largest port MTU (`ports[].mtu`): jumbo frames.
+pub const MAX_MTU: u16 = 9600;
+
 /// The validated configuration of one switch, with every default filled in.
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
@@ -257,6 +260,68 @@ impl Config {
         self.ports.iter().position(|p| p.name == name)
     }
 
+    /// What the operator should hear before the switch starts (`--check-config` prints it
+    /// too): settings that are valid but likely not what was meant, each naming its key.
+    /// Today: fabric ports without room for the plan's shim ([`Config::shim_room_warnings`]).
+    pub fn warnings(&self) -> Vec<String> {
+        if !self.telemetry.enabled {
+            return Vec::new();
+        }
+        match self.telemetry.load_queries() {
+            Ok((_, plan)) => self.shim_room_warnings(::telemetry::wire::shim::shim_len(
+                ::telemetry::wire::shim::digest_bytes(plan.global_bits),
+            )),
+            // A query file that does not load is an error where the plan is compiled.
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// What the operator should hear about the fabric ports' room for a shim of
+    /// `shim_bytes` bytes: one line, naming its key, per fabric port whose MTU is below the
+    /// largest edge port's plus the shim. The shim counts against the egress MTU, so the
+    /// largest packets hosts send (often most of a bulk transfer's) would cross such a port
+    /// without telemetry. Empty when telemetry is off, there is no edge port, or every
+    /// fabric port has room.
+    pub fn shim_room_warnings(&self, shim_bytes: usize) -> Vec<String> {
+        if !self.telemetry.enabled {
+            return Vec::new();
+        }
+        let Some(edge) = self
+            .ports
+            .iter()
+            .filter(|p| p.role == PortRole::Edge)
+            .rev() // max_by_key keeps the last of equals: name the first
+            .max_by_key(|p| p.mtu)
+        else {
+            return Vec::new();
+        };
+        let need = usize::from(edge.mtu) + shim_bytes;
+        self.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.role == PortRole::Fabric && usize::from(p.mtu) < need)
+            .map(|(i, p)| {
+                let fix = if need <= usize::from(MAX_MTU) {
+                    format!("set it to {need} or more")
+                } else {
+                    format!(
+                        "a port's MTU cannot go above {MAX_MTU}: lower edge port `{}`'s to {} or less",
+                        edge.name,
+                        usize::from(MAX_MTU).saturating_sub(shim_bytes)
+                    )
+                };
+                format!(
+                    "config key `ports[{i}].mtu` (fabric port `{}`): {} leaves no room for the plan's {shim_bytes}-byte shim on packets above {} bytes, which edge port `{}` (mtu {}) admits: they cross it without telemetry (counted as `no_telemetry_mtu`); {fix}",
+                    p.name,
+                    p.mtu,
+                    usize::from(p.mtu).saturating_sub(shim_bytes),
+                    edge.name,
+                    edge.mtu,
+                )
+            })
+            .collect()
+    }
+
     /// The pipeline's tables: ports and routes as plain values.
     pub fn tables(&self) -> pipeline::Tables {
         pipeline::Tables {
@@ -436,10 +501,10 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
             return Err(key_err(k("mac"), format!("{mac} is a multicast address")));
         }
         let mtu = p.mtu.unwrap_or(1500);
-        if !(68..=9600).contains(&mtu) {
+        if !(68..=u32::from(MAX_MTU)).contains(&mtu) {
             return Err(key_err(
                 k("mtu"),
-                format!("{mtu} is out of range (68 to 9600)"),
+                format!("{mtu} is out of range (68 to {MAX_MTU})"),
             ));
         }
         let capacity_bps = match p.capacity {

@@ -350,3 +350,53 @@ fn idle_sleeps_default_and_are_checked() {
         assert_eq!(key_of(&e), "dataplane.idle_sleep_max_us", "{table}: {e}");
     }
 }
+
+#[test]
+fn fabric_ports_without_room_for_the_shim_are_warned_about() {
+    assert!(
+        Config::from_toml(GOOD).unwrap().warnings().is_empty(),
+        "telemetry off: no shim"
+    );
+    // `in` (edge, 1500), `up0` (fabric, 9000), `up1` (fabric, 1500); the paper's plan
+    // writes an 8-byte shim.
+    let on = Config::from_toml(&format!("{GOOD}\n[telemetry]\n")).unwrap();
+    let w = on.warnings();
+    assert_eq!(
+        w,
+        vec![
+            "config key `ports[2].mtu` (fabric port `up1`): 1500 leaves no room for the plan's \
+             8-byte shim on packets above 1492 bytes, which edge port `in` (mtu 1500) admits: \
+             they cross it without telemetry (counted as `no_telemetry_mtu`); set it to 1508 \
+             or more"
+        ]
+    );
+    let with_mtu = |mtu: u32| {
+        let text = GOOD.replace(
+            "mac = \"02:00:00:00:01:01\"\n",
+            &format!("mac = \"02:00:00:00:01:01\"\nmtu = {mtu}\n"),
+        );
+        Config::from_toml(&format!("{text}\n[telemetry]\n")).unwrap()
+    };
+    assert!(with_mtu(1508).warnings().is_empty());
+    assert_eq!(with_mtu(1507).warnings().len(), 1);
+    // A wider plan needs more: the longest shim (64-bit digests) is 14 bytes.
+    assert!(with_mtu(1508).shim_room_warnings(14)[0].contains("set it to 1514 or more"));
+    assert!(with_mtu(1514).shim_room_warnings(14).is_empty());
+    // Jumbo hosts leave no fabric MTU that fits: the warning says what to lower.
+    let jumbo = GOOD.replace(
+        "role = \"edge\"\nmac = \"02:00:00:00:00:01\"\n",
+        "role = \"edge\"\nmac = \"02:00:00:00:00:01\"\nmtu = 9600\n",
+    );
+    let jumbo = Config::from_toml(&format!("{jumbo}\n[telemetry]\n")).unwrap();
+    let w = jumbo.warnings();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w[0].ends_with("a port's MTU cannot go above 9600: lower edge port `in`'s to 9592 or less"),
+        "{}",
+        w[0]
+    );
+    // Without edge ports (a spine) nothing is known of what hosts send.
+    let spine = GOOD.replace("role = \"edge\"", "role = \"fabric\"");
+    let spine = Config::from_toml(&format!("{spine}\n[telemetry]\n")).unwrap();
+    assert!(spine.warnings().is_empty());
+}

@@ -35,8 +35,11 @@ pub struct EmulatorConfig {
     pub epoch_ns: u64,
     /// Port capacity in bit/s.
     pub capacity_bps: u64,
-    /// Port MTU.
+    /// The edge ports' MTU.
     pub mtu: u16,
+    /// The fabric ports' MTU (None: the edge ports' with room for the longest shim,
+    /// [`fabric::Mtus::with_shim_room`]).
+    pub fabric_mtu: Option<u16>,
     /// HPCC's base RTT in ns.
     pub base_rtt_ns: u64,
     /// Digest ring size per switch.
@@ -53,6 +56,7 @@ impl Default for EmulatorConfig {
             epoch_ns: 10_000_000,
             capacity_bps: 10_000_000_000,
             mtu: 1500,
+            fabric_mtu: None,
             base_rtt_ns: 13_000,
             ring: 1 << 16,
             shim_ethertype: telemetry::wire::shim::DEFAULT_ETHERTYPE,
@@ -122,7 +126,11 @@ impl Emulator {
         let clock = SharedClock::fixed(Clock::nanoseconds(0));
         let mut nodes = Vec::with_capacity(topology.len());
         for n in 0..topology.len() as u32 {
-            let tables = fabric::tables(&topology, n, config.capacity_bps, config.mtu, 7)?;
+            let mut mtu = fabric::Mtus::with_shim_room(config.mtu);
+            if let Some(m) = config.fabric_mtu {
+                mtu.fabric = m;
+            }
+            let tables = fabric::tables(&topology, n, config.capacity_bps, mtu, 7)?;
             let switch_id = topology.switch_id(n);
             let plan = config.plan.as_deref().map(|text| {
                 Arc::new(

@@ -10,6 +10,7 @@
 
 use telemetry::topology::Topology;
 use telemetry::wire::MacAddr;
+use telemetry::wire::shim::{MAX_DIGEST_BYTES, shim_len};
 
 use crate::tables::{MAX_PORTS, NextHopSpec, PortRole, PortSpec, RouteSpec, Tables};
 
@@ -64,13 +65,39 @@ pub fn port_towards(t: &Topology, n: u32, v: u32) -> Option<u16> {
         .map(|j| j as u16 + 1)
 }
 
+/// Bytes a fabric port's MTU leaves above the edge ports': the longest shim any plan writes.
+/// A packet the shim would push past a fabric port's MTU crosses it without telemetry
+/// (`no_telemetry_mtu`), so without this room the largest packets hosts send, often most of
+/// a bulk transfer's, would carry none.
+pub const SHIM_ROOM: u16 = shim_len(MAX_DIGEST_BYTES) as u16;
+
+/// The MTUs of a fabric's ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mtus {
+    /// The edge ports' (hosts').
+    pub edge: u16,
+    /// The fabric ports'.
+    pub fabric: u16,
+}
+
+impl Mtus {
+    /// Edge ports of `edge` and fabric ports with [`SHIM_ROOM`] more: every packet hosts
+    /// may send carries telemetry, whatever the plan.
+    pub fn with_shim_room(edge: u16) -> Mtus {
+        Mtus {
+            edge,
+            fabric: edge.saturating_add(SHIM_ROOM),
+        }
+    }
+}
+
 /// The tables of node `n`: ports of `capacity_bps` and `mtu`, routes to every reachable
 /// switch's hosts.
 pub fn tables(
     t: &Topology,
     n: u32,
     capacity_bps: u64,
-    mtu: u16,
+    mtu: Mtus,
     ecmp_seed: u64,
 ) -> Result<Tables, FabricError> {
     if t.len() > 1 << 16 {
@@ -87,7 +114,10 @@ pub fn tables(
         mac: port_mac(n, p),
         promiscuous: true,
         role,
-        mtu,
+        mtu: match role {
+            PortRole::Edge => mtu.edge,
+            PortRole::Fabric => mtu.fabric,
+        },
         capacity_bps,
     };
     let mut ports = vec![port(0, PortRole::Edge)];
@@ -139,8 +169,10 @@ mod tests {
         let t = Topology::fat_tree(4);
         let edges = Topology::fat_tree_edges(4);
         let (a, b) = (edges[0], edges[7]);
-        let tab = tables(&t, a, 10_000_000_000, 1500, 1).unwrap();
+        let tab = tables(&t, a, 10_000_000_000, Mtus::with_shim_room(1500), 1).unwrap();
         assert_eq!(tab.ports[0].role, PortRole::Edge);
+        assert_eq!(tab.ports[0].mtu, 1500);
+        assert!(tab.ports[1..].iter().all(|p| p.mtu == 1514));
         assert_eq!(tab.ports.len(), 1 + t.neighbours(a).len());
         let to_b = tab
             .routes

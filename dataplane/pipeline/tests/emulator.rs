@@ -368,6 +368,7 @@ fn packets_the_shim_would_push_past_the_mtu_go_without_telemetry() {
         EmulatorConfig {
             plan: Some(PAPER.to_owned()),
             mtu: 600,
+            fabric_mtu: Some(600),
             ..Default::default()
         },
     )
@@ -387,6 +388,43 @@ fn packets_the_shim_would_push_past_the_mtu_go_without_telemetry() {
     );
     assert_eq!(emu.counters(1).telemetry.get(TelemetryEvent::NoShim), 1);
     assert!(emu.digests(1).is_empty());
+}
+
+/// Fabric ports left room for the shim (the emulator's and the lab's default): a packet as
+/// large as the hosts' MTU carries telemetry across every hop and still reaches its host
+/// as plain forwarding would deliver it.
+#[test]
+fn packets_as_large_as_the_edge_mtu_carry_telemetry_through_a_fabric_with_room() {
+    let mut emu = Emulator::new(
+        Topology::line(3),
+        EmulatorConfig {
+            plan: Some(PAPER.to_owned()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let ports = &emu.nodes[1].tables.ports;
+    assert_eq!(ports[0].mtu, 1500, "the hosts' port");
+    assert!(
+        ports[1..]
+            .iter()
+            .all(|p| p.mtu == 1500 + pipeline::fabric::SHIM_ROOM),
+        "the fabric ports have room for the shim"
+    );
+    let mut p = packet(0, 2, 1, 1, 64);
+    p.payload_len = 1500 - 20 - 8; // exactly the edge MTU
+    let out = emu.send(0, &p.build(), |_| 10);
+    let Outcome::Delivered { frame, path, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(path, vec![0, 1, 2]);
+    assert_eq!(frame, plainly_forwarded(&p, 2, 3));
+    for n in 0..3 {
+        let t = &emu.counters(n).telemetry;
+        assert_eq!(t.get(TelemetryEvent::NoTelemetryMtu), 0, "switch {n}");
+        assert_eq!(t.get(TelemetryEvent::NoShim), 0, "switch {n}");
+    }
+    assert_eq!(emu.digests(2).len(), 1, "the last hop reports the digest");
 }
 
 /// A switch with as many neighbours as a switch has ports (the hub of a star of 31 leaves):

@@ -75,6 +75,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     };
     if cli.check_config {
         print!("{}", config.to_toml());
+        for w in config.warnings() {
+            eprintln!("pint-switch: warning: {w}");
+        }
         return Ok(());
     }
     let duration = match (cli.duration, cli.demo) {

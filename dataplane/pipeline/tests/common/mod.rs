@@ -31,6 +31,7 @@ pub fn line_with_mtu(fast: bool, whole: bool, mtu: u16) -> Emulator {
             expected_flows: 64,
             ring: 1024,
             mtu,
+            fabric_mtu: Some(mtu),
             ..Default::default()
         },
     )
