@@ -124,9 +124,21 @@ fn settle(sink: &Sink, truth: &Truth) {
             .counters
             .flowsets
             .load(std::sync::atomic::Ordering::Relaxed);
-        if digests == truth.digests && flowsets == truth.flowsets {
-            // The last epochs' counters reach the decode threads once the grace time passed.
-            std::thread::sleep(shared.config.epoch_grace * 3 + Duration::from_millis(300));
+        // Everything received; the last epochs' counters reach the decode threads once the
+        // grace time passed: the health's backlog says when all of it is applied (the exact
+        // counts and losses checked next would miss any part it left out).
+        // Received is not applied: the last epochs' counters reach the decode threads once
+        // the grace time passed, and the exact counts checked next would miss any left out.
+        let backlog = shared
+            .flowsets_held
+            .flowsets
+            .load(std::sync::atomic::Ordering::Relaxed)
+            + shared
+                .shards
+                .iter()
+                .map(|s| s.pending.load(std::sync::atomic::Ordering::Relaxed))
+                .sum::<usize>();
+        if digests == truth.digests && flowsets == truth.flowsets && backlog == 0 {
             return;
         }
         let sum = |f: fn(&sink::registry::SwitchCounters) -> &std::sync::atomic::AtomicU64| {
@@ -338,7 +350,12 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
             assert_eq!(*v, 0, "link {k:?}");
         }
     }
-    assert_eq!(json(http, "/api/health")["switches_connected"], 0);
+    let health = json(http, "/api/health");
+    assert_eq!(health["switches_connected"], 0);
+    assert_eq!(
+        health["backlog"],
+        serde_json::json!({"flowsets": 0, "decode_messages": 0})
+    );
     let flows = json(http, "/api/flows?top=5&by=packets");
     assert_eq!(flows.as_array().unwrap().len(), 5);
     let (status, body) = get(http, "/api/flows?by=colour");

@@ -14,7 +14,7 @@ use telemetry::topology::Topology;
 
 use crate::config::SinkConfig;
 use crate::detect::Params;
-use crate::epochs::{self, EpochLog};
+use crate::epochs::{self, EpochLog, HeldTotals};
 use crate::events::EventLog;
 use crate::export::{ExportCounters, Outputs};
 use crate::flows::{FlowTable, ShardContext};
@@ -46,6 +46,8 @@ pub struct Shared {
     pub events: Arc<EventLog>,
     /// Epoch counters that could not be handed to a decode thread in time.
     pub counts_dropped: AtomicU64,
+    /// The flowsets received and not yet decoded into counters (and their memory).
+    pub flowsets_held: Arc<HeldTotals>,
     /// The topology, if given.
     pub topology: Option<Arc<Topology>>,
     /// When the sink started.
@@ -132,7 +134,9 @@ impl Sink {
             let (tx, rx) = bounded(config.queue_batches);
             let table = Arc::new(Mutex::new(FlowTable::new(per_shard)));
             let buffers = Buffers::new(BUFFERS_PER_SHARD);
-            let (t, c, e, b) = (
+            let pending = Arc::new(AtomicUsize::new(0));
+            let (p, t, c, e, b) = (
+                Arc::clone(&pending),
                 Arc::clone(&table),
                 cx.clone(),
                 export_tx.clone(),
@@ -141,14 +145,21 @@ impl Sink {
             shard_threads.push(
                 std::thread::Builder::new()
                     .name(format!("decode-{i}"))
-                    .spawn(move || shard::run(rx, t, c, timeouts, e, b))?,
+                    .spawn(move || shard::run(rx, p, t, c, timeouts, e, b))?,
             );
-            shards.push(Shard { tx, table, buffers });
+            shards.push(Shard {
+                tx,
+                table,
+                buffers,
+                pending,
+            });
         }
         drop(export_tx);
 
         let epochs_log = Arc::new(EpochLog::default());
+        let flowsets_held = Arc::new(HeldTotals::default());
         let shared = Arc::new(Shared {
+            flowsets_held: Arc::clone(&flowsets_held),
             registry: Arc::clone(&registry),
             shards: shards.clone(),
             epochs: Arc::clone(&epochs_log),
@@ -161,7 +172,6 @@ impl Sink {
         });
 
         let (fs_tx, fs_rx) = bounded(FLOWSET_QUEUE);
-        let held = Arc::new(AtomicUsize::new(0));
         let assembler = {
             let (registry, log, shared) = (
                 Arc::clone(&registry),
@@ -188,9 +198,8 @@ impl Sink {
                                 epoch_ms,
                                 counts,
                             };
-                            if let Err(SendTimeoutError::Timeout(_)) = shared.shards[i]
-                                .tx
-                                .send_timeout(msg, Duration::from_secs(1))
+                            if let Err(SendTimeoutError::Timeout(_)) =
+                                shared.shards[i].send_timeout(msg, Duration::from_secs(1))
                             {
                                 shared.counts_dropped.fetch_add(1, Relaxed);
                             }
@@ -206,7 +215,7 @@ impl Sink {
                 registry,
                 shards,
                 flowsets: fs_tx,
-                flowset_bytes_held: held,
+                flowsets_held: Arc::clone(&flowsets_held),
                 flowset_memory_bytes: config.flowset_memory_bytes,
                 max_flowset_bytes: config.max_flowset_bytes,
                 stop: Arc::clone(&stop),

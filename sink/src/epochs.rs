@@ -42,35 +42,49 @@ pub struct FlowSetIn {
     pub held: Held,
 }
 
-/// Memory of a flowset's table, added to a total while the flowset is held (queued for the
-/// assembler or waiting for the rest of its epoch) and taken off when it is dropped: what
-/// ingest checks a new flowset against, so that flowsets never take more than the sink's
-/// limit, however fast or large they come.
+/// What the flowsets held take: their tables' memory (what ingest checks a new flowset
+/// against, so that flowsets never take more than the sink's limit, however fast or large
+/// they come) and their number (the epoch assembler's backlog: flowsets received and not yet
+/// decoded into counters).
+#[derive(Debug, Default)]
+pub struct HeldTotals {
+    /// Bytes of the tables held.
+    pub bytes: AtomicUsize,
+    /// Flowsets held.
+    pub flowsets: AtomicUsize,
+}
+
+/// One flowset's share of [`HeldTotals`], counted while the flowset is held (queued for the
+/// assembler or waiting for the rest of its epoch) and taken off when it is dropped, after
+/// its counters went to the decode threads.
 #[derive(Debug)]
 pub struct Held {
     bytes: usize,
-    total: Arc<AtomicUsize>,
+    totals: Arc<HeldTotals>,
 }
 
 impl Held {
-    /// Counts `bytes` in `total` until dropped, if that keeps `total` within `limit`
-    /// (None, counting nothing, if not).
-    pub fn reserve(total: &Arc<AtomicUsize>, bytes: usize, limit: usize) -> Option<Held> {
-        total
+    /// Counts a flowset of `bytes` in `totals` until dropped, if that keeps the bytes held
+    /// within `limit` (None, counting nothing, if not).
+    pub fn reserve(totals: &Arc<HeldTotals>, bytes: usize, limit: usize) -> Option<Held> {
+        totals
+            .bytes
             .fetch_update(Relaxed, Relaxed, |t| {
                 t.checked_add(bytes).filter(|&after| after <= limit)
             })
             .ok()?;
+        totals.flowsets.fetch_add(1, Relaxed);
         Some(Held {
             bytes,
-            total: Arc::clone(total),
+            totals: Arc::clone(totals),
         })
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.total.fetch_sub(self.bytes, Relaxed);
+        self.totals.bytes.fetch_sub(self.bytes, Relaxed);
+        self.totals.flowsets.fetch_sub(1, Relaxed);
     }
 }
 
@@ -154,9 +168,40 @@ pub struct EpochLog {
 /// Where decoded counters go: (epoch, (epoch start ms, epoch ms), counters).
 pub type CountSink<'a> = dyn FnMut(u64, (u64, u64), Vec<(FlowKey, u32, u64, u64)>) + 'a;
 
+/// One epoch's flowsets while it waits for the rest.
 struct Bucket {
     first: Instant,
     sets: Vec<FlowSetIn>,
+    /// The (switch, worker) pairs that delivered.
+    delivered: rustc_hash::FxHashSet<(u32, u16)>,
+    /// How many pairs must have delivered before the epoch can be complete: the workers
+    /// expected when last looked at. Until then no flowset looks at the registry again, so
+    /// that an epoch costs time linear in the switches, not quadratic.
+    wanted: usize,
+}
+
+impl Bucket {
+    /// Takes flowset `f`; says whether every worker of every switch `registry` expects
+    /// (connected with this epoch length) has now delivered.
+    fn add(&mut self, f: FlowSetIn, registry: &Registry, grace: Duration) -> bool {
+        self.delivered.insert((f.switch, f.worker));
+        let epoch_ns = f.epoch_ns;
+        self.sets.push(f);
+        if self.delivered.len() < self.wanted {
+            return false;
+        }
+        let expected = registry.connected_with_epoch(epoch_ns, grace);
+        let all_in = !expected.is_empty()
+            && expected.iter().all(|&(s, workers)| {
+                (0..workers)
+                    .all(|w| u16::try_from(w).is_ok_and(|w| self.delivered.contains(&(s, w))))
+            });
+        // Not yet: look again once as many pairs have delivered as are now expected (at
+        // least one more than now: some that delivered may be no longer expected).
+        let now_expected: usize = expected.iter().map(|&(_, w)| w).sum();
+        self.wanted = now_expected.max(self.delivered.len() + 1);
+        all_in
+    }
 }
 
 /// Runs the assembler until `rx` closes.
@@ -185,18 +230,10 @@ pub fn run(
                 let b = buckets.entry(key).or_insert_with(|| Bucket {
                     first: Instant::now(),
                     sets: Vec::new(),
+                    delivered: Default::default(),
+                    wanted: 0,
                 });
-                b.sets.push(f);
-                let expected = registry.connected_with_epoch(key.0, grace);
-                let all_in = !expected.is_empty()
-                    && expected.iter().all(|&(s, workers)| {
-                        (0..workers).all(|w| {
-                            b.sets
-                                .iter()
-                                .any(|x| x.switch == s && usize::from(x.worker) == w)
-                        })
-                    });
-                if all_in {
+                if b.add(f, &registry, grace) {
                     let b = buckets.remove(&key).expect("present");
                     let r = finish(b.sets, &registry, grace, &mut single, counts, false, false);
                     finished.add(key);
@@ -347,9 +384,13 @@ fn finish(
     } else {
         registry.connected_with_epoch(epoch_ns, grace)
     };
+    let delivered: rustc_hash::FxHashSet<(u32, u16)> =
+        sets.iter().map(|s| (s.switch, s.worker)).collect();
     let missing: Vec<u32> = expected
         .iter()
-        .filter(|(s, w)| per_switch.get(s).is_none_or(|(p, _)| p.flowsets < *w))
+        .filter(|&&(s, workers)| {
+            (0..workers).any(|w| u16::try_from(w).is_ok_and(|w| !delivered.contains(&(s, w))))
+        })
         .map(|(s, _)| *s)
         .collect();
     let mut out = Vec::new();
@@ -380,5 +421,139 @@ fn finish(
         by_deadline,
         late,
         decode_us: t.elapsed().as_micros() as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use telemetry::flowradar::FlowSetConfig;
+    use telemetry::flowradar::flowset::FILTER_SEED;
+    use telemetry::flowradar::wire::Shape;
+    use telemetry::protocol::Hello;
+
+    const EPOCH_NS: u64 = 10_000_000;
+
+    /// An epoch's counters as handed over: (flow, switch, packets, bytes).
+    type Counted = Vec<(FlowKey, u32, u64, u64)>;
+
+    fn flowset(switch: u32, packets: u64) -> FlowSet {
+        let mut fs = FlowSet::new(&FlowSetConfig::for_flows(100, switch));
+        let key = FlowKey {
+            src: 0x0a00_0001,
+            dst: 0x0a00_0002,
+            src_port: 1,
+            dst_port: 2,
+            protocol: 17,
+        };
+        for _ in 0..packets {
+            fs.update(&key, 100);
+        }
+        fs
+    }
+
+    /// A registry with `n` switches of `workers` workers each connected.
+    fn registry(n: u32, workers: usize) -> (Arc<Registry>, Arc<HeldTotals>) {
+        let r = Arc::new(Registry::default());
+        for id in 1..=n {
+            let fs = flowset(id, 0);
+            r.connect(
+                &Hello {
+                    switch_id: id,
+                    session: 1,
+                    epoch_ns: EPOCH_NS,
+                    shim_ethertype: 0x88b5,
+                    shape: Shape::of(&fs),
+                    filter_seed: FILTER_SEED,
+                    table_seeds: vec![fs.table_seed(); workers],
+                    max_digests: 1024,
+                    ports: Vec::new(),
+                    plan: None,
+                },
+                "test",
+                0,
+            );
+        }
+        (r, Arc::new(HeldTotals::default()))
+    }
+
+    fn item(held: &Arc<HeldTotals>, switch: u32, worker: u16, epoch: u64) -> FlowSetIn {
+        FlowSetIn {
+            switch,
+            epoch_ns: EPOCH_NS,
+            worker,
+            epoch,
+            epochs: 1,
+            flowset: flowset(switch, 3),
+            held: Held::reserve(held, 1000, usize::MAX).unwrap(),
+        }
+    }
+
+    /// Runs the assembler over `items` (grace long enough never to pass while they are
+    /// taken in) and returns its reports and the counters it handed over, per epoch.
+    fn assemble(
+        registry: Arc<Registry>,
+        items: Vec<FlowSetIn>,
+    ) -> (Vec<EpochReport>, Vec<(u64, Counted)>) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for i in items {
+            tx.send(i).unwrap();
+        }
+        drop(tx);
+        let log = Arc::new(EpochLog::default());
+        let mut counted = Vec::new();
+        run(
+            rx,
+            registry,
+            Arc::clone(&log),
+            Duration::from_secs(60),
+            &mut |epoch, _, c| counted.push((epoch, c)),
+        );
+        let reports = log.reports.lock().unwrap().iter().cloned().collect();
+        (reports, counted)
+    }
+
+    /// An epoch of many switches of two workers each is finished by its last flowset, not by
+    /// the grace time, and each switch's counters are its workers' summed; a worker that
+    /// delivers twice does not stand in for one that never does, and that epoch waits.
+    #[test]
+    fn an_epoch_finishes_when_every_worker_of_every_switch_delivered() {
+        let n = 200;
+        let (registry, held) = registry(n, 2);
+        let mut items = Vec::new();
+        for s in (1..=n).rev() {
+            for w in 0..2 {
+                items.push(item(&held, s, w, 7));
+            }
+        }
+        for s in 1..=n {
+            items.push(item(&held, s, 0, 8));
+        }
+        items.push(item(&held, 5, 0, 8));
+        let (reports, counted) = assemble(registry, items);
+        assert_eq!(reports.len(), 2);
+        let (full, partial) = (&reports[0], &reports[1]);
+        assert_eq!(
+            (full.epoch, full.by_deadline, full.complete),
+            (7, false, true)
+        );
+        assert!(full.missing.is_empty());
+        assert_eq!(full.switches.len(), n as usize);
+        assert!(full.switches.iter().all(|p| p.flowsets == 2));
+        // Epoch 8 waited for the second workers until the end.
+        assert_eq!(
+            (partial.epoch, partial.by_deadline, partial.complete),
+            (8, true, false)
+        );
+        assert_eq!(partial.missing.len(), n as usize);
+        let (epoch, c) = &counted[0];
+        assert_eq!((*epoch, c.len()), (7, n as usize));
+        assert!(
+            c.iter()
+                .all(|&(_, _, packets, bytes)| (packets, bytes) == (6, 600))
+        );
+        // Every flowset was let go once its counters were handed over.
+        assert_eq!(held.flowsets.load(Relaxed), 0);
+        assert_eq!(held.bytes.load(Relaxed), 0);
     }
 }

@@ -5,7 +5,7 @@
 //! grows without bound.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Sender, TrySendError};
@@ -15,7 +15,7 @@ use telemetry::protocol::{
     DigestOrder, FlowRuns, Frame, FrameType, Hello, ProtocolError, Session, WireProbe,
 };
 
-use crate::epochs::{FlowSetIn, Held};
+use crate::epochs::{FlowSetIn, Held, HeldTotals};
 use crate::registry::{Registry, SwitchEntry};
 use crate::shard::{DigestBuffers, Shard, ShardMsg, shard_of};
 use crate::transport::{FrameSource, Next, SourceError, Transport};
@@ -29,8 +29,8 @@ pub struct Ingest {
     pub shards: Vec<Shard>,
     /// The epoch assembler's queue.
     pub flowsets: Sender<FlowSetIn>,
-    /// Bytes of the flowsets held (queued or waiting for their epoch: [`Held`]).
-    pub flowset_bytes_held: Arc<AtomicUsize>,
+    /// The flowsets held (queued or waiting for their epoch: [`Held`]).
+    pub flowsets_held: Arc<HeldTotals>,
     /// Most bytes of flowsets held.
     pub flowset_memory_bytes: usize,
     /// Largest flowset a switch may declare, bytes.
@@ -139,13 +139,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
         // table, however few bytes it came in); one with no room is dropped undecoded.
         let is_flowset = Session::peek_type(bytes) == Some(FrameType::FlowSet);
         let reserved = is_flowset
-            .then(|| {
-                Held::reserve(
-                    &ing.flowset_bytes_held,
-                    flowset_bytes,
-                    ing.flowset_memory_bytes,
-                )
-            })
+            .then(|| Held::reserve(&ing.flowsets_held, flowset_bytes, ing.flowset_memory_bytes))
             .flatten();
         if let Some(e) = &entry
             && is_flowset
@@ -361,7 +355,7 @@ fn route_probes(ing: &Ingest, e: &SwitchEntry, probes: Vec<WireProbe>) {
             continue;
         }
         let k = probes.len() as u64;
-        if let Err(TrySendError::Full(_)) = ing.shards[i].tx.try_send(ShardMsg::Probes(probes)) {
+        if let Err(TrySendError::Full(_)) = ing.shards[i].try_send(ShardMsg::Probes(probes)) {
             e.counters.probes_dropped.fetch_add(k, Relaxed);
         }
     }
@@ -375,7 +369,7 @@ fn send(ing: &Ingest, e: &SwitchEntry, shard: usize, switch: u32, batch: DigestB
         digests,
         by_flow,
     };
-    if let Err(TrySendError::Full(_)) = ing.shards[shard].tx.try_send(msg) {
+    if let Err(TrySendError::Full(_)) = ing.shards[shard].try_send(msg) {
         e.counters.digests_dropped.fetch_add(n, Relaxed);
     }
 }

@@ -51,6 +51,9 @@ pub fn page(shared: &Shared) -> Page {
                 flowsets_exported: 0,
                 digests_received: e.counters.digests.load(Relaxed),
                 flowsets_received: e.counters.flowsets.load(Relaxed),
+                dropped_at_sink: e.counters.digests_dropped.load(Relaxed)
+                    + e.counters.flowsets_dropped.load(Relaxed)
+                    + e.counters.probes_dropped.load(Relaxed),
                 exit: if e.counters.connected.load(Relaxed) {
                     "connected".into()
                 } else {
@@ -87,6 +90,7 @@ pub fn page(shared: &Shared) -> Page {
                         flowsets_exported: 0,
                         digests_received: 0,
                         flowsets_received: 0,
+                        dropped_at_sink: 0,
                         exit: "never connected".into(),
                     });
                 }

@@ -36,6 +36,11 @@ pub struct SwitchRow {
     pub digests_received: u64,
     /// Flowsets the sink received from it.
     pub flowsets_received: u64,
+    /// Its digests, flowsets and probe arrivals the sink received and dropped, falling
+    /// behind (a decode queue or the flowset memory full): the counts, paths and losses
+    /// shown miss them.
+    #[serde(default)]
+    pub dropped_at_sink: u64,
     /// How the process ended.
     pub exit: String,
 }
@@ -641,6 +646,7 @@ fn totals(h: &mut String, r: &Page) {
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .chain((s.tx_full_drops > 0).then(|| format!("tx_full {}", s.tx_full_drops)))
+            .chain((s.dropped_at_sink > 0).then(|| format!("at the sink {}", s.dropped_at_sink)))
             .collect();
         let _ = write!(
             h,

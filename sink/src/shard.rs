@@ -2,10 +2,11 @@
 //! counters from a bounded queue, and once a second exports what is due and forgets idle
 //! flows. The API reads a thread's flows under its lock, briefly.
 
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError};
 use telemetry::flowradar::FlowKey;
 use telemetry::hash::key_hash;
 use telemetry::protocol::{FlowRuns, WireDigest};
@@ -43,12 +44,37 @@ pub enum ShardMsg {
 /// One decode thread, as the rest of the sink sees it.
 #[derive(Debug, Clone)]
 pub struct Shard {
-    /// Its queue.
+    /// Its queue: send with [`Shard::try_send`] or [`Shard::send_timeout`], which keep
+    /// [`Shard::pending`] right.
     pub tx: Sender<ShardMsg>,
     /// Its flows.
     pub table: Arc<Mutex<FlowTable>>,
     /// Digest buffers it is done with.
     pub buffers: Buffers,
+    /// Messages sent to it and not yet applied (queued, or being applied).
+    pub pending: Arc<AtomicUsize>,
+}
+
+impl Shard {
+    /// Queues `msg` if there is room.
+    pub fn try_send(&self, msg: ShardMsg) -> Result<(), TrySendError<ShardMsg>> {
+        self.pending.fetch_add(1, Relaxed);
+        self.tx.try_send(msg).inspect_err(|_| {
+            self.pending.fetch_sub(1, Relaxed);
+        })
+    }
+
+    /// Queues `msg`, waiting up to `timeout` for room.
+    pub fn send_timeout(
+        &self,
+        msg: ShardMsg,
+        timeout: Duration,
+    ) -> Result<(), SendTimeoutError<ShardMsg>> {
+        self.pending.fetch_add(1, Relaxed);
+        self.tx.send_timeout(msg, timeout).inspect_err(|_| {
+            self.pending.fetch_sub(1, Relaxed);
+        })
+    }
 }
 
 /// Digest buffers (the digests and their grouping by flow) a decode thread hands back once
@@ -101,9 +127,10 @@ pub struct Timeouts {
 }
 
 /// Runs a decode thread until its queue closes; exports go to `exports` (dropped, counted,
-/// when it is full).
+/// when it is full). Each message applied is taken off `pending`.
 pub fn run(
     rx: Receiver<ShardMsg>,
+    pending: Arc<AtomicUsize>,
     table: Arc<Mutex<FlowTable>>,
     cx: ShardContext,
     timeouts: Timeouts,
@@ -136,6 +163,7 @@ pub fn run(
                     ShardMsg::Probes(p) => t.add_probes(&cx, &p),
                     ShardMsg::Stop => break,
                 }
+                pending.fetch_sub(1, Relaxed);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,

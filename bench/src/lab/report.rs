@@ -221,6 +221,12 @@ impl LabReport {
                     flowsets_exported: s.map_or(0, |s| s.telemetry.flowsets_exported),
                     digests_received: at_sink.and_then(|v| v["digests"].as_u64()).unwrap_or(0),
                     flowsets_received: at_sink.and_then(|v| v["flowsets"].as_u64()).unwrap_or(0),
+                    dropped_at_sink: at_sink.map_or(0, |v| {
+                        ["digests_dropped", "flowsets_dropped", "probes_dropped"]
+                            .iter()
+                            .map(|k| v[*k].as_u64().unwrap_or(0))
+                            .sum()
+                    }),
                     exit: c
                         .summaries
                         .iter()
@@ -691,7 +697,10 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         .map(|l| l.lost_packets)
         .sum();
     let mut detail = format!("{elsewhere} packets lost on links without an impairment");
-    if let Some(note) = full_queue_note(&r.switches) {
+    for note in [full_queue_note(&r.switches), sink_drop_note(&r.switches)]
+        .into_iter()
+        .flatten()
+    {
         detail += &format!("; {note}");
     }
     v.push(Check {
@@ -721,6 +730,17 @@ fn full_queue_note(switches: &[SwitchRow]) -> Option<String> {
         names.join(", "),
         if worst.len() > 3 { ", ..." } else { "" }
     ))
+}
+
+/// What the sink received from the switches and dropped, if anything: it fell behind, so
+/// the counts (and the losses worked out from them) miss that much.
+fn sink_drop_note(switches: &[SwitchRow]) -> Option<String> {
+    let dropped: u64 = switches.iter().map(|s| s.dropped_at_sink).sum();
+    (dropped > 0).then(|| {
+        format!(
+            "the sink dropped {dropped} of the digests, flowsets and probe reports it received (it fell behind): counts and losses miss them"
+        )
+    })
 }
 
 #[cfg(test)]

@@ -376,6 +376,14 @@ fn run_inner(
             )
         })
         .collect();
+    // The sink may still be decoding what the switches sent last (a lab on few cores falls
+    // behind): its view is read once it has applied everything it received.
+    if let Err(left) = wait_for_sink(http, SINK_SETTLE) {
+        eprintln!(
+            "pint-lab: warning: the sink had not caught up {} s after the switches stopped ({left}): the report misses that work",
+            SINK_SETTLE.as_secs()
+        );
+    }
     let view = super::report::SinkView::read(http, opts.top)?;
     if let Some(s) = &mut procs.sink {
         s.stop(Duration::from_secs(30));
@@ -391,6 +399,34 @@ fn run_inner(
         view,
         events,
     })
+}
+
+/// How long the lab waits for the sink to apply what it received, after the switches stop.
+const SINK_SETTLE: Duration = Duration::from_secs(120);
+
+/// Waits until the sink has no switch connected and nothing left to apply
+/// (`/api/health`'s `backlog`, docs/api.md), up to `limit`; otherwise says what is left.
+fn wait_for_sink(http: std::net::SocketAddr, limit: Duration) -> Result<(), String> {
+    let until = Instant::now() + limit;
+    let mut left = String::from("no answer from its API");
+    while Instant::now() < until {
+        if let Ok(h) = get_json(http, "/api/health") {
+            let n = |v: &serde_json::Value| v.as_u64().unwrap_or(u64::MAX);
+            let (connected, flowsets, messages) = (
+                n(&h["switches_connected"]),
+                n(&h["backlog"]["flowsets"]),
+                n(&h["backlog"]["decode_messages"]),
+            );
+            if (connected, flowsets, messages) == (0, 0, 0) {
+                return Ok(());
+            }
+            left = format!(
+                "{connected} switches connected, {flowsets} flowsets and {messages} decode messages to apply"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(left)
 }
 
 fn check_stop(stop: &AtomicBool, procs: &mut Procs, reports_due: bool) -> anyhow::Result<()> {
