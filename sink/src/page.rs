@@ -447,10 +447,13 @@ fn topology_svg(r: &Page) -> String {
     for sw in &r.switches {
         let (x, y) = pos(&sw.name);
         let fill = if sw.hosts { "#dbe9f6" } else { "#eeeeee" };
+        // Wide enough for the name at 12 px (about 7 px a character): a topology file's
+        // labels make long ones.
+        let bw = (sw.name.chars().count() as f64 * 7.0 + 12.0).max(84.0);
         let _ = write!(
             s,
-            "<g class=\"switch\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"84\" height=\"26\" rx=\"5\" fill=\"{fill}\" stroke=\"#345\"/><text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">{}</text></g>",
-            x - 42.0,
+            "<g class=\"switch\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"{bw:.0}\" height=\"26\" rx=\"5\" fill=\"{fill}\" stroke=\"#345\"/><text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">{}</text></g>",
+            x - bw / 2.0,
             y - 13.0,
             y + 4.0,
             esc(&sw.name)

@@ -141,7 +141,8 @@ impl LabPlan {
         })
     }
 
-    /// The sink's topology file: links by switch ID, with names.
+    /// The sink's topology file: links by switch ID, with names and the labels a topology
+    /// file gave (so that the sink's page shows `6 (Denver)` as the report does).
     pub fn topology_toml(lab: &Lab) -> String {
         let mut s = format!("name = \"{}\"\nlinks = [", lab.name);
         let mut first = true;
@@ -159,6 +160,14 @@ impl LabPlan {
         s.push_str("]\n[names]\n");
         for n in 0..lab.topology.len() as u32 {
             let _ = writeln!(s, "{} = {}", lab.switch_id(n), toml_string(lab.name(n)));
+        }
+        if lab.topology.labels.iter().any(Option::is_some) {
+            s.push_str("[labels]\n");
+            for (n, label) in lab.topology.labels.iter().enumerate() {
+                if let Some(l) = label {
+                    let _ = writeln!(s, "{} = {}", lab.switch_id(n as u32), toml_string(l));
+                }
+            }
         }
         s
     }

@@ -152,7 +152,7 @@ pub struct LabReport {
 
 fn name_of_id(lab: &Lab, id: u64) -> String {
     lab.node_of_id(id as u32)
-        .map_or_else(|| format!("#{id}"), |n| lab.name(n).to_owned())
+        .map_or_else(|| format!("#{id}"), |n| lab.shown(n))
 }
 
 fn impair_words(i: &super::spec::LinkImpair) -> String {
@@ -205,7 +205,7 @@ impl LabReport {
                     .iter()
                     .find(|v| v["id"].as_u64() == Some(u64::from(id)));
                 SwitchRow {
-                    name: lab.name(n).to_owned(),
+                    name: lab.shown(n),
                     id,
                     hosts: lab.hosts.contains(&n),
                     rx_packets: s.map_or(0, |s| s.rx_packets),
@@ -257,8 +257,8 @@ impl LabReport {
                     .unwrap_or(0);
                 let imp = lab.impair.iter().find(|i| (i.from, i.to) == (a, b));
                 links.push(LinkRow {
-                    from: lab.name(a).to_owned(),
-                    to: lab.name(b).to_owned(),
+                    from: lab.shown(a),
+                    to: lab.shown(b),
                     lost_packets: at_sink
                         .and_then(|l| l["lost_packets"].as_i64())
                         .unwrap_or(0),
@@ -281,11 +281,7 @@ impl LabReport {
             let label = flow_label(&f["flow"]);
             let route = key_of(&f["flow"])
                 .and_then(|k| route(lab, &fwd, &k))
-                .map(|r| {
-                    r.iter()
-                        .map(|&n| lab.name(n).to_owned())
-                        .collect::<Vec<_>>()
-                });
+                .map(|r| r.iter().map(|&n| lab.shown(n)).collect::<Vec<_>>());
             if let Some(r) = &route {
                 paths.insert(label.clone(), r.clone());
             }
@@ -324,7 +320,7 @@ impl LabReport {
             .map(|(n, text)| {
                 let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
                 HostRow {
-                    name: lab.name(*n).to_owned(),
+                    name: lab.shown(*n),
                     sent: v["sent"]["packets"].as_u64().unwrap_or(0),
                     received: v["received"]["packets"].as_u64().unwrap_or(0),
                     probes_received: v["received"]["probes"]["received"].as_u64().unwrap_or(0),
@@ -356,7 +352,7 @@ impl LabReport {
                 e
             },
             checks: Vec::new(),
-            layout: layout(&lab.topology, &lab.hosts, |n| lab.name(n).to_owned()),
+            layout: layout(&lab.topology, &lab.hosts, |n| lab.shown(n)),
         };
         report.checks = checks(lab, &report);
         Ok(report)
@@ -374,8 +370,12 @@ impl LabReport {
         Page {
             title: format!("pint-lab {}", self.lab),
             subtitle: format!(
-                "{}. {:.0} s of traffic, {:.0} s in all; run directory {}.",
-                self.description,
+                "{}{:.0} s of traffic, {:.0} s in all; run directory {}.",
+                if self.description.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}. ", self.description.trim_end_matches('.'))
+                },
                 self.duration_s,
                 self.wall_seconds,
                 self.dir.display()
@@ -409,9 +409,14 @@ impl LabReport {
             "== pint-lab {}: {:.0} s of traffic, {:.0} s in all ==\n",
             self.lab, self.duration_s, self.wall_seconds
         );
+        // Columns as wide as the longest name (a topology file's labels can be long).
+        let width = |names: &mut dyn Iterator<Item = usize>, least: usize| {
+            names.max().unwrap_or(0).max(least)
+        };
+        let w = width(&mut self.hosts.iter().map(|h| h.name.chars().count()), 12);
         for h in &self.hosts {
             s.push_str(&format!(
-                "hosts at {:<12} sent {:>8}  received {:>8}  probes received {} lost {}\n",
+                "hosts at {:<w$} sent {:>8}  received {:>8}  probes received {} lost {}\n",
                 h.name, h.sent, h.received, h.probes_received, h.probes_lost
             ));
         }
@@ -462,9 +467,10 @@ impl LabReport {
             g.2 = g.2.max(e.end_s);
             g.3.extend(e.labels.iter().cloned());
         }
+        let w = width(&mut groups.keys().map(|(_, link)| link.chars().count()), 24);
         for ((kind, link), (n, from, to, labels)) in &groups {
             s.push_str(&format!(
-                "event {kind:<10} on {link:<24} {n:>3} flows, {from:.1} s to {to:.1} s ({})\n",
+                "event {kind:<10} on {link:<w$} {n:>3} flows, {from:.1} s to {to:.1} s ({})\n",
                 labels.iter().cloned().collect::<Vec<_>>().join(", ")
             ));
         }
@@ -651,7 +657,8 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         ),
     }];
     for i in &lab.impair {
-        let (from, to) = (lab.name(i.from), lab.name(i.to));
+        let (from, to) = (lab.shown(i.from), lab.shown(i.to));
+        let (from, to) = (from.as_str(), to.as_str());
         let row = r.links.iter().find(|l| l.from == from && l.to == to);
         if i.loss > 0.0 {
             let lost = row.map_or(0, |l| l.lost_packets);
@@ -688,7 +695,7 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
     let impaired: Vec<(String, String)> = lab
         .impair
         .iter()
-        .map(|i| (lab.name(i.from).to_owned(), lab.name(i.to).to_owned()))
+        .map(|i| (lab.shown(i.from), lab.shown(i.to)))
         .collect();
     let elsewhere: i64 = r
         .links

@@ -488,6 +488,12 @@ impl Lab {
         &self.topology.names[n as usize]
     }
 
+    /// How the summary and the report name node `n`: its name, and the label a topology
+    /// file gives it when that differs (`6 (Denver)`: the Topology Zoo's ids say little).
+    pub fn shown(&self, n: u32) -> String {
+        self.topology.display_name(n)
+    }
+
     /// Node `n`'s name as it may appear in a port name or a file name: the name itself when
     /// it holds only letters, digits, `-`, `_` and `.`; else those kept, every other
     /// character made `_`, and `~` and the switch ID appended (no kept name has a `~`, so
@@ -879,6 +885,13 @@ mod tests {
         };
         let l = lab("zoo.gml").unwrap();
         assert_eq!(l.topology.names, vec!["0", "1", "2"]);
+        // The summary and report show the place names beside the ids, and so does the
+        // sink, from the topology file the lab hands it.
+        assert_eq!(l.shown(0), "0 (West)");
+        let sink_view =
+            Topology::parse_toml("t", &crate::lab::plan::LabPlan::topology_toml(&l)).unwrap();
+        let shown: Vec<String> = (0..3).map(|n| sink_view.display_name(n)).collect();
+        assert_eq!(shown, ["0 (West)", "1 (Middle)", "2 (East)"]);
         // Switches may be named by their labels where no other switch shares them.
         let by_label = parse_in(
             &dir,

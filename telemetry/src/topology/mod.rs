@@ -107,13 +107,16 @@ impl Topology {
         (0..self.len() as u32).map(|n| self.switch_id(n)).collect()
     }
 
-    /// Reads the TOML adjacency form: links between switch IDs, and optionally names.
+    /// Reads the TOML adjacency form: links between switch IDs, and optionally names and
+    /// labels (as a topology file's place names: see [`Topology::display_name`]).
     ///
     /// ```toml
     /// name = "lab"                 # optional
     /// links = [[1, 2], [2, 3]]     # undirected, by switch ID (1 .. 2^32 - 1)
-    /// [names]                      # optional
+    /// [names]                      # optional (default: s1, s2, ...)
     /// 1 = "edge-a"
+    /// [labels]                     # optional
+    /// 1 = "New York"
     /// ```
     pub fn parse_toml(name: &str, text: &str) -> Result<Topology, String> {
         #[derive(serde::Deserialize)]
@@ -123,6 +126,8 @@ impl Topology {
             links: Vec<[u32; 2]>,
             #[serde(default)]
             names: std::collections::BTreeMap<String, String>,
+            #[serde(default)]
+            labels: std::collections::BTreeMap<String, String>,
         }
         let f: File = toml::from_str(text).map_err(|e| e.to_string())?;
         if f.links.is_empty() {
@@ -143,17 +148,25 @@ impl Topology {
             };
             edges.push((node(*a)?, node(*b)?));
         }
-        let mut names: Vec<String> = of_node.iter().map(|id| format!("s{id}")).collect();
-        for (id, n) in f.names {
+        let node_of_key = |table: &str, id: &str| -> Result<usize, String> {
             let id: u32 = id
                 .parse()
-                .map_err(|_| format!("`names`: `{id}` is not a switch ID"))?;
-            let node = node_of
+                .map_err(|_| format!("`{table}`: `{id}` is not a switch ID"))?;
+            node_of
                 .get(&id)
-                .ok_or_else(|| format!("`names`: switch {id} is on no link"))?;
-            names[*node as usize] = n;
+                .map(|&n| n as usize)
+                .ok_or_else(|| format!("`{table}`: switch {id} is on no link"))
+        };
+        let mut names: Vec<String> = of_node.iter().map(|id| format!("s{id}")).collect();
+        for (id, n) in f.names {
+            names[node_of_key("names", &id)?] = n;
+        }
+        let mut labels = vec![None; names.len()];
+        for (id, l) in f.labels {
+            labels[node_of_key("labels", &id)?] = Some(l);
         }
         let mut t = Topology::from_edges(f.name.as_deref().unwrap_or(name), names, &edges);
+        t.labels = labels;
         t.ids = Some(SwitchIds { of_node, node_of });
         Ok(t)
     }
@@ -446,7 +459,8 @@ mod tests {
     fn toml_adjacency_names_switches_by_id() {
         let t = Topology::parse_toml(
             "x",
-            "links = [[10, 20], [20, 30], [30, 10], [20, 10]]\n[names]\n20 = \"core\"\n",
+            "links = [[10, 20], [20, 30], [30, 10], [20, 10]]\n[names]\n20 = \"core\"\n\
+             [labels]\n20 = \"Denver\"\n30 = \"s30\"\n",
         )
         .unwrap();
         assert_eq!(t.len(), 3);
@@ -454,6 +468,11 @@ mod tests {
         let core = t.node(20).unwrap();
         assert_eq!(t.switch_id(core), 20);
         assert_eq!(t.names[core as usize], "core");
+        assert_eq!(t.display_name(core), "core (Denver)");
+        let (n10, n30) = (t.node(10).unwrap(), t.node(30).unwrap());
+        assert_eq!(t.labels[n10 as usize], None);
+        // A label that only repeats the name is not shown twice.
+        assert_eq!(t.display_name(n30), "s30");
         assert_eq!(t.node(2), None);
         let mut around: Vec<u32> = t.neighbours(core).iter().map(|&n| t.switch_id(n)).collect();
         around.sort();
@@ -462,6 +481,8 @@ mod tests {
             "links = []",
             "links = [[0, 1]]",
             "links = [[1, 2]]\n[names]\n3 = \"x\"",
+            "links = [[1, 2]]\n[labels]\n3 = \"x\"",
+            "links = [[1, 2]]\n[labels]\none = \"x\"",
             "links = [[1, 2]]\nextra = 1",
         ] {
             assert!(Topology::parse_toml("x", bad).is_err(), "{bad}");
