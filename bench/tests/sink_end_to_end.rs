@@ -382,6 +382,13 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
         "{link_line} missing:\n{metrics}"
     );
     assert!(metrics.contains("pint_sink_hop_latency_seconds{switch="));
+    // Everything applied: no backlog.
+    for line in [
+        "pint_sink_backlog_flowsets 0\n",
+        "pint_sink_backlog_decode_messages 0\n",
+    ] {
+        assert!(metrics.contains(line), "{line} missing:\n{metrics}");
+    }
 
     // JSON lines: at the stop every flow's remaining counts are written.
     sink.stop();

@@ -121,6 +121,14 @@ fn describe() {
         "Epoch counters not handed to a decode thread in time."
     );
     describe_gauge!(
+        "pint_sink_backlog_flowsets",
+        "Flowsets received and not yet decoded into counters (queued, or waiting for the rest of their epoch)."
+    );
+    describe_gauge!(
+        "pint_sink_backlog_decode_messages",
+        "Digest batches, probe batches and epoch counters queued for the decode threads or being applied."
+    );
+    describe_gauge!(
         "pint_sink_link_lost_packets",
         "Packets counted before the link and not after it, over the flows crossing it."
     );
@@ -266,6 +274,15 @@ impl SinkMetrics {
             counter!("pint_sink_late_flowsets_total").absolute(ec.late_flowsets.load(Relaxed));
             counter!("pint_sink_counts_dropped_total")
                 .absolute(shared.counts_dropped.load(Relaxed));
+            gauge!("pint_sink_backlog_flowsets")
+                .set(shared.flowsets_held.flowsets.load(Relaxed) as f64);
+            gauge!("pint_sink_backlog_decode_messages").set(
+                shared
+                    .shards
+                    .iter()
+                    .map(|x| x.pending.load(Relaxed))
+                    .sum::<usize>() as f64,
+            );
             for ((from, to), l) in links(shared) {
                 let lbl = [("from", from.to_string()), ("to", to.to_string())];
                 gauge!("pint_sink_link_lost_packets", &lbl).set(l.lost_packets as f64);
