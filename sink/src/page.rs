@@ -365,8 +365,9 @@ pub fn render(r: &Page) -> String {
         }
         h.push_str("</ul>");
     }
-    h.push_str("<h2>Topology</h2>");
+    h.push_str("<h2>Topology</h2><div style=\"overflow-x:auto\">");
     h.push_str(&topology_svg(r));
+    h.push_str("</div>");
     links_table(&mut h, r);
     h.push_str("<h2>Events</h2>");
     events(&mut h, r);
@@ -391,8 +392,31 @@ pub fn render(r: &Page) -> String {
     h
 }
 
+/// A switch's box width in the drawing: wide enough for its name at 12 px (about 7 px a
+/// character; a topology file's labels make long ones).
+fn box_width(name: &str) -> f64 {
+    (name.chars().count() as f64 * 7.0 + 12.0).max(84.0)
+}
+
 fn topology_svg(r: &Page) -> String {
-    let (w, hgt, pad) = (900.0, 360.0, 50.0);
+    // At least 900 x 360; wider where a layer's boxes would not fit side by side, taller
+    // where there are more layers than 360 px hold (a large topology file's drawing
+    // scrolls rather than piling its switches on one another).
+    let mut layers: BTreeMap<u64, (usize, f64)> = BTreeMap::new();
+    for (name, _, y) in &r.layout {
+        let l = layers.entry(y.to_bits()).or_default();
+        l.0 += 1;
+        l.1 = l.1.max(box_width(name));
+    }
+    let pad = 50.0;
+    let widest = layers
+        .values()
+        .map(|&(n, bw)| n as f64 * (bw + 8.0))
+        .fold(0.0, f64::max);
+    let w = (widest + 2.0 * pad).max(900.0).ceil();
+    let hgt = (layers.len().saturating_sub(1) as f64 * 40.0 + 2.0 * pad)
+        .max(360.0)
+        .ceil();
     let pos = |name: &str| {
         r.layout
             .iter()
@@ -447,9 +471,7 @@ fn topology_svg(r: &Page) -> String {
     for sw in &r.switches {
         let (x, y) = pos(&sw.name);
         let fill = if sw.hosts { "#dbe9f6" } else { "#eeeeee" };
-        // Wide enough for the name at 12 px (about 7 px a character): a topology file's
-        // labels make long ones.
-        let bw = (sw.name.chars().count() as f64 * 7.0 + 12.0).max(84.0);
+        let bw = box_width(&sw.name);
         let _ = write!(
             s,
             "<g class=\"switch\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"{bw:.0}\" height=\"26\" rx=\"5\" fill=\"{fill}\" stroke=\"#345\"/><text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">{}</text></g>",
@@ -766,5 +788,53 @@ mod tests {
         assert_eq!(shown, ["0 (Orangeburg)", "1", "2"]);
         let keys = names(layout(&t, &[0, 2], |n| t.names[n as usize].clone()));
         assert_eq!(keys, ["0", "1", "2"]);
+    }
+
+    /// A small topology keeps the drawing's 900 x 360; a large one (UsCarrier, with its
+    /// place names) gets a drawing as wide as its widest layer's boxes side by side and as
+    /// tall as its layers, so that no two boxes of a layer overlap.
+    #[test]
+    fn the_drawing_grows_with_the_topology() {
+        let size = |layout: Vec<(String, f64, f64)>| -> (f64, f64) {
+            let svg = topology_svg(&Page {
+                layout,
+                ..Page::default()
+            });
+            let attr = |a: &str| -> f64 {
+                let from = svg.find(&format!(" {a}=\"")).unwrap() + a.len() + 3;
+                svg[from..from + svg[from..].find('"').unwrap()]
+                    .parse()
+                    .unwrap()
+            };
+            (attr("width"), attr("height"))
+        };
+        let line = Topology::line(3);
+        assert_eq!(
+            size(layout(&line, &[0, 2], |n| line.names[n as usize].clone())),
+            (900.0, 360.0)
+        );
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/topologies");
+        let us = Topology::load_file(&dir.join("UsCarrier.graphml")).unwrap();
+        let hosts = [0, 40, 55, 147];
+        let drawn = layout(&us, &hosts, |n| us.display_name(n));
+        let (w, h) = size(drawn.clone());
+        let mut by_layer: BTreeMap<u64, Vec<&(String, f64, f64)>> = BTreeMap::new();
+        for d in &drawn {
+            by_layer.entry(d.2.to_bits()).or_default().push(d);
+        }
+        assert!(
+            h >= (by_layer.len() - 1) as f64 * 40.0,
+            "{h} for {} layers",
+            by_layer.len()
+        );
+        for row in by_layer.values() {
+            // Neighbours in a layer are a slot apart: each box fits in its slot.
+            let slot = (w - 100.0) / row.len() as f64;
+            assert!(
+                row.iter().all(|(name, _, _)| box_width(name) <= slot),
+                "{w} wide, {} in a layer",
+                row.len()
+            );
+        }
     }
 }

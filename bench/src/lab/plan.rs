@@ -455,6 +455,33 @@ mod tests {
         }
     }
 
+    /// Every lab shipped in `configs/labs` reads, plans, and impairs a link that flows
+    /// between its hosts cross (on a shortest path, the routes' kind).
+    #[test]
+    fn the_shipped_labs_plan_and_impair_links_their_traffic_crosses() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/labs"));
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let lab = Lab::from_file(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            LabPlan::new(&lab, &at()).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            let dist: Vec<Vec<u32>> = (0..lab.topology.len() as u32)
+                .map(|n| lab.topology.bfs(n).0)
+                .collect();
+            for i in &lab.impair {
+                let crossed = lab.hosts.iter().any(|&a| {
+                    lab.hosts.iter().any(|&b| {
+                        let d = |x: u32, y: u32| u64::from(dist[x as usize][y as usize]);
+                        a != b && d(a, i.from) + 1 + d(i.to, b) == d(a, b)
+                    })
+                });
+                assert!(crossed, "{path:?}: no route crosses {} -> {}", i.from, i.to);
+            }
+            seen += 1;
+        }
+        assert!(seen >= 4, "{seen} labs");
+    }
+
     #[test]
     fn every_switch_config_is_a_valid_config_with_the_tables() {
         let lab = lab();

@@ -200,7 +200,7 @@ impl Topology {
                 }
                 names.push(id);
                 labels.push(pairs.iter().find_map(|(k, v)| match v {
-                    Value::Str(l) if *k == "label" && !l.trim().is_empty() => {
+                    Value::Str(l) if *k == "label" && super::is_label(l.trim()) => {
                         Some(html_escape::decode_html_entities(l.trim()).into_owned())
                     }
                     _ => None,
@@ -343,11 +343,13 @@ mod tests {
         // Character references in labels, numbered (NetworkX) and named (the GML report's
         // `M&uuml;nchen`); an unknown one stays as written, the others around it resolved.
         let g = "graph [ node [ id 0 label \"Z&#252;rich &amp; M&uuml;nchen\" ] \
-                 node [ id 1 label \"&quot;x&quot;&bogus;&#x41;\" ] node [ id 2 label \"  \" ] ]";
+                 node [ id 1 label \"&quot;x&quot;&bogus;&#x41;\" ] node [ id 2 label \"  \" ] \
+                 node [ id 3 label \"None\" ] ]";
         let t = Topology::parse_gml("refs", g).unwrap();
         assert_eq!(t.labels[0].as_deref(), Some("Zürich & München"));
         assert_eq!(t.labels[1].as_deref(), Some("\"x\"&bogus;A"));
         assert_eq!(t.labels[2], None, "a blank label is none");
+        assert_eq!(t.labels[3], None, "the Zoo's `None` is none");
     }
 
     #[test]

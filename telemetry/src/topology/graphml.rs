@@ -68,7 +68,7 @@ impl Topology {
                     {
                         let r = reading.take().expect("checked");
                         let label = r.label.trim();
-                        if !label.is_empty() {
+                        if super::is_label(label) {
                             labels[r.node] = Some(label.to_owned());
                         }
                     }

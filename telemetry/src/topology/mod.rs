@@ -39,6 +39,12 @@ pub enum TopologyError {
     Spec(String),
 }
 
+/// Whether a topology file's label `text` (trimmed) names its node: not when blank, nor
+/// when it is `None`, which the Topology Zoo's files give the nodes they could not name.
+pub(super) fn is_label(text: &str) -> bool {
+    !text.is_empty() && text != "None"
+}
+
 /// Why [`Topology::find`] found no node.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FindError {
@@ -559,9 +565,13 @@ mod tests {
         let us = Topology::load_file(&dir.join("UsCarrier.graphml")).unwrap();
         assert_eq!(us.len(), 158);
         assert_eq!(us.longest_shortest_path(), 36);
-        // Every node has its place name as its label; a switch is found by name or by a
-        // label no other switch has.
-        assert!(us.labels.iter().all(Option::is_some));
+        // Every node has its place name as its label, but those the Zoo could not name
+        // (labelled `None`); a switch is found by name or by a label no other switch has.
+        let unnamed: Vec<usize> = (0..us.len()).filter(|&n| us.labels[n].is_none()).collect();
+        assert_eq!(unnamed.len(), 6, "{unnamed:?}");
+        assert!(unnamed.contains(&85));
+        assert_eq!(us.display_name(85), "85");
+        assert_eq!(us.find("None"), Err(FindError::Unknown));
         assert_eq!(us.labels[0].as_deref(), Some("Orangeburg"));
         assert_eq!(us.find("0"), Ok(0));
         assert_eq!(us.find("Orangeburg"), Ok(0));
@@ -571,7 +581,7 @@ mod tests {
             Err(FindError::AmbiguousLabel(vec!["5".into(), "15".into()]))
         );
         assert_eq!(us.find("Atlantis"), Err(FindError::Unknown));
-        assert!(kdl.labels.iter().all(Option::is_some));
+        assert_eq!(kdl.labels.iter().filter(|l| l.is_none()).count(), 28);
     }
 
     /// Kdl written out as GML (in ISO 8859-1, with a label that needs it) and as UTF-16
