@@ -283,17 +283,17 @@ impl Finished {
     }
 }
 
+/// Keeps an epoch's report; counts it unless it is a late flowset's (those have
+/// `late_flowsets`: an epoch is counted once, when it is finished).
 fn keep(log: &EpochLog, r: EpochReport) {
-    log.counters.epochs.fetch_add(1, Relaxed);
-    log.counters
-        .network
-        .fetch_add(u64::from(r.mode == DecodeMode::Network), Relaxed);
-    log.counters
-        .incomplete
-        .fetch_add(u64::from(!r.complete), Relaxed);
-    log.counters
-        .by_deadline
-        .fetch_add(u64::from(r.by_deadline), Relaxed);
+    if !r.late {
+        let c = &log.counters;
+        c.epochs.fetch_add(1, Relaxed);
+        c.network
+            .fetch_add(u64::from(r.mode == DecodeMode::Network), Relaxed);
+        c.incomplete.fetch_add(u64::from(!r.complete), Relaxed);
+        c.by_deadline.fetch_add(u64::from(r.by_deadline), Relaxed);
+    }
     let mut reports = log.reports.lock().expect("epoch log lock");
     if reports.len() >= REPORTS_KEPT {
         reports.pop_front();
@@ -490,11 +490,12 @@ mod tests {
     }
 
     /// Runs the assembler over `items` (grace long enough never to pass while they are
-    /// taken in) and returns its reports and the counters it handed over, per epoch.
+    /// taken in) and returns its reports, the counters it handed over per epoch, and its
+    /// log.
     fn assemble(
         registry: Arc<Registry>,
         items: Vec<FlowSetIn>,
-    ) -> (Vec<EpochReport>, Vec<(u64, Counted)>) {
+    ) -> (Vec<EpochReport>, Vec<(u64, Counted)>, Arc<EpochLog>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         for i in items {
             tx.send(i).unwrap();
@@ -510,7 +511,7 @@ mod tests {
             &mut |epoch, _, c| counted.push((epoch, c)),
         );
         let reports = log.reports.lock().unwrap().iter().cloned().collect();
-        (reports, counted)
+        (reports, counted, log)
     }
 
     /// An epoch of many switches of two workers each is finished by its last flowset, not by
@@ -530,7 +531,19 @@ mod tests {
             items.push(item(&held, s, 0, 8));
         }
         items.push(item(&held, 5, 0, 8));
-        let (reports, counted) = assemble(registry, items);
+        // Epoch 7 is finished by now: this one is late, decoded on its own.
+        items.push(item(&held, 9, 1, 7));
+        let (reports, counted, log) = assemble(registry, items);
+        let c = &log.counters;
+        assert_eq!(c.flowsets.load(Relaxed), 3 * u64::from(n) + 2);
+        assert_eq!(c.late_flowsets.load(Relaxed), 1);
+        assert_eq!(
+            (c.epochs.load(Relaxed), c.incomplete.load(Relaxed)),
+            (2, 1),
+            "a late flowset is no epoch"
+        );
+        assert!(reports[1].late && reports[1].epoch == 7);
+        let reports: Vec<EpochReport> = reports.into_iter().filter(|r| !r.late).collect();
         assert_eq!(reports.len(), 2);
         let (full, partial) = (&reports[0], &reports[1]);
         assert_eq!(
