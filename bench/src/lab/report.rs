@@ -434,11 +434,20 @@ impl LabReport {
             .filter(|l| l.lost_packets != 0 || l.impaired.is_some())
             .collect();
         for l in lossy {
+            // More counted after a link than before it: some of the counts never reached
+            // the sink's tables (it dropped them), not packets made on the link.
+            let lost = if l.lost_packets < 0 {
+                format!(
+                    "{} packets counted after it beyond those before it (counts missing)",
+                    -l.lost_packets
+                )
+            } else {
+                format!("{} packets lost", l.lost_packets)
+            };
             s.push_str(&format!(
-                "link {} -> {}: {} packets lost{}{}\n",
+                "link {} -> {}: {lost}{}{}\n",
                 l.from,
                 l.to,
-                l.lost_packets,
                 l.impair_dropped
                     .map_or(String::new(), |d| format!(" (its impairment dropped {d})")),
                 l.impaired
@@ -705,13 +714,20 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         .iter()
         .map(|i| (lab.shown(i.from), lab.shown(i.to)))
         .collect();
-    let elsewhere: i64 = r
-        .links
-        .iter()
-        .filter(|l| !impaired.contains(&(l.from.clone(), l.to.clone())))
-        .map(|l| l.lost_packets)
-        .sum();
+    let others = || {
+        r.links
+            .iter()
+            .filter(|l| !impaired.contains(&(l.from.clone(), l.to.clone())))
+    };
+    let elsewhere: i64 = others().map(|l| l.lost_packets.max(0)).sum();
+    // Links that counted more after them than before: counts missing, which could hide loss.
+    let missing: i64 = others().map(|l| (-l.lost_packets).max(0)).sum();
     let mut detail = format!("{elsewhere} packets lost on links without an impairment");
+    if missing > 0 {
+        detail += &format!(
+            "; {missing} more packets counted after links than before them (counts missing)"
+        );
+    }
     for note in [full_queue_note(&r.switches), sink_drop_note(&r.switches)]
         .into_iter()
         .flatten()
@@ -720,7 +736,7 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
     }
     v.push(Check {
         name: "no loss elsewhere".into(),
-        ok: elsewhere == 0,
+        ok: elsewhere == 0 && missing == 0,
         detail,
     });
     v
@@ -797,6 +813,73 @@ mod tests {
     /// One flow's reordering ties between the two links of its path (each has one other
     /// probe stream without reordering); the loss the bad link gave two flows at the same
     /// time tells them apart.
+    /// A link that counted more packets after it than before hides loss as well as it
+    /// shows it: the check fails and says counts are missing, and the summary does not call
+    /// it loss.
+    #[test]
+    fn more_counted_after_a_link_than_before_is_missing_counts_not_loss() {
+        let lab = Lab::parse(
+            "[topology]\nkind = \"chain\"\nswitches = 3\n",
+            Path::new("."),
+            "t",
+        )
+        .unwrap();
+        let link = |from: &str, to: &str, lost_packets: i64| LinkRow {
+            from: from.into(),
+            to: to.into(),
+            lost_packets,
+            flows: 4,
+            utilisation: None,
+            impaired: None,
+            impair_dropped: None,
+        };
+        let mut r = LabReport {
+            lab: "t".into(),
+            description: String::new(),
+            duration_s: 1.0,
+            wall_seconds: 1.0,
+            dir: PathBuf::new(),
+            switches: Vec::new(),
+            links: vec![link("s1", "s2", 0), link("s2", "s3", 0)],
+            flows_total: 0,
+            flows_decoded: 0,
+            flows_matching: 0,
+            mismatches: Vec::new(),
+            median_digests_to_decode: None,
+            flows: Vec::new(),
+            events: Vec::new(),
+            hosts: Vec::new(),
+            epochs: Value::Null,
+            checks: Vec::new(),
+            layout: Vec::new(),
+        };
+        let elsewhere = |r: &LabReport| {
+            checks(&lab, r)
+                .into_iter()
+                .find(|c| c.name == "no loss elsewhere")
+                .unwrap()
+        };
+        assert!(elsewhere(&r).ok);
+        // 5 lost before s2, and 5 more counted after s2 than before it: they cancel in a
+        // sum, not here.
+        r.links = vec![link("s1", "s2", 5), link("s2", "s3", -5)];
+        let c = elsewhere(&r);
+        assert!(!c.ok);
+        assert!(
+            c.detail.starts_with("5 packets lost on links without an impairment; 5 more packets counted after links than before them (counts missing)"),
+            "{}",
+            c.detail
+        );
+        let text = r.text();
+        assert!(text.contains("link s1 -> s2: 5 packets lost\n"), "{text}");
+        assert!(
+            text.contains(
+                "link s2 -> s3: 5 packets counted after it beyond those before it (counts missing)\n"
+            ),
+            "{text}"
+        );
+    }
+
     #[test]
     fn drops_at_full_tx_queues_are_put_down_to_the_machine() {
         let row = |name: &str, tx_full_drops: u64| SwitchRow {
