@@ -129,16 +129,11 @@ fn settle(sink: &Sink, truth: &Truth) {
         // counts and losses checked next would miss any part it left out).
         // Received is not applied: the last epochs' counters reach the decode threads once
         // the grace time passed, and the exact counts checked next would miss any left out.
-        let backlog = shared
-            .flowsets_held
-            .flowsets
-            .load(std::sync::atomic::Ordering::Relaxed)
-            + shared
-                .shards
-                .iter()
-                .map(|s| s.pending.load(std::sync::atomic::Ordering::Relaxed))
-                .sum::<usize>();
-        if digests == truth.digests && flowsets == truth.flowsets && backlog == 0 {
+        let b = shared.backlog();
+        if digests == truth.digests
+            && flowsets == truth.flowsets
+            && (b.flowsets, b.decode_messages) == (0, 0)
+        {
             return;
         }
         let sum = |f: fn(&sink::registry::SwitchCounters) -> &std::sync::atomic::AtomicU64| {

@@ -124,18 +124,7 @@ struct Health {
     switches_known: usize,
     flows: usize,
     epochs: u64,
-    backlog: Backlog,
-}
-
-/// Work the sink has taken in and not yet applied: its views miss it until it is done.
-#[derive(Serialize)]
-struct Backlog {
-    /// Flowsets received and not yet decoded into counters (queued, or waiting for the rest
-    /// of their epoch).
-    flowsets: usize,
-    /// Digest batches, probe batches and epoch counters queued for the decode threads or
-    /// being applied.
-    decode_messages: usize,
+    backlog: crate::app::Backlog,
 }
 
 async fn health(State(s): St) -> Json<Health> {
@@ -155,15 +144,7 @@ async fn health(State(s): St) -> Json<Health> {
             .map(|x| x.table.lock().expect("flow table lock").len())
             .sum(),
         epochs: s.shared.epochs.counters.epochs.load(Relaxed),
-        backlog: Backlog {
-            flowsets: s.shared.flowsets_held.flowsets.load(Relaxed),
-            decode_messages: s
-                .shared
-                .shards
-                .iter()
-                .map(|x| x.pending.load(Relaxed))
-                .sum(),
-        },
+        backlog: s.shared.backlog(),
     })
 }
 

@@ -56,6 +56,28 @@ pub struct Shared {
     pub config: SinkConfig,
 }
 
+/// Work the sink has taken in and not yet applied: its views miss it until it is done
+/// (`/api/health`'s `backlog`, the `pint_sink_backlog_*` gauges).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Backlog {
+    /// Flowsets received and not yet decoded into counters (queued, or waiting for the rest
+    /// of their epoch).
+    pub flowsets: usize,
+    /// Digest batches, probe batches and epoch counters queued for the decode threads or
+    /// being applied.
+    pub decode_messages: usize,
+}
+
+impl Shared {
+    /// The work taken in and not yet applied, now.
+    pub fn backlog(&self) -> Backlog {
+        Backlog {
+            flowsets: self.flowsets_held.flowsets.load(Relaxed),
+            decode_messages: self.shards.iter().map(|s| s.pending.load(Relaxed)).sum(),
+        }
+    }
+}
+
 /// A running sink.
 pub struct Sink {
     shared: Arc<Shared>,

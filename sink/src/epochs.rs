@@ -192,10 +192,9 @@ impl Bucket {
         }
         let expected = registry.connected_with_epoch(epoch_ns, grace);
         let all_in = !expected.is_empty()
-            && expected.iter().all(|&(s, workers)| {
-                (0..workers)
-                    .all(|w| u16::try_from(w).is_ok_and(|w| self.delivered.contains(&(s, w))))
-            });
+            && expected
+                .iter()
+                .all(|&(s, workers)| all_delivered(&self.delivered, s, workers));
         // Not yet: look again once as many pairs have delivered as are now expected (at
         // least one more than now: some that delivered may be no longer expected).
         let now_expected: usize = expected.iter().map(|&(_, w)| w).sum();
@@ -301,6 +300,11 @@ fn keep(log: &EpochLog, r: EpochReport) {
     reports.push_back(r);
 }
 
+/// Whether each of switch `s`'s `workers` workers is in `delivered`.
+fn all_delivered(delivered: &rustc_hash::FxHashSet<(u32, u16)>, s: u32, workers: usize) -> bool {
+    (0..workers).all(|w| u16::try_from(w).is_ok_and(|w| delivered.contains(&(s, w))))
+}
+
 /// Decodes one epoch's flowsets and hands the counters over.
 fn finish(
     sets: Vec<FlowSetIn>,
@@ -388,9 +392,7 @@ fn finish(
         sets.iter().map(|s| (s.switch, s.worker)).collect();
     let missing: Vec<u32> = expected
         .iter()
-        .filter(|&&(s, workers)| {
-            (0..workers).any(|w| u16::try_from(w).is_ok_and(|w| !delivered.contains(&(s, w))))
-        })
+        .filter(|&&(s, workers)| !all_delivered(&delivered, s, workers))
         .map(|(s, _)| *s)
         .collect();
     let mut out = Vec::new();

@@ -27,5 +27,5 @@ pub mod shard;
 pub mod summary;
 pub mod transport;
 
-pub use app::{Shared, Sink};
+pub use app::{Backlog, Shared, Sink};
 pub use config::SinkConfig;

@@ -274,15 +274,9 @@ impl SinkMetrics {
             counter!("pint_sink_late_flowsets_total").absolute(ec.late_flowsets.load(Relaxed));
             counter!("pint_sink_counts_dropped_total")
                 .absolute(shared.counts_dropped.load(Relaxed));
-            gauge!("pint_sink_backlog_flowsets")
-                .set(shared.flowsets_held.flowsets.load(Relaxed) as f64);
-            gauge!("pint_sink_backlog_decode_messages").set(
-                shared
-                    .shards
-                    .iter()
-                    .map(|x| x.pending.load(Relaxed))
-                    .sum::<usize>() as f64,
-            );
+            let backlog = shared.backlog();
+            gauge!("pint_sink_backlog_flowsets").set(backlog.flowsets as f64);
+            gauge!("pint_sink_backlog_decode_messages").set(backlog.decode_messages as f64);
             for ((from, to), l) in links(shared) {
                 let lbl = [("from", from.to_string()), ("to", to.to_string())];
                 gauge!("pint_sink_link_lost_packets", &lbl).set(l.lost_packets as f64);

@@ -410,10 +410,11 @@ impl LabReport {
             self.lab, self.duration_s, self.wall_seconds
         );
         // Columns as wide as the longest name (a topology file's labels can be long).
-        let width = |names: &mut dyn Iterator<Item = usize>, least: usize| {
-            names.max().unwrap_or(0).max(least)
-        };
-        let w = width(&mut self.hosts.iter().map(|h| h.name.chars().count()), 12);
+        let w = self
+            .hosts
+            .iter()
+            .map(|h| h.name.chars().count())
+            .fold(12, usize::max);
         for h in &self.hosts {
             s.push_str(&format!(
                 "hosts at {:<w$} sent {:>8}  received {:>8}  probes received {} lost {}\n",
@@ -476,7 +477,10 @@ impl LabReport {
             g.2 = g.2.max(e.end_s);
             g.3.extend(e.labels.iter().cloned());
         }
-        let w = width(&mut groups.keys().map(|(_, link)| link.chars().count()), 24);
+        let w = groups
+            .keys()
+            .map(|(_, link)| link.chars().count())
+            .fold(24, usize::max);
         for ((kind, link), (n, from, to, labels)) in &groups {
             s.push_str(&format!(
                 "event {kind:<10} on {link:<w$} {n:>3} flows, {from:.1} s to {to:.1} s ({})\n",
