@@ -640,9 +640,10 @@ impl Receiver {
                 && t.dport == PROBE_PORT
                 && let Some(p) = ProbePayload::decode(payload)
             {
-                self.probes.record(&p, *wall.get_or_insert_with(wall_ns));
+                self.probes
+                    .record(t.src, &p, *wall.get_or_insert_with(wall_ns));
             } else if let Some(tag) = FlowTag::decode(payload) {
-                self.flows.record(tag);
+                self.flows.record(t.src, tag);
             }
         }
         io.rx.clear();

@@ -353,6 +353,23 @@ fn the_leaf_spine_lab_finds_its_impaired_link() {
         .find(|l| l.from == "spine1" && l.to == "leaf3")
         .unwrap();
     let dropped = link.impair_dropped.unwrap();
+    // What the hosts counted: each hears two generators that number their flows and probe
+    // streams alike, kept apart by sender. Only leaf3's traffic crosses the impaired link.
+    for h in &report.hosts {
+        if h.name == "leaf3" {
+            assert!(h.lost + h.probes_lost > 0, "{h:?}");
+        } else {
+            assert_eq!((h.lost, h.late, h.probes_lost), (0, 0, 0), "{h:?}");
+        }
+    }
+    let probes_sent: u64 = report.hosts.iter().map(|h| h.probes_sent).sum();
+    let probes_heard: u64 = report
+        .hosts
+        .iter()
+        .map(|h| h.probes_received + h.probes_lost)
+        .sum();
+    assert!(probes_sent > 0);
+    assert_eq!(probes_heard, probes_sent, "{:?}", report.hosts);
     assert!(dropped > 20, "{}", report.text());
     assert_eq!(short, dropped, "{}", report.text());
     assert_eq!(link.lost_packets, dropped as i64);

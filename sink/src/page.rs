@@ -153,6 +153,16 @@ pub struct HostRow {
     pub sent: u64,
     /// Packets received.
     pub received: u64,
+    /// Packets missing from the received flows, from the gaps in their flow tags' sequence
+    /// numbers (each sender's flows counted apart).
+    #[serde(default)]
+    pub lost: u64,
+    /// Packets that arrived after a later one of their flow (reordered).
+    #[serde(default)]
+    pub late: u64,
+    /// Probes sent.
+    #[serde(default)]
+    pub probes_sent: u64,
     /// Probes received.
     pub probes_received: u64,
     /// Probes lost.
@@ -648,15 +658,18 @@ fn flow(h: &mut String, i: usize, f: &FlowRow) {
 fn totals(h: &mut String, r: &Page) {
     h.push_str("<h2>Totals</h2>");
     if !r.hosts.is_empty() {
-        h.push_str("<table id=\"hosts\"><tr><th>hosts at</th><th>sent</th><th>received</th><th>probes received</th><th>probes lost</th></tr>");
+        h.push_str("<table id=\"hosts\"><tr><th>hosts at</th><th>sent</th><th>received</th><th>lost (flow tags)</th><th>late</th><th>probes sent</th><th>probes received</th><th>probes lost</th></tr>");
     }
     for x in &r.hosts {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&x.name),
             x.sent,
             x.received,
+            x.lost,
+            x.late,
+            x.probes_sent,
             x.probes_received,
             x.probes_lost
         );

@@ -444,7 +444,13 @@ fn print_flows(f: &bench::generator::FlowLossReport) {
                 "; most lost: {}",
                 f.worst
                     .iter()
-                    .map(|(flow, lost, got)| format!("flow {flow} {lost} of {}", lost + got))
+                    .map(|w| format!(
+                        "flow {} from {} {} of {}",
+                        w.flow,
+                        w.sender,
+                        w.lost,
+                        w.lost + w.received
+                    ))
                     .collect::<Vec<_>>()
                     .join(", ")
             )

@@ -5,11 +5,12 @@
 pub mod dist;
 pub mod frame;
 pub mod probe;
+pub mod senders;
 pub mod tag;
 pub mod traffic;
 
 pub use dist::{FlowSizes, PacketSizes, Popularity};
 pub use frame::{FlowTuple, emit_frame, flow_key_of};
 pub use probe::{ProbePayload, ProbeReceiver, ProbeReport};
-pub use tag::{FlowLossCounter, FlowLossReport, FlowTag, TagPatch, Transport};
+pub use tag::{FlowLoss, FlowLossCounter, FlowLossReport, FlowTag, TagPatch, Transport};
 pub use traffic::{GenPacket, Payload, Rate, Traffic, TrafficSpec};

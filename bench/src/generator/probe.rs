@@ -2,6 +2,8 @@
 
 pub use telemetry::wire::probe::{PROBE_LEN, ProbePayload};
 
+use super::senders::PerSender;
+
 /// Per-stream receive state.
 #[derive(Debug, Clone, Default)]
 struct Stream {
@@ -13,10 +15,12 @@ struct Stream {
     seen: Vec<u64>,
 }
 
-/// Counts probes as they arrive.
+/// Counts probes as they arrive. A stream is its sender's stream number and the sender's
+/// IPv4 source address ([`PerSender`]): a receiver that hears several generators keeps their
+/// streams apart.
 #[derive(Debug, Clone, Default)]
 pub struct ProbeReceiver {
-    streams: Vec<Stream>,
+    streams: PerSender<Stream>,
     latencies: Vec<u64>,
     foreign: u64,
 }
@@ -37,25 +41,24 @@ pub struct ProbeReport {
     pub reordered: u64,
     /// Probes that arrived more than once.
     pub duplicates: u64,
-    /// Probes with a stream or sequence number beyond what a receiver tracks (not counted
-    /// above).
+    /// Probes with a stream or sequence number beyond what a receiver tracks, or from more
+    /// senders than it keeps apart (not counted above).
     pub foreign: u64,
     /// One-way latency in nanoseconds: min, median, p99, max (None without probes).
     pub latency_ns: Option<[u64; 4]>,
 }
 
 impl ProbeReceiver {
-    /// Records a probe received at `now_ns` (same clock as the sender's).
-    pub fn record(&mut self, p: &ProbePayload, now_ns: u64) {
-        if p.stream >= MAX_PROBE_STREAMS || p.seq >= MAX_PROBE_SEQ {
+    /// Records a probe from the sender with IPv4 source address `sender`, received at
+    /// `now_ns` (same clock as the sender's).
+    pub fn record(&mut self, sender: u32, p: &ProbePayload, now_ns: u64) {
+        let tracked = (p.stream < MAX_PROBE_STREAMS && p.seq < MAX_PROBE_SEQ)
+            .then(|| self.streams.get_mut(sender, p.stream))
+            .flatten();
+        let Some(s) = tracked else {
             self.foreign += 1;
             return;
-        }
-        let i = p.stream as usize;
-        if i >= self.streams.len() {
-            self.streams.resize_with(i + 1, Stream::default);
-        }
-        let s = &mut self.streams[i];
+        };
         let word = (p.seq / 64) as usize;
         if word >= s.seen.len() {
             s.seen.resize(word + 1, 0);
@@ -81,10 +84,10 @@ impl ProbeReceiver {
         lat.sort_unstable();
         let q = |f: f64| lat[((lat.len() - 1) as f64 * f).round() as usize];
         ProbeReport {
-            received: self.streams.iter().map(|s| s.received).sum(),
-            lost: self.streams.iter().map(|s| s.next - s.received).sum(),
-            reordered: self.streams.iter().map(|s| s.reordered).sum(),
-            duplicates: self.streams.iter().map(|s| s.duplicates).sum(),
+            received: self.streams.iter().map(|(_, s)| s.received).sum(),
+            lost: self.streams.iter().map(|(_, s)| s.next - s.received).sum(),
+            reordered: self.streams.iter().map(|(_, s)| s.reordered).sum(),
+            duplicates: self.streams.iter().map(|(_, s)| s.duplicates).sum(),
             foreign: self.foreign,
             latency_ns: (!lat.is_empty()).then(|| [lat[0], q(0.5), q(0.99), lat[lat.len() - 1]]),
         }
@@ -116,7 +119,7 @@ mod tests {
         ] {
             let pp = p(s, q);
             assert_eq!(ProbePayload::decode(&pp.encode()), Some(pp));
-            r.record(&pp, pp.sent_ns + 100 + q);
+            r.record(1, &pp, pp.sent_ns + 100 + q);
         }
         let rep = r.report();
         assert_eq!(
@@ -125,10 +128,31 @@ mod tests {
         );
         assert_eq!(rep.latency_ns, Some([100, 102, 105, 105]));
         // Numbers beyond what is tracked are counted apart, without growing the state.
-        r.record(&p(MAX_PROBE_STREAMS, 0), 0);
-        r.record(&p(0, MAX_PROBE_SEQ), 0);
+        r.record(1, &p(MAX_PROBE_STREAMS, 0), 0);
+        r.record(1, &p(0, MAX_PROBE_SEQ), 0);
         assert_eq!(r.report().foreign, 2);
         assert_eq!(r.report().received, 7);
         assert!(ProbePayload::decode(&[0u8; 40]).is_none());
+    }
+
+    #[test]
+    fn senders_with_the_same_stream_numbers_are_counted_apart() {
+        // Two generators' stream 0, interleaved: every probe arrives once, in order.
+        let mut r = ProbeReceiver::default();
+        for seq in 0..50 {
+            for sender in [1, 2] {
+                let pp = ProbePayload {
+                    stream: 0,
+                    seq,
+                    sent_ns: seq,
+                };
+                r.record(sender, &pp, seq + 10);
+            }
+        }
+        let rep = r.report();
+        assert_eq!(
+            (rep.received, rep.lost, rep.reordered, rep.duplicates),
+            (100, 0, 0, 0)
+        );
     }
 }

@@ -7,7 +7,11 @@
 //! at an even offset of the segment, so that changing the sequence number changes whole
 //! 16-bit words of the transport checksum (patched incrementally, RFC 1624).
 
+use std::net::Ipv4Addr;
+
 use serde::Serialize;
+
+use super::senders::PerSender;
 
 /// Bytes of a flow tag.
 pub const TAG_LEN: usize = 12;
@@ -51,6 +55,8 @@ impl FlowTag {
 /// Where a frame's transport payload is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transport {
+    /// The IPv4 source address (tells senders apart).
+    pub src: u32,
     /// TCP (else UDP).
     pub tcp: bool,
     /// Destination port.
@@ -88,6 +94,7 @@ impl Transport {
             return None;
         }
         Some(Transport {
+            src: u32::from_be_bytes([f[26], f[27], f[28], f[29]]),
             tcp,
             dport: u16::from_be_bytes([f[l4_at + 2], f[l4_at + 3]]),
             l4_at,
@@ -177,14 +184,16 @@ impl FlowRx {
     }
 }
 
-/// Counts tagged packets per flow as they arrive. Loss is counted from sequence gaps (a
-/// packet lost after a flow's last received packet is not seen here: the sender's totals
-/// show it); a packet that arrives after a higher sequence number of its flow is late
-/// (reordered), and fills the gap it was counted in. Sequence numbers start at 0 when the
-/// sender starts, so a receiver should start first.
+/// Counts tagged packets per flow as they arrive. A flow is its sender's flow number and
+/// the sender's IPv4 source address ([`PerSender`]): a receiver that hears several
+/// generators keeps their flows apart. Loss is counted from sequence gaps (a packet lost
+/// after a flow's last received packet is not seen here: the sender's totals show it); a
+/// packet that arrives after a higher sequence number of its flow is late (reordered), and
+/// fills the gap it was counted in. Sequence numbers start at 0 when the sender starts, so a
+/// receiver should start first.
 #[derive(Debug, Clone, Default)]
 pub struct FlowLossCounter {
-    flows: Vec<FlowRx>,
+    flows: PerSender<FlowRx>,
     tagged: u64,
     foreign: u64,
 }
@@ -194,9 +203,10 @@ pub struct FlowLossCounter {
 pub struct FlowLossReport {
     /// Tagged packets received.
     pub tagged: u64,
-    /// Tags with a flow number above what a receiver tracks.
+    /// Tags with a flow number above what a receiver tracks (or from more senders than it
+    /// keeps apart).
     pub foreign: u64,
-    /// Flows that sent at least one tagged packet here.
+    /// Flows (sender and flow number) that sent at least one tagged packet here.
     pub flows: u64,
     /// Packets missing from sequence gaps, all flows.
     pub lost: u64,
@@ -204,25 +214,35 @@ pub struct FlowLossReport {
     pub late: u64,
     /// Flows with at least one packet missing.
     pub flows_with_loss: u64,
-    /// The flows that lost most: (flow, lost, received), most first, at most 10.
-    pub worst: Vec<(u32, u64, u64)>,
+    /// The flows that lost most, most first, at most 10.
+    pub worst: Vec<FlowLoss>,
+}
+
+/// One flow's loss, as [`FlowLossReport::worst`] lists it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FlowLoss {
+    /// The IPv4 source address of the flow's packets (which sender it came from).
+    pub sender: Ipv4Addr,
+    /// The flow's number at its sender.
+    pub flow: u32,
+    /// Its packets missing from sequence gaps.
+    pub lost: u64,
+    /// Its packets received.
+    pub received: u64,
 }
 
 impl FlowLossCounter {
-    /// Counts one tagged packet.
+    /// Counts one tagged packet from the sender with IPv4 source address `sender`.
     #[inline]
-    pub fn record(&mut self, tag: FlowTag) {
-        if tag.flow >= MAX_TRACKED_FLOWS {
+    pub fn record(&mut self, sender: u32, tag: FlowTag) {
+        let tracked = (tag.flow < MAX_TRACKED_FLOWS)
+            .then(|| self.flows.get_mut(sender, tag.flow))
+            .flatten();
+        let Some(f) = tracked else {
             self.foreign += 1;
             return;
-        }
-        let i = tag.flow as usize;
-        if i >= self.flows.len() {
-            self.flows
-                .resize((i + 1).next_power_of_two(), FlowRx::default());
-        }
+        };
         self.tagged += 1;
-        let f = &mut self.flows[i];
         f.received += 1;
         if tag.seq >= f.next {
             f.skipped += u64::from(tag.seq - f.next);
@@ -240,7 +260,7 @@ impl FlowLossCounter {
             ..FlowLossReport::default()
         };
         let mut worst = Vec::new();
-        for (i, f) in self.flows.iter().enumerate() {
+        for ((sender, flow), f) in self.flows.iter() {
             if f.received == 0 {
                 continue;
             }
@@ -249,10 +269,15 @@ impl FlowLossCounter {
             r.late += f.late;
             if f.lost() > 0 {
                 r.flows_with_loss += 1;
-                worst.push((i as u32, f.lost(), f.received));
+                worst.push(FlowLoss {
+                    sender: Ipv4Addr::from(sender),
+                    flow,
+                    lost: f.lost(),
+                    received: f.received,
+                });
             }
         }
-        worst.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        worst.sort_by(|a, b| (b.lost, a.sender, a.flow).cmp(&(a.lost, b.sender, b.flow)));
         worst.truncate(10);
         r.worst = worst;
         r
@@ -263,7 +288,6 @@ impl FlowLossCounter {
 mod tests {
     use super::*;
     use crate::generator::frame::{FlowTuple, PacketFields, emit_frame};
-    use std::net::Ipv4Addr;
     use telemetry::wire::MacAddr;
 
     fn frame(tcp: bool, len: usize, tag: FlowTag) -> Vec<u8> {
@@ -351,19 +375,20 @@ mod tests {
     fn loss_and_lateness_per_flow() {
         let mut c = FlowLossCounter::default();
         let tag = |flow, seq| FlowTag { flow, seq };
+        let a = u32::from(Ipv4Addr::new(10, 0, 0, 1));
         // Flow 0: 0 1 2 3 4, nothing missing.
         for s in 0..5 {
-            c.record(tag(0, s));
+            c.record(a, tag(0, s));
         }
         // Flow 5: 0 2 3 5 (1 and 4 lost).
         for s in [0, 2, 3, 5] {
-            c.record(tag(5, s));
+            c.record(a, tag(5, s));
         }
         // Flow 9: 0 2 1 3 (1 late, nothing lost).
         for s in [0, 2, 1, 3] {
-            c.record(tag(9, s));
+            c.record(a, tag(9, s));
         }
-        c.record(tag(MAX_TRACKED_FLOWS, 0));
+        c.record(a, tag(MAX_TRACKED_FLOWS, 0));
         let r = c.report();
         assert_eq!(
             r,
@@ -374,8 +399,56 @@ mod tests {
                 lost: 2,
                 late: 1,
                 flows_with_loss: 1,
-                worst: vec![(5, 2, 4)],
+                worst: vec![FlowLoss {
+                    sender: Ipv4Addr::new(10, 0, 0, 1),
+                    flow: 5,
+                    lost: 2,
+                    received: 4
+                }],
             }
         );
+    }
+
+    #[test]
+    fn senders_with_the_same_flow_numbers_are_counted_apart() {
+        // Two generators, each numbering its flows from 0, interleaved at one receiver:
+        // neither loses or reorders anything, so nothing may be counted lost or late.
+        let (a, b) = (
+            u32::from(Ipv4Addr::new(10, 0, 1, 1)),
+            u32::from(Ipv4Addr::new(10, 0, 2, 1)),
+        );
+        let mut c = FlowLossCounter::default();
+        for s in 0..100 {
+            c.record(a, FlowTag { flow: 0, seq: s });
+            if s % 2 == 0 {
+                c.record(
+                    b,
+                    FlowTag {
+                        flow: 0,
+                        seq: s / 2,
+                    },
+                );
+            }
+        }
+        // b's flow 0 then loses two packets.
+        c.record(b, FlowTag { flow: 0, seq: 52 });
+        let r = c.report();
+        assert_eq!((r.tagged, r.flows, r.late, r.lost), (151, 2, 0, 2));
+        assert_eq!(
+            r.worst,
+            vec![FlowLoss {
+                sender: Ipv4Addr::new(10, 0, 2, 1),
+                flow: 0,
+                lost: 2,
+                received: 51
+            }]
+        );
+    }
+
+    #[test]
+    fn the_sender_is_the_source_address() {
+        let f = frame(false, 60, FlowTag { flow: 1, seq: 1 });
+        let t = Transport::parse(&f).expect("a UDP frame");
+        assert_eq!(Ipv4Addr::from(t.src), Ipv4Addr::new(10, 0, 0, 7));
     }
 }
