@@ -128,6 +128,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(note) = lab.left_out_note() {
                 eprintln!("pint-lab: {note}");
             }
+            for w in lab.idle_impairment_warnings() {
+                eprintln!("pint-lab: warning: {w}");
+            }
             std::fs::create_dir_all(&out)?;
             let at = bench::lab::plan::Endpoints {
                 dir: out.canonicalize()?,

@@ -483,6 +483,41 @@ impl Lab {
         ))
     }
 
+    /// Warnings about impairments that no traffic crosses: an impaired link direction that
+    /// lies on no shortest path between a pair of hosts that send to each other acts on
+    /// nothing, and its loss and delay checks cannot pass. (Routes are the shortest paths,
+    /// with ECMP over equal ones: a link on any one of them may carry some of the traffic.)
+    pub fn idle_impairment_warnings(&self) -> Vec<String> {
+        let n = self.topology.len() as u32;
+        let mut dist: Vec<Option<Vec<u32>>> = vec![None; n as usize];
+        let mut d = |a: u32, b: u32| -> u64 {
+            let row = dist[a as usize].get_or_insert_with(|| self.topology.bfs(a).0);
+            u64::from(row[b as usize])
+        };
+        let mut warnings = Vec::new();
+        for (i, x) in self.impair.iter().enumerate() {
+            let crossed = self
+                .traffic
+                .pairs
+                .iter()
+                .any(|&(a, b)| d(a, x.from) + 1 + d(x.to, b) == d(a, b));
+            if !crossed {
+                warnings.push(format!(
+                    "impair[{i}].link: no route between hosts that send to each other crosses \
+                     {} -> {}, so its impairment acts on no traffic (hosts at {})",
+                    self.shown(x.from),
+                    self.shown(x.to),
+                    self.hosts
+                        .iter()
+                        .map(|&h| self.shown(h))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        warnings
+    }
+
     /// The name of node `n`.
     pub fn name(&self, n: u32) -> &str {
         &self.topology.names[n as usize]
@@ -724,6 +759,37 @@ mod tests {
             ),
             "topology.links"
         );
+    }
+
+    #[test]
+    fn impairments_no_route_crosses_are_warned_about() {
+        // a - b - c with a branch b - d; hosts at a and c.
+        let lab = |link: &str| {
+            parse(&format!(
+                "[topology]\nkind = \"links\"\nlinks = [[\"a\", \"b\"], [\"b\", \"c\"], [\"b\", \"d\"]]\n\
+                 hosts = [\"a\", \"c\"]\n[[impair]]\nlink = {link}\nloss = 0.1\n"
+            ))
+            .unwrap()
+        };
+        for crossed in ["[\"a\", \"b\"]", "[\"b\", \"a\"]", "[\"c\", \"b\"]"] {
+            assert_eq!(
+                lab(crossed).idle_impairment_warnings(),
+                Vec::<String>::new()
+            );
+        }
+        let w = lab("[\"b\", \"d\"]").idle_impairment_warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("impair[0].link: ") && w[0].contains("b -> d"),
+            "{w:?}"
+        );
+        // Only the pairs that send count: a alone sending to c leaves c -> b idle.
+        let one_way = parse(
+            "[topology]\nkind = \"links\"\nlinks = [[\"a\", \"b\"], [\"b\", \"c\"]]\n\
+             [traffic]\npairs = [[\"a\", \"c\"]]\n[[impair]]\nlink = [\"c\", \"b\"]\n",
+        )
+        .unwrap();
+        assert_eq!(one_way.idle_impairment_warnings().len(), 1);
     }
 
     #[test]
