@@ -128,7 +128,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(note) = lab.left_out_note() {
                 eprintln!("pint-lab: {note}");
             }
-            for w in lab.idle_impairment_warnings() {
+            for w in lab.impairment_warnings() {
                 eprintln!("pint-lab: warning: {w}");
             }
             std::fs::create_dir_all(&out)?;

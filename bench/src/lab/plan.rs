@@ -208,9 +208,23 @@ pub fn sink_args(lab: &Lab, at: &Endpoints) -> Vec<String> {
         "--decode-threads".into(),
         "1".into(),
     ];
+    // The sink forgets a flow after `--idle-timeout` without news (30 s by default); a lab
+    // keeps every flow until it reads the sink's view, whenever that is (`--hold`, or a sink
+    // that falls behind on a busy machine), unless its `sink.args` say otherwise.
+    let given = |flag: &str| {
+        lab.sink_args
+            .iter()
+            .any(|x| x == flag || x.starts_with(&format!("{flag}=")))
+    };
+    if !given("--idle-timeout") {
+        a.extend(["--idle-timeout".into(), LAB_FLOW_IDLE_TIMEOUT_S.to_string()]);
+    }
     a.extend(lab.sink_args.iter().cloned());
     a
 }
+
+/// The sink's `--idle-timeout` in a lab, in seconds: a day, longer than any lab runs.
+pub const LAB_FLOW_IDLE_TIMEOUT_S: u64 = 86_400;
 
 /// `text` as a TOML string, quoted and escaped whatever it holds.
 fn toml_string(text: &str) -> String {
@@ -465,11 +479,31 @@ mod tests {
             let path = entry.unwrap().path();
             let lab = Lab::from_file(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
             LabPlan::new(&lab, &at()).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-            let idle = lab.idle_impairment_warnings();
+            let idle = lab.impairment_warnings();
             assert!(idle.is_empty(), "{path:?}: {idle:?}");
             seen += 1;
         }
         assert!(seen >= 4, "{seen} labs");
+    }
+
+    #[test]
+    fn the_sink_keeps_flows_for_the_whole_lab_unless_told_otherwise() {
+        let mut lab = lab();
+        let a = sink_args(&lab, &at());
+        let at_flag = a.iter().position(|x| x == "--idle-timeout").unwrap();
+        assert_eq!(a[at_flag + 1], LAB_FLOW_IDLE_TIMEOUT_S.to_string());
+        for given in [
+            vec!["--idle-timeout".to_owned(), "5".to_owned()],
+            vec!["--idle-timeout=5".to_owned()],
+        ] {
+            lab.sink_args = given.clone();
+            let a = sink_args(&lab, &at());
+            assert_eq!(
+                a.iter().filter(|x| x.starts_with("--idle-timeout")).count(),
+                1
+            );
+            assert!(a.ends_with(&given), "{a:?}");
+        }
     }
 
     #[test]

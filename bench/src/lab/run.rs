@@ -279,7 +279,7 @@ fn run_inner(
     if let Some(note) = lab.left_out_note() {
         println!("pint-lab: {note}");
     }
-    for w in lab.idle_impairment_warnings() {
+    for w in lab.impairment_warnings() {
         println!("pint-lab: warning: {w}");
     }
     println!("pint-lab: sink http://{http}/ (API /api/..., Prometheus /metrics)");

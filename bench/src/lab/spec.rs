@@ -483,11 +483,12 @@ impl Lab {
         ))
     }
 
-    /// Warnings about impairments that no traffic crosses: an impaired link direction that
-    /// lies on no shortest path between a pair of hosts that send to each other acts on
-    /// nothing, and its loss and delay checks cannot pass. (Routes are the shortest paths,
-    /// with ECMP over equal ones: a link on any one of them may carry some of the traffic.)
-    pub fn idle_impairment_warnings(&self) -> Vec<String> {
+    /// Warnings about impairments that act on no traffic, so that their loss and delay
+    /// checks cannot pass: one on a link direction that lies on no shortest path between a
+    /// pair of hosts that send to each other (routes are the shortest paths, with ECMP over
+    /// equal ones: a link on any one of them may carry some of the traffic), and one that
+    /// starts when the traffic is over (`--duration` can make it so).
+    pub fn impairment_warnings(&self) -> Vec<String> {
         let n = self.topology.len() as u32;
         let mut dist: Vec<Option<Vec<u32>>> = vec![None; n as usize];
         let mut d = |a: u32, b: u32| -> u64 {
@@ -496,6 +497,13 @@ impl Lab {
         };
         let mut warnings = Vec::new();
         for (i, x) in self.impair.iter().enumerate() {
+            if x.from_s >= self.duration_s {
+                warnings.push(format!(
+                    "impair[{i}].from_s: {} s, when the {} s of traffic are over, so the \
+                     impairment acts on no traffic",
+                    x.from_s, self.duration_s
+                ));
+            }
             let crossed = self
                 .traffic
                 .pairs
@@ -772,12 +780,9 @@ mod tests {
             .unwrap()
         };
         for crossed in ["[\"a\", \"b\"]", "[\"b\", \"a\"]", "[\"c\", \"b\"]"] {
-            assert_eq!(
-                lab(crossed).idle_impairment_warnings(),
-                Vec::<String>::new()
-            );
+            assert_eq!(lab(crossed).impairment_warnings(), Vec::<String>::new());
         }
-        let w = lab("[\"b\", \"d\"]").idle_impairment_warnings();
+        let w = lab("[\"b\", \"d\"]").impairment_warnings();
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].starts_with("impair[0].link: ") && w[0].contains("b -> d"),
@@ -789,7 +794,15 @@ mod tests {
              [traffic]\npairs = [[\"a\", \"c\"]]\n[[impair]]\nlink = [\"c\", \"b\"]\n",
         )
         .unwrap();
-        assert_eq!(one_way.idle_impairment_warnings().len(), 1);
+        assert_eq!(one_way.impairment_warnings().len(), 1);
+        // An impairment that starts after the traffic.
+        let mut late = lab("[\"a\", \"b\"]");
+        late.impair[0].from_s = late.duration_s;
+        let w = late.impairment_warnings();
+        assert!(
+            w.len() == 1 && w[0].starts_with("impair[0].from_s: "),
+            "{w:?}"
+        );
     }
 
     #[test]
