@@ -269,11 +269,12 @@ fn run_inner(
             .map_err(|e| anyhow::anyhow!("{}: {e}", s.config.display()))?;
     }
     println!(
-        "pint-lab: {} ({} switches, {} links, {} hosts); run directory {}",
+        "pint-lab: {} ({} switches, {} links, {} hosts, {} ms epochs); run directory {}",
         lab.name,
         lab.topology.len(),
         lab.topology.edges(),
         lab.hosts.len(),
+        lab.epoch_ms,
         dir.display()
     );
     if let Some(note) = lab.left_out_note() {
