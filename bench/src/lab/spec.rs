@@ -160,6 +160,16 @@ pub fn default_epoch_ms(switches: usize) -> u64 {
         .max(1)
 }
 
+/// The first ten of `n` names, comma-separated, and how many more there are.
+fn shown_list(names: impl Iterator<Item = String>, n: usize) -> String {
+    const SHOWN: usize = 10;
+    let mut names: Vec<String> = names.take(SHOWN).collect();
+    if n > SHOWN {
+        names.push(format!("and {} more", n - SHOWN));
+    }
+    names.join(", ")
+}
+
 /// An impairment on one direction of a link.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkImpair {
@@ -482,24 +492,14 @@ impl Lab {
 
     /// What the lab left out of its topology file, for the user (None: nothing).
     pub fn left_out_note(&self) -> Option<String> {
-        const SHOWN: usize = 10;
         let n = self.left_out.len();
         if n == 0 {
             return None;
         }
-        let mut names: Vec<String> = self
-            .left_out
-            .iter()
-            .take(SHOWN)
-            .map(|s| format!("`{s}`"))
-            .collect();
-        if n > SHOWN {
-            names.push(format!("and {} more", n - SHOWN));
-        }
         Some(format!(
             "{n} switch{} of the topology file on no link left out: {}",
             if n == 1 { "" } else { "es" },
-            names.join(", ")
+            shown_list(self.left_out.iter().map(|s| format!("`{s}`")), n)
         ))
     }
 
@@ -535,11 +535,7 @@ impl Lab {
                      {} -> {}, so its impairment acts on no traffic (hosts at {})",
                     self.shown(x.from),
                     self.shown(x.to),
-                    self.hosts
-                        .iter()
-                        .map(|&h| self.shown(h))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    shown_list(self.hosts.iter().map(|&h| self.shown(h)), self.hosts.len())
                 ));
             }
         }
