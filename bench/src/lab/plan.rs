@@ -105,6 +105,7 @@ impl LabPlan {
         let capacity =
             control::config::types::parse_capacity(&lab.capacity).map_err(anyhow::Error::msg)?;
         let mut switches = Vec::new();
+        let quiet: Vec<bool> = lab.carries_traffic().iter().map(|&c| !c).collect();
         for n in 0..lab.topology.len() as u32 {
             let tables = fabric::tables(
                 &lab.topology,
@@ -113,7 +114,7 @@ impl LabPlan {
                 fabric::Mtus::with_shim_room(1500),
                 ecmp_seed(n),
             )?;
-            let text = switch_config(lab, n, &tables, at);
+            let text = switch_config(lab, n, &tables, at, quiet[n as usize]);
             let file_name = lab.safe_name(n);
             switches.push(SwitchPlan {
                 node: n,
@@ -231,8 +232,16 @@ fn toml_string(text: &str) -> String {
     toml::Value::String(text.to_owned()).to_string()
 }
 
-/// Node `n`'s configuration.
-fn switch_config(lab: &Lab, n: u32, tables: &Tables, at: &Endpoints) -> String {
+/// The longest idle sleep of a switch that no traffic reaches (`idle_sleep_max_us`): a
+/// quarter of an epoch (so that it still closes every epoch within it), at least the
+/// switch's default, at most 100 ms. Such a switch wakes tens of times a second instead of a
+/// thousand, so that labs of many switches, most of them quiet, fit on few cores.
+pub fn quiet_idle_sleep_max_us(epoch_ms: u64) -> u64 {
+    (epoch_ms * 1000 / 4).clamp(control::config::DEFAULT_IDLE_SLEEP_MAX_US, 100_000)
+}
+
+/// Node `n`'s configuration; `quiet`: no traffic reaches it.
+fn switch_config(lab: &Lab, n: u32, tables: &Tables, at: &Endpoints, quiet: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -251,6 +260,14 @@ fn switch_config(lab: &Lab, n: u32, tables: &Tables, at: &Endpoints) -> String {
         },
         tables.ecmp_seed
     );
+    if quiet && lab.idle == Idle::Sleep {
+        let _ = writeln!(
+            s,
+            "# No route between the lab's hosts crosses this switch: it sleeps longer when idle.\n\
+             idle_sleep_max_us = {}\n",
+            quiet_idle_sleep_max_us(lab.epoch_ms)
+        );
+    }
     let _ = writeln!(s, "[stats]\ninterval_ms = 1000\n");
     for (p, spec) in tables.ports.iter().enumerate() {
         let device = if p == 0 {
@@ -504,6 +521,35 @@ mod tests {
             );
             assert!(a.ends_with(&given), "{a:?}");
         }
+    }
+
+    #[test]
+    fn switches_no_traffic_reaches_sleep_longer() {
+        // Hosts at a and c of a - b - c, with d hanging off b: d carries nothing.
+        let lab = Lab::parse(
+            "[topology]\nkind = \"links\"\nlinks = [[\"a\", \"b\"], [\"b\", \"c\"], [\"b\", \"d\"]]\n\
+             hosts = [\"a\", \"c\"]\n[switches]\nepoch_ms = 100\n",
+            Path::new("/labs"),
+            "t",
+        )
+        .unwrap();
+        let plan = LabPlan::new(&lab, &at()).unwrap();
+        let max: Vec<u64> = plan
+            .switches
+            .iter()
+            .map(|s| {
+                control::Config::from_toml(&s.text)
+                    .unwrap_or_else(|e| panic!("{}: {e}\n{}", s.name, s.text))
+                    .dataplane
+                    .idle_sleep_max_us
+            })
+            .collect();
+        let default = control::config::DEFAULT_IDLE_SLEEP_MAX_US;
+        assert_eq!(max, [default, default, default, 25_000]);
+        assert_eq!(
+            [1, 10, 100, 1000, 60_000].map(quiet_idle_sleep_max_us),
+            [default, 2500, 25_000, 100_000, 100_000]
+        );
     }
 
     #[test]

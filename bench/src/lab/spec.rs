@@ -586,6 +586,29 @@ impl Lab {
             .map(|(_, b)| *b)
             .collect()
     }
+
+    /// For each node, whether the lab's traffic can reach it: it lies on a shortest path
+    /// between a pair of hosts that send to each other (the switches route on shortest
+    /// paths, with ECMP over equal ones). The others never receive a packet.
+    pub fn carries_traffic(&self) -> Vec<bool> {
+        let n = self.topology.len();
+        let mut rows: Vec<Option<Vec<u32>>> = vec![None; n];
+        let mut on = vec![false; n];
+        for &(a, b) in &self.traffic.pairs {
+            for x in [a, b] {
+                rows[x as usize].get_or_insert_with(|| self.topology.bfs(x).0);
+            }
+            let (da, db) = (
+                rows[a as usize].as_ref().expect("computed"),
+                rows[b as usize].as_ref().expect("computed"),
+            );
+            let d = u64::from(da[b as usize]);
+            for (s, flag) in on.iter_mut().enumerate() {
+                *flag |= u64::from(da[s]) + u64::from(db[s]) == d;
+            }
+        }
+        on
+    }
 }
 
 /// A topology file's switches on no link: name and label of each.
@@ -792,6 +815,26 @@ mod tests {
             ),
             "topology.links"
         );
+    }
+
+    #[test]
+    fn switches_off_every_route_carry_no_traffic() {
+        // a - b - c, b - d, and a square a - e - f - c beside it: hosts a and c, so a to c
+        // takes a-b-c (2 hops); d, e and f carry nothing.
+        let l = parse(
+            "[topology]\nkind = \"links\"\nlinks = [[\"a\", \"b\"], [\"b\", \"c\"], [\"b\", \"d\"], \
+             [\"a\", \"e\"], [\"e\", \"f\"], [\"f\", \"c\"]]\nhosts = [\"a\", \"c\"]\n",
+        )
+        .unwrap();
+        assert_eq!(l.topology.names, ["a", "b", "c", "d", "e", "f"]);
+        assert_eq!(l.carries_traffic(), [true, true, true, false, false, false]);
+        // ECMP: both halves of a square carry traffic between opposite corners.
+        let sq = parse(
+            "[topology]\nkind = \"links\"\nlinks = [[\"a\", \"b\"], [\"b\", \"c\"], [\"a\", \"d\"], \
+             [\"d\", \"c\"], [\"c\", \"e\"]]\nhosts = [\"a\", \"c\"]\n",
+        )
+        .unwrap();
+        assert_eq!(sq.carries_traffic(), [true, true, true, true, false]);
     }
 
     #[test]
