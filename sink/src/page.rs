@@ -219,6 +219,26 @@ pub struct Page {
     pub epochs: Value,
 }
 
+/// The epoch counters of `/api/epochs` in words: `2035 decoded (0 network-wide, 43
+/// incomplete, 73 closed at their deadline); 8 flowsets came after their epoch, decoded on
+/// their own`.
+pub fn epochs_line(e: &Value) -> String {
+    let n = |k: &str| e[k].as_u64().unwrap_or(0);
+    let late = n("late_flowsets");
+    format!(
+        "{} decoded ({} network-wide, {} incomplete, {} closed at their deadline){}",
+        n("epochs"),
+        n("network"),
+        n("incomplete"),
+        n("by_deadline"),
+        if late > 0 {
+            format!("; {late} flowsets came after their epoch, decoded on their own")
+        } else {
+            String::new()
+        }
+    )
+}
+
 /// A flow's key in the page's words (`10.0.2.1:1024 > 10.0.3.7:9000 udp`), from the API's
 /// flow object.
 pub fn flow_label(f: &Value) -> String {
@@ -700,11 +720,7 @@ fn totals(h: &mut String, r: &Page) {
         );
     }
     h.push_str("</table>");
-    let _ = write!(
-        h,
-        "<p>Epochs: <span class=\"mono\">{}</span></p>",
-        esc(&r.epochs.to_string())
-    );
+    let _ = write!(h, "<p>Epochs: {}</p>", esc(&epochs_line(&r.epochs)));
 }
 
 /// Node positions for drawing: switches with hosts at the bottom, each layer above them
@@ -769,6 +785,22 @@ mod tests {
             "labels": labels,
         });
         event_row(&e, 10.0, link.map(|(a, b)| (a.to_owned(), b.to_owned())))
+    }
+
+    #[test]
+    fn epoch_counters_read_as_words() {
+        let e = serde_json::json!({"epochs": 2713, "network": 0, "incomplete": 16,
+            "by_deadline": 26, "late_flowsets": 5, "flowsets": 13312});
+        assert_eq!(
+            epochs_line(&e),
+            "2713 decoded (0 network-wide, 16 incomplete, 26 closed at their deadline); \
+             5 flowsets came after their epoch, decoded on their own"
+        );
+        let none_late = serde_json::json!({"epochs": 3, "network": 3});
+        assert_eq!(
+            epochs_line(&none_late),
+            "3 decoded (3 network-wide, 0 incomplete, 0 closed at their deadline)"
+        );
     }
 
     #[test]

@@ -490,17 +490,9 @@ impl LabReport {
                 labels.iter().cloned().collect::<Vec<_>>().join(", ")
             ));
         }
-        let late = self.epochs["late_flowsets"].as_u64().unwrap_or(0);
         s.push_str(&format!(
-            "epochs: {} decoded ({} network-wide, {} incomplete){}\n",
-            self.epochs["epochs"],
-            self.epochs["network"],
-            self.epochs["incomplete"],
-            if late > 0 {
-                format!("; {late} flowsets came after their epoch, decoded on their own")
-            } else {
-                String::new()
-            }
+            "epochs: {}\n",
+            sink::page::epochs_line(&self.epochs)
         ));
         for c in &self.checks {
             s.push_str(&format!(
