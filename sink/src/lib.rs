@@ -19,6 +19,7 @@ pub mod export;
 pub mod flows;
 pub mod ingest;
 pub mod ipfix;
+pub mod layout;
 pub mod live;
 pub mod metrics;
 pub mod page;

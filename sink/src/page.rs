@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+pub use crate::layout::layout;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use telemetry::topology::Topology;
 
 /// One switch's totals.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -428,6 +428,9 @@ fn box_width(name: &str) -> f64 {
     (name.chars().count() as f64 * 7.0 + 12.0).max(84.0)
 }
 
+/// How far at most a link within a row bows above it, in pixels.
+const BOW_MAX: f64 = 60.0;
+
 fn topology_svg(r: &Page) -> String {
     // At least 900 x 360; wider where a layer's boxes would not fit side by side, taller
     // where there are more layers than 360 px hold (a large topology file's drawing
@@ -439,12 +442,14 @@ fn topology_svg(r: &Page) -> String {
         l.1 = l.1.max(box_width(name));
     }
     let pad = 50.0;
+    // Room above the top row for the bows of its links.
+    let top = pad + BOW_MAX;
     let widest = layers
         .values()
         .map(|&(n, bw)| n as f64 * (bw + 8.0))
         .fold(0.0, f64::max);
     let w = (widest + 2.0 * pad).max(900.0).ceil();
-    let hgt = (layers.len().saturating_sub(1) as f64 * 40.0 + 2.0 * pad)
+    let hgt = (layers.len().saturating_sub(1) as f64 * 40.0 + top + pad)
         .max(360.0)
         .ceil();
     let pos = |name: &str| {
@@ -452,7 +457,7 @@ fn topology_svg(r: &Page) -> String {
             .iter()
             .find(|(n, _, _)| n == name)
             .map_or((w / 2.0, hgt / 2.0), |(_, x, y)| {
-                (pad + x * (w - 2.0 * pad), pad + y * (hgt - 2.0 * pad))
+                (pad + x * (w - 2.0 * pad), top + y * (hgt - top - pad))
             })
     };
     let mut s = format!(
@@ -473,17 +478,26 @@ fn topology_svg(r: &Page) -> String {
         let (x1, y1) = pos(&l.from);
         let (x2, y2) = pos(&l.to);
         let colour = if lost > 0 { "#b3261e" } else { "#6b7b8c" };
+        // A link within a row bows above it, so that it does not run through the boxes
+        // between its ends; its label sits at the top of the bow.
+        let bow = if (y1 - y2).abs() < 0.5 {
+            ((x2 - x1).abs() * 0.2).clamp(14.0, BOW_MAX)
+        } else {
+            0.0
+        };
+        let (mx, my) = ((x1 + x2) / 2.0, (y1 + y2) / 2.0 - bow);
         let _ = write!(
             s,
-            "<line class=\"link\" x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" stroke=\"{colour}\" stroke-width=\"{:.1}\"{}><title>{} - {}: {} lost, utilisation {:.3}%</title></line>",
+            "<path class=\"link\" d=\"M {x1:.1} {y1:.1} Q {mx:.1} {:.1} {x2:.1} {y2:.1}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"{:.1}\"{}><title>{} - {}: {} lost, utilisation {:.3}%</title></path>",
+            my - bow,
             1.5 + (util * 200.0).min(6.0),
             if impaired {
                 " stroke-dasharray=\"8 4\""
             } else {
                 ""
             },
-            l.from,
-            l.to,
+            esc(&l.from),
+            esc(&l.to),
             lost,
             util * 100.0
         );
@@ -491,8 +505,8 @@ fn topology_svg(r: &Page) -> String {
             let _ = write!(
                 s,
                 "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"{colour}\">{}{} lost</text>",
-                (x1 + x2) / 2.0 + 4.0,
-                (y1 + y2) / 2.0,
+                mx + 4.0,
+                my,
                 if impaired { "impaired: " } else { "" },
                 lost
             );
@@ -723,58 +737,10 @@ fn totals(h: &mut String, r: &Page) {
     let _ = write!(h, "<p>Epochs: {}</p>", esc(&epochs_line(&r.epochs)));
 }
 
-/// Node positions for drawing: switches with hosts at the bottom, each layer above them
-/// one hop further away; spread evenly across. Each node is named by `name` (the name the
-/// page's switch and link rows use for it).
-pub fn layout(
-    topology: &Topology,
-    hosts: &[u32],
-    name: impl Fn(u32) -> String,
-) -> Vec<(String, f64, f64)> {
-    let n = topology.len();
-    let mut layer = vec![u32::MAX; n];
-    let mut queue: std::collections::VecDeque<u32> = hosts.iter().copied().collect();
-    for &h in hosts {
-        layer[h as usize] = 0;
-    }
-    while let Some(v) = queue.pop_front() {
-        for &w in topology.neighbours(v) {
-            if layer[w as usize] == u32::MAX {
-                layer[w as usize] = layer[v as usize] + 1;
-                queue.push_back(w);
-            }
-        }
-    }
-    let top = layer
-        .iter()
-        .filter(|&&l| l != u32::MAX)
-        .max()
-        .copied()
-        .unwrap_or(0);
-    let mut out = vec![(String::new(), 0.0, 0.0); n];
-    for l in 0..=top {
-        let members: Vec<usize> = (0..n).filter(|&v| layer[v] == l).collect();
-        for (i, &v) in members.iter().enumerate() {
-            let x = (i as f64 + 0.5) / members.len() as f64;
-            let y = if top == 0 {
-                0.5
-            } else {
-                1.0 - l as f64 / top as f64
-            };
-            out[v] = (name(v as u32), x, y);
-        }
-    }
-    for (v, o) in out.iter_mut().enumerate() {
-        if o.0.is_empty() {
-            *o = (name(v as u32), 0.5, 0.5);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use telemetry::topology::Topology;
 
     fn row(labels: &[&str], link: Option<(&str, &str)>) -> EventRow {
         let e = serde_json::json!({
