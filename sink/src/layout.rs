@@ -2,8 +2,6 @@
 //! switches with hosts, or a centre), each layer a row, and within a row in the order that
 //! keeps linked switches of neighbouring rows close (so that links cross less).
 
-use std::collections::VecDeque;
-
 use telemetry::topology::Topology;
 
 /// Node positions for drawing, `(name, x, y)` with `x` and `y` in 0..=1: switches with
@@ -55,21 +53,12 @@ pub fn layout(
 }
 
 /// Gives every switch not yet layered that `roots` reach its hops from the nearest root
-/// (the roots themselves 0).
+/// (the roots themselves 0). Called for parts of the topology no root before reached, so
+/// the switches it layers are exactly those of the roots' parts.
 fn spread(topology: &Topology, roots: &[u32], layer: &mut [u32]) {
-    let mut queue: VecDeque<u32> = VecDeque::new();
-    for &r in roots {
-        if layer[r as usize] == u32::MAX {
-            layer[r as usize] = 0;
-            queue.push_back(r);
-        }
-    }
-    while let Some(v) = queue.pop_front() {
-        for &w in topology.neighbours(v) {
-            if layer[w as usize] == u32::MAX {
-                layer[w as usize] = layer[v as usize] + 1;
-                queue.push_back(w);
-            }
+    for (l, d) in layer.iter_mut().zip(topology.distances_from(roots)) {
+        if *l == u32::MAX {
+            *l = d;
         }
     }
 }

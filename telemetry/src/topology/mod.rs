@@ -361,12 +361,27 @@ impl Topology {
     /// Breadth-first distances and parents from `src` (parents pick the lowest-numbered
     /// neighbour on a shortest path, so routing is deterministic). Unreachable: u32::MAX.
     pub fn bfs(&self, src: u32) -> (Vec<u32>, Vec<u32>) {
+        self.bfs_from(&[src])
+    }
+
+    /// Hops from the nearest of `sources` to every switch (u32::MAX: none of them reaches
+    /// it).
+    pub fn distances_from(&self, sources: &[u32]) -> Vec<u32> {
+        self.bfs_from(sources).0
+    }
+
+    /// [`Topology::bfs`] from several sources at once.
+    fn bfs_from(&self, sources: &[u32]) -> (Vec<u32>, Vec<u32>) {
         let n = self.len();
         let mut dist = vec![u32::MAX; n];
         let mut parent = vec![u32::MAX; n];
         let mut q = VecDeque::new();
-        dist[src as usize] = 0;
-        q.push_back(src);
+        for &src in sources {
+            if dist[src as usize] == u32::MAX {
+                dist[src as usize] = 0;
+                q.push_back(src);
+            }
+        }
         while let Some(u) = q.pop_front() {
             for &v in self.neighbours(u) {
                 if dist[v as usize] == u32::MAX {
