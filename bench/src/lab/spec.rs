@@ -509,12 +509,9 @@ impl Lab {
     /// equal ones: a link on any one of them may carry some of the traffic), and one that
     /// starts when the traffic is over (`--duration` can make it so).
     pub fn impairment_warnings(&self) -> Vec<String> {
-        let n = self.topology.len() as u32;
-        let mut dist: Vec<Option<Vec<u32>>> = vec![None; n as usize];
-        let mut d = |a: u32, b: u32| -> u64 {
-            let row = dist[a as usize].get_or_insert_with(|| self.topology.bfs(a).0);
-            u64::from(row[b as usize])
-        };
+        let rows = self.hops_from_senders();
+        // Hops from sender `a` to any switch `b` (rows only exist for senders).
+        let d = |a: u32, b: u32| -> u64 { u64::from(rows[a as usize][b as usize]) };
         let mut warnings = Vec::new();
         for (i, x) in self.impair.iter().enumerate() {
             if x.from_s >= self.duration_s {
@@ -528,7 +525,7 @@ impl Lab {
                 .traffic
                 .pairs
                 .iter()
-                .any(|&(a, b)| d(a, x.from) + 1 + d(x.to, b) == d(a, b));
+                .any(|&(a, b)| d(a, x.from) + 1 + d(b, x.to) == d(a, b));
             if !crossed {
                 warnings.push(format!(
                     "impair[{i}].link: no route between hosts that send to each other crosses \
@@ -591,23 +588,30 @@ impl Lab {
     /// between a pair of hosts that send to each other (the switches route on shortest
     /// paths, with ECMP over equal ones). The others never receive a packet.
     pub fn carries_traffic(&self) -> Vec<bool> {
-        let n = self.topology.len();
-        let mut rows: Vec<Option<Vec<u32>>> = vec![None; n];
-        let mut on = vec![false; n];
+        let rows = self.hops_from_senders();
+        let mut on = vec![false; self.topology.len()];
         for &(a, b) in &self.traffic.pairs {
-            for x in [a, b] {
-                rows[x as usize].get_or_insert_with(|| self.topology.bfs(x).0);
-            }
-            let (da, db) = (
-                rows[a as usize].as_ref().expect("computed"),
-                rows[b as usize].as_ref().expect("computed"),
-            );
+            let (da, db) = (&rows[a as usize], &rows[b as usize]);
             let d = u64::from(da[b as usize]);
             for (s, flag) in on.iter_mut().enumerate() {
                 *flag |= u64::from(da[s]) + u64::from(db[s]) == d;
             }
         }
         on
+    }
+
+    /// Hops from every switch of a sending pair (either end) to every switch; empty rows for
+    /// the others (links are both ways, so a row serves either direction).
+    fn hops_from_senders(&self) -> Vec<Vec<u32>> {
+        let mut rows = vec![Vec::new(); self.topology.len()];
+        for &(a, b) in &self.traffic.pairs {
+            for x in [a, b] {
+                if rows[x as usize].is_empty() {
+                    rows[x as usize] = self.topology.bfs(x).0;
+                }
+            }
+        }
+        rows
     }
 }
 
