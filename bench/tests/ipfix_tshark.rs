@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::tshark;
 use etherparse::PacketBuilder;
-use sink::flows::FlowExport;
+use sink::flows::{EndReason, FlowExport};
 use sink::ipfix::IpfixExporter;
 use telemetry::flowradar::FlowKey;
 
@@ -29,10 +29,27 @@ fn record(switch: u32, i: u32) -> FlowExport {
         bytes: 5_000_000_000 + u64::from(i) * 1000,
         start_ms: 1_796_000_000_000 + u64::from(i),
         end_ms: 1_796_000_001_000 + u64::from(i),
-        ingress: 1,
-        egress: 2 + i,
-        ended: false,
+        // Switch 3 is the flows' last hop (their ports known there), switch 9 is not.
+        ingress: (switch == 3).then_some(1),
+        egress: (switch == 3).then_some(2 + i as u16),
+        ended: i.is_multiple_of(3),
+        end_reason: if i.is_multiple_of(3) {
+            EndReason::IdleTimeout
+        } else {
+            EndReason::ActiveTimeout
+        },
     }
+}
+
+/// `fields` of every message with records, one line per message; a field's values in a
+/// message are joined by `;`, one per record.
+fn record_fields(pcap: &std::path::Path, fields: &[&str]) -> String {
+    let mut args = vec!["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=;"];
+    for f in fields {
+        args.extend(["-e", f]);
+    }
+    args.extend(["-Y", "cflow.srcaddr"]);
+    tshark(pcap, &args)
 }
 
 #[test]
@@ -75,24 +92,20 @@ fn wireshark_decodes_the_exported_records() {
         &["-Y", "_ws.malformed || _ws.expert.severity >= warning"],
     );
     assert!(bad.trim().is_empty(), "tshark flags: {bad}");
-    let fields = [
-        "cflow.od_id",
-        "cflow.srcaddr",
-        "cflow.dstaddr",
-        "cflow.srcport",
-        "cflow.dstport",
-        "cflow.protocol",
-        "cflow.octets",
-        "cflow.packets",
-        "cflow.inputint",
-        "cflow.outputint",
-    ];
-    let mut args = vec!["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=;"];
-    for f in fields {
-        args.extend(["-e", f]);
-    }
-    args.extend(["-Y", "cflow.srcaddr"]);
-    let out = tshark(&pcap, &args);
+    let out = record_fields(
+        &pcap,
+        &[
+            "cflow.od_id",
+            "cflow.srcaddr",
+            "cflow.dstaddr",
+            "cflow.srcport",
+            "cflow.dstport",
+            "cflow.protocol",
+            "cflow.octets",
+            "cflow.packets",
+            "cflow.flow_end_reason",
+        ],
+    );
     let mut got = Vec::new();
     for line in out.lines() {
         let cols: Vec<Vec<&str>> = line.split('\t').map(|c| c.split(';').collect()).collect();
@@ -108,7 +121,7 @@ fn wireshark_decodes_the_exported_records() {
         .map(|r| {
             let ip = |a: u32| std::net::Ipv4Addr::from(a).to_string();
             format!(
-                "{} {} {} {} {} {} {} {} {} {}",
+                "{} {} {} {} {} {} {} {} {}",
                 r.switch,
                 ip(r.key.src),
                 ip(r.key.dst),
@@ -117,31 +130,32 @@ fn wireshark_decodes_the_exported_records() {
                 r.key.protocol,
                 r.bytes,
                 r.packets,
-                r.ingress,
-                r.egress
+                r.end_reason as u8,
             )
         })
         .collect();
     assert_eq!(got, want);
+    // The ports, in the records of the template that has them (switch 3's).
+    let ports = record_fields(&pcap, &["cflow.od_id", "cflow.inputint", "cflow.outputint"]);
+    let mut got_ports = Vec::new();
+    for line in ports.lines() {
+        let cols: Vec<&str> = line.split('\t').collect();
+        if cols[1].is_empty() {
+            assert_eq!(cols[0], "9", "only switch 9's records lack ports: {line}");
+            continue;
+        }
+        for (i, o) in cols[1].split(';').zip(cols[2].split(';')) {
+            got_ports.push(format!("{} {i} {o}", cols[0]));
+        }
+    }
+    let want_ports: Vec<String> = sent
+        .iter()
+        .filter_map(|r| Some(format!("{} {} {}", r.switch, r.ingress?, r.egress?)))
+        .collect();
+    assert_eq!(got_ports, want_ports);
     // Flow start and end in milliseconds since the epoch, as Wireshark shows them (UTC):
     // record 1 of switch 3 starts at 1796000000001 ms and ends 1 s later.
-    let times = tshark(
-        &pcap,
-        &[
-            "-T",
-            "fields",
-            "-E",
-            "occurrence=a",
-            "-E",
-            "aggregator=;",
-            "-e",
-            "cflow.abstimestart",
-            "-e",
-            "cflow.abstimeend",
-            "-Y",
-            "cflow.srcaddr",
-        ],
-    );
+    let times = record_fields(&pcap, &["cflow.abstimestart", "cflow.abstimeend"]);
     let first: Vec<Vec<&str>> = times
         .lines()
         .next()

@@ -23,8 +23,10 @@ pub struct ExportCounters {
     pub ipfix_records: AtomicU64,
     /// IPFIX messages sent.
     pub ipfix_messages: AtomicU64,
-    /// IPFIX messages the socket refused, and JSON lines not written.
-    pub errors: AtomicU64,
+    /// IPFIX messages the socket refused (their records are lost).
+    pub ipfix_errors: AtomicU64,
+    /// JSON lines not written, and flushes of the file that failed.
+    pub json_errors: AtomicU64,
 }
 
 /// Where records go.
@@ -78,7 +80,7 @@ impl Outputs {
             if ok {
                 self.counters.json_records.fetch_add(1, Relaxed);
             } else {
-                self.counters.errors.fetch_add(1, Relaxed);
+                self.counters.json_errors.fetch_add(1, Relaxed);
             }
         }
     }
@@ -88,12 +90,12 @@ impl Outputs {
             x.flush();
             self.counters.ipfix_records.store(x.records, Relaxed);
             self.counters.ipfix_messages.store(x.messages, Relaxed);
-            self.counters.errors.store(x.errors, Relaxed);
+            self.counters.ipfix_errors.store(x.errors, Relaxed);
         }
         if let Some(j) = &mut self.json
             && j.flush().is_err()
         {
-            self.counters.errors.fetch_add(1, Relaxed);
+            self.counters.json_errors.fetch_add(1, Relaxed);
         }
     }
 

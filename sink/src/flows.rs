@@ -87,6 +87,9 @@ pub struct SwitchCount {
     pub last_epoch: (u64, u64, u64),
     exported: (u64, u64),
     exported_at: Instant,
+    /// Start of the first epoch counted since the last record, Unix ms (the next record's
+    /// start: a record's counts and times cover the same span).
+    since_ms: u64,
 }
 
 /// The loss one flow contributes to one link.
@@ -169,12 +172,29 @@ pub struct FlowExport {
     pub start_ms: u64,
     /// Last epoch's end, Unix ms.
     pub end_ms: u64,
-    /// Ingress port at the switch (known at the flow's last hop; 0 elsewhere).
-    pub ingress: u32,
-    /// Egress port at the switch (known at the flow's last hop; 0 elsewhere).
-    pub egress: u32,
-    /// Whether the flow ended (idle) rather than the active timeout passing.
+    /// Ingress port at the switch (known at the flow's last hop only).
+    pub ingress: Option<u16>,
+    /// Egress port at the switch (known at the flow's last hop only).
+    pub egress: Option<u16>,
+    /// Whether the flow ended (idle, or the sink stopping) rather than the active timeout
+    /// passing.
     pub ended: bool,
+    /// Why the record was sent.
+    pub end_reason: EndReason,
+}
+
+/// Why a flow record was sent: IPFIX's `flowEndReason` (information element 136), whose
+/// codes the discriminants are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum EndReason {
+    /// Nothing was heard of the flow for the idle timeout; it is forgotten.
+    IdleTimeout = 1,
+    /// The flow goes on; the active timeout passed since its last record.
+    ActiveTimeout = 2,
+    /// The sink is stopping.
+    ForcedEnd = 4,
 }
 
 fn ser_key<S: serde::Serializer>(k: &FlowKey, s: S) -> Result<S::Ok, S::Error> {
@@ -517,9 +537,15 @@ impl FlowTable {
                         last_epoch: (epoch, 0, 0),
                         exported: (0, 0),
                         exported_at: now,
+                        since_ms: epoch_ms.0,
                     });
                     flow.counts.last_mut().expect("pushed")
                 }
+            };
+            c.since_ms = if c.packets == c.exported.0 {
+                epoch_ms.0
+            } else {
+                c.since_ms.min(epoch_ms.0)
             };
             c.packets += packets;
             c.bytes += bytes;
@@ -676,6 +702,18 @@ impl FlowTable {
         idle: Duration,
         active: Duration,
         events_log: Option<&EventLog>,
+        out: impl FnMut(FlowExport) -> bool,
+    ) {
+        self.sweep_as(idle, active, EndReason::IdleTimeout, events_log, out);
+    }
+
+    /// [`FlowTable::sweep`], the records of flows that end saying `ending`.
+    fn sweep_as(
+        &mut self,
+        idle: Duration,
+        active: Duration,
+        ending: EndReason,
+        events_log: Option<&EventLog>,
         mut out: impl FnMut(FlowExport) -> bool,
     ) {
         let now = Instant::now();
@@ -708,8 +746,8 @@ impl FlowTable {
             let ports = flow.pint.as_ref().map(|p| {
                 (
                     p.reporter,
-                    u32::from(p.ingress_port),
-                    u32::from(p.egress_port),
+                    u16::from(p.ingress_port),
+                    u16::from(p.egress_port),
                 )
             });
             for c in &mut flow.counts {
@@ -718,19 +756,24 @@ impl FlowTable {
                     continue;
                 }
                 let (ingress, egress) = match ports {
-                    Some((r, i, e)) if r == c.switch => (i, e),
-                    _ => (0, 0),
+                    Some((r, i, e)) if r == c.switch => (Some(i), Some(e)),
+                    _ => (None, None),
                 };
                 let rec = FlowExport {
                     key: *key,
                     switch: c.switch,
                     packets: delta.0,
                     bytes: delta.1,
-                    start_ms: c.first_ms,
+                    start_ms: c.since_ms,
                     end_ms: c.last_ms,
                     ingress,
                     egress,
                     ended,
+                    end_reason: if ended {
+                        ending
+                    } else {
+                        EndReason::ActiveTimeout
+                    },
                 };
                 if !out(rec) {
                     dropped += 1;
@@ -748,7 +791,13 @@ impl FlowTable {
 
     /// Exports every flow's remaining counters and events (at shutdown).
     pub fn flush(&mut self, events_log: Option<&EventLog>, out: impl FnMut(FlowExport) -> bool) {
-        self.sweep(Duration::ZERO, Duration::ZERO, events_log, out);
+        self.sweep_as(
+            Duration::ZERO,
+            Duration::ZERO,
+            EndReason::ForcedEnd,
+            events_log,
+            out,
+        );
     }
 
     /// A flow.
@@ -1098,6 +1147,58 @@ mod tests {
         assert_eq!(summaries(plain), summaries(grouped));
     }
 
+    /// A record's start and end are those of the epochs whose counts it carries: after an
+    /// active-timeout record, the next starts where counting resumed, not at the flow's
+    /// first epoch (collectors take rates from the span).
+    #[test]
+    fn each_record_spans_the_epochs_it_counts() {
+        let (cx, v) = context();
+        let mut t = FlowTable::new(10);
+        let d = digest(v, 3, 0);
+        t.add_digests(&cx, 9, &[d], &FlowRuns::default());
+        let mut out = Vec::new();
+        let sweep = |t: &mut FlowTable| {
+            let mut got = Vec::new();
+            t.sweep(Duration::from_secs(60), Duration::ZERO, None, |r| {
+                got.push(r);
+                true
+            });
+            got
+        };
+        t.add_counts(&cx, 1, (1000, 10), &[(d.key, 9, 5, 500)]);
+        t.add_counts(&cx, 2, (1010, 10), &[(d.key, 9, 5, 500)]);
+        out.extend(sweep(&mut t));
+        // Nothing counted since: no record.
+        out.extend(sweep(&mut t));
+        t.add_counts(&cx, 4, (1030, 10), &[(d.key, 9, 2, 200)]);
+        t.add_counts(&cx, 3, (1020, 10), &[(d.key, 9, 1, 100)]);
+        out.extend(sweep(&mut t));
+        let got: Vec<_> = out
+            .iter()
+            .map(|r| (r.packets, r.bytes, r.start_ms, r.end_ms, r.end_reason))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (10, 1000, 1000, 1020, EndReason::ActiveTimeout),
+                (3, 300, 1020, 1040, EndReason::ActiveTimeout)
+            ]
+        );
+        // The sink stopping: what is left goes as a forced end.
+        t.add_counts(&cx, 5, (1040, 10), &[(d.key, 9, 1, 100)]);
+        let mut last = Vec::new();
+        t.flush(None, |r| {
+            last.push(r);
+            true
+        });
+        assert_eq!(last.len(), 1);
+        assert_eq!(
+            (last[0].start_ms, last[0].end_ms, last[0].end_reason),
+            (1040, 1050, EndReason::ForcedEnd)
+        );
+        assert!(last[0].ended);
+    }
+
     /// Idle flows are exported (their remaining counters) and forgotten, making room.
     #[test]
     fn idle_flows_are_exported_and_forgotten() {
@@ -1129,9 +1230,10 @@ mod tests {
         for r in &out {
             assert_eq!((r.packets, r.bytes, r.switch), (5, 500, 9));
             assert!(r.ended);
+            assert_eq!(r.end_reason, EndReason::IdleTimeout);
             assert_eq!(
                 (r.ingress, r.egress),
-                (1, 0),
+                (Some(1), Some(0)),
                 "known at the reporting switch"
             );
             assert_eq!((r.start_ms, r.end_ms), (1000, 1010));

@@ -1,13 +1,15 @@
 //! IPFIX (RFC 7011) export of per-flow records over UDP: one observation domain per switch
-//! (its ID), one template with standard information elements, data records of a flow's
-//! packets and bytes at a switch since its last record (sent at the active timeout and when
-//! the flow ends), templates sent before a domain's first records and again periodically.
+//! (its ID), two templates of standard information elements (with the flow's ports at the
+//! switch where they are known, its last hop, and without them elsewhere), data records of a
+//! flow's packets and bytes at a switch since its last record (sent at the active timeout
+//! and when the flow ends), templates sent before a domain's first records and again
+//! periodically.
 //!
 //! ```text
 //! message header (16 bytes): version 10, length, export time (s), sequence number (data
 //!   records sent before in this domain), observation domain ID
-//! set header (4 bytes): set ID (2 = template set, 256 = our data set), length
-//! template record: template ID 256, field count 11, then (element ID, length) pairs
+//! set header (4 bytes): set ID (2 = template set, 256 or 257 = a data set), length
+//! template record: template ID, field count, then (element ID, length) pairs
 //! ```
 
 use std::collections::BTreeMap;
@@ -18,11 +20,13 @@ use crate::flows::FlowExport;
 
 /// IPFIX version number.
 pub const VERSION: u16 = 10;
-/// The data set's template ID.
+/// The template of records with the flow's ports at the switch.
 pub const TEMPLATE_ID: u16 = 256;
+/// The template of records without them (the switch is not the flow's last hop).
+pub const TEMPLATE_NO_PORTS_ID: u16 = 257;
 
-/// The template's fields: (information element ID, length in bytes).
-pub const FIELDS: [(u16, u16); 11] = [
+/// The fields of both templates: (information element ID, length in bytes).
+pub const FIELDS: [(u16, u16); 10] = [
     (8, 4),   // sourceIPv4Address
     (12, 4),  // destinationIPv4Address
     (7, 2),   // sourceTransportPort
@@ -32,14 +36,39 @@ pub const FIELDS: [(u16, u16); 11] = [
     (2, 8),   // packetDeltaCount
     (152, 8), // flowStartMilliseconds
     (153, 8), // flowEndMilliseconds
-    (10, 4),  // ingressInterface
-    (14, 4),  // egressInterface
+    (136, 1), // flowEndReason
 ];
 
-/// Bytes of one data record.
-pub const RECORD_LEN: usize = 53;
-/// Largest message (fits an Ethernet MTU with IP and UDP headers).
+/// The fields template 256 adds: (information element ID, length in bytes).
+pub const PORT_FIELDS: [(u16, u16); 2] = [
+    (10, 4), // ingressInterface (the switch's port ID)
+    (14, 4), // egressInterface
+];
+
+/// Bytes of one data record without ports (template 257).
+pub const RECORD_LEN_NO_PORTS: usize = 46;
+/// Bytes of one data record with ports (template 256).
+pub const RECORD_LEN: usize = RECORD_LEN_NO_PORTS + 8;
+/// Largest message (fits an Ethernet MTU with IPv4 or IPv6 and UDP headers).
 pub const MAX_MESSAGE: usize = 1400;
+const HEADER_LEN: usize = 16;
+const SET_HEADER_LEN: usize = 4;
+
+const _: () = {
+    let mut n = 0;
+    let mut i = 0;
+    while i < FIELDS.len() {
+        n += FIELDS[i].1 as usize;
+        i += 1;
+    }
+    assert!(n == RECORD_LEN_NO_PORTS);
+    assert!(MAX_MESSAGE <= u16::MAX as usize);
+};
+
+/// Records of one template that fit one message.
+const fn per_message(record_len: usize) -> usize {
+    (MAX_MESSAGE - HEADER_LEN - SET_HEADER_LEN) / record_len
+}
 
 fn unix_secs() -> u32 {
     SystemTime::now()
@@ -47,22 +76,37 @@ fn unix_secs() -> u32 {
         .map_or(0, |d| d.as_secs() as u32)
 }
 
-/// The template set.
+/// The template set: both templates.
 pub fn template_set() -> Vec<u8> {
-    let len = 4 + 4 + FIELDS.len() * 4;
+    let templates = [
+        (TEMPLATE_ID, FIELDS.len() + PORT_FIELDS.len()),
+        (TEMPLATE_NO_PORTS_ID, FIELDS.len()),
+    ];
+    let len = SET_HEADER_LEN + templates.iter().map(|(_, n)| 4 + n * 4).sum::<usize>();
     let mut out = Vec::with_capacity(len);
     out.extend_from_slice(&2u16.to_be_bytes());
     out.extend_from_slice(&(len as u16).to_be_bytes());
-    out.extend_from_slice(&TEMPLATE_ID.to_be_bytes());
-    out.extend_from_slice(&(FIELDS.len() as u16).to_be_bytes());
-    for (id, l) in FIELDS {
+    for (id, n) in templates {
         out.extend_from_slice(&id.to_be_bytes());
-        out.extend_from_slice(&l.to_be_bytes());
+        out.extend_from_slice(&(n as u16).to_be_bytes());
+        for (field, l) in FIELDS.iter().chain(&PORT_FIELDS).take(n) {
+            out.extend_from_slice(&field.to_be_bytes());
+            out.extend_from_slice(&l.to_be_bytes());
+        }
     }
     out
 }
 
-/// Appends one data record.
+/// The template a record goes out with.
+pub fn template_of(r: &FlowExport) -> u16 {
+    if r.ingress.is_some() || r.egress.is_some() {
+        TEMPLATE_ID
+    } else {
+        TEMPLATE_NO_PORTS_ID
+    }
+}
+
+/// Appends one data record of the template [`template_of`] gives.
 pub fn put_record(out: &mut Vec<u8>, r: &FlowExport) {
     out.extend_from_slice(&r.key.src.to_be_bytes());
     out.extend_from_slice(&r.key.dst.to_be_bytes());
@@ -73,13 +117,17 @@ pub fn put_record(out: &mut Vec<u8>, r: &FlowExport) {
     out.extend_from_slice(&r.packets.to_be_bytes());
     out.extend_from_slice(&r.start_ms.to_be_bytes());
     out.extend_from_slice(&r.end_ms.to_be_bytes());
-    out.extend_from_slice(&r.ingress.to_be_bytes());
-    out.extend_from_slice(&r.egress.to_be_bytes());
+    out.push(r.end_reason as u8);
+    if template_of(r) == TEMPLATE_ID {
+        // A port not known where the other is: 0, as for an unknown interface.
+        out.extend_from_slice(&r.ingress.map_or(0, u32::from).to_be_bytes());
+        out.extend_from_slice(&r.egress.map_or(0, u32::from).to_be_bytes());
+    }
 }
 
 /// A message: header, then the sets.
 pub fn message(domain: u32, sequence: u32, sets: &[&[u8]]) -> Vec<u8> {
-    let len = 16 + sets.iter().map(|s| s.len()).sum::<usize>();
+    let len = HEADER_LEN + sets.iter().map(|s| s.len()).sum::<usize>();
     let mut out = Vec::with_capacity(len);
     out.extend_from_slice(&VERSION.to_be_bytes());
     out.extend_from_slice(&(len as u16).to_be_bytes());
@@ -92,11 +140,21 @@ pub fn message(domain: u32, sequence: u32, sets: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-/// Per observation domain: records sent and when the template last went out.
+/// Per observation domain: records sent, when the templates last went out, and the records
+/// waiting, by template (256, 257).
+#[derive(Default)]
 struct Domain {
     sequence: u32,
     template_at: Option<Instant>,
-    pending: Vec<FlowExport>,
+    pending: [Vec<FlowExport>; 2],
+}
+
+/// What an exporter has sent.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sent {
+    messages: u64,
+    records: u64,
+    errors: u64,
 }
 
 /// An exporter to one collector.
@@ -108,7 +166,8 @@ pub struct IpfixExporter {
     pub messages: u64,
     /// Records sent.
     pub records: u64,
-    /// Messages the socket refused.
+    /// Messages the socket refused (a collector that is not listening makes the next send
+    /// fail; its records are lost, and the sequence numbers say so to the collector).
     pub errors: u64,
 }
 
@@ -132,69 +191,98 @@ impl IpfixExporter {
         })
     }
 
-    /// Queues a record (sent by [`IpfixExporter::flush`], or now when a message is full).
+    /// Queues a record (sent by [`IpfixExporter::flush`], or now when its message is full).
     pub fn add(&mut self, r: FlowExport) {
-        let d = self.domains.entry(r.switch).or_insert(Domain {
-            sequence: 0,
-            template_at: None,
-            pending: Vec::new(),
-        });
-        d.pending.push(r);
-        if 16 + 4 + d.pending.len() * RECORD_LEN + RECORD_LEN > MAX_MESSAGE {
-            self.flush();
+        let domain = r.switch;
+        let (slot, len) = if template_of(&r) == TEMPLATE_ID {
+            (0, RECORD_LEN)
+        } else {
+            (1, RECORD_LEN_NO_PORTS)
+        };
+        let d = self.domains.entry(domain).or_default();
+        d.pending[slot].push(r);
+        if d.pending[slot].len() >= per_message(len) {
+            self.send_domain(domain, Instant::now());
         }
     }
 
     /// Sends every queued record, with templates where due.
     pub fn flush(&mut self) {
-        let template = template_set();
-        let per_message = (MAX_MESSAGE - 16 - template.len() - 4) / RECORD_LEN;
         let now = Instant::now();
-        for (&domain, d) in &mut self.domains {
-            let due = d
-                .template_at
-                .is_none_or(|t| now.duration_since(t) >= self.template_interval);
-            if due {
-                let m = message(domain, d.sequence, &[&template]);
-                match self.socket.send(&m) {
-                    Ok(_) => self.messages += 1,
-                    Err(_) => self.errors += 1,
-                }
-                d.template_at = Some(now);
+        let domains: Vec<u32> = self.domains.keys().copied().collect();
+        for domain in domains {
+            self.send_domain(domain, now);
+        }
+    }
+
+    /// Sends one domain's queued records, its templates first where due.
+    fn send_domain(&mut self, domain: u32, now: Instant) {
+        let Some(d) = self.domains.get_mut(&domain) else {
+            return;
+        };
+        if d.pending.iter().all(Vec::is_empty) {
+            return;
+        }
+        let mut sent = Sent::default();
+        let send = |m: &[u8], sent: &mut Sent| match self.socket.send(m) {
+            Ok(_) => {
+                sent.messages += 1;
+                true
             }
-            for chunk in d.pending.chunks(per_message) {
-                let mut set = Vec::with_capacity(4 + chunk.len() * RECORD_LEN);
-                set.extend_from_slice(&TEMPLATE_ID.to_be_bytes());
-                set.extend_from_slice(&((4 + chunk.len() * RECORD_LEN) as u16).to_be_bytes());
+            Err(_) => {
+                sent.errors += 1;
+                false
+            }
+        };
+        let due = d
+            .template_at
+            .is_none_or(|t| now.duration_since(t) >= self.template_interval);
+        if due && send(&message(domain, d.sequence, &[&template_set()]), &mut sent) {
+            d.template_at = Some(now);
+        }
+        for (slot, (id, len)) in [
+            (TEMPLATE_ID, RECORD_LEN),
+            (TEMPLATE_NO_PORTS_ID, RECORD_LEN_NO_PORTS),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for chunk in d.pending[slot].chunks(per_message(len)) {
+                let set_len = SET_HEADER_LEN + chunk.len() * len;
+                let mut set = Vec::with_capacity(set_len);
+                set.extend_from_slice(&id.to_be_bytes());
+                set.extend_from_slice(&(set_len as u16).to_be_bytes());
                 for r in chunk {
                     put_record(&mut set, r);
                 }
-                let m = message(domain, d.sequence, &[&set]);
-                match self.socket.send(&m) {
-                    Ok(_) => {
-                        self.messages += 1;
-                        self.records += chunk.len() as u64;
-                    }
-                    Err(_) => self.errors += 1,
+                debug_assert_eq!(set.len(), set_len);
+                if send(&message(domain, d.sequence, &[&set]), &mut sent) {
+                    sent.records += chunk.len() as u64;
                 }
                 d.sequence = d.sequence.wrapping_add(chunk.len() as u32);
             }
-            d.pending.clear();
+            d.pending[slot].clear();
         }
+        if sent.errors > 0 {
+            // A refused send means the collector was not listening (the port unreachable
+            // of an earlier datagram): it has no templates, or has forgotten them. They go
+            // again before the next records.
+            d.template_at = None;
+        }
+        self.messages += sent.messages;
+        self.records += sent.records;
+        self.errors += sent.errors;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flows::EndReason;
     use telemetry::flowradar::FlowKey;
 
-    #[test]
-    fn messages_follow_rfc7011() {
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        let mut ex = IpfixExporter::new(rx.local_addr().unwrap(), Duration::from_secs(60)).unwrap();
-        let r = FlowExport {
+    fn record(ports: bool) -> FlowExport {
+        FlowExport {
             key: FlowKey {
                 src: 0x0a00_0001,
                 dst: 0x0a00_0102,
@@ -207,44 +295,133 @@ mod tests {
             bytes: 15_000,
             start_ms: 1_700_000_000_000,
             end_ms: 1_700_000_000_010,
-            ingress: 1,
-            egress: 2,
+            ingress: ports.then_some(1),
+            egress: ports.then_some(2),
             ended: true,
-        };
-        for _ in 0..30 {
-            ex.add(r);
+            end_reason: EndReason::IdleTimeout,
+        }
+    }
+
+    #[test]
+    fn messages_follow_rfc7011() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut ex = IpfixExporter::new(rx.local_addr().unwrap(), Duration::from_secs(60)).unwrap();
+        // 30 records with ports (one full message of 25 and 5 more), 3 without.
+        for i in 0..33 {
+            ex.add(record(i < 30));
         }
         ex.flush();
         let mut buf = [0u8; 2048];
-        // Template first.
+        // Templates first, both in one template set.
         let n = rx.recv(&mut buf).unwrap();
         assert_eq!(u16::from_be_bytes([buf[0], buf[1]]), 10);
         assert_eq!(u16::from_be_bytes([buf[2], buf[3]]) as usize, n);
         assert_eq!(u32::from_be_bytes(buf[12..16].try_into().unwrap()), 7);
         assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), 2, "template set");
+        assert_eq!(u16::from_be_bytes([buf[18], buf[19]]) as usize, n - 16);
         assert_eq!(u16::from_be_bytes([buf[20], buf[21]]), TEMPLATE_ID);
-        assert_eq!(u16::from_be_bytes([buf[22], buf[23]]), 11);
-        let total: usize = FIELDS.iter().map(|f| usize::from(f.1)).sum();
+        assert_eq!(u16::from_be_bytes([buf[22], buf[23]]), 12);
+        let second = 24 + 12 * 4;
+        assert_eq!(
+            u16::from_be_bytes([buf[second], buf[second + 1]]),
+            TEMPLATE_NO_PORTS_ID
+        );
+        assert_eq!(u16::from_be_bytes([buf[second + 2], buf[second + 3]]), 10);
+        assert_eq!(second + 4 + 10 * 4, n);
+        let total: usize = FIELDS
+            .iter()
+            .chain(&PORT_FIELDS)
+            .map(|f| usize::from(f.1))
+            .sum();
         assert_eq!(total, RECORD_LEN);
         // Then the records, sequence numbers counting records.
-        let mut records = 0;
+        let mut records = [0; 2];
         let mut seq = Vec::new();
-        while records < 30 {
+        while records[0] + records[1] < 33 {
             let n = rx.recv(&mut buf).unwrap();
             assert!(n <= MAX_MESSAGE);
-            seq.push(u32::from_be_bytes(buf[8..12].try_into().unwrap()));
-            assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), TEMPLATE_ID);
+            seq.push((
+                u32::from_be_bytes(buf[8..12].try_into().unwrap()),
+                records[0] + records[1],
+            ));
+            let template = u16::from_be_bytes([buf[16], buf[17]]);
+            let len = if template == TEMPLATE_ID {
+                RECORD_LEN
+            } else {
+                assert_eq!(template, TEMPLATE_NO_PORTS_ID);
+                RECORD_LEN_NO_PORTS
+            };
             let set_len = u16::from_be_bytes([buf[18], buf[19]]) as usize;
             assert_eq!(set_len, n - 16);
-            let k = (set_len - 4) / RECORD_LEN;
-            let rec = &buf[20..20 + RECORD_LEN];
-            assert_eq!(&rec[0..4], &[10, 0, 0, 1]);
-            assert_eq!(u64::from_be_bytes(rec[13..21].try_into().unwrap()), 15_000);
-            assert_eq!(u64::from_be_bytes(rec[21..29].try_into().unwrap()), 10);
-            records += k;
+            assert_eq!((set_len - 4) % len, 0, "no padding");
+            let k = (set_len - 4) / len;
+            for rec in buf[20..20 + k * len].chunks(len) {
+                assert_eq!(&rec[0..4], &[10, 0, 0, 1]);
+                assert_eq!(u64::from_be_bytes(rec[13..21].try_into().unwrap()), 15_000);
+                assert_eq!(u64::from_be_bytes(rec[21..29].try_into().unwrap()), 10);
+                assert_eq!(rec[45], 1, "flowEndReason: idle timeout");
+                if template == TEMPLATE_ID {
+                    assert_eq!(u32::from_be_bytes(rec[46..50].try_into().unwrap()), 1);
+                    assert_eq!(u32::from_be_bytes(rec[50..54].try_into().unwrap()), 2);
+                }
+            }
+            records[usize::from(template == TEMPLATE_NO_PORTS_ID)] += k;
         }
-        assert_eq!(records, 30);
-        assert_eq!(seq[0], 0);
-        assert_eq!(ex.records, 30);
+        assert_eq!(records, [30, 3]);
+        for (s, before) in &seq {
+            assert_eq!(*s as usize, *before, "records sent before the message");
+        }
+        assert_eq!(ex.records, 33);
+        assert_eq!(ex.messages as usize, 1 + seq.len());
+    }
+
+    /// A full message goes at once; it needs no second, nearly empty one.
+    #[test]
+    fn a_full_message_leaves_nothing_behind() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut ex = IpfixExporter::new(rx.local_addr().unwrap(), Duration::from_secs(60)).unwrap();
+        for _ in 0..per_message(RECORD_LEN) {
+            ex.add(record(true));
+        }
+        assert_eq!(ex.messages, 2, "templates and one full message");
+        assert_eq!(ex.records as usize, per_message(RECORD_LEN));
+        ex.flush();
+        assert_eq!(ex.messages, 2, "nothing left to send");
+    }
+
+    /// After a refused send (no collector) the templates go again before the next records.
+    #[test]
+    fn a_refused_template_is_sent_again() {
+        let port = {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.local_addr().unwrap().port()
+        };
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut ex = IpfixExporter::new(addr, Duration::from_secs(3600)).unwrap();
+        // Nobody listens: the port-unreachable makes a later send fail.
+        for _ in 0..20 {
+            ex.add(record(true));
+            ex.flush();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(ex.errors > 0, "a send was refused");
+        // The collector comes up; the next flush sends the templates first.
+        let rx = UdpSocket::bind(addr).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut template_seen = false;
+        for _ in 0..3 {
+            ex.add(record(true));
+            ex.flush();
+            while let Ok(_n) = {
+                rx.set_read_timeout(Some(Duration::from_millis(200)))
+                    .unwrap();
+                rx.recv(&mut buf)
+            } {
+                template_seen |= u16::from_be_bytes([buf[16], buf[17]]) == 2;
+            }
+        }
+        assert!(template_seen, "templates sent again after the refusal");
     }
 }

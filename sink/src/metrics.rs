@@ -145,6 +145,15 @@ fn describe() {
         "Per-flow records exported, by output."
     );
     describe_counter!(
+        "pint_sink_export_errors_total",
+        "IPFIX messages the socket refused (a collector not listening), or JSON lines not written."
+    );
+    describe_counter!("pint_sink_ipfix_messages_total", "IPFIX messages sent.");
+    describe_counter!(
+        "pint_sink_export_records_dropped_total",
+        "Per-flow records dropped because the export queue was full."
+    );
+    describe_counter!(
         "pint_sink_events_total",
         "Problems detected online, by kind and diagnosis label (an event with two labels counts under both)."
     );
@@ -288,6 +297,12 @@ impl SinkMetrics {
                 .absolute(x.ipfix_records.load(Relaxed));
             counter!("pint_sink_exported_records_total", "output" => "json_lines")
                 .absolute(x.json_records.load(Relaxed));
+            counter!("pint_sink_export_errors_total", "output" => "ipfix")
+                .absolute(x.ipfix_errors.load(Relaxed));
+            counter!("pint_sink_export_errors_total", "output" => "json_lines")
+                .absolute(x.json_errors.load(Relaxed));
+            counter!("pint_sink_ipfix_messages_total").absolute(x.ipfix_messages.load(Relaxed));
+            counter!("pint_sink_export_records_dropped_total").absolute(stats.exports_dropped);
             for ((kind, label), n) in shared.events.counts() {
                 counter!("pint_sink_events_total", "kind" => kind.name(), "label" => label.name())
                     .absolute(n);
