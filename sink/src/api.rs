@@ -591,6 +591,7 @@ struct EpochsView {
     incomplete: u64,
     by_deadline: u64,
     late_flowsets: u64,
+    duplicate_flowsets: u64,
     flowsets: u64,
     latest: Vec<EpochReport>,
 }
@@ -605,6 +606,7 @@ async fn epochs(State(s): St, Params(q): Params<EpochsQuery>) -> Json<EpochsView
         incomplete: c.incomplete.load(Relaxed),
         by_deadline: c.by_deadline.load(Relaxed),
         late_flowsets: c.late_flowsets.load(Relaxed),
+        duplicate_flowsets: c.duplicate_flowsets.load(Relaxed),
         flowsets: c.flowsets.load(Relaxed),
         latest: reports.iter().rev().take(n).cloned().collect(),
     })

@@ -149,6 +149,10 @@ pub struct EpochCounters {
     pub by_deadline: AtomicU64,
     /// Flowsets decoded on their own after their epoch (late or spanning several epochs).
     pub late_flowsets: AtomicU64,
+    /// Flowsets dropped because their switch's worker had already delivered that epoch
+    /// (two switches with one ID, or a connection replayed): counting both would double
+    /// the flows' packets.
+    pub duplicate_flowsets: AtomicU64,
     /// Flowsets received.
     pub flowsets: AtomicU64,
 }
@@ -181,10 +185,20 @@ struct Bucket {
 }
 
 impl Bucket {
-    /// Takes flowset `f`; says whether every worker of every switch `registry` expects
-    /// (connected with this epoch length) has now delivered.
-    fn add(&mut self, f: FlowSetIn, registry: &Registry, grace: Duration) -> bool {
-        self.delivered.insert((f.switch, f.worker));
+    /// Takes flowset `f` (or, when its switch's worker already delivered this epoch, drops
+    /// it and counts it in `duplicates`); says whether every worker of every switch
+    /// `registry` expects (connected with this epoch length) has now delivered.
+    fn add(
+        &mut self,
+        f: FlowSetIn,
+        registry: &Registry,
+        grace: Duration,
+        duplicates: &AtomicU64,
+    ) -> bool {
+        if !self.delivered.insert((f.switch, f.worker)) {
+            duplicates.fetch_add(1, Relaxed);
+            return false;
+        }
         let epoch_ns = f.epoch_ns;
         self.sets.push(f);
         if self.delivered.len() < self.wanted {
@@ -232,7 +246,7 @@ pub fn run(
                     delivered: Default::default(),
                     wanted: 0,
                 });
-                if b.add(f, &registry, grace) {
+                if b.add(f, &registry, grace, &log.counters.duplicate_flowsets) {
                     let b = buckets.remove(&key).expect("present");
                     let r = finish(b.sets, &registry, grace, &mut single, counts, false, false);
                     finished.add(key);
@@ -242,11 +256,12 @@ pub fn run(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        // Buckets are ordered by epoch, and the oldest epochs started waiting first: stop at
-        // the first one still within its grace time.
+        // Every bucket past its grace time (a few per epoch length: the order of their keys
+        // is not the order they started waiting in, with several epoch lengths or a switch
+        // whose clock runs ahead).
         let due: Vec<(u64, u64)> = buckets
             .iter()
-            .take_while(|(_, b)| b.first.elapsed() >= grace)
+            .filter(|(_, b)| b.first.elapsed() >= grace)
             .map(|(k, _)| *k)
             .collect();
         for key in due {
@@ -539,6 +554,7 @@ mod tests {
         let c = &log.counters;
         assert_eq!(c.flowsets.load(Relaxed), 3 * u64::from(n) + 2);
         assert_eq!(c.late_flowsets.load(Relaxed), 1);
+        assert_eq!(c.duplicate_flowsets.load(Relaxed), 1, "switch 5's second");
         assert_eq!(
             (c.epochs.load(Relaxed), c.incomplete.load(Relaxed)),
             (2, 1),
@@ -567,8 +583,55 @@ mod tests {
             c.iter()
                 .all(|&(_, _, packets, bytes)| (packets, bytes) == (6, 600))
         );
+        // The duplicate was not counted: switch 5 has one flowset's packets in epoch 8.
+        let (_, c) = counted.iter().find(|(e, _)| *e == 8).unwrap();
+        assert_eq!(c.len(), n as usize);
+        assert!(
+            c.iter()
+                .all(|&(_, _, packets, bytes)| (packets, bytes) == (3, 300))
+        );
         // Every flowset was let go once its counters were handed over.
         assert_eq!(held.flowsets.load(Relaxed), 0);
         assert_eq!(held.bytes.load(Relaxed), 0);
+    }
+
+    /// An epoch of another length (or far ahead) is finished at its deadline even while
+    /// younger epochs of a shorter length keep waiting (their keys sort first).
+    #[test]
+    fn every_epoch_is_finished_at_its_deadline_whatever_its_key() {
+        let (registry, held) = registry(1, 2);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let sender = std::thread::spawn(move || {
+            let long = FlowSetIn {
+                epoch_ns: 10 * EPOCH_NS,
+                ..item(&held, 1, 0, 1)
+            };
+            tx.send(long).unwrap();
+            // Worker 1 never delivers: each short epoch waits its whole grace time.
+            for e in 0..60 {
+                tx.send(item(&held, 1, 0, 1000 + e)).unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Instant::now()
+        });
+        let log = Arc::new(EpochLog::default());
+        let mut long_done = None;
+        run(
+            rx,
+            registry,
+            Arc::clone(&log),
+            Duration::from_millis(50),
+            &mut |_, (_, epoch_ms), _| {
+                if epoch_ms == 100 {
+                    long_done = Some(Instant::now());
+                }
+            },
+        );
+        let stopped = sender.join().unwrap();
+        let done = long_done.expect("the long epoch was finished");
+        assert!(
+            done < stopped,
+            "finished at its deadline, not when the flowsets stopped"
+        );
     }
 }

@@ -117,6 +117,10 @@ fn describe() {
         "Flowsets decoded on their own after their epoch."
     );
     describe_counter!(
+        "pint_sink_duplicate_flowsets_total",
+        "Flowsets dropped because their switch's worker had already delivered that epoch."
+    );
+    describe_counter!(
         "pint_sink_counts_dropped_total",
         "Epoch counters not handed to a decode thread in time."
     );
@@ -281,6 +285,8 @@ impl SinkMetrics {
             counter!("pint_sink_epochs_incomplete_total").absolute(ec.incomplete.load(Relaxed));
             counter!("pint_sink_epochs_by_deadline_total").absolute(ec.by_deadline.load(Relaxed));
             counter!("pint_sink_late_flowsets_total").absolute(ec.late_flowsets.load(Relaxed));
+            counter!("pint_sink_duplicate_flowsets_total")
+                .absolute(ec.duplicate_flowsets.load(Relaxed));
             counter!("pint_sink_counts_dropped_total")
                 .absolute(shared.counts_dropped.load(Relaxed));
             let backlog = shared.backlog();

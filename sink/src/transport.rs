@@ -119,16 +119,18 @@ impl FrameSource for TcpSource {
                 self.start += len;
                 return Ok(Next::Frame(&self.buf[at..at + len]));
             }
-            // Make room: move what is left to the front, grow for a large frame (its length
-            // was checked against the protocol's cap).
+            // Make room: move what is left to the front; for a large frame (its length was
+            // checked against the protocol's cap) grow as its bytes arrive, doubling, so
+            // that memory follows what a peer sent, not what it declared.
             let need = frame_len(&self.buf[self.start..self.end])?.unwrap_or(4);
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
                 self.end -= self.start;
                 self.start = 0;
             }
-            if self.buf.len() < need {
-                self.buf.resize(need, 0);
+            if self.end == self.buf.len() && self.buf.len() < need {
+                let grown = need.min(self.buf.len().saturating_mul(2));
+                self.buf.resize(grown, 0);
             }
             match self.stream.read(&mut self.buf[self.end..]) {
                 Ok(0) => return Ok(Next::Closed),
@@ -184,6 +186,27 @@ mod tests {
         }
         writer.join().unwrap();
         assert_eq!(got, frames);
+    }
+
+    /// A peer that declares a large frame and sends little of it costs little memory.
+    #[test]
+    fn memory_follows_the_bytes_sent_not_the_length_declared() {
+        let mut t = TcpTransport::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = t.local_addr().unwrap();
+        let mut s = TcpStream::connect(addr).unwrap();
+        let mut head = encode_frame(FrameType::Stats, 0, &vec![0; 32 << 20]);
+        head.truncate(100_000);
+        s.write_all(&head).unwrap();
+        let mut src = loop {
+            if let Some(s) = t.accept().unwrap() {
+                break s;
+            }
+        };
+        for _ in 0..5 {
+            assert!(matches!(src.next_frame().unwrap(), Next::Idle));
+        }
+        assert_eq!(src.end, 100_000, "everything sent was read");
+        assert!(src.buf.len() <= 1 << 18, "{} bytes held", src.buf.len());
     }
 
     #[test]
