@@ -318,7 +318,9 @@ fn one_core(rec: &Recording, rounds: u32, by_flow: bool) -> anyhow::Result<OneCo
         let Frame::Hello(hello) = s.decode(&encode_frame(FrameType::Hello, 0, h))? else {
             anyhow::bail!("a hello decodes as one");
         };
-        registry.connect(&hello, "bench", 0);
+        registry
+            .connect(&hello, "bench", 0)
+            .expect("a switch ID of its own");
         if let Some(p) = &hello.plan {
             registry
                 .add_plan(p.version, &p.text)

@@ -489,7 +489,8 @@ mod tests {
                 },
                 "test",
                 0,
-            );
+            )
+            .unwrap();
         }
         (r, Arc::new(HeldTotals::default()))
     }

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, TrySendError};
 use telemetry::flowradar::filter::Block;
@@ -16,7 +17,7 @@ use telemetry::protocol::{
 };
 
 use crate::epochs::{FlowSetIn, Held, HeldTotals};
-use crate::registry::{Registry, SwitchEntry};
+use crate::registry::{Registry, SwitchEntry, unix_ms};
 use crate::shard::{DigestBuffers, Shard, ShardMsg, shard_of};
 use crate::transport::{FrameSource, Next, SourceError, Transport};
 
@@ -81,6 +82,23 @@ enum Close {
     Frame(#[from] ProtocolError),
     #[error("{0}")]
     Refused(String),
+    /// Its switch ID is held by another process's live connection.
+    #[error("{0}")]
+    Duplicate(String),
+    #[error("no hello within {0:?}")]
+    NoHello(Duration),
+    /// No frame for a long while: the switch is gone without the connection closing.
+    #[error("no frame for {0:?}")]
+    Silent(Duration),
+}
+
+/// How long a connection may take to say hello.
+const HELLO_WITHIN: Duration = Duration::from_secs(10);
+
+/// How long a switch may send nothing before its connection is taken for dead: it sends a
+/// flowset per worker every epoch.
+fn silent_after(epoch_ns: u64) -> Duration {
+    Duration::from_nanos(epoch_ns.saturating_mul(3)).max(Duration::from_secs(30))
 }
 
 impl Close {
@@ -103,6 +121,9 @@ impl Close {
                 ProtocolError::TrailingBytes => "trailing_bytes",
             },
             Close::Refused(_) => "refused",
+            Close::Duplicate(_) => "duplicate_switch_id",
+            Close::NoHello(_) => "no_hello",
+            Close::Silent(_) => "silent",
         }
     }
 }
@@ -113,6 +134,14 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     // Digests grouped by flow: a decode thread then finds each flow once per batch.
     let mut session = Session::new(DigestOrder::ByFlow);
     let mut entry: Option<Arc<SwitchEntry>> = None;
+    // The connection's generation at its switch (None until its hello is taken).
+    let mut generation: Option<u64> = None;
+    let opened = Instant::now();
+    let mut last_frame = Instant::now();
+    let mut silent_limit = silent_after(0);
+    // Plan frames straight after the hello are older plans whose packets may still be in
+    // flight, not the plan in force (the hello's).
+    let mut after_hello = false;
     // What one of its flowsets takes in memory, from its hello.
     let mut flowset_bytes = 0usize;
     let mut gaps = 0u64;
@@ -128,12 +157,30 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
         {
             session.recycle(digests, by_flow);
         }
+        if let (Some(e), Some(g)) = (&entry, generation)
+            && e.counters.generation.load(Relaxed) != g
+        {
+            tracing::info!(peer = %peer, switch = e.info_id(), "connection superseded by the switch's new one");
+            break Ok(());
+        }
         let bytes = match src.next_frame() {
             Ok(Next::Frame(b)) => b,
-            Ok(Next::Idle) => continue,
+            Ok(Next::Idle) => {
+                if entry.is_none() && opened.elapsed() >= HELLO_WITHIN {
+                    break Err(Close::NoHello(HELLO_WITHIN));
+                }
+                if entry.is_some() && last_frame.elapsed() >= silent_limit {
+                    break Err(Close::Silent(silent_limit));
+                }
+                continue;
+            }
             Ok(Next::Closed) => break Ok(()),
             Err(e) => break Err(e.into()),
         };
+        last_frame = Instant::now();
+        if let Some(e) = &entry {
+            e.counters.last_frame_ms.store(unix_ms(), Relaxed);
+        }
         let len = bytes.len() as u64;
         // A flowset's memory is reserved before it is decoded (decoding allocates its whole
         // table, however few bytes it came in); one with no room is dropped undecoded.
@@ -168,11 +215,17 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
         }
         if let Frame::Hello(h) = &frame {
             match hello(&ing, h, &peer) {
-                Ok((e, bytes)) => {
+                Ok((e, g, bytes)) => {
                     entry = Some(e);
+                    generation = Some(g);
                     flowset_bytes = bytes;
+                    silent_limit = silent_after(h.epoch_ns);
                 }
-                Err(e) => break Err(e),
+                Err((held_by, e)) => {
+                    // Counted at the switch that holds the ID.
+                    entry = held_by;
+                    break Err(e);
+                }
             }
         }
         let e = entry
@@ -180,6 +233,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
             .expect("a hello came first (the session checks)");
         e.counters.frames.fetch_add(1, Relaxed);
         e.counters.bytes.fetch_add(len, Relaxed);
+        let announcing_older = after_hello;
+        after_hello =
+            matches!(frame, Frame::Hello(_)) || (after_hello && matches!(frame, Frame::Plan(_)));
         match frame {
             Frame::Hello(_) => {}
             Frame::Plan(p) => {
@@ -190,7 +246,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                         p.version
                     );
                 }
-                e.info.lock().expect("switch lock").plan = Some(p.version);
+                if !announcing_older {
+                    e.info.lock().expect("switch lock").plan = Some(p.version);
+                }
             }
             Frame::Digests(b) => {
                 e.counters
@@ -242,9 +300,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
         Ok(()) => None,
         Err(c) => {
             let reason = c.reason();
-            // A connection that breaks is not the switch's fault; anything else is a frame
-            // the sink refused.
-            if !matches!(c, Close::Source(SourceError::Io(_))) {
+            // A connection that breaks, or goes silent, is not the switch's fault; anything
+            // else is a frame the sink refused.
+            if !matches!(c, Close::Source(SourceError::Io(_)) | Close::Silent(_)) {
                 match &entry {
                     Some(e) => {
                         e.counters.rejected.fetch_add(1, Relaxed);
@@ -263,8 +321,8 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
             Some(c.to_string())
         }
     };
-    if let Some(e) = &entry {
-        ing.registry.disconnect(e, error);
+    if let (Some(e), Some(g)) = (&entry, generation) {
+        ing.registry.disconnect(e, g, error);
         tracing::info!(peer = %peer, switch = e.info_id(), "switch disconnected");
     }
 }
@@ -275,21 +333,31 @@ impl SwitchEntry {
     }
 }
 
-/// Registers a switch's hello, refusing a flowset shape beyond the sink's limit; returns
-/// its entry and what one of its flowsets takes in memory.
-fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<(Arc<SwitchEntry>, usize), Close> {
+/// Registers a switch's hello, refusing a flowset shape beyond the sink's limit and a switch
+/// ID another process holds; returns its entry, the connection's generation and what one
+/// of its flowsets takes in memory. A refusal comes with the switch it is counted at, if
+/// any.
+type Refusal = (Option<Arc<SwitchEntry>>, Close);
+
+fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<(Arc<SwitchEntry>, u64, usize), Refusal> {
     let s = h.shape;
     let bytes = s.cells_per_table as usize * usize::from(s.hashes) * std::mem::size_of::<Cell>()
         + s.filter_blocks as usize * std::mem::size_of::<Block>();
     if bytes > ing.max_flowset_bytes {
-        return Err(Close::Refused(format!(
-            "switch {} declares flowsets of {} MiB, above --max-flowset-mb {}",
-            h.switch_id,
-            bytes >> 20,
-            ing.max_flowset_bytes >> 20
-        )));
+        return Err((
+            ing.registry.switch(h.switch_id),
+            Close::Refused(format!(
+                "switch {} declares flowsets of {} MiB, above --max-flowset-mb {}",
+                h.switch_id,
+                bytes >> 20,
+                ing.max_flowset_bytes >> 20
+            )),
+        ));
     }
-    let e = ing.registry.connect(h, peer, bytes);
+    let (e, generation) = ing
+        .registry
+        .connect(h, peer, bytes)
+        .map_err(|d| (Some(d.entry), Close::Duplicate(d.why)))?;
     if let Some(p) = &h.plan
         && let Err(why) = ing.registry.add_plan(p.version, &p.text)
     {
@@ -300,7 +368,7 @@ fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<(Arc<SwitchEntry>, usize
         );
     }
     tracing::info!(peer = %peer, switch = h.switch_id, workers = h.table_seeds.len(), "switch connected");
-    Ok((e, bytes))
+    Ok((e, generation, bytes))
 }
 
 /// Splits a batch by decode thread and queues the parts (each grouped by flow as the batch
@@ -371,5 +439,112 @@ fn send(ing: &Ingest, e: &SwitchEntry, shard: usize, switch: u32, batch: DigestB
     };
     if let Err(TrySendError::Full(_)) = ing.shards[shard].try_send(msg) {
         e.counters.digests_dropped.fetch_add(n, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    use telemetry::flowradar::flowset::FILTER_SEED;
+    use telemetry::flowradar::wire::Shape;
+    use telemetry::flowradar::{FlowSet, FlowSetConfig};
+    use telemetry::protocol::{Stats, encode_frame};
+
+    use super::*;
+    use crate::{Sink, SinkConfig};
+
+    /// A switch's connection: its hello sent.
+    fn say_hello(sink: &Sink, id: u32, session: u64) -> (TcpStream, u64) {
+        let fs = FlowSet::new(&FlowSetConfig::for_flows(100, id));
+        let hello = Hello {
+            switch_id: id,
+            session,
+            epoch_ns: 10_000_000,
+            shim_ethertype: 0x88b5,
+            shape: Shape::of(&fs),
+            filter_seed: FILTER_SEED,
+            table_seeds: vec![fs.table_seed()],
+            max_digests: 1024,
+            ports: Vec::new(),
+            plan: None,
+        };
+        let mut s = TcpStream::connect(sink.listen_addr()).unwrap();
+        s.write_all(&encode_frame(FrameType::Hello, 0, &hello.payload()))
+            .unwrap();
+        (s, 1)
+    }
+
+    fn stats(s: &mut TcpStream, seq: &mut u64) {
+        let f = encode_frame(FrameType::Stats, *seq, &Stats::default().payload());
+        s.write_all(&f).unwrap();
+        *seq += 1;
+    }
+
+    fn until(what: &str, f: impl Fn() -> bool) {
+        let t = Instant::now();
+        while !f() {
+            assert!(t.elapsed() < Duration::from_secs(10), "waited for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn closed_by_sink(s: &mut TcpStream) -> bool {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut b = [0u8; 16];
+        matches!(s.read(&mut b), Ok(0) | Err(_))
+    }
+
+    /// A second process saying hello with a switch ID whose connection is alive is refused
+    /// and counted at that switch (two switches configured with one ID would otherwise mix
+    /// their counts); the same process reconnecting takes over, and the connection it left
+    /// ending later does not mark the switch disconnected.
+    #[test]
+    fn a_switch_id_belongs_to_one_live_connection() {
+        let sink = Sink::start(SinkConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            http: None,
+            ..SinkConfig::default()
+        })
+        .unwrap();
+        let registry = Arc::clone(&sink.shared().registry);
+        let (mut a, mut a_seq) = say_hello(&sink, 5, 1);
+        stats(&mut a, &mut a_seq);
+        until("switch 5", || {
+            registry
+                .switch(5)
+                .is_some_and(|e| e.counters.frames.load(Relaxed) == 2)
+        });
+        let e = registry.switch(5).unwrap();
+        let a_peer = e.info.lock().unwrap().peer.clone();
+
+        let (mut b, _) = say_hello(&sink, 5, 2);
+        assert!(closed_by_sink(&mut b), "the second process is refused");
+        let reasons = e.reject_reasons.lock().unwrap().clone();
+        assert_eq!(reasons.get("duplicate_switch_id"), Some(&1), "{reasons:?}");
+        assert!(e.counters.connected.load(Relaxed));
+        assert_eq!(
+            e.info.lock().unwrap().peer,
+            a_peer,
+            "the first keeps the ID"
+        );
+
+        // Switch 5's process reconnects (its old connection is not closed yet).
+        let (mut c, mut c_seq) = say_hello(&sink, 5, 1);
+        stats(&mut c, &mut c_seq);
+        until("the new connection", || {
+            e.counters.generation.load(Relaxed) == 2
+        });
+        drop(a);
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            e.counters.connected.load(Relaxed),
+            "the old connection ending leaves the switch connected"
+        );
+        stats(&mut c, &mut c_seq);
+        drop(c);
+        until("disconnected", || !e.counters.connected.load(Relaxed));
+        sink.stop();
     }
 }

@@ -96,6 +96,12 @@ pub struct SwitchCounters {
     pub probes: AtomicU64,
     /// Probe arrivals dropped because a decode thread's queue was full.
     pub probes_dropped: AtomicU64,
+    /// The current connection: bumped by each hello taken. A connection that is no longer
+    /// the current one (its switch reconnected) neither speaks for the switch nor marks it
+    /// disconnected when it ends.
+    pub generation: AtomicU64,
+    /// When the current connection last delivered a frame, Unix ms.
+    pub last_frame_ms: AtomicU64,
 }
 
 /// What a switch declared, and its state.
@@ -160,9 +166,40 @@ fn unix_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Unix time, ms.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How recently a connection must have delivered a frame to count as alive: a hello of the
+/// same switch ID from another process meanwhile is refused (two switches with one ID),
+/// after it one takes over (the old connection is dead without having been closed). Every
+/// switch sends a flowset per worker every epoch.
+pub fn alive_within_ms(epoch_ns: u64) -> u64 {
+    (2 * epoch_ns / 1_000_000).max(2000)
+}
+
+/// A hello the registry refused.
+#[derive(Debug)]
+pub struct Duplicate {
+    /// The switch already connected under that ID.
+    pub entry: Arc<SwitchEntry>,
+    /// Why, in words.
+    pub why: String,
+}
+
 impl Registry {
-    /// A switch connected with `hello`; returns its entry (the same one across reconnects).
-    pub fn connect(&self, hello: &Hello, peer: &str, flowset_bytes: usize) -> Arc<SwitchEntry> {
+    /// A switch connected with `hello`; returns its entry (the same one across reconnects)
+    /// and the connection's generation. Refused when another process holds the ID on a
+    /// connection that is alive.
+    pub fn connect(
+        &self,
+        hello: &Hello,
+        peer: &str,
+        flowset_bytes: usize,
+    ) -> Result<(Arc<SwitchEntry>, u64), Duplicate> {
         let info = SwitchInfo {
             id: hello.switch_id,
             peer: peer.to_owned(),
@@ -180,7 +217,8 @@ impl Registry {
             last_error: None,
             connected_at: unix_secs(),
         };
-        let entry = {
+        let now = unix_ms();
+        let (entry, generation) = {
             let mut map = self.switches.write().expect("registry lock");
             let e = map.entry(hello.switch_id).or_insert_with(|| {
                 Arc::new(SwitchEntry {
@@ -190,10 +228,29 @@ impl Registry {
                     disconnected_at: Mutex::new(None),
                 })
             });
+            let c = &e.counters;
+            {
+                let old = e.info.lock().expect("switch lock");
+                let heard = c.last_frame_ms.load(Relaxed);
+                if c.connected.load(Relaxed)
+                    && old.session != hello.session
+                    && now.saturating_sub(heard) < alive_within_ms(old.epoch_ns)
+                {
+                    return Err(Duplicate {
+                        entry: Arc::clone(e),
+                        why: format!(
+                            "switch ID {} is already connected from {} (another process: two switches with one switch_id?); refused {peer}",
+                            hello.switch_id, old.peer
+                        ),
+                    });
+                }
+            }
             *e.info.lock().expect("switch lock") = info;
-            Arc::clone(e)
+            c.last_frame_ms.store(now, Relaxed);
+            c.connected.store(true, Relaxed);
+            let generation = c.generation.fetch_add(1, Relaxed) + 1;
+            (Arc::clone(e), generation)
         };
-        entry.counters.connected.store(true, Relaxed);
         entry.counters.connections.fetch_add(1, Relaxed);
         let ids: Vec<u32> = self
             .switches
@@ -203,11 +260,16 @@ impl Registry {
             .copied()
             .collect();
         *self.ids.write().expect("registry lock") = Arc::new(ids);
-        entry
+        Ok((entry, generation))
     }
 
-    /// The switch's connection ended (`error`: why the sink closed it).
-    pub fn disconnect(&self, entry: &SwitchEntry, error: Option<String>) {
+    /// The switch's connection `generation` ended (`error`: why the sink closed it);
+    /// nothing if the switch has connected again since.
+    pub fn disconnect(&self, entry: &SwitchEntry, generation: u64, error: Option<String>) {
+        let _map = self.switches.write().expect("registry lock");
+        if entry.counters.generation.load(Relaxed) != generation {
+            return;
+        }
         entry.counters.connected.store(false, Relaxed);
         *entry.disconnected_at.lock().expect("switch lock") = Some(std::time::Instant::now());
         if let Some(e) = error {
