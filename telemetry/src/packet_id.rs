@@ -66,6 +66,17 @@ pub const fn hop_index(ttl: u8) -> Option<u8> {
     Some((initial - ttl as u16 + 1) as u8)
 }
 
+/// The hop index of a switch that receives a packet with TTL `ttl` when the packet's first
+/// PINT hop received it with a TTL of `first_ttl` modulo 128 (which the shim carries:
+/// `docs/protocol.md`): 1 there, one more at each hop after. Unlike [`hop_index`] it does
+/// not assume the sender's TTL was 64, 128 or 255, nor that no router came before the
+/// first PINT hop (a replayed capture's TTLs are whatever they were where it was taken);
+/// for those TTLs the two agree. Exact for paths of up to 128 hops.
+#[inline(always)]
+pub const fn hop_after_first(first_ttl: u8, ttl: u8) -> u8 {
+    (first_ttl.wrapping_sub(ttl) & 0x7f) + 1
+}
+
 /// [`hop_index`] of every TTL, 0 for TTL 0: one load per packet instead of the comparisons.
 pub const HOP_OF_TTL: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -90,6 +101,27 @@ mod tests {
             assert_eq!(HOP_OF_TTL[usize::from(ttl)], hop_index(ttl).unwrap_or(0));
         }
         assert_eq!(HOP_OF_TTL[63], 2);
+    }
+
+    /// Counted from the first PINT hop's TTL, whatever it was; the same as [`hop_index`]
+    /// for a path that starts at a common initial TTL.
+    #[test]
+    fn hop_after_the_first_from_its_ttl() {
+        for first in 2..=255u8 {
+            for hop in 1..=first.min(128) {
+                let ttl = first - (hop - 1);
+                assert_eq!(hop_after_first(first & 0x7f, ttl), hop, "{first} {ttl}");
+            }
+        }
+        for first in [64u8, 128, 255] {
+            for ttl in first.saturating_sub(60)..=first {
+                assert_eq!(Some(hop_after_first(first & 0x7f, ttl)), hop_index(ttl));
+            }
+        }
+        // A capture taken two routers from its sender: TTL 62 at the first PINT hop.
+        assert_eq!(hop_after_first(62, 62), 1);
+        assert_eq!(hop_after_first(62, 58), 5);
+        assert_eq!(hop_index(58), Some(7));
     }
 
     #[test]

@@ -317,8 +317,9 @@ fn for_each_frame(path: &Path, mut f: impl FnMut(&[u8])) -> anyhow::Result<Endin
     Ok(Ending::Complete)
 }
 
-/// `frame` with a telemetry shim inserted after its Ethernet header and VLAN tags, as a
-/// first hop inserts it: shim EtherType `ethertype`, plan `tag`, and a `digest_len`-byte
+/// `frame` (as it leaves a first hop, its TTL one less than it arrived with) with a
+/// telemetry shim inserted after its Ethernet header and VLAN tags, as that hop inserts it:
+/// shim EtherType `ethertype`, the first hop's TTL, plan `tag`, and a `digest_len`-byte
 /// `digest` (`docs/protocol.md`, "The shim").
 pub fn with_shim(
     frame: &[u8],
@@ -333,11 +334,15 @@ pub fn with_shim(
     {
         at += 4;
     }
+    let ttl = match frame.get(at..at + 11) {
+        Some(h) if u16::from_be_bytes([h[0], h[1]]) == EtherType::IPV4 => h[10],
+        _ => 0,
+    };
     let mut out = Vec::with_capacity(frame.len() + 6 + digest_len);
     out.extend_from_slice(&frame[..at]);
     out.extend_from_slice(&ethertype.to_be_bytes());
     out.push(0x10 | digest_len as u8);
-    out.push(0);
+    out.push(telemetry::wire::shim::first_flags(ttl.wrapping_add(1)));
     out.extend_from_slice(&tag.to_be_bytes());
     out.extend_from_slice(&digest.to_be_bytes()[8 - digest_len..]);
     out.extend_from_slice(&frame[at..]);

@@ -36,6 +36,18 @@ fn packet(src: u32, dst: u32, sport: u16, ident: u16, ttl: u8) -> PacketSpec {
     p
 }
 
+/// An emulator of `t` running the paper's plan, its other settings the defaults.
+fn paper_emulator(t: &Topology) -> Emulator {
+    Emulator::new(
+        t.clone(),
+        EmulatorConfig {
+            plan: Some(PAPER.to_owned()),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
 /// What plain forwarding over `k` hops delivers: TTL down by `k`, MACs of the last hop.
 fn plainly_forwarded(p: &PacketSpec, last: u32, k: usize) -> Vec<u8> {
     let mut q = p.clone();
@@ -206,20 +218,60 @@ fn paper_plan_end_to_end_on_a_fat_tree() {
     assert_eq!(c.telemetry.get(TelemetryEvent::DigestDropped), 0);
 }
 
+/// Hop indices count from the first PINT hop whatever TTL packets arrive with there (a
+/// replayed capture's TTLs are what they were where it was taken, routers before the
+/// fabric take some off): every digest record gives the path's true length and every
+/// flow's path decodes.
+#[test]
+fn paths_decode_whatever_ttl_packets_arrive_with() {
+    let t = Topology::line(5);
+    let plan = Plan::compile(&QueryFile::from_toml(PAPER).unwrap()).unwrap();
+    let mut emu = paper_emulator(&t);
+    let path_q = plan.query_index("path").unwrap();
+    let ttls = [64u8, 57, 31, 65, 100, 128, 129, 200, 250, 255, 6];
+    for (f, &ttl) in ttls.iter().enumerate() {
+        let (src, dst) = if f % 2 == 0 { (0, 4) } else { (4, 0) };
+        let sport = 2000 + f as u16;
+        for ident in 0..400u16 {
+            let p = packet(src, dst, sport, ident, ttl);
+            let out = emu.send(src, &p.build(), |_| 1000);
+            let Outcome::Delivered { frame, path, .. } = out else {
+                panic!("TTL {ttl}: {out:?}");
+            };
+            assert_eq!(frame, plainly_forwarded(&p, dst, path.len()), "TTL {ttl}");
+        }
+    }
+    let mut by_flow: HashMap<u16, Vec<_>> = HashMap::new();
+    for n in [0, 4] {
+        for r in emu.digests(n) {
+            by_flow.entry(r.key.src_port).or_default().push(r);
+        }
+    }
+    for (f, &ttl) in ttls.iter().enumerate() {
+        let (src, dst) = if f % 2 == 0 { (0u32, 4u32) } else { (4, 0) };
+        let records = &by_flow[&(2000 + f as u16)];
+        assert_eq!(records.len(), 400);
+        let mut rec = FlowRecorder::new(&plan, 5, Space::Topology(&t), Some(t.switch_id(dst)));
+        for r in records {
+            assert_eq!(r.hops, 5, "TTL {ttl}: the path's length");
+            rec.record(r.pid, r.digest);
+        }
+        let want: Vec<u32> = if src == 0 {
+            (0..5).map(|n| t.switch_id(n)).collect()
+        } else {
+            (0..5).rev().map(|n| t.switch_id(n)).collect()
+        };
+        assert_eq!(rec.path(path_q).unwrap().path(), Some(want), "TTL {ttl}");
+    }
+}
+
 /// A line of three switches with hosts behind the ends: the shim shows between the hops,
 /// not at the ends; VLAN tags survive; frames the stages must not trust are counted.
 #[test]
 fn shims_appear_only_inside_the_fabric() {
     let t = Topology::line(3);
     let plan = Plan::compile(&QueryFile::from_toml(PAPER).unwrap()).unwrap();
-    let mut emu = Emulator::new(
-        t,
-        EmulatorConfig {
-            plan: Some(PAPER.to_owned()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let mut emu = paper_emulator(&t);
     // With VLAN tags and TCP.
     let mut p = packet(0, 2, 5000, 9, 64);
     p.vlans = vec![100, 200];
@@ -278,14 +330,7 @@ fn shims_appear_only_inside_the_fabric() {
 #[test]
 fn plans_change_between_bursts_without_mixing() {
     let t = Topology::line(4);
-    let mut emu = Emulator::new(
-        t.clone(),
-        EmulatorConfig {
-            plan: Some(PAPER.to_owned()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let mut emu = paper_emulator(&t);
     let old = Plan::compile(&QueryFile::from_toml(PAPER).unwrap()).unwrap();
     let new_text = PAPER
         .replace("frequency = \"1/16\"", "frequency = \"1/8\"")

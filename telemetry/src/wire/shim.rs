@@ -8,7 +8,9 @@
 //! ```text
 //! offset  size  field
 //! 0       1     format: high nibble 1 (this layout), low nibble N
-//! 1       1     flags: bit 0 [`FLAG_INCOMPLETE`], the others zero (reserved)
+//! 1       1     flags: bit 0 [`FLAG_INCOMPLETE`]; bits 1-7 the TTL the packet had at its
+//!               first PINT hop, modulo 128 (each hop's index is counted from it:
+//!               [`crate::packet_id::hop_after_first`])
 //! 2       2     plan tag: the low 16 bits of the plan version, big-endian
 //! 4       N     digest, big-endian
 //! 4+N     2     EtherType of what follows (IPv4)
@@ -26,6 +28,15 @@ pub const FORMAT: u8 = 1;
 /// Flag: a hop forwarded the packet without encoding its values (it did not hold the
 /// packet's plan), so the digest is incomplete and must not be reported.
 pub const FLAG_INCOMPLETE: u8 = 0x01;
+/// Where the first PINT hop's TTL (modulo 128) sits in the flags byte.
+pub const FIRST_TTL_SHIFT: u32 = 1;
+
+/// The flags byte of a shim inserted by a hop that received the packet with TTL `ttl`.
+#[inline(always)]
+pub const fn first_flags(ttl: u8) -> u8 {
+    ttl << FIRST_TTL_SHIFT
+}
+
 /// Bytes of the shim besides the digest.
 pub const FIXED_LEN: usize = 6;
 /// The default EtherType of the shim (IEEE 802 local experimental EtherType 1).
@@ -88,6 +99,17 @@ impl<T: AsRef<[u8]>> ShimHeader<T> {
         self.buffer.as_ref()[1]
     }
 
+    /// Whether a hop passed the packet on without encoding (the digest is incomplete).
+    pub fn incomplete(&self) -> bool {
+        self.flags() & FLAG_INCOMPLETE != 0
+    }
+
+    /// The TTL the packet had at its first PINT hop, modulo 128.
+    #[inline(always)]
+    pub fn first_ttl(&self) -> u8 {
+        self.flags() >> FIRST_TTL_SHIFT
+    }
+
     /// The plan tag.
     #[inline(always)]
     pub fn plan_tag(&self) -> u16 {
@@ -123,6 +145,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ShimHeader<T> {
         b[1] = 0;
     }
 
+    /// Writes the flags: whether the digest is incomplete, and the first PINT hop's TTL
+    /// (its low 7 bits).
+    pub fn set_flags(&mut self, incomplete: bool, first_ttl: u8) {
+        self.buffer.as_mut()[1] = first_flags(first_ttl) | u8::from(incomplete);
+    }
+
     /// Writes the plan tag.
     #[inline(always)]
     pub fn set_plan_tag(&mut self, tag: u16) {
@@ -150,6 +178,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ShimHeader<T> {
 pub struct ShimRepr {
     /// Digest length in bytes (1 to 8).
     pub digest_len: u8,
+    /// A hop passed the packet on without encoding.
+    pub incomplete: bool,
+    /// The TTL the packet had at its first PINT hop, modulo 128.
+    pub first_ttl: u8,
     /// The plan tag.
     pub plan_tag: u16,
     /// The digest, right-aligned.
@@ -163,6 +195,8 @@ impl ShimRepr {
     pub fn parse<T: AsRef<[u8]>>(shim: &ShimHeader<T>) -> ShimRepr {
         ShimRepr {
             digest_len: shim.digest_len() as u8,
+            incomplete: shim.incomplete(),
+            first_ttl: shim.first_ttl(),
             plan_tag: shim.plan_tag(),
             digest: shim.digest(),
             next_ethertype: shim.next_ethertype(),
@@ -177,6 +211,7 @@ impl ShimRepr {
     /// Writes the shim at the start of `buf` (at least [`ShimRepr::buffer_len`] bytes).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, shim: &mut ShimHeader<T>) {
         shim.set_format(usize::from(self.digest_len));
+        shim.set_flags(self.incomplete, self.first_ttl);
         shim.set_plan_tag(self.plan_tag);
         shim.set_digest(self.digest);
         shim.set_next_ethertype(self.next_ethertype);
@@ -225,6 +260,8 @@ mod tests {
         let mut buf = [0u8; 10];
         let repr = ShimRepr {
             digest_len: 4,
+            incomplete: false,
+            first_ttl: 62,
             plan_tag: 0x1234,
             digest: 0xdead_beef,
             next_ethertype: 0x0800,
@@ -232,10 +269,26 @@ mod tests {
         repr.emit(&mut ShimHeader::new_unchecked(&mut buf[..]));
         assert_eq!(
             buf,
-            [0x14, 0, 0x12, 0x34, 0xde, 0xad, 0xbe, 0xef, 0x08, 0x00]
+            [
+                0x14,
+                62 << 1,
+                0x12,
+                0x34,
+                0xde,
+                0xad,
+                0xbe,
+                0xef,
+                0x08,
+                0x00
+            ]
         );
         let v = ShimHeader::new_checked(&buf[..]).unwrap();
         assert_eq!(ShimRepr::parse(&v), repr);
+        let mut incomplete = buf;
+        incomplete[1] |= FLAG_INCOMPLETE;
+        let v2 = ShimHeader::new_checked(&incomplete[..]).unwrap();
+        assert!(v2.incomplete());
+        assert_eq!(v2.first_ttl(), 62);
         assert_eq!((v.len(), repr.buffer_len()), (10, 10));
         assert_eq!(
             ShimHeader::new_checked(&buf[..9]).unwrap_err(),

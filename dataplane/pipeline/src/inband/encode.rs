@@ -6,7 +6,7 @@ use telemetry::flowradar::FlowKey;
 use telemetry::pint::encoder::SwitchPlan;
 use telemetry::pint::plan::HopInput;
 use telemetry::wire::probe::ProbePayload;
-use telemetry::wire::shim::{FORMAT, shim_len};
+use telemetry::wire::shim::{FORMAT, first_flags, shim_len};
 
 use super::route::Routed;
 use super::{Action, BurstTime, Meta, Scratch, State};
@@ -135,7 +135,7 @@ impl State {
                     sent.done += 1;
                 }
                 Action::Insert => {
-                    if insert_shim(m, eth_at, self.shim_ethertype, plan, field, digest) {
+                    if insert_shim(m, meta, self.shim_ethertype, plan, field, digest) {
                         sent.done += 1;
                     } else {
                         c.event(TelemetryEvent::NoHeadroom);
@@ -254,7 +254,7 @@ impl State {
         let done = match action {
             Action::Insert => {
                 let field = DigestField::of(plan.digest_bytes());
-                if insert_shim(m, eth_at, self.shim_ethertype, plan, field, digest) {
+                if insert_shim(m, meta, self.shim_ethertype, plan, field, digest) {
                     Some(TelemetryEvent::ShimInserted)
                 } else {
                     Some(TelemetryEvent::NoHeadroom)
@@ -396,18 +396,20 @@ fn done_event(action: Action) -> TelemetryEvent {
     }
 }
 
-/// Inserts the shim of `plan` carrying `digest` (in the plan's digest `field`) after the
-/// Ethernet header (which ends with the EtherType field at `eth_at`); false, changing
-/// nothing, without headroom for it.
+/// Inserts the shim of `plan` carrying `digest` (in the plan's digest `field`) and the TTL
+/// the packet arrived with (the hops after count their index from it) after the Ethernet
+/// header (which ends with the EtherType field at `meta.eth_at`); false, changing nothing,
+/// without headroom for it.
 #[inline(always)]
 fn insert_shim<B: PacketBuf>(
     m: &mut B,
-    eth_at: usize,
+    meta: &Meta,
     ethertype: u16,
     plan: &SwitchPlan,
     field: DigestField,
     digest: u64,
 ) -> bool {
+    let (eth_at, ttl) = (usize::from(meta.eth_at), meta.ttl);
     let n = plan.digest_bytes();
     let len = shim_len(n);
     if !m.prepend(len) {
@@ -419,7 +421,7 @@ fn insert_shim<B: PacketBuf>(
     if let Some(s) = f.get_mut(eth_at..eth_at + 6) {
         s[0..2].copy_from_slice(&ethertype.to_be_bytes());
         s[2] = (FORMAT << 4) | n as u8;
-        s[3] = 0;
+        s[3] = first_flags(ttl);
         s[4..6].copy_from_slice(&plan.tag().to_be_bytes());
     }
     field.put(f, eth_at + 6, digest);

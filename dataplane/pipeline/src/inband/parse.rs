@@ -3,10 +3,10 @@
 //! the common frame, the general parse for the rest (VLAN tags, IPv4 options, fragments,
 //! other protocols, and every frame that must be dropped, with its reason).
 
-use telemetry::packet_id::HOP_OF_TTL;
+use telemetry::packet_id::{HOP_OF_TTL, hop_after_first};
 use telemetry::wire::EtherType;
 use telemetry::wire::ipv4::protocol;
-use telemetry::wire::shim::{FLAG_INCOMPLETE, FORMAT, MAX_DIGEST_BYTES, shim_len};
+use telemetry::wire::shim::{FIRST_TTL_SHIFT, FLAG_INCOMPLETE, FORMAT, MAX_DIGEST_BYTES, shim_len};
 
 use super::route::Routed;
 use super::{FastShim, Meta, NO_PLAN, Scratch, State, be16};
@@ -33,6 +33,9 @@ struct Words {
 struct FastRx {
     /// Whether the fast parse is tried.
     on: bool,
+    /// Whether the port is an edge port (hosts behind it: this switch is their packets'
+    /// first PINT hop).
+    edge: bool,
     /// The MAC frames must be addressed to (None: the port is promiscuous).
     mac: Option<[u8; 6]>,
     /// The shim the port takes (its `l3` 0 when it takes none: an edge port, or no plan).
@@ -42,14 +45,28 @@ struct FastRx {
 impl FastRx {
     fn of(s: &State, fwd: &Forwarder, rx_port: usize) -> FastRx {
         let mut shim = s.fast_shim;
-        if s.is_edge(rx_port) {
+        let edge = s.is_edge(rx_port);
+        if edge {
             shim.l3 = 0;
         }
         FastRx {
             on: s.try_fast_parse && fwd.has_port(rx_port),
+            edge,
             mac: fwd.required_mac(rx_port).map(|m| m.0),
             shim,
         }
+    }
+}
+
+/// The hop index of a packet received with TTL `ttl`: 1 from a host (an edge port), counted
+/// from the first hop's TTL that a shim carries (`flags`), and from the TTL alone for a
+/// packet that came from the fabric without one.
+#[inline(always)]
+fn hop_of(edge: bool, shim_flags: Option<u8>, ttl: u8) -> u8 {
+    match shim_flags {
+        Some(f) => hop_after_first(f >> FIRST_TTL_SHIFT, ttl),
+        None if edge => 1,
+        None => HOP_OF_TTL[usize::from(ttl)],
     }
 }
 
@@ -104,7 +121,6 @@ impl State {
             let frame = m.data_mut();
             *v = match self.parse(fwd, (rx_port, &rx), frame, len, meta) {
                 Ok(w) => {
-                    meta.hop = HOP_OF_TTL[usize::from(meta.ttl)];
                     hashes.w0[i] = w.w0;
                     hashes.w1[i] = w.w1;
                     hashes.w2[i] = w.w2;
@@ -158,6 +174,7 @@ impl State {
         meta.plan = 0;
         meta.shim_plan = NO_PLAN;
         meta.incomplete = false;
+        let mut shim_flags = None;
         // The shim, if any: its plan, digest and length.
         if shim_at != 0 {
             let shim = frame
@@ -176,6 +193,7 @@ impl State {
                 NO_PLAN
             };
             meta.incomplete = shim[1] & FLAG_INCOMPLETE != 0;
+            shim_flags = Some(shim[1]);
             meta.shim_len = shim_len(n) as u8;
         }
         let ip: &[u8; 20] = frame
@@ -211,6 +229,7 @@ impl State {
         }
         meta.dst = dst;
         meta.ttl = ttl;
+        meta.hop = hop_of(rx.edge, shim_flags, ttl);
         meta.l3 = l3 as u8;
         meta.hl = header_len as u8;
         Ok(Words {
@@ -267,6 +286,7 @@ impl State {
             return None;
         }
         let mut digest = 0;
+        let mut shim_flags = None;
         if shimmed {
             // Format, flags (not incomplete), tag and the next EtherType, as the current plan
             // writes them; anything else takes the general parse.
@@ -278,6 +298,7 @@ impl State {
             }
             let raw = u64::from_be_bytes(b[18..26].try_into().expect("8 bytes"));
             digest = raw >> (64 - 8 * shim.digest_bytes as u32);
+            shim_flags = Some(b[15]);
         }
         let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
         let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
@@ -300,6 +321,7 @@ impl State {
         };
         meta.dst = dst;
         meta.ttl = ip[8];
+        meta.hop = hop_of(rx.edge, shim_flags, ip[8]);
         meta.l3 = l3 as u8;
         meta.hl = 20;
         Some(Words {
