@@ -71,6 +71,9 @@ named_counters! {
         TtlExpired => "ttl_expired",
         /// No route matches the destination address.
         NoRoute => "no_route",
+        /// The destination is one a router does not forward (RFC 1812): 0/8, loopback
+        /// 127/8, multicast 224/4, reserved 240/4 or the limited broadcast.
+        Martian => "martian",
         /// The packet is larger than the egress port's MTU (the switch does not fragment).
         MtuExceeded => "mtu_exceeded",
         /// The port is not promiscuous and the frame is not addressed to its MAC.

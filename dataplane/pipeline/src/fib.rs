@@ -29,6 +29,33 @@ impl NextHop {
 /// Bits of an LPM value that hold the next-hop count; the rest hold the first hop's index.
 const COUNT_BITS: u32 = 7;
 
+/// Destinations a router does not forward (RFC 1812 5.3.7): "this network" 0/8, loopback
+/// 127/8, and 224/3 (multicast 224/4, reserved 240/4 and the limited broadcast
+/// 255.255.255.255). The table holds them as prefixes of their own, below any configured
+/// route of the same prefix, so that a default route does not carry them.
+pub const MARTIANS: [(u32, u8); 3] = [(0x0000_0000, 8), (0x7f00_0000, 8), (0xe000_0000, 3)];
+
+/// The LPM value of a martian prefix: no next hop, starting past any next hop there is, so
+/// a lookup gives none without a test of its own.
+const MARTIAN_VALUE: u32 = crate::lpm::MAX_VALUE & !((1 << COUNT_BITS) - 1);
+
+/// Whether `dst` (host order) is a destination a router does not forward ([`MARTIANS`]).
+#[inline(always)]
+pub fn is_martian(dst: u32) -> bool {
+    let top = dst >> 24;
+    top == 0 || top == 127 || top >= 224
+}
+
+/// Why a packet to `dst` has no next hop: `martian` or `no_route`.
+#[cold]
+pub fn unroutable(dst: u32) -> crate::DropReason {
+    if is_martian(dst) {
+        crate::DropReason::Martian
+    } else {
+        crate::DropReason::NoRoute
+    }
+}
+
 /// Routes and their next-hop groups, read-only once built. The LPM value of a route encodes
 /// where its next hops start in `hops` and how many there are, so a lookup is the prefix
 /// table's loads plus one.
@@ -43,7 +70,9 @@ impl Fib {
     /// at most 64 next hops (the configuration checks both with key names).
     pub fn new(tables: &Tables) -> Result<Fib, LpmError> {
         let mut hops = Vec::new();
-        let mut entries = Vec::with_capacity(tables.routes.len());
+        let mut entries = Vec::with_capacity(MARTIANS.len() + tables.routes.len());
+        // First: a configured route of the same prefix, later in the list, wins.
+        entries.extend(MARTIANS.map(|(addr, len)| (addr, len, MARTIAN_VALUE)));
         for r in &tables.routes {
             if r.next_hops.is_empty() || r.next_hops.len() >= 1 << COUNT_BITS {
                 return Err(LpmError::BadNextHops(r.next_hops.len()));
@@ -65,6 +94,7 @@ impl Fib {
                 });
             }
         }
+        debug_assert!(hops.len() < (MARTIAN_VALUE >> COUNT_BITS) as usize);
         Ok(Fib {
             lpm: Lpm::build(&entries)?,
             routes: tables.routes.len(),
@@ -72,7 +102,8 @@ impl Fib {
         })
     }
 
-    /// The next hops of the longest matching route for `dst` (host order).
+    /// The next hops of the longest matching route for `dst` (host order); None without one,
+    /// and for a martian destination ([`unroutable`] says which).
     #[inline(always)]
     pub fn lookup(&self, dst: u32) -> Option<&[NextHop]> {
         let v = self.lpm.lookup(dst)?;

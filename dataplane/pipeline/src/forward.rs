@@ -12,7 +12,7 @@ use telemetry::wire::ipv4::protocol;
 use telemetry::wire::{EtherType, EthernetFrame, Ipv4Packet, MacAddr, TransportPorts};
 
 use crate::counters::DropReason;
-use crate::fib::{Fib, NextHop};
+use crate::fib::{Fib, NextHop, unroutable};
 use crate::lpm::LpmError;
 use crate::tables::Tables;
 
@@ -215,7 +215,7 @@ impl Forwarder {
     pub fn route(&self, frame: &[u8], at: Ipv4Offsets) -> Result<&NextHop, DropReason> {
         let ip = Ipv4Packet::new_unchecked(&frame[at.l3..]);
         let dst = ip.dst_u32();
-        let hops = self.fib.lookup(dst).ok_or(DropReason::NoRoute)?;
+        let hops = self.fib.lookup(dst).ok_or_else(|| unroutable(dst))?;
         if hops.len() == 1 {
             return Ok(&hops[0]);
         }
@@ -226,7 +226,7 @@ impl Forwarder {
     /// ([`telemetry::hash::key_hash`]): the same choice [`Forwarder::route`] makes.
     #[inline(always)]
     pub fn route_hashed(&self, dst: u32, f: u64) -> Result<&NextHop, DropReason> {
-        let hops = self.fib.lookup(dst).ok_or(DropReason::NoRoute)?;
+        let hops = self.fib.lookup(dst).ok_or_else(|| unroutable(dst))?;
         if hops.len() == 1 {
             return Ok(&hops[0]);
         }

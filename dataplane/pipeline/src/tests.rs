@@ -305,6 +305,47 @@ fn drops_are_counted_by_reason() {
     }
 }
 
+/// Destinations a router does not forward are dropped as `martian`, a default route
+/// notwithstanding; a route configured for one of their prefixes, or a longer one inside,
+/// still carries it.
+#[test]
+fn martian_destinations_are_not_forwarded_by_a_default_route() {
+    let a_hop = [2, 0, 0, 0, 1, 0xa];
+    let mut t = tables();
+    t.routes.push(route([0, 0, 0, 0], 0, &[(1, a_hop)]));
+    let f = Forwarder::new(&t).unwrap();
+    for dst in [
+        [224, 0, 0, 251],
+        [239, 255, 255, 250],
+        [255, 255, 255, 255],
+        [240, 1, 2, 3],
+        [127, 0, 0, 1],
+        [0, 1, 2, 3],
+    ] {
+        assert_eq!(
+            run(&f, spec(dst).build()).0,
+            Verdict::Drop(DropReason::Martian),
+            "{dst:?}"
+        );
+    }
+    for dst in [
+        [192, 0, 2, 1],
+        [223, 255, 255, 254],
+        [126, 1, 1, 1],
+        [1, 0, 0, 1],
+    ] {
+        assert_eq!(run(&f, spec(dst).build()).0, Verdict::Forward(1), "{dst:?}");
+    }
+    // Without a default route a martian is still named as one.
+    assert_eq!(
+        run(&forwarder(), spec([224, 0, 0, 1]).build()).0,
+        Verdict::Drop(DropReason::Martian)
+    );
+    t.routes.push(route([239, 1, 0, 0], 16, &[(2, a_hop)]));
+    let f = Forwarder::new(&t).unwrap();
+    assert_eq!(run(&f, spec([239, 1, 2, 3]).build()).0, Verdict::Forward(2));
+}
+
 #[test]
 fn ethernet_padding_is_not_truncation() {
     let f = forwarder();

@@ -116,3 +116,55 @@ fn fast_and_general_parse_agree_at_every_mtu() {
         }
     }
 }
+
+/// A frame of 64 KiB and more whose IPv4 total length is 0 (as captures of segmentation
+/// offload show them): the fast parse turns it down as the general one does (malformed),
+/// at the edge and in transit, and nothing is forwarded with a length of 0.
+#[test]
+fn a_total_length_below_the_header_is_malformed_in_a_giant_frame() {
+    let plan = SwitchPlan::compile(common::PAPER, 1).unwrap();
+    for at in 0..2u32 {
+        let shim = (at > 0).then_some((plan.tag(), false));
+        let (port, mut frame) = common::arriving_as(0, at, shim);
+        let l3 = if at == 0 { 14 } else { 22 };
+        frame[l3 + 2..l3 + 4].copy_from_slice(&0u16.to_be_bytes());
+        telemetry::wire::ipv4::Ipv4Packet::new_unchecked(&mut frame[l3..]).fill_checksum();
+        frame.resize(65_600, 0);
+        let (mut fast, mut general) = (
+            common::line_with_mtu(true, false, 9000),
+            common::line_with_mtu(false, false, 9000),
+        );
+        let a = run(&mut fast, at, port, &frame);
+        let b = run(&mut general, at, port, &frame);
+        assert!(a == b, "at {at}: verdicts {:#x} and {:#x}", a.0, b.0);
+        assert_eq!(
+            a.0,
+            pipeline::DROPPED | pipeline::DropReason::Malformed as u16,
+            "at {at}"
+        );
+    }
+}
+
+/// A shim of a plan this switch does not hold is passed on in transit only where it fits the
+/// egress MTU, as a known plan's is; where it does not, it is removed and counted.
+#[test]
+fn an_unknown_plans_shim_that_no_longer_fits_is_removed_in_transit() {
+    let plan = SwitchPlan::compile(common::PAPER, 1).unwrap();
+    let (port, frame) = common::arriving(0, 1, plan.tag() ^ 1, false);
+    let ip_len = u16::from_be_bytes([frame[22 + 2], frame[22 + 3]]);
+    for (mtu, kept) in [(ip_len + 8, true), (ip_len + 7, false)] {
+        let mut emu = common::line_with_mtu(true, false, mtu);
+        let (v, out) = run(&mut emu, 1, port, &frame);
+        assert!(v & pipeline::DROPPED == 0, "mtu {mtu}: {v:#x}");
+        let t = &emu.counters(1).telemetry;
+        assert_eq!(t.get(pipeline::TelemetryEvent::UnknownPlan), 1);
+        assert_eq!(
+            t.get(pipeline::TelemetryEvent::NoTelemetryMtu),
+            u64::from(!kept),
+            "mtu {mtu}"
+        );
+        let ty = u16::from_be_bytes([out[12], out[13]]);
+        assert_eq!(ty == 0x0800, !kept, "mtu {mtu}: EtherType {ty:#x}");
+        assert_eq!(out.len(), frame.len() - if kept { 0 } else { 8 });
+    }
+}

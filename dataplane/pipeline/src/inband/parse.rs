@@ -12,6 +12,7 @@ use super::route::Routed;
 use super::{FastShim, Meta, NO_PLAN, Scratch, State, be16};
 use crate::burst::BurstVerdicts;
 use crate::counters::{DropReason, LocalCounters};
+use crate::fib::unroutable;
 use crate::forward::{Forwarder, Ipv4Offsets, header20_checksum_ok};
 use crate::frame::PacketBuf;
 
@@ -132,7 +133,7 @@ impl State {
                         Some([hop]) => {
                             self.route_to(rx_port, (i, frame, len), meta, hop, routed, c)
                         }
-                        Some([]) | None => c.dropped_verdict(DropReason::NoRoute),
+                        Some([]) | None => c.dropped_verdict(unroutable(meta.dst)),
                         Some(_) => {
                             routed.ecmp |= 1 << i;
                             0
@@ -276,11 +277,11 @@ impl State {
         let first = u64::from_le_bytes(ip[..8].try_into().expect("8 bytes"));
         const FIRST_MASK: u64 = 0xff | 0x3f << 48 | 0xff << 56;
         // The frame holds the header and 8 more bytes, so `frame_len - l3 - 20` is no
-        // underflow; a total below 20 wraps to a large value.
+        // underflow; a total below 20 wraps to a value no frame reaches.
         if first & FIRST_MASK != 0x45
             || ip[8] <= 1
             || (proto != protocol::UDP && proto != protocol::TCP)
-            || usize::from(total.wrapping_sub(20)) > frame_len - l3 - 20
+            || usize::from(total).wrapping_sub(20) > frame_len - l3 - 20
             || !header20_checksum_ok(ip[..20].try_into().expect("20 bytes"))
         {
             return None;

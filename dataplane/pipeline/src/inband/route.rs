@@ -184,8 +184,12 @@ impl State {
             c.event(TelemetryEvent::UnknownPlan);
             if egress_edge {
                 Action::Remove
-            } else {
+            } else if shim_fits(usize::from(meta.shim_len)) {
                 Action::None
+            } else {
+                // Passed on as it came only where it fits, as a shim of a known plan is.
+                c.event(TelemetryEvent::NoTelemetryMtu);
+                Action::Remove
             }
         } else if egress_edge && meta.incomplete {
             c.event(TelemetryEvent::DigestIncomplete);
