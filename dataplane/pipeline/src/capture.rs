@@ -370,7 +370,7 @@ pub fn bench_udp(flows: u32, dst_mac: MacAddr) -> Vec<Vec<u8>> {
 
 /// The demo's traffic: `flows` flows (UDP, TCP and ICMP) towards three destination
 /// prefixes, one of them behind an ECMP pair, plus a few packets of each kind the switch
-/// drops (TTL 1, no route, bad checksum, ARP, IPv6, truncated).
+/// drops (TTL 1, no route, multicast (mDNS), bad checksum, ARP, IPv6, truncated).
 pub fn demo_mix(flows: u32, dst_mac: MacAddr) -> Vec<Vec<u8>> {
     let mut out = Vec::with_capacity(flows as usize + 64);
     for i in 0..flows {
@@ -414,6 +414,15 @@ pub fn demo_mix(flows: u32, dst_mac: MacAddr) -> Vec<Vec<u8>> {
         let mut unrouted = base.clone();
         unrouted.dst = Ipv4Addr::new(192, 0, 2, (i % 250) as u8 + 1);
         out.push(unrouted.build());
+        let mut mdns = base.clone();
+        mdns.dst = Ipv4Addr::new(224, 0, 0, 251);
+        mdns.dst_mac = MacAddr([0x01, 0x00, 0x5e, 0, 0, 0xfb]);
+        mdns.ttl = 255;
+        mdns.l4 = L4::Udp {
+            sport: 5353,
+            dport: 5353,
+        };
+        out.push(mdns.build());
         let mut bad_sum = base.build();
         bad_sum[24] ^= 0x5a;
         out.push(bad_sum);
