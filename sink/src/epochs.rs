@@ -392,9 +392,10 @@ fn finish(
         part.counters_complete &= counters;
         for (key, v) in flows {
             if let Some((p, b)) = v {
+                // Saturating: the counts are a switch's to choose.
                 let e = sums.entry(key).or_insert((0, 0));
-                e.0 += p;
-                e.1 += b;
+                e.0 = e.0.saturating_add(p);
+                e.1 = e.1.saturating_add(b);
             }
         }
     }

@@ -547,8 +547,8 @@ impl FlowTable {
             } else {
                 c.since_ms.min(epoch_ms.0)
             };
-            c.packets += packets;
-            c.bytes += bytes;
+            c.packets = c.packets.saturating_add(packets);
+            c.bytes = c.bytes.saturating_add(bytes);
             c.epochs += 1;
             c.first_ms = c.first_ms.min(epoch_ms.0);
             c.last_ms = c.last_ms.max(epoch_ms.0 + epoch_ms.1);

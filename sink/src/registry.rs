@@ -144,6 +144,9 @@ pub struct SwitchEntry {
     pub disconnected_at: Mutex<Option<std::time::Instant>>,
 }
 
+/// Most plans that failed to compile whose reason is remembered.
+pub const MAX_BAD_PLANS: usize = 1024;
+
 /// Most host addresses whose delivering switch is remembered.
 pub const MAX_OWNERS: usize = 1 << 20;
 
@@ -320,10 +323,12 @@ impl Registry {
                 Ok(p)
             }
             Err(e) => {
-                self.bad_plans
-                    .lock()
-                    .expect("plans lock")
-                    .insert(version, e.clone());
+                // Remembered up to a bound (any switch may send plans); past it a bad plan
+                // is compiled again when named again.
+                let mut bad = self.bad_plans.lock().expect("plans lock");
+                if bad.len() < MAX_BAD_PLANS {
+                    bad.insert(version, e.clone());
+                }
                 Err(e)
             }
         }
