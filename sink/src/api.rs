@@ -90,7 +90,25 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/events", get(events))
         .route("/metrics", get(metrics))
         .route("/", get(index))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+async fn not_found(uri: axum::http::Uri) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(serde_json::json!({ "error": format!("no such path: {}", uri.path()) })),
+    )
+        .into_response()
+}
+
+async fn method_not_allowed(method: axum::http::Method) -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        Json(serde_json::json!({ "error": format!("{method} is not served here: GET only") })),
+    )
+        .into_response()
 }
 
 fn bad_request(msg: String) -> Response {
@@ -249,9 +267,39 @@ struct FlowSummary {
     last_ms: u64,
 }
 
+/// A flow's packets: the most any switch counted.
+fn flow_packets(f: &FlowState) -> u64 {
+    f.counts.iter().map(|c| c.packets).max().unwrap_or(0)
+}
+
+/// A flow's bytes: the most any switch counted.
+fn flow_bytes(f: &FlowState) -> u64 {
+    f.counts.iter().map(|c| c.bytes).max().unwrap_or(0)
+}
+
+/// The `n` flows of `flows` with the largest `key`, largest first: ranked by the key alone,
+/// so that the lock a caller holds is held for a pass and a partial sort, not for every
+/// flow's summary.
+fn largest<'a>(
+    flows: impl Iterator<Item = &'a FlowState>,
+    key: fn(&FlowState) -> u64,
+    n: usize,
+) -> Vec<(u64, &'a FlowState)> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut v: Vec<(u64, &FlowState)> = flows.map(|f| (key(f), f)).collect();
+    if v.len() > n {
+        v.select_nth_unstable_by_key(n - 1, |(k, _)| std::cmp::Reverse(*k));
+        v.truncate(n);
+    }
+    v.sort_unstable_by_key(|(k, _)| std::cmp::Reverse(*k));
+    v
+}
+
 fn summary(f: &FlowState, space: Space<'_>) -> FlowSummary {
-    let packets = f.counts.iter().map(|c| c.packets).max().unwrap_or(0);
-    let bytes = f.counts.iter().map(|c| c.bytes).max().unwrap_or(0);
+    let packets = flow_packets(f);
+    let bytes = flow_bytes(f);
     let (decoded, hops) = match &f.pint {
         Some(p) => (
             p.plan
@@ -289,9 +337,9 @@ fn with_space<T>(shared: &Shared, f: impl FnOnce(Space<'_>) -> T) -> T {
 async fn flows(State(s): St, Params(q): Params<FlowsQuery>) -> Response {
     let top = q.top.unwrap_or(20).min(10_000);
     let by = q.by.as_deref().unwrap_or("bytes");
-    let key: fn(&FlowSummary) -> u64 = match by {
-        "bytes" => |f| f.bytes,
-        "packets" => |f| f.packets,
+    let key: fn(&FlowState) -> u64 = match by {
+        "bytes" => flow_bytes,
+        "packets" => flow_packets,
         "digests" => |f| f.digests,
         other => {
             return bad_request(format!(
@@ -308,23 +356,21 @@ async fn flows(State(s): St, Params(q): Params<FlowsQuery>) -> Response {
         Ok(p) => p,
         Err(e) => return bad_request(format!("prefix: {e}")),
     };
-    let mut all: Vec<FlowSummary> = Vec::new();
+    let mut all: Vec<(u64, FlowSummary)> = Vec::new();
     with_space(&s.shared, |space| {
         for shard in &s.shared.shards {
             let t = shard.table.lock().expect("flow table lock");
-            let mut part: Vec<FlowSummary> = t
+            let wanted = t
                 .iter()
-                .filter(|f| prefix.is_none_or(|p| p.contains(f.key.src) || p.contains(f.key.dst)))
-                .map(|f| summary(f, space))
-                .collect();
-            part.sort_by_key(|f| std::cmp::Reverse(key(f)));
-            part.truncate(top);
-            all.extend(part);
+                .filter(|f| prefix.is_none_or(|p| p.contains(f.key.src) || p.contains(f.key.dst)));
+            for (k, f) in largest(wanted, key, top) {
+                all.push((k, summary(f, space)));
+            }
         }
     });
-    all.sort_by_key(|f| std::cmp::Reverse(key(f)));
+    all.sort_by_key(|(k, _)| std::cmp::Reverse(*k));
     all.truncate(top);
-    Json(all).into_response()
+    Json(all.into_iter().map(|(_, f)| f).collect::<Vec<_>>()).into_response()
 }
 
 #[derive(Deserialize)]
@@ -356,6 +402,9 @@ struct LatencyHop {
 #[derive(Serialize)]
 struct LatencyView {
     query: String,
+    /// What the query measures (`hop_latency` in ns, `queue_occupancy` in bytes,
+    /// `link_utilization`).
+    value: telemetry::pint::query::ValueKind,
     kll_k: u16,
     /// The sketches' normalized rank error (99% confidence): a quantile answered is the true
     /// quantile of a rank within this much of the one asked (plus the compression's own
@@ -482,6 +531,7 @@ fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
                 };
                 d.latency.push(LatencyView {
                     query: q.name.clone(),
+                    value: q.value,
                     kll_k: sk.kll_k(),
                     rank_error: sk.rank_error(),
                     budget_bytes: sk.budget_bytes(),
@@ -643,12 +693,7 @@ pub(crate) fn top_flows(shared: &Shared, n: usize) -> Vec<(serde_json::Value, se
     with_space(shared, |space| {
         for shard in &shared.shards {
             let t = shard.table.lock().expect("flow table lock");
-            let mut part: Vec<(u64, &FlowState)> = t
-                .iter()
-                .map(|f| (f.counts.iter().map(|c| c.bytes).max().unwrap_or(0), f))
-                .collect();
-            part.sort_by_key(|(b, _)| std::cmp::Reverse(*b));
-            for (b, f) in part.into_iter().take(n) {
+            for (b, f) in largest(t.iter(), flow_bytes, n) {
                 let mut d = detail(f, space);
                 d.events = shared.events.of_flow(&f.key);
                 all.push((

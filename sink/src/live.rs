@@ -109,18 +109,37 @@ pub fn page(shared: &Shared) -> Page {
             })
             .collect(),
     };
-    let links: Vec<LinkRow> = crate::metrics::links(shared)
+    let row = |from: String, to: String| LinkRow {
+        from,
+        to,
+        lost_packets: 0,
+        flows: 0,
+        utilisation: None,
+        impaired: None,
+        impair_dropped: None,
+    };
+    let mut links: Vec<LinkRow> = crate::metrics::links(shared)
         .into_iter()
         .map(|((from, to), st)| LinkRow {
-            from: name(u64::from(from)),
-            to: name(u64::from(to)),
             lost_packets: st.lost_packets,
             flows: st.flows,
-            utilisation: None,
-            impaired: None,
-            impair_dropped: None,
+            ..row(name(u64::from(from)), name(u64::from(to)))
         })
         .collect();
+    // Every link of the topology, those no decoded path crosses too.
+    if let Some(t) = topo {
+        for a in 0..t.len() as u32 {
+            for &b in t.neighbours(a).iter().filter(|&&b| b > a) {
+                let (x, y) = (t_name(topo, a), t_name(topo, b));
+                if !links
+                    .iter()
+                    .any(|l| (l.from == x && l.to == y) || (l.from == y && l.to == x))
+                {
+                    links.push(row(x, y));
+                }
+            }
+        }
+    }
     let flows_all: Vec<(bool, Option<u64>)> = shared
         .shards
         .iter()
@@ -178,6 +197,7 @@ pub fn page(shared: &Shared) -> Page {
             "network": c.network.load(Relaxed),
             "incomplete": c.incomplete.load(Relaxed),
             "by_deadline": c.by_deadline.load(Relaxed),
+            "late_flowsets": c.late_flowsets.load(Relaxed),
         }),
     }
 }

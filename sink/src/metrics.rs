@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use telemetry::pint::plan::QueryKind;
+use telemetry::pint::query::ValueKind;
 
 use crate::app::Shared;
 use crate::flows::{LinkStats, ShardStats};
@@ -279,8 +280,12 @@ impl SinkMetrics {
             counter!("pint_sink_flows_refused_total").absolute(stats.flows_refused);
             counter!("pint_sink_path_resets_total").absolute(stats.path_resets);
             let ec = &shared.epochs.counters;
-            let (all, network) = (ec.epochs.load(Relaxed), ec.network.load(Relaxed));
-            counter!("pint_sink_epochs_total", "mode" => "single").absolute(all - network);
+            // `network` first: an epoch counted between the two loads adds to `epochs` before
+            // `network`, so the difference never goes below zero.
+            let network = ec.network.load(Relaxed);
+            let all = ec.epochs.load(Relaxed);
+            counter!("pint_sink_epochs_total", "mode" => "single")
+                .absolute(all.saturating_sub(network));
             counter!("pint_sink_epochs_total", "mode" => "network").absolute(network);
             counter!("pint_sink_epochs_incomplete_total").absolute(ec.incomplete.load(Relaxed));
             counter!("pint_sink_epochs_by_deadline_total").absolute(ec.by_deadline.load(Relaxed));
@@ -337,9 +342,14 @@ fn render_latency(out: &mut String, shared: &Shared) {
             continue;
         };
         let q = &plan.plan.queries[usize::from(query)];
+        // Hop latency only (in ns; the metric is in seconds): a dynamic query of another
+        // value (queue bytes, utilisation) is in the API's flow detail.
         let QueryKind::DynamicPerFlow { compression, .. } = &q.kind else {
             continue;
         };
+        if q.value != ValueKind::HopLatency {
+            continue;
+        }
         let labels = format!(
             "switch=\"{switch}\",plan=\"{version:08x}\",query=\"{}\"",
             escape(&q.name)

@@ -267,11 +267,7 @@ pub fn flow_row(
 ) -> FlowRow {
     let latency = detail
         .and_then(|d| d["latency"].as_array())
-        .and_then(|l| {
-            l.iter()
-                .find(|q| q["query"].as_str().is_some_and(|n| n.contains("latency")))
-                .or_else(|| l.first())
-        })
+        .and_then(|l| l.iter().find(|q| q["value"] == "hop_latency"))
         .and_then(|q| q["hops"].as_array())
         .map(|hops| {
             hops.iter()
@@ -463,12 +459,13 @@ fn topology_svg(r: &Page) -> String {
     let mut s = format!(
         "<svg id=\"topology\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{hgt}\" viewBox=\"0 0 {w} {hgt}\" role=\"img\" aria-label=\"topology\">"
     );
-    // Each link once, coloured by the worse of its two directions.
+    // Each link once, coloured by the worse of its two directions (either of which may be
+    // all there is).
     for l in &r.links {
-        if l.from > l.to {
+        let back = r.links.iter().find(|b| b.from == l.to && b.to == l.from);
+        if l.from > l.to && back.is_some() {
             continue;
         }
-        let back = r.links.iter().find(|b| b.from == l.to && b.to == l.from);
         let lost = l.lost_packets.max(back.map_or(0, |b| b.lost_packets));
         let impaired = l.impaired.is_some() || back.is_some_and(|b| b.impaired.is_some());
         let util = l
