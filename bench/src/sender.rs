@@ -218,9 +218,9 @@ pub fn run(
             received,
         };
         report(&out)?;
-        if opts.send {
-            io.linger(opts.linger, stop);
-        }
+        // Sending or only receiving, the port stays until its peer leaves (a memif peer
+        // that leaves first can take a polling switch down).
+        io.linger(opts.linger, stop);
         Ok(out)
     })
 }

@@ -118,9 +118,9 @@ struct Cli {
     /// Receiving: write every frame that arrives to this capture.
     #[arg(long, requires = "port")]
     capture: Option<PathBuf>,
-    /// After sending and printing the summary, keep the port open until the peer leaves, at
-    /// most this many seconds (so that it drains what was sent; a device under test or a
-    /// receiver closes first).
+    /// After sending or receiving and printing the summary, keep the port open until the
+    /// peer leaves, at most this many seconds (so that it drains what was sent; a device
+    /// under test or a receiver closes first).
     #[arg(long, default_value_t = 1.0)]
     linger: f64,
     /// Search for the highest rate a device under test sends back without loss (RFC 2544

@@ -68,6 +68,8 @@ enum Cmd {
     },
 }
 
+/// The longest `--hold`.
+const MAX_HOLD_S: f64 = 7.0 * 86_400.0;
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
@@ -101,13 +103,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 PathBuf::from("target/pint-lab").join(format!("{}-{t}", lab.name))
             });
             let stop = Arc::new(AtomicBool::new(false));
-            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // The lab's processes are in groups of their own (a Ctrl-C or a closed terminal
+            // reaches the lab, which stops them in order).
+            for sig in [
+                signal_hook::consts::SIGINT,
+                signal_hook::consts::SIGTERM,
+                signal_hook::consts::SIGHUP,
+            ] {
                 signal_hook::flag::register(sig, Arc::clone(&stop))
                     .context("installing signal handlers")?;
             }
             anyhow::ensure!(
-                hold.is_finite() && hold >= 0.0,
-                "--hold {hold}: 0 or more seconds"
+                hold.is_finite() && (0.0..=MAX_HOLD_S).contains(&hold),
+                "--hold {hold}: 0 to {MAX_HOLD_S} seconds (a week)"
             );
             let opts = RunOptions {
                 dir,

@@ -99,9 +99,32 @@ pub fn port_name(lab: &Lab, n: u32, p: u16) -> String {
     }
 }
 
+/// The longest path a Unix socket may have (`sun_path` holds 108 bytes with its NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Fails, naming the longest, when a memif socket of a lab of `nodes` switches in `dir`
+/// would not fit a Unix socket address (DPDK would refuse it, or cut it short into
+/// another link's).
+fn check_socket_paths(dir: &Path, nodes: u32) -> anyhow::Result<()> {
+    let n = nodes.max(2);
+    let longest = [link_socket(dir, n - 2, n - 1), host_socket(dir, n - 1)]
+        .into_iter()
+        .max_by_key(|p| p.as_os_str().len())
+        .expect("two paths");
+    let len = longest.as_os_str().len();
+    anyhow::ensure!(
+        len <= MAX_SOCKET_PATH,
+        "the run directory {} is too long for the lab's memif sockets: {} is {len} bytes, a          Unix socket path at most {MAX_SOCKET_PATH}; choose a shorter one with --out",
+        dir.display(),
+        longest.display()
+    );
+    Ok(())
+}
+
 impl LabPlan {
     /// Works out the lab's processes; writes nothing.
     pub fn new(lab: &Lab, at: &Endpoints) -> anyhow::Result<LabPlan> {
+        check_socket_paths(&at.dir, lab.topology.len() as u32)?;
         let capacity =
             control::config::types::parse_capacity(&lab.capacity).map_err(anyhow::Error::msg)?;
         let mut switches = Vec::new();
@@ -360,6 +383,10 @@ fn switch_config(lab: &Lab, n: u32, tables: &Tables, at: &Endpoints, quiet: bool
     s
 }
 
+/// How long a generator keeps its link after its traffic, at most, waiting for its switch
+/// to stop (the lab's hold comes on top).
+pub const GENERATOR_LINGER_S: f64 = 60.0;
+
 /// pint-gen's arguments for the hosts behind node `n`.
 fn generator_args(lab: &Lab, n: u32, at: &Endpoints) -> Vec<String> {
     let t = &lab.traffic;
@@ -372,7 +399,7 @@ fn generator_args(lab: &Lab, n: u32, at: &Endpoints) -> Vec<String> {
         if dsts.is_empty() { "receive" } else { "both" }.into(),
         "--json".into(),
         "--linger".into(),
-        "60".into(),
+        format!("{GENERATOR_LINGER_S}"),
         "--until-idle".into(),
         "2".into(),
         "--idle-sleep-us".into(),
@@ -484,6 +511,23 @@ mod tests {
             main_lcore: 0,
             worker_lcores: vec![1],
         }
+    }
+
+    /// A run directory too long for the memif sockets in it is refused before anything
+    /// starts, naming the longest socket.
+    #[test]
+    fn a_run_directory_too_long_for_its_sockets_is_refused() {
+        let lab = lab();
+        let mut at = at();
+        // The lab's longest socket, `/link-3-4.sock`, adds 14 bytes to the directory.
+        at.dir = PathBuf::from(format!("/{}", "d".repeat(MAX_SOCKET_PATH - 15)));
+        assert!(LabPlan::new(&lab, &at).is_ok());
+        at.dir = PathBuf::from(format!("/{}", "d".repeat(MAX_SOCKET_PATH - 14)));
+        let Err(e) = LabPlan::new(&lab, &at) else {
+            panic!("not refused")
+        };
+        let e = e.to_string();
+        assert!(e.contains("link-3-4.sock is 108 bytes"), "{e}");
     }
 
     /// Every lab shipped in `configs/labs` reads, plans, and impairs a link that flows

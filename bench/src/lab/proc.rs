@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -77,16 +78,28 @@ impl Proc {
         args: &[String],
         log: &Path,
     ) -> anyhow::Result<Proc> {
-        let mut child = Command::new(&program.path)
-            .args(&program.lead)
+        let mut cmd = Command::new(&program.path);
+        cmd.args(&program.lead)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                anyhow::anyhow!("cannot start {name} ({}): {e}", program.path.display())
-            })?;
+            // A group of its own: a Ctrl-C at the terminal reaches the lab alone, which
+            // then stops its processes in their order (each link's memif server first).
+            .process_group(0);
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                // Should the lab die without stopping it, it is told to stop.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            anyhow::anyhow!("cannot start {name} ({}): {e}", program.path.display())
+        })?;
         let file = Arc::new(Mutex::new(std::fs::File::create(log)?));
         let out = Arc::new(Mutex::new(Output::default()));
         let mut readers = Vec::new();

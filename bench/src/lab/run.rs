@@ -15,7 +15,7 @@ use anyhow::Context;
 use control::summary::Summary;
 
 use super::http::get_json;
-use super::plan::{Endpoints, LabPlan, sink_args};
+use super::plan::{Endpoints, GENERATOR_LINGER_S, LabPlan, sink_args};
 use super::proc::{Proc, Program};
 use super::report::{Collected, LabReport};
 use super::spec::Lab;
@@ -293,8 +293,9 @@ fn run_inner(
             s.config.display().to_string(),
             "--summary-json".into(),
             summary.display().to_string(),
+            // A bound in case the lab is gone: traffic, the hold, and room to stop.
             "--duration".into(),
-            format!("{}", lab.duration_s + 600.0),
+            format!("{}", lab.duration_s + opts.hold.as_secs_f64() + 600.0),
         ];
         let p = Proc::start(
             &format!("switch {}", s.name),
@@ -313,6 +314,10 @@ fn run_inner(
     let start_at = unix_s() + 3.0 + 0.2 * plan.generators.len() as f64;
     for g in &plan.generators {
         let mut args = g.args.clone();
+        // A generator keeps its link until its switch stops, through the hold too.
+        if let Some(i) = args.iter().position(|a| a == "--linger") {
+            args[i + 1] = format!("{}", GENERATOR_LINGER_S + opts.hold.as_secs_f64());
+        }
         let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
         args.splice(at..at, ["--start-at".to_owned(), format!("{start_at:.3}")]);
         let p = Proc::start(

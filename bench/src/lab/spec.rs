@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use control::config::ImpairConfig;
 use serde::Deserialize;
 use telemetry::topology::{FindError, Topology};
 
@@ -451,15 +452,28 @@ impl Lab {
             {
                 return Err(key_err(key("link"), "impaired twice"));
             }
+            // Checked as the switch will check its port's `impair` table, but named here.
+            let values = control::config::impair::ImpairValues {
+                loss: r.loss,
+                delay_us: r.delay_us,
+                jitter_us: r.jitter_us,
+                reorder: r.reorder,
+                from_s: r.from_s,
+                until_s: r.until_s,
+            };
+            let c = ImpairConfig::check(values, &format!("impair[{i}]")).map_err(|e| match e {
+                control::config::ConfigError::Key { key, reason } => LabError::Key { key, reason },
+                other => key_err(format!("impair[{i}]"), other.to_string()),
+            })?;
             impair.push(LinkImpair {
                 from,
                 to,
-                loss: r.loss.unwrap_or(0.0),
-                delay_us: r.delay_us.unwrap_or(0),
-                jitter_us: r.jitter_us.unwrap_or(0),
-                reorder: r.reorder.unwrap_or(0.0),
-                from_s: r.from_s.unwrap_or(0.0),
-                until_s: r.until_s,
+                loss: c.loss,
+                delay_us: c.delay_us,
+                jitter_us: c.jitter_us,
+                reorder: c.reorder,
+                from_s: c.from_s,
+                until_s: c.until_s,
             });
         }
         let sensitivity = raw.sink.sensitivity.unwrap_or_else(|| "medium".into());
@@ -863,7 +877,7 @@ mod tests {
         // Only the pairs that send count: a alone sending to c leaves c -> b idle.
         let one_way = parse(
             "[topology]\nkind = \"links\"\nlinks = [[\"a\", \"b\"], [\"b\", \"c\"]]\n\
-             [traffic]\npairs = [[\"a\", \"c\"]]\n[[impair]]\nlink = [\"c\", \"b\"]\n",
+             [traffic]\npairs = [[\"a\", \"c\"]]\n[[impair]]\nlink = [\"c\", \"b\"]\nloss = 0.1\n",
         )
         .unwrap();
         assert_eq!(one_way.impairment_warnings().len(), 1);
@@ -892,6 +906,20 @@ mod tests {
                 "impair[0].link",
             ),
             ("[[impair]]\nlink = [\"s1\", \"s9\"]\n", "impair[0].link"),
+            // Values are checked here as the switch would check them, named here.
+            (
+                "[[impair]]\nlink = [\"s1\", \"s2\"]\nloss = 1.5\n",
+                "impair[0].loss",
+            ),
+            (
+                "[[impair]]\nlink = [\"s1\", \"s2\"]\nloss = 0.1\nfrom_s = 5\nuntil_s = 2\n",
+                "impair[0].until_s",
+            ),
+            (
+                "[[impair]]\nlink = [\"s1\", \"s2\"]\ndelay_us = 10\njitter_us = 20\n",
+                "impair[0].jitter_us",
+            ),
+            ("[[impair]]\nlink = [\"s1\", \"s2\"]\n", "impair[0]"),
             ("[switches]\nidle = \"nap\"\n", "switches.idle"),
             ("[switches]\ncapacity = \"fast\"\n", "switches.capacity"),
         ] {

@@ -167,6 +167,16 @@ impl Topology {
         for (id, n) in f.names {
             names[node_of_key("names", &id)?] = n;
         }
+        // Names tell switches apart (in files, messages and reports): each once.
+        let mut seen = rustc_hash::FxHashMap::default();
+        for (node, n) in names.iter().enumerate() {
+            if let Some(other) = seen.insert(n.as_str(), node) {
+                return Err(format!(
+                    "`names`: switches {} and {} are both named `{n}`",
+                    of_node[other], of_node[node]
+                ));
+            }
+        }
         let mut labels = vec![None; names.len()];
         for (id, l) in f.labels {
             labels[node_of_key("labels", &id)?] = Some(l);
@@ -505,6 +515,9 @@ mod tests {
             "links = [[1, 2]]\n[labels]\n3 = \"x\"",
             "links = [[1, 2]]\n[labels]\none = \"x\"",
             "links = [[1, 2]]\nextra = 1",
+            // Two switches of one name (or a name another switch has by default).
+            "links = [[1, 2], [2, 3]]\n[names]\n1 = \"core\"\n3 = \"core\"",
+            "links = [[1, 2]]\n[names]\n1 = \"s2\"",
         ] {
             assert!(Topology::parse_toml("x", bad).is_err(), "{bad}");
         }
