@@ -6,6 +6,7 @@
 //! network I/O happens on the exporter's thread.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use pipeline::clock::{SharedClock, tsc};
@@ -32,6 +33,10 @@ use crate::summary::TelemetrySummary;
 
 /// Longest a digest waits in a batch before the batch goes out.
 const BATCH_AGE: Duration = Duration::from_millis(5);
+/// Plans the control thread keeps to encode digests with (the one in force and those
+/// before it): a worker takes a new plan at its next burst, so digests of plans a few
+/// reloads old can still be in its ring.
+const PLANS_KEPT: usize = 8;
 
 /// Everything the switch's telemetry needs at start: one setup per worker (moved into the
 /// worker threads) and the control thread's side.
@@ -313,9 +318,20 @@ impl TelemetryControl {
         if end.batch.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut end.batch);
+        let mut batch = std::mem::take(&mut end.batch);
         let probes = std::mem::take(&mut end.probes);
         if let Some(ex) = &self.exporter {
+            // A digest of a plan no longer kept (reloads in quick succession, a worker that
+            // slept through them) cannot be encoded at its width: dropped, counted.
+            let history = &self.history;
+            let known = |v: u32| history.iter().any(|p| p.version() == v);
+            if !batch.iter().all(|d| known(d.plan_version)) {
+                let before = batch.len();
+                batch.retain(|d| known(d.plan_version));
+                ex.stats
+                    .digests_dropped
+                    .fetch_add((before - batch.len()) as u64, Relaxed);
+            }
             if !probes.is_empty() {
                 ex.send(Outgoing {
                     ty: FrameType::Probes,
@@ -324,13 +340,14 @@ impl TelemetryControl {
                     flowsets: 0,
                 });
             }
-            let history = &self.history;
-            self.digests.send(ex, w as u16, &batch, |v| {
-                history
-                    .iter()
-                    .find(|p| p.version() == v)
-                    .map_or(8, |p| p.digest_bytes() as u8)
-            });
+            if !batch.is_empty() {
+                self.digests.send(ex, w as u16, &batch, |v| {
+                    history
+                        .iter()
+                        .find(|p| p.version() == v)
+                        .map_or(8, |p| p.digest_bytes() as u8)
+                });
+            }
         }
         let end = &mut self.workers[w];
         end.batch = batch;
@@ -427,14 +444,18 @@ impl TelemetryControl {
         }
         self.plans.install(Arc::clone(&new));
         self.history.push(Arc::clone(&new));
-        if self.history.len() > 2 {
+        if self.history.len() > PLANS_KEPT {
             self.history.remove(0);
         }
         self.installed.push(format!("{:08x}", new.version()));
         if let Some(ex) = &self.exporter {
             if let Ok(mut a) = ex.announcement.lock() {
                 a.hello.plan = Some(plan_text(&new));
-                a.older_plans = vec![plan_text(&current)];
+                // Every plan kept: digests of any of them may still be on their way.
+                a.older_plans = self.history[..self.history.len() - 1]
+                    .iter()
+                    .map(|p| plan_text(p))
+                    .collect();
             }
             ex.send(Outgoing {
                 ty: FrameType::Plan,
@@ -488,5 +509,68 @@ impl TelemetryControl {
             bytes_sent: c.sink_bytes,
             sink_connections: c.sink_connections,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pipeline::digest::RingDigest;
+    use telemetry::flowradar::FlowKey;
+
+    /// A digest of a plan the control thread no longer keeps (as after reloads in quick
+    /// succession) is dropped and counted, never encoded at a guessed width; the batch's
+    /// other digests go.
+    #[test]
+    fn digests_of_a_plan_no_longer_kept_are_dropped_and_counted() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let config = Config::from_toml(&format!(
+            "switch_id = 3\n\
+             [[ports]]\nname = \"p\"\ndevice = \"net_null0\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n\
+             [[workers]]\nlcore = 0\nrx = [\"p\"]\n\
+             [telemetry]\nsink = \"{}\"\n",
+            listener.local_addr().unwrap()
+        ))
+        .unwrap();
+        let mut start = TelemetryStart::prepare(&config).unwrap().unwrap();
+        let mut worker = start.workers.remove(0);
+        let mut control = start.control;
+        let kept = control.plan().version();
+        for (i, version) in [kept, kept ^ 0x5a5a, kept].into_iter().enumerate() {
+            let [w0, w1] = FlowKey {
+                src: 0x0a00_0001,
+                dst: 0x0a00_0002,
+                src_port: 1000 + i as u16,
+                dst_port: 80,
+                protocol: 17,
+            }
+            .words();
+            worker.digests.gather(RingDigest::new(
+                w0,
+                w1,
+                2,
+                0,
+                0,
+                i as u32,
+                version,
+                7,
+                tsc(),
+            ));
+        }
+        worker.digests.push_burst();
+        control.poll(Instant::now(), Duration::ZERO);
+        std::thread::sleep(BATCH_AGE * 2);
+        control.poll(Instant::now(), Duration::ZERO);
+        assert_eq!(control.counts.digests_drained, 3);
+        let ex = control.exporter.as_ref().unwrap();
+        assert_eq!(
+            ex.stats.digests_dropped.load(Relaxed),
+            1,
+            "the unknown plan's"
+        );
+        assert!(
+            ex.queued_bytes() > 0 || ex.stats.frames.load(Relaxed) > 0,
+            "the rest went"
+        );
     }
 }

@@ -253,16 +253,6 @@ pub(super) fn validate(
             512.0,
         )?,
     };
-    let cells = (f64::from(flowradar.expected_flows) * flowradar.cells_per_flow).ceil();
-    if cells > telemetry::flowradar::wire::MAX_CELLS as f64 {
-        return Err(key_err(
-            "telemetry.flowradar.expected_flows",
-            format!(
-                "{cells} counting-table cells are more than a flowset holds ({})",
-                telemetry::flowradar::wire::MAX_CELLS
-            ),
-        ));
-    }
     let mut t = TelemetryConfig {
         enabled: raw.enabled.unwrap_or(true),
         queries,
@@ -308,6 +298,7 @@ pub(super) fn validate(
         flowradar,
         query_text: String::new(),
     };
+    check_flowset_size(&t)?;
     if t.enabled {
         let (text, _) = t
             .load_queries()
@@ -315,6 +306,65 @@ pub(super) fn validate(
         t.query_text = text;
     }
     Ok(t)
+}
+
+/// Refuses FlowRadar sizes whose flowsets the protocol cannot carry: more cells or filter
+/// blocks than a flowset holds (the sink would refuse the switch's hello), or a full
+/// flowset larger than a frame to the sink or the export queue (every busy epoch's would be
+/// dropped).
+fn check_flowset_size(t: &TelemetryConfig) -> Result<(), ConfigError> {
+    use telemetry::flowradar::filter::BLOCK_BITS;
+    use telemetry::flowradar::wire::{MAX_CELLS, MAX_FILTER_BLOCKS, max_encoded_len};
+    let fr = &t.flowradar;
+    let (per_table, filter_bits) = telemetry::flowradar::FlowSetConfig {
+        expected_flows: fr.expected_flows,
+        cells_per_flow: fr.cells_per_flow,
+        hashes: fr.hashes,
+        filter_bits_per_flow: fr.filter_bits_per_flow,
+        seed: 0,
+    }
+    .sizes();
+    let cells = per_table.saturating_mul(u64::from(fr.hashes));
+    if cells > MAX_CELLS as u64 {
+        return Err(key_err(
+            "telemetry.flowradar.expected_flows",
+            format!("{cells} counting-table cells are more than a flowset holds ({MAX_CELLS})"),
+        ));
+    }
+    let blocks = filter_bits.div_ceil(BLOCK_BITS).max(1);
+    if blocks > MAX_FILTER_BLOCKS {
+        return Err(key_err(
+            "telemetry.flowradar.filter_bits_per_flow",
+            format!(
+                "{blocks} flow-filter blocks (expected_flows x filter_bits_per_flow / {BLOCK_BITS}) are more than a flowset holds ({MAX_FILTER_BLOCKS})"
+            ),
+        ));
+    }
+    // A flowset frame: the 16-byte header, worker and epoch count, then the flowset.
+    let largest = 16 + 6 + max_encoded_len(cells as usize, blocks);
+    if largest > telemetry::protocol::MAX_FRAME {
+        return Err(key_err(
+            "telemetry.flowradar.expected_flows",
+            format!(
+                "a full flowset ({cells} cells, {blocks} filter blocks) takes up to {} MiB, more than a frame to the sink holds ({} MiB): fewer expected flows per worker (more workers share the flows)",
+                largest.div_ceil(1 << 20),
+                telemetry::protocol::MAX_FRAME >> 20
+            ),
+        ));
+    }
+    let queue = (t.export_queue_mb as usize) << 20;
+    if largest > queue {
+        return Err(key_err(
+            "telemetry.export_queue_mb",
+            format!(
+                "{} MiB cannot hold a full flowset ({} MiB at expected_flows {})",
+                t.export_queue_mb,
+                largest.div_ceil(1 << 20),
+                fr.expected_flows
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The `[metrics]` settings.

@@ -236,6 +236,25 @@ fn bad_telemetry_values_name_their_key() {
             "[telemetry.flowradar]\nexpected_flows = 0",
             "telemetry.flowradar.expected_flows",
         ),
+        // Sizes the protocol cannot carry: more cells than a flowset holds, a full flowset
+        // above a frame's 64 MiB, more filter blocks than a flowset holds, a queue that
+        // cannot hold one flowset.
+        (
+            "[telemetry.flowradar]\nexpected_flows = 10000000\ncells_per_flow = 2.0",
+            "telemetry.flowradar.expected_flows",
+        ),
+        (
+            "[telemetry.flowradar]\nexpected_flows = 2000000",
+            "telemetry.flowradar.expected_flows",
+        ),
+        (
+            "[telemetry.flowradar]\nexpected_flows = 5000000\nfilter_bits_per_flow = 512",
+            "telemetry.flowradar.filter_bits_per_flow",
+        ),
+        (
+            "export_queue_mb = 1\n[telemetry.flowradar]\nexpected_flows = 100000",
+            "telemetry.export_queue_mb",
+        ),
     ];
     for (line, key) in cases {
         let e = err(&format!("{GOOD}\n[telemetry]\n{line}\n"));

@@ -47,6 +47,16 @@ pub struct FlowSetConfig {
 }
 
 impl FlowSetConfig {
+    /// The sizes a flowset of this configuration has: counting-table cells per sub-table
+    /// and filter bits (before rounding up to whole blocks).
+    pub fn sizes(&self) -> (u64, usize) {
+        let cells = (f64::from(self.expected_flows.max(1)) * self.cells_per_flow).ceil() as u64;
+        let per_table = cells.div_ceil(u64::from(self.hashes.max(1))).max(1);
+        let filter_bits =
+            (f64::from(self.expected_flows.max(1)) * self.filter_bits_per_flow).ceil() as usize;
+        (per_table, filter_bits)
+    }
+
     /// The defaults for `expected_flows` flows: 1.3 cells per flow, k = 3,
     /// [`DEFAULT_FILTER_BITS`] filter bits per flow, seed derived from `switch_id`.
     pub fn for_flows(expected_flows: u32, switch_id: u32) -> FlowSetConfig {
@@ -144,10 +154,8 @@ impl FlowSet {
             (1..=MAX_HASHES).contains(&cfg.hashes),
             "hashes must be 1 to {MAX_HASHES}"
         );
-        let cells = (f64::from(cfg.expected_flows.max(1)) * cfg.cells_per_flow).ceil() as u64;
-        let per_table = cells.div_ceil(u64::from(cfg.hashes)).max(1) as u32;
-        let filter_bits =
-            (f64::from(cfg.expected_flows.max(1)) * cfg.filter_bits_per_flow).ceil() as usize;
+        let (per_table, filter_bits) = cfg.sizes();
+        let per_table = per_table as u32;
         let mut fs = FlowSet::from_parts(
             FlowFilter::new(filter_bits, FILTER_SEED),
             vec![Cell::default(); per_table as usize * usize::from(cfg.hashes)],

@@ -138,6 +138,14 @@ fn next_index(
     Ok(index)
 }
 
+/// The most bytes [`encode_parts`] writes for a flowset of `cells` counting-table cells
+/// and `blocks` filter blocks (every cell and block in use, every count at its widest).
+pub const fn max_encoded_len(cells: usize, blocks: usize) -> usize {
+    // A varint gap below 2^24 takes at most 4 bytes; a cell's flow and packet counts
+    // (u32) at most 5 each, its bytes (u64) 10.
+    HEADER + blocks * (4 + 64) + cells * (4 + 13 + 2 + 5 + 5 + 10)
+}
+
 /// Serialises a flowset.
 pub fn encode(e: &EpochFlowSet) -> Vec<u8> {
     encode_parts(e.switch_id, e.epoch, &e.flowset)
