@@ -20,6 +20,9 @@ pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How long a write may block before the connection counts as broken.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// A connection that lasted this long resets the backoff when it breaks; one that broke
+/// sooner (a sink that refuses the hello, another service on the port) does not.
+const STABLE_AFTER: Duration = Duration::from_secs(2);
 
 /// One frame to send.
 pub struct Outgoing {
@@ -244,8 +247,28 @@ impl Connection {
     }
 }
 
-fn open(sink: &str, ann: &Mutex<Announcement>, stats: &ExportStats) -> Option<Connection> {
-    let stream = connect(sink).ok()?;
+fn open(
+    sink: &str,
+    ann: &Mutex<Announcement>,
+    stats: &ExportStats,
+    last_error: &mut Option<String>,
+) -> Option<Connection> {
+    let stream = match connect(sink) {
+        Ok(s) => s,
+        Err(e) => {
+            // Said once, and again when the reason changes (an address that does not
+            // resolve, nothing listening): a sink that is down is otherwise silent.
+            let why = e.to_string();
+            if last_error.as_deref() != Some(why.as_str()) {
+                println!("telemetry sink {sink}: cannot connect: {why} (retrying)");
+                *last_error = Some(why);
+            }
+            return None;
+        }
+    };
+    if last_error.take().is_some() {
+        println!("telemetry sink {sink}: connected");
+    }
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let mut c = Connection { stream, seq: 0 };
@@ -274,11 +297,13 @@ fn run(
     let mut conn: Option<Connection> = None;
     let mut backoff = MIN_BACKOFF;
     let mut next_try = Instant::now();
+    let mut opened_at = Instant::now();
+    let mut last_error = None;
     while !stop.load(Ordering::Relaxed) {
         if conn.is_none() && Instant::now() >= next_try {
-            conn = open(&sink, &ann, &stats);
+            conn = open(&sink, &ann, &stats, &mut last_error);
             if conn.is_some() {
-                backoff = MIN_BACKOFF;
+                opened_at = Instant::now();
             } else {
                 next_try = Instant::now() + backoff;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -301,11 +326,20 @@ fn run(
             count_drop(&stats, &o);
             if conn.take().is_some() {
                 stats.connected.store(false, Ordering::Relaxed);
+                if opened_at.elapsed() >= STABLE_AFTER {
+                    backoff = MIN_BACKOFF;
+                }
                 next_try = Instant::now() + backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
     }
     stats.connected.store(false, Ordering::Relaxed);
+    // What is still queued at the stop is not sent: counted as dropped.
+    for o in rx.try_iter() {
+        queued.fetch_sub(o.payload.len(), Ordering::Relaxed);
+        count_drop(&stats, &o);
+    }
 }
 
 #[cfg(test)]
@@ -373,6 +407,35 @@ mod tests {
             buf.extend_from_slice(&chunk[..got]);
         }
         out
+    }
+
+    /// Frames still queued when the exporter stops (no sink) are counted as dropped, so
+    /// that the switch never counts them as exported.
+    #[test]
+    fn frames_left_at_the_stop_are_counted_as_dropped() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let ex = Exporter::start(
+            format!("127.0.0.1:{port}"),
+            Announcement {
+                hello: hello(),
+                older_plans: Vec::new(),
+            },
+            1 << 20,
+        );
+        for _ in 0..3 {
+            assert!(ex.send(Outgoing {
+                digests: 5,
+                ..stats_frame(1)
+            }));
+        }
+        let stats = Arc::clone(&ex.stats);
+        ex.finish(Duration::ZERO);
+        assert_eq!(stats.digests_dropped.load(Ordering::Relaxed), 15);
+        assert_eq!(stats.digests_sent.load(Ordering::Relaxed), 0);
     }
 
     #[test]
