@@ -672,20 +672,52 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
             r.flows_matching, r.flows_decoded, r.flows_total
         ),
     }];
+    let impaired: Vec<(String, String)> = lab
+        .impair
+        .iter()
+        .map(|i| (lab.shown(i.from), lab.shown(i.to)))
+        .collect();
+    let others = || {
+        r.links
+            .iter()
+            .filter(|l| !impaired.contains(&(l.from.clone(), l.to.clone())))
+    };
+    let row_of = |a: u32, b: u32| {
+        let (from, to) = (lab.shown(a), lab.shown(b));
+        r.links.iter().find(move |l| l.from == from && l.to == to)
+    };
+    // The most a link without an impairment lost: an impaired link must stand out above it.
+    let most_elsewhere = others().map(|l| l.lost_packets).max().unwrap_or(0);
     for i in &lab.impair {
         let (from, to) = (lab.shown(i.from), lab.shown(i.to));
         let (from, to) = (from.as_str(), to.as_str());
-        let row = r.links.iter().find(|l| l.from == from && l.to == to);
+        let row = row_of(i.from, i.to);
         if i.loss > 0.0 {
             let lost = row.map_or(0, |l| l.lost_packets);
+            // A switch counts what its impairments drop over all its ports: with several
+            // lossy links out of one switch, their losses together are what it dropped.
+            let siblings: Vec<_> = lab
+                .impair
+                .iter()
+                .filter(|j| j.from == i.from && j.loss > 0.0)
+                .collect();
             let dropped = row.and_then(|l| l.impair_dropped).unwrap_or(0);
-            let top = r.links.iter().max_by_key(|l| l.lost_packets);
+            let together: i64 = siblings
+                .iter()
+                .map(|j| row_of(j.from, j.to).map_or(0, |l| l.lost_packets))
+                .sum();
+            let detail = if siblings.len() == 1 {
+                format!("{lost} packets lost, the impairment dropped {dropped}")
+            } else {
+                format!(
+                    "{lost} packets lost; with {from}'s other {} lossy links {together}, its impairments dropped {dropped}",
+                    siblings.len() - 1
+                )
+            };
             v.push(Check {
                 name: format!("loss found on the impaired link {from} -> {to}"),
-                ok: lost > 0
-                    && lost == dropped as i64
-                    && top.is_some_and(|t| t.from == from && t.to == to),
-                detail: format!("{lost} packets lost, the impairment dropped {dropped}"),
+                ok: lost > 0 && together == dropped as i64 && lost > most_elsewhere,
+                detail,
             });
         }
         if i.delay_us > 0 {
@@ -708,16 +740,6 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
             });
         }
     }
-    let impaired: Vec<(String, String)> = lab
-        .impair
-        .iter()
-        .map(|i| (lab.shown(i.from), lab.shown(i.to)))
-        .collect();
-    let others = || {
-        r.links
-            .iter()
-            .filter(|l| !impaired.contains(&(l.from.clone(), l.to.clone())))
-    };
     let elsewhere: i64 = others().map(|l| l.lost_packets.max(0)).sum();
     // Links that counted more after them than before: counts missing, which could hide loss.
     let missing: i64 = others().map(|l| (-l.lost_packets).max(0)).sum();
@@ -809,9 +831,6 @@ mod tests {
         (paths, probes)
     }
 
-    /// One flow's reordering ties between the two links of its path (each has one other
-    /// probe stream without reordering); the loss the bad link gave two flows at the same
-    /// time tells them apart.
     /// A link that counted more packets after it than before hides loss as well as it
     /// shows it: the check fails and says counts are missing, and the summary does not call
     /// it loss.
@@ -823,35 +842,8 @@ mod tests {
             "t",
         )
         .unwrap();
-        let link = |from: &str, to: &str, lost_packets: i64| LinkRow {
-            from: from.into(),
-            to: to.into(),
-            lost_packets,
-            flows: 4,
-            utilisation: None,
-            impaired: None,
-            impair_dropped: None,
-        };
-        let mut r = LabReport {
-            lab: "t".into(),
-            description: String::new(),
-            duration_s: 1.0,
-            wall_seconds: 1.0,
-            dir: PathBuf::new(),
-            switches: Vec::new(),
-            links: vec![link("s1", "s2", 0), link("s2", "s3", 0)],
-            flows_total: 0,
-            flows_decoded: 0,
-            flows_matching: 0,
-            mismatches: Vec::new(),
-            median_digests_to_decode: None,
-            flows: Vec::new(),
-            events: Vec::new(),
-            hosts: Vec::new(),
-            epochs: Value::Null,
-            checks: Vec::new(),
-            layout: Vec::new(),
-        };
+        let link = |from: &str, to: &str, lost_packets: i64| link_row(from, to, lost_packets, None);
+        let mut r = report_of(vec![link("s1", "s2", 0), link("s2", "s3", 0)]);
         let elsewhere = |r: &LabReport| {
             checks(&lab, r)
                 .into_iter()
@@ -879,6 +871,81 @@ mod tests {
         );
     }
 
+    /// A link of 4 flows that lost `lost_packets`, its switch's impairments having dropped
+    /// `dropped`.
+    fn link_row(from: &str, to: &str, lost_packets: i64, dropped: Option<u64>) -> LinkRow {
+        LinkRow {
+            from: from.into(),
+            to: to.into(),
+            lost_packets,
+            flows: 4,
+            utilisation: None,
+            impaired: None,
+            impair_dropped: dropped,
+        }
+    }
+
+    /// A report of a lab run with only `links` filled in.
+    fn report_of(links: Vec<LinkRow>) -> LabReport {
+        LabReport {
+            lab: "t".into(),
+            description: String::new(),
+            duration_s: 1.0,
+            wall_seconds: 1.0,
+            dir: PathBuf::new(),
+            switches: Vec::new(),
+            links,
+            flows_total: 0,
+            flows_decoded: 0,
+            flows_matching: 0,
+            mismatches: Vec::new(),
+            median_digests_to_decode: None,
+            flows: Vec::new(),
+            events: Vec::new(),
+            hosts: Vec::new(),
+            epochs: Value::Null,
+            checks: Vec::new(),
+            layout: Vec::new(),
+        }
+    }
+
+    /// Two lossy impairments out of one switch: each is checked against the switch's
+    /// drops (counted over all its ports) together with the other; an impaired link that
+    /// lost no more than a link without an impairment fails.
+    #[test]
+    fn lossy_links_out_of_one_switch_are_checked_together() {
+        let lab = Lab::parse(
+            "[topology]\nkind = \"leaf-spine\"\nspines = 2\nleaves = 3\n\
+             [[impair]]\nlink = [\"spine1\", \"leaf3\"]\nloss = 0.05\n\
+             [[impair]]\nlink = [\"spine1\", \"leaf2\"]\nloss = 0.02\n",
+            Path::new("."),
+            "t",
+        )
+        .unwrap();
+        let link = link_row;
+        let loss_checks = |r: &LabReport| -> Vec<bool> {
+            checks(&lab, r)
+                .into_iter()
+                .filter(|c| c.name.starts_with("loss found"))
+                .map(|c| c.ok)
+                .collect()
+        };
+        let mut r = report_of(vec![
+            link("spine1", "leaf3", 30, Some(50)),
+            link("spine1", "leaf2", 20, Some(50)),
+            link("leaf1", "spine1", 0, None),
+        ]);
+        assert_eq!(loss_checks(&r), [true, true]);
+        // A link without an impairment lost as much as an impaired one.
+        r.links[2].lost_packets = 20;
+        assert_eq!(loss_checks(&r), [true, false]);
+        // The switch dropped more than the two links lost.
+        r.links[2].lost_packets = 0;
+        r.links[0].impair_dropped = Some(60);
+        r.links[1].impair_dropped = Some(60);
+        assert_eq!(loss_checks(&r), [false, false]);
+    }
+
     #[test]
     fn drops_at_full_tx_queues_are_put_down_to_the_machine() {
         let row = |name: &str, tx_full_drops: u64| SwitchRow {
@@ -901,6 +968,9 @@ mod tests {
         );
     }
 
+    /// One flow's reordering ties between the two links of its path (each has one other
+    /// probe stream without reordering); the loss the bad link gave two flows at the same
+    /// time tells them apart.
     #[test]
     fn a_tie_goes_to_the_link_with_other_events_at_the_time() {
         let (paths, probes) = fabric();
