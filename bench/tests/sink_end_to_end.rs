@@ -234,6 +234,16 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
         assert_eq!(s["digests_dropped"], 0, "{s}");
         assert_eq!(s["flowsets_dropped"], 0, "{s}");
         assert_eq!(s["digests_unknown_plan"], 0, "{s}");
+        // The plan in force, as /api/plans names plans.
+        let plan = s["plan"].as_str().unwrap_or_default();
+        assert!(
+            json(http, "/api/plans")
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["version"] == plan),
+            "{s}"
+        );
     }
     // Epochs: every one complete, decoded switch by switch (no burst here).
     let epochs = json(http, "/api/epochs?n=500");

@@ -416,8 +416,11 @@ impl TelemetryControl {
     /// at their next burst. Returns a line saying what happened. An invalid file changes
     /// nothing.
     pub fn reload(&mut self, config: &Config) -> Result<String, String> {
+        let before = self.plan().version();
         let result = self.try_reload(config);
         match &result {
+            // A file that compiles to the plan in force changes nothing: not a reload.
+            Ok(_) if self.plan().version() == before => {}
             Ok(_) => self.counts.reloads_applied += 1,
             Err(_) => self.counts.reloads_rejected += 1,
         }

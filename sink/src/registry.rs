@@ -119,7 +119,9 @@ pub struct SwitchInfo {
     pub workers: usize,
     /// Ports: name and role.
     pub ports: Vec<(String, bool)>,
-    /// The plan in force (version), if any.
+    /// The plan in force (version), if any; shown as 8 hex digits, as `/api/plans` and
+    /// `/api/flow` show versions.
+    #[serde(serialize_with = "ser_plan")]
     pub plan: Option<u32>,
     /// Flowset memory it declared, bytes.
     pub flowset_bytes: usize,
@@ -129,6 +131,13 @@ pub struct SwitchInfo {
     pub last_error: Option<String>,
     /// When it last connected, Unix seconds.
     pub connected_at: u64,
+}
+
+fn ser_plan<S: serde::Serializer>(v: &Option<u32>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_str(&format!("{v:08x}")),
+        None => s.serialize_none(),
+    }
 }
 
 /// One switch.

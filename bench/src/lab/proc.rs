@@ -78,6 +78,8 @@ impl Proc {
         args: &[String],
         log: &Path,
     ) -> anyhow::Result<Proc> {
+        // The log first: a child once started is never left without its `Proc`.
+        let file = Arc::new(Mutex::new(std::fs::File::create(log)?));
         let mut cmd = Command::new(&program.path);
         cmd.args(&program.lead)
             .args(args)
@@ -100,7 +102,6 @@ impl Proc {
         let mut child = cmd.spawn().map_err(|e| {
             anyhow::anyhow!("cannot start {name} ({}): {e}", program.path.display())
         })?;
-        let file = Arc::new(Mutex::new(std::fs::File::create(log)?));
         let out = Arc::new(Mutex::new(Output::default()));
         let mut readers = Vec::new();
         let stdout = child.stdout.take().expect("piped");
