@@ -778,7 +778,8 @@ impl Sender {
                 src_mac: self.macs.1,
                 frame_len: len,
                 ttl: self.ttl,
-                ident: 0,
+                // Each probe another packet to the switches' packet ID.
+                ident: seq as u16,
                 tcp_seq: 0,
                 payload: &payload,
             };
@@ -935,7 +936,12 @@ impl Cycle {
                 src_mac: opts.macs.1,
                 frame_len: usize::from(p.frame_len),
                 ttl: opts.ttl,
-                ident: frames.len() as u16,
+                // A tagged frame's identification is set as it is sent (`TagPatch`).
+                ident: if p.flow_seq.is_some() {
+                    0
+                } else {
+                    frames.len() as u16
+                },
                 tcp_seq: p.tcp_seq,
                 payload: payload.as_slice(),
             };

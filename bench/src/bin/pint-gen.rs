@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -206,8 +206,8 @@ fn main() {
 
 fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if cli.count.is_none() && cli.duration.is_none() && cli.mode != Mode::Receive && !cli.zero_loss
-    {
+    let unbounded = cli.count.is_none() && cli.duration.is_none();
+    if unbounded && !cli.zero_loss && (cli.mode != Mode::Receive || cli.write_pcap.is_some()) {
         bail!("say how much: --count PACKETS or --duration SECONDS");
     }
     if let Some(d) = cli.duration
@@ -280,7 +280,10 @@ fn run() -> anyhow::Result<()> {
         bytes += n as u64;
         last_ns = p.time_ns;
     }
-    drop(w);
+    // Flushed here, so that a full disk is an error, not a capture cut short.
+    w.into_writer()
+        .flush()
+        .with_context(|| format!("writing {}", pcap.display()))?;
     let seconds = last_ns as f64 / 1e9;
     let per_s = |x: f64| if seconds > 0.0 { x / seconds } else { 0.0 };
     let s = Summary {

@@ -116,7 +116,9 @@ fn add16(a: u16, b: u16) -> u16 {
 }
 
 /// A tag whose sequence number is set as its frame is sent: where it is, and the frame's
-/// transport checksum with the sequence number at zero (the frame is built that way).
+/// transport checksum with the sequence number at zero (the frame is built that way). The
+/// IPv4 identification is set from the sequence number too, so that a frame sent again
+/// (a replayed cycle) is another packet to the switches' packet ID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TagPatch {
     /// Offset of the tag's sequence number.
@@ -126,7 +128,12 @@ pub struct TagPatch {
     /// One's-complement sum the checksum stands for, sequence number zero (the checksum
     /// inverted).
     pub sum_at_zero: u16,
+    /// One's-complement sum of the IPv4 header with its identification at zero.
+    pub ip_sum_at_zero: u16,
 }
+
+/// Offset of the IPv4 header in the frames pint-gen builds (untagged Ethernet).
+const L3: usize = 14;
 
 impl TagPatch {
     /// The patch for `frame`, built with the tag at `tag_at` and sequence number zero; None
@@ -138,13 +145,20 @@ impl TagPatch {
             *frame.get(t.checksum_at() + 1)?,
         ]);
         let seq = frame.get(tag_at + 8..tag_at + 12)?;
-        if (!t.tcp && c == 0) || seq != [0; 4] || tag_at % 2 != t.l4_at % 2 {
+        let ip = frame.get(L3..L3 + 20)?;
+        if (!t.tcp && c == 0)
+            || seq != [0; 4]
+            || tag_at % 2 != t.l4_at % 2
+            || t.l4_at != L3 + 20
+            || ip[4..6] != [0, 0]
+        {
             return None;
         }
         Some(TagPatch {
             seq_at: (tag_at + 8) as u16,
             checksum_at: t.checksum_at() as u16,
             sum_at_zero: !c,
+            ip_sum_at_zero: !u16::from_be_bytes([ip[10], ip[11]]),
         })
     }
 
@@ -162,6 +176,12 @@ impl TagPatch {
         frame[at..at + 4].copy_from_slice(&seq.to_be_bytes());
         let at = usize::from(self.checksum_at);
         frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        // The identification: the sequence number's low 16 bits (the transport checksum
+        // does not cover it); the header checksum as above.
+        let ident = seq as u16;
+        frame[L3 + 4..L3 + 6].copy_from_slice(&ident.to_be_bytes());
+        let ip = !add16(self.ip_sum_at_zero, ident);
+        frame[L3 + 10..L3 + 12].copy_from_slice(&ip.to_be_bytes());
     }
 }
 
@@ -170,17 +190,53 @@ impl TagPatch {
 struct FlowRx {
     /// Highest sequence number seen, plus one.
     next: u32,
+    /// The 64 sequence numbers below `next`: bit `i` set while `next - 1 - i` is missing.
+    missing: u64,
     received: u64,
     /// Sequence numbers skipped over (lost, or late).
     skipped: u64,
-    /// Packets that came after a higher sequence number of their flow.
+    /// Packets that came after a higher sequence number of their flow, filling a gap.
     late: u64,
+    /// Packets whose sequence number had already arrived.
+    duplicates: u64,
 }
 
 impl FlowRx {
     /// Packets missing: skipped over and never seen late.
     fn lost(&self) -> u64 {
         self.skipped.saturating_sub(self.late)
+    }
+
+    /// Counts sequence number `seq`: ahead of the flow (a gap of those skipped), a missing
+    /// one arriving late, or one already seen. Serial-number arithmetic: the flow's numbers
+    /// may wrap. The flow's first packet is ahead of 0, whatever its number.
+    fn take(&mut self, seq: u32) {
+        let first = self.received == 0;
+        self.received += 1;
+        let ahead = seq.wrapping_sub(self.next) as i32;
+        if first || ahead >= 0 {
+            let gap = seq.wrapping_sub(self.next);
+            self.skipped += u64::from(gap);
+            // Shift in `seq` itself (received) and the `gap` numbers before it (missing).
+            let gap_bits = if gap >= 63 {
+                !1
+            } else {
+                ((1u64 << gap) - 1) << 1
+            };
+            self.missing = self.missing.checked_shl(gap + 1).unwrap_or(0) | gap_bits;
+            self.next = seq.wrapping_add(1);
+            return;
+        }
+        let back = (-(i64::from(ahead)) - 1) as u32;
+        if back < 64 && self.missing & (1 << back) == 0 {
+            self.duplicates += 1;
+            return;
+        }
+        // Missing (or too far back to tell): late, filling its gap.
+        if back < 64 {
+            self.missing &= !(1 << back);
+        }
+        self.late += 1;
     }
 }
 
@@ -212,6 +268,9 @@ pub struct FlowLossReport {
     pub lost: u64,
     /// Packets that arrived after a later one of their flow.
     pub late: u64,
+    /// Packets whose flow and sequence number had already arrived (a network that
+    /// duplicates): neither late nor filling a gap.
+    pub duplicates: u64,
     /// Flows with at least one packet missing.
     pub flows_with_loss: u64,
     /// The flows that lost most, most first, at most 10.
@@ -243,13 +302,7 @@ impl FlowLossCounter {
             return;
         };
         self.tagged += 1;
-        f.received += 1;
-        if tag.seq >= f.next {
-            f.skipped += u64::from(tag.seq - f.next);
-            f.next = tag.seq.wrapping_add(1);
-        } else {
-            f.late += 1;
-        }
+        f.take(tag.seq);
     }
 
     /// The counts so far.
@@ -267,6 +320,7 @@ impl FlowLossCounter {
             r.flows += 1;
             r.lost += f.lost();
             r.late += f.late;
+            r.duplicates += f.duplicates;
             if f.lost() > 0 {
                 r.flows_with_loss += 1;
                 worst.push(FlowLoss {
@@ -304,7 +358,8 @@ mod tests {
             src_mac: MacAddr([2, 0, 0, 0, 0, 2]),
             frame_len: len,
             ttl: 64,
-            ident: 5,
+            // As a replayed frame carries it: the tag's number's low bits.
+            ident: tag.seq as u16,
             tcp_seq: 77,
             payload: &tag.encode(),
         };
@@ -344,6 +399,9 @@ mod tests {
                     assert_eq!(f[..at], fresh[..at], "seq {seq}");
                     assert_eq!(f[at + 2..], fresh[at + 2..], "seq {seq}");
                     assert!(checksum_ok(&f), "seq {seq}");
+                    let header = telemetry::wire::checksum::ones_complement_sum(&f[14..34]);
+                    assert_eq!(header, 0xffff, "seq {seq}: IPv4 header checksum");
+                    assert_eq!(u16::from_be_bytes([f[18], f[19]]), seq as u16, "seq {seq}");
                     let tag = FlowTag::decode(&f[t.payload_at..]).expect("tag");
                     assert_eq!(tag, FlowTag { flow: 3, seq });
                 }
@@ -388,24 +446,52 @@ mod tests {
         for s in [0, 2, 1, 3] {
             c.record(a, tag(9, s));
         }
+        // Flow 11: 0 1 3 1 3 (2 lost; 1 and 3 duplicated, which hides nothing).
+        for s in [0, 1, 3, 1, 3] {
+            c.record(a, tag(11, s));
+        }
         c.record(a, tag(MAX_TRACKED_FLOWS, 0));
         let r = c.report();
+        let flow = |flow, lost, received| FlowLoss {
+            sender: Ipv4Addr::new(10, 0, 0, 1),
+            flow,
+            lost,
+            received,
+        };
         assert_eq!(
             r,
             FlowLossReport {
-                tagged: 13,
+                tagged: 18,
                 foreign: 1,
-                flows: 3,
-                lost: 2,
+                flows: 4,
+                lost: 3,
                 late: 1,
-                flows_with_loss: 1,
-                worst: vec![FlowLoss {
-                    sender: Ipv4Addr::new(10, 0, 0, 1),
-                    flow: 5,
-                    lost: 2,
-                    received: 4
-                }],
+                duplicates: 2,
+                flows_with_loss: 2,
+                worst: vec![flow(5, 2, 4), flow(11, 1, 5)],
             }
+        );
+    }
+
+    /// Sequence numbers wrap: a gap across the wrap is counted as a gap (even when the
+    /// number before the wrap is lost), a late one from before it as late.
+    #[test]
+    fn sequence_numbers_wrap() {
+        let mut c = FlowLossCounter::default();
+        let a = u32::from(Ipv4Addr::new(10, 0, 0, 1));
+        let tag = |seq| FlowTag { flow: 0, seq };
+        // Start near the top: u32::MAX - 2 (the first, as if the earlier ones were lost),
+        // then u32::MAX lost, 0, 1, and u32::MAX - 1 late.
+        for s in [u32::MAX - 3, u32::MAX - 2, 0, 1, u32::MAX - 1] {
+            c.record(a, tag(s));
+        }
+        let r = c.report();
+        let skipped_from_zero = u64::from(u32::MAX - 3);
+        assert_eq!((r.late, r.duplicates), (1, 0));
+        assert_eq!(
+            r.lost,
+            skipped_from_zero + 1,
+            "u32::MAX lost, nothing else after the start"
         );
     }
 
