@@ -201,6 +201,13 @@ fn ser_key<S: serde::Serializer>(k: &FlowKey, s: S) -> Result<S::Ok, S::Error> {
     FlowId::from(*k).serialize(s)
 }
 
+/// How far a probe's send time may be after its arrival (clocks of one machine, or of
+/// hosts kept in step), ns.
+const PROBE_CLOCK_SLACK_NS: u64 = 1_000_000_000;
+
+/// A probe stream seen this far that shows sequence number 0 again restarted.
+const RESTART_AFTER_SEQ: u64 = 64;
+
 /// A flow key as the API shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowId {
@@ -247,6 +254,8 @@ pub struct ShardStats {
     pub counts_applied: u64,
     /// Export records dropped (exporter queue full).
     pub exports_dropped: u64,
+    /// Probe arrivals left out of detection: sent more than a second after they arrived.
+    pub probes_refused: u64,
 }
 
 /// The flows of one decode thread.
@@ -433,9 +442,15 @@ impl FlowTable {
             if let Some(a) = p.plan.latency_sum.and_then(|q| p.record.aggregate(q))
                 && a.count > sum_before
             {
-                let det = flow
-                    .latency_detector
-                    .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
+                // The series is the flow's own packets: one queued behind the one before
+                // waited in the network, so no self-queueing fix (at more than 10 kpps it
+                // would give a whole burst its first packet's delay).
+                let det = flow.latency_detector.get_or_insert_with(|| {
+                    Box::new(Detector::new(Params {
+                        self_queueing_s: 0.0,
+                        ..cx.detection
+                    }))
+                });
                 det.push(Sample {
                     seq: None,
                     send: d.time_ns as f64 / 1e9,
@@ -582,6 +597,21 @@ impl FlowTable {
             flow.touched = now;
             flow.probes += 1;
             flow.last_ms = flow.last_ms.max(p.recv_ns / 1_000_000);
+            // Sent more than a second after it arrived: a clock stepped, or not a probe. Its
+            // send time would close every window and open one far ahead.
+            if p.sent_ns > p.recv_ns.saturating_add(PROBE_CLOCK_SLACK_NS) {
+                self.stats.probes_refused += 1;
+                continue;
+            }
+            // A stream that starts again from 0 (its sender restarted) is a new series: the
+            // old one's events are closed, not mixed with it.
+            if p.seq == 0
+                && let Some(old) = flow
+                    .probe_detector
+                    .take_if(|d| d.highest_seq().is_some_and(|h| h >= RESTART_AFTER_SEQ))
+            {
+                cx.events.record(p.key, "probes", old.finish().events);
+            }
             let det = flow
                 .probe_detector
                 .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
@@ -1145,6 +1175,73 @@ mod tests {
             s
         };
         assert_eq!(summaries(plain), summaries(grouped));
+    }
+
+    /// Probe arrivals of one stream of flow 7 at 20 Hz from `t0` s: (sequence number, send
+    /// time offset in s) each, 1 ms one-way delay.
+    fn probes(seqs: impl Iterator<Item = (u64, f64)>) -> Vec<telemetry::protocol::WireProbe> {
+        let t0 = 1_796_000_000.0;
+        seqs.map(|(seq, t)| {
+            let sent_ns = ((t0 + t) * 1e9) as u64;
+            telemetry::protocol::WireProbe {
+                key: digest(0, 7, 0).key,
+                stream: 0,
+                seq,
+                sent_ns,
+                recv_ns: sent_ns + 1_000_000,
+            }
+        })
+        .collect()
+    }
+
+    /// The kinds of the events found so far for flow 7's probes.
+    fn probe_events(cx: &ShardContext) -> Vec<crate::detect::Kind> {
+        cx.events
+            .of_flow(&digest(0, 7, 0).key)
+            .iter()
+            .filter(|e| e.series == "probes")
+            .map(|e| e.event.kind)
+            .collect()
+    }
+
+    /// A probe whose send time is long after its arrival (a clock stepped, a forged probe)
+    /// is left out and counted; without that it closed every window and opened one far
+    /// ahead that the later probes fell into, and the loss that follows was not found as it
+    /// happened.
+    #[test]
+    fn a_probe_sent_long_after_it_arrived_is_left_out() {
+        let (cx, _) = context();
+        let mut t = FlowTable::new(10);
+        t.add_probes(&cx, &probes((0..100).map(|s| (s, s as f64 / 20.0))));
+        let mut stray = probes(std::iter::once((100, 5.0)));
+        stray[0].sent_ns += 3_600_000_000_000;
+        t.add_probes(&cx, &stray);
+        // 60 of the next 100 lost, then 25 s more received.
+        let rest = (101..700u64).filter(|s| !(120..180).contains(s));
+        t.add_probes(&cx, &probes(rest.map(|s| (s, s as f64 / 20.0))));
+        assert_eq!(t.stats.probes_refused, 1);
+        let kinds = probe_events(&cx);
+        assert!(kinds.contains(&crate::detect::Kind::Loss), "{kinds:?}");
+    }
+
+    /// A probe stream that starts again from 0 (its sender restarted) is a new series: no
+    /// reordering is seen where the old numbers meet the new ones, and the new stream's
+    /// loss is found although its numbers are below the old stream's.
+    #[test]
+    fn a_probe_stream_that_restarts_is_a_new_series() {
+        let (cx, _) = context();
+        let mut t = FlowTable::new(10);
+        t.add_probes(&cx, &probes((0..960).map(|s| (s, s as f64 / 20.0))));
+        // Restarted within the same 5 s window; 60 of its probes 100 to 200 lost.
+        let new = (0..600u64).filter(|s| !(100..160).contains(s));
+        t.add_probes(&cx, &probes(new.map(|s| (s, 48.0 + s as f64 / 20.0))));
+        t.flush(Some(&cx.events), |_| true);
+        let kinds = probe_events(&cx);
+        assert!(
+            !kinds.contains(&crate::detect::Kind::Reordering),
+            "{kinds:?}"
+        );
+        assert!(kinds.contains(&crate::detect::Kind::Loss), "{kinds:?}");
     }
 
     /// A record's start and end are those of the epochs whose counts it carries: after an

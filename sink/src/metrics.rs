@@ -155,6 +155,10 @@ fn describe() {
     );
     describe_counter!("pint_sink_ipfix_messages_total", "IPFIX messages sent.");
     describe_counter!(
+        "pint_sink_probes_refused_total",
+        "Probe arrivals left out of detection: sent more than a second after they arrived."
+    );
+    describe_counter!(
         "pint_sink_export_records_dropped_total",
         "Per-flow records dropped because the export queue was full."
     );
@@ -179,6 +183,7 @@ fn sum_stats(shared: &Shared) -> (ShardStats, usize) {
         total.path_resets += x.path_resets;
         total.counts_applied += x.counts_applied;
         total.exports_dropped += x.exports_dropped;
+        total.probes_refused += x.probes_refused;
     }
     (total, flows)
 }
@@ -279,6 +284,7 @@ impl SinkMetrics {
             counter!("pint_sink_flows_evicted_total").absolute(stats.flows_evicted);
             counter!("pint_sink_flows_refused_total").absolute(stats.flows_refused);
             counter!("pint_sink_path_resets_total").absolute(stats.path_resets);
+            counter!("pint_sink_probes_refused_total").absolute(stats.probes_refused);
             let ec = &shared.epochs.counters;
             // `network` first: an epoch counted between the two loads adds to `epochs` before
             // `network`, so the difference never goes below zero.

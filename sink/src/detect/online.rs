@@ -228,6 +228,13 @@ impl Detector {
         }
     }
 
+    /// The highest sequence number seen so far, if any.
+    pub fn highest_seq(&self) -> Option<u64> {
+        let open = self.open.iter().filter_map(|w| w.seqs.max).max();
+        let closed = self.next_seq.map(|n| n.saturating_sub(1));
+        open.max(closed)
+    }
+
     /// Events found so far (taken).
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.report.events)
@@ -271,7 +278,7 @@ impl Detector {
                         });
                     extra_lost += span.saturating_sub(got);
                 }
-                self.next_seq = Some(max + 1);
+                self.next_seq = Some(max.saturating_add(1));
             }
         }
         let t0 = self.t0.unwrap_or(0.0);
