@@ -137,6 +137,10 @@ pub struct FlowState {
     latency_detector: Option<Box<Detector>>,
     /// Online detection on the flow's loss (from its counters at its first and last switch).
     loss_detector: Option<Box<Detector>>,
+    /// What the loss detector has been given for the latest epochs: (epoch, packets at the
+    /// first switch, at the last), so that an epoch whose counts come in parts (a late
+    /// flowset) adds only what is new.
+    loss_fed: [(u64, u64, u64); LOSS_EPOCHS_KEPT],
     /// Probes of the flow that left the network (it is a probe stream).
     pub probes: u64,
     /// Online detection on the flow's probes (sequence numbers, one-way delay).
@@ -204,6 +208,43 @@ fn ser_key<S: serde::Serializer>(k: &FlowKey, s: S) -> Result<S::Ok, S::Error> {
 /// How far a probe's send time may be after its arrival (clocks of one machine, or of
 /// hosts kept in step), ns.
 const PROBE_CLOCK_SLACK_NS: u64 = 1_000_000_000;
+
+/// Epochs whose loss input a flow remembers (a flowset later than this many epochs adds
+/// its counts as new).
+const LOSS_EPOCHS_KEPT: usize = 4;
+
+/// What epoch `epoch`'s counts at a flow's first and last switch (None: that switch's
+/// counts have moved to a later epoch, or have not come) add to its loss series: (lost,
+/// sent) not given before, as `fed` remembers; None when nothing is new. An epoch whose
+/// counts come in parts (a late flowset) adds each part once.
+fn loss_input(
+    fed: &mut [(u64, u64, u64); LOSS_EPOCHS_KEPT],
+    epoch: u64,
+    first: Option<u64>,
+    last: Option<u64>,
+) -> Option<(i64, u64)> {
+    let slot = match fed.iter().position(|f| f.0 == epoch) {
+        Some(i) => i,
+        None => {
+            // The oldest epoch's place (an unused one, u64::MAX, first).
+            let oldest = (0..LOSS_EPOCHS_KEPT)
+                .min_by_key(|&i| fed[i].0.wrapping_add(1))
+                .expect("slots");
+            fed[oldest] = (epoch, 0, 0);
+            oldest
+        }
+    };
+    let (_, sent_before, delivered_before) = fed[slot];
+    // A switch whose counts moved on keeps what it gave for this epoch.
+    let sent = first.unwrap_or(sent_before).max(sent_before);
+    let delivered = last.unwrap_or(delivered_before).max(delivered_before);
+    fed[slot] = (epoch, sent, delivered);
+    let (new_sent, new_delivered) = (sent - sent_before, delivered - delivered_before);
+    if new_sent == 0 && new_delivered == 0 {
+        return None;
+    }
+    Some((new_sent as i64 - new_delivered as i64, new_sent))
+}
 
 /// A probe stream seen this far that shows sequence number 0 again restarted.
 const RESTART_AFTER_SEQ: u64 = 64;
@@ -648,20 +689,16 @@ impl FlowTable {
             flow.counts
                 .iter()
                 .find(|c| c.switch == s && c.last_epoch.0 == epoch)
-                .map_or(0, |c| c.last_epoch.1)
+                .map(|c| c.last_epoch.1)
         };
         let (sent, delivered) = (in_epoch(first), in_epoch(last));
-        if sent == 0 && delivered == 0 {
+        let Some((lost, sent)) = loss_input(&mut flow.loss_fed, epoch, sent, delivered) else {
             return;
-        }
+        };
         let det = flow
             .loss_detector
             .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
-        det.push_loss(
-            epoch_ms.0 as f64 / 1e3,
-            sent as i64 - delivered as i64,
-            sent,
-        );
+        det.push_loss(epoch_ms.0 as f64 / 1e3, lost, sent);
         cx.events.record(key, "counters", det.take_events());
     }
 
@@ -957,6 +994,7 @@ fn flow_entry<'a>(
                 loss: Vec::new(),
                 latency_detector: None,
                 loss_detector: None,
+                loss_fed: [(u64::MAX, 0, 0); LOSS_EPOCHS_KEPT],
                 probes: 0,
                 probe_detector: None,
             }))
@@ -1175,6 +1213,34 @@ mod tests {
             s
         };
         assert_eq!(summaries(plain), summaries(grouped));
+    }
+
+    /// An epoch whose counts come in parts (the last switch's flowset late) gives its loss
+    /// once: N sent, N delivered is no loss, however the parts arrive.
+    #[test]
+    fn an_epochs_counts_in_parts_add_up_to_its_loss() {
+        let mut fed = [(u64::MAX, 0, 0); LOSS_EPOCHS_KEPT];
+        // Epoch 7: the first switch's count, then the last's (late).
+        assert_eq!(loss_input(&mut fed, 7, Some(100), None), Some((100, 100)));
+        assert_eq!(
+            loss_input(&mut fed, 7, Some(100), Some(100)),
+            Some((-100, 0))
+        );
+        // Nothing new: nothing given.
+        assert_eq!(loss_input(&mut fed, 7, Some(100), Some(100)), None);
+        // The first switch has moved on to epoch 8 when epoch 7's last count comes.
+        assert_eq!(loss_input(&mut fed, 8, Some(50), None), Some((50, 50)));
+        assert_eq!(loss_input(&mut fed, 8, None, Some(48)), Some((-48, 0)));
+        // Both at once, 3 lost.
+        assert_eq!(loss_input(&mut fed, 9, Some(20), Some(17)), Some((3, 20)));
+        // Four epochs are kept: epoch 7 is still known after 10, forgotten after 11.
+        assert_eq!(loss_input(&mut fed, 10, Some(1), Some(1)), Some((0, 1)));
+        assert_eq!(loss_input(&mut fed, 7, Some(100), Some(100)), None);
+        assert_eq!(loss_input(&mut fed, 11, Some(1), Some(1)), Some((0, 1)));
+        assert_eq!(
+            loss_input(&mut fed, 7, Some(100), Some(100)),
+            Some((0, 100))
+        );
     }
 
     /// Probe arrivals of one stream of flow 7 at 20 Hz from `t0` s: (sequence number, send
