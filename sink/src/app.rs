@@ -143,7 +143,7 @@ impl Sink {
             registry: Arc::clone(&registry),
             topology: topology.clone(),
             events: Arc::clone(&events),
-            detection: Params::with_sensitivity(config.sensitivity),
+            detection: Params::online(config.sensitivity),
         };
         let per_shard = config.max_flows / config.decode_threads;
         let timeouts = Timeouts {

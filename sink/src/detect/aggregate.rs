@@ -130,6 +130,11 @@ impl Aggregator {
             open.trailing_quiet = 0;
             open.after = None;
             open.windows.push(*w);
+            // Long enough: reported now; the problem, if it goes on, is the next event.
+            let lasted = open.windows.first().map_or(0.0, |f| w.end - f.start);
+            if done.is_none() && lasted >= p.max_event_s - 1e-9 {
+                done = self.close(p);
+            }
         } else {
             if let Some(open) = &mut self.open {
                 if open.trailing_quiet == 0 && self.kind == Kind::Delay {

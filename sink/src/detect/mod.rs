@@ -86,6 +86,10 @@ pub struct Params {
     pub counted_loss_rate: f64,
     /// A window with a reordering metric R above this is a reordering problem.
     pub reordering: f64,
+    /// An event that has lasted this long (s) is reported and the problem, if it goes on,
+    /// is a new event: online, a problem that lasts is then seen while it lasts (and an
+    /// event's memory stays bounded). Unbounded offline, where the series ends.
+    pub max_event_s: f64,
 }
 
 impl Default for Params {
@@ -113,9 +117,23 @@ impl Params {
             loss_rate: if k >= 1.0 { 0.0 } else { 0.01 / k },
             counted_loss_rate: 0.05 / k,
             reordering: if k >= 1.0 { 0.0 } else { 1.0 / k },
+            max_event_s: f64::INFINITY,
+        }
+    }
+
+    /// The parameters of online detection in the sink: these, with events reported at
+    /// least every [`ONLINE_MAX_EVENT_S`].
+    pub fn online(s: Sensitivity) -> Params {
+        Params {
+            max_event_s: ONLINE_MAX_EVENT_S,
+            ..Params::with_sensitivity(s)
         }
     }
 }
+
+/// The longest event the sink reports online before a problem that goes on becomes the
+/// next event, s.
+pub const ONLINE_MAX_EVENT_S: f64 = 60.0;
 
 /// What kind of problem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -368,3 +368,37 @@ fn late_and_duplicate_packets_count_once_online() {
     assert_eq!(reorder.len(), 1, "{:?}", r.events);
     assert!(reorder[0].end - reorder[0].start > 250.0);
 }
+
+/// Online, a problem that lasts is reported while it lasts: every `max_event_s` an event,
+/// the next starting where the last ended; offline it is one event.
+#[test]
+fn a_lasting_problem_is_reported_while_it_lasts_online() {
+    // Delays raised from 20 s to the end of a 300 s series: online, events were found as
+    // the windows came, long before the series ended.
+    let s = series(300.0, |t, r| raised(t, r, &[20.0..300.0]), |_| false);
+    let offline = run(&s, &Params::default());
+    assert_eq!(offline.len(), 1, "{offline:?}");
+    let p = Params::online(Sensitivity::MEDIUM);
+    let mut d = online::Detector::new(p);
+    let mut found_by = Vec::new();
+    for x in &s {
+        d.push(*x);
+        for e in d.take_events() {
+            found_by.push((e.start, e.end, x.send));
+        }
+    }
+    assert!(found_by.len() >= 3, "{found_by:?}");
+    for w in found_by.windows(2) {
+        assert!(
+            (w[1].0 - w[0].1).abs() < 5.1,
+            "one after the other: {found_by:?}"
+        );
+    }
+    for (start, end, at) in &found_by {
+        assert!(end - start <= ONLINE_MAX_EVENT_S + 0.1, "{found_by:?}");
+        assert!(
+            at - end < 15.0,
+            "found within a few windows of its end: {found_by:?}"
+        );
+    }
+}
