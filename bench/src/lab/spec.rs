@@ -389,6 +389,17 @@ impl Lab {
         if !(probe_hz.is_finite() && probe_hz > 0.0 && probe_hz <= 100_000.0) {
             return Err(key_err("traffic.probe_hz", format!("{probe_hz}: above 0")));
         }
+        // Probes take their places among a host's packets: at the rate, none would be left
+        // for data.
+        let probe_rate = f64::from(probes) * probe_hz;
+        if probe_rate >= rate_pps {
+            return Err(key_err(
+                "traffic.probe_hz",
+                format!(
+                    "{probes} probe streams at {probe_hz} Hz are {probe_rate} packets a second, as many as traffic.rate_pps ({rate_pps}) leaves no room for data: fewer probes, a lower probe_hz or a higher rate_pps"
+                ),
+            ));
+        }
         // Per host, which nodes it reaches.
         let reach: std::collections::HashMap<u32, Vec<bool>> = hosts
             .iter()
@@ -921,6 +932,10 @@ mod tests {
             ),
             ("[[impair]]\nlink = [\"s1\", \"s2\"]\n", "impair[0]"),
             ("[switches]\nidle = \"nap\"\n", "switches.idle"),
+            (
+                "[traffic]\nrate_pps = 100\nprobes = 5\nprobe_hz = 20\n",
+                "traffic.probe_hz",
+            ),
             ("[switches]\ncapacity = \"fast\"\n", "switches.capacity"),
         ] {
             assert_eq!(
