@@ -596,9 +596,15 @@ impl Receiver {
             Some(p) => {
                 let f = std::fs::File::create(p)
                     .with_context(|| format!("creating capture {}", p.display()))?;
-                Some(pcap_file::pcap::PcapWriter::new(std::io::BufWriter::new(
-                    f,
-                ))?)
+                // Nanosecond stamps, as `--write-pcap` writes them.
+                let header = pcap_file::pcap::PcapHeader {
+                    ts_resolution: pcap_file::TsResolution::NanoSecond,
+                    ..pcap_file::pcap::PcapHeader::default()
+                };
+                Some(pcap_file::pcap::PcapWriter::with_header(
+                    std::io::BufWriter::new(f),
+                    header,
+                )?)
             }
         };
         Ok(Receiver {
@@ -617,20 +623,26 @@ impl Receiver {
         let now = io.clock.ns();
         self.first_ns.get_or_insert(now);
         self.last_ns = Some(now);
-        // The wall clock, read once per burst and only for a burst holding a probe.
-        let mut wall = None;
+        // The wall clock, read once per burst and only for a burst holding a probe (or
+        // when capturing: the capture's stamps are Unix time).
+        let mut wall = self.capture.as_ref().map(|_| wall_ns());
         for i in 0..n {
             let m = io.rx.get(i).expect("received");
             self.packets += 1;
             self.bytes += m.pkt_len() as u64;
             let data = m.data();
-            if let Some(w) = &mut self.capture {
-                let t = std::time::Duration::from_nanos(now);
-                let _ = w.write_packet(&pcap_file::pcap::PcapPacket::new(
+            if let (Some(w), Some(stamp)) = (&mut self.capture, wall) {
+                let t = std::time::Duration::from_nanos(stamp);
+                let written = w.write_packet(&pcap_file::pcap::PcapPacket::new(
                     t,
                     data.len() as u32,
                     data,
                 ));
+                if let Err(e) = written {
+                    // Said once; receiving goes on without the capture.
+                    eprintln!("pint-gen: writing the capture failed ({e}): capture stopped");
+                    self.capture = None;
+                }
             }
             let Some(t) = Transport::parse(data) else {
                 continue;

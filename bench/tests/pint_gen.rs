@@ -196,6 +196,7 @@ fn memif_pair(tag: &str, send_args: &[&str]) -> (serde_json::Value, serde_json::
     let dir = std::env::temp_dir().join(format!("pint-gen-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("memif.sock");
+    let capture = dir.join("rx.pcap");
     let dev = |role: &str| {
         format!(
             "net_memif0,role={role},socket={},socket-abstract=no",
@@ -212,6 +213,8 @@ fn memif_pair(tag: &str, send_args: &[&str]) -> (serde_json::Value, serde_json::
             "--until-idle",
             "5",
             "--json",
+            "--capture",
+            capture.to_str().unwrap(),
         ])
         .args(eal(&format!("{tag}-rx"), "0"))
         .stdout(std::process::Stdio::piped())
@@ -247,11 +250,32 @@ fn memif_pair(tag: &str, send_args: &[&str]) -> (serde_json::Value, serde_json::
         String::from_utf8_lossy(&rx.stdout),
         String::from_utf8_lossy(&rx.stderr)
     );
+    let got: serde_json::Value = serde_json::from_slice(&rx.stdout).unwrap();
+    // The receiver's capture holds every frame it received, stamped in Unix time.
+    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(&capture).unwrap()).unwrap();
+    assert_eq!(
+        r.header().ts_resolution,
+        pcap_file::TsResolution::NanoSecond
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let mut frames = 0u64;
+    while let Some(p) = r.next_packet() {
+        let p = p.unwrap();
+        if frames == 0 {
+            let age = now.saturating_sub(p.timestamp);
+            assert!(
+                age.as_secs() < 600,
+                "stamped {:?}, now {now:?}",
+                p.timestamp
+            );
+        }
+        frames += 1;
+    }
+    assert_eq!(Some(frames), got["received"]["packets"].as_u64());
     std::fs::remove_dir_all(&dir).ok();
-    (
-        serde_json::from_slice(&sender.stdout).unwrap(),
-        serde_json::from_slice(&rx.stdout).unwrap(),
-    )
+    (serde_json::from_slice(&sender.stdout).unwrap(), got)
 }
 
 /// The receiver's counts equal the sender's, and every probe arrived once, in order.
@@ -273,8 +297,14 @@ fn assert_all_arrived(sent: &serde_json::Value, got: &serde_json::Value, min_pro
     // Data packets carry flow tags: nothing missing or late in any flow.
     let flows = &r["flows"];
     assert_eq!(
-        (&flows["lost"], &flows["late"], &flows["foreign"]),
         (
+            &flows["lost"],
+            &flows["late"],
+            &flows["duplicates"],
+            &flows["foreign"]
+        ),
+        (
+            &serde_json::json!(0),
             &serde_json::json!(0),
             &serde_json::json!(0),
             &serde_json::json!(0)
