@@ -99,6 +99,9 @@ pub struct Detector {
     open: VecDeque<WindowBuf>,
     /// The lowest sequence number not yet accounted for (received or lost).
     next_seq: Option<u64>,
+    /// The highest-numbered packet of the windows closed so far: (sequence number, send
+    /// time).
+    last_received: Option<(u64, f64)>,
     last: Option<(f64, f64)>,
     aggregators: [Aggregator; 3],
     scratch: Scratch,
@@ -118,6 +121,7 @@ impl Detector {
             t0: None,
             open: VecDeque::with_capacity(3),
             next_seq: None,
+            last_received: None,
             last: None,
             aggregators: Kind::ALL.map(Aggregator::new),
             scratch: Scratch::default(),
@@ -287,7 +291,7 @@ impl Detector {
             start,
             start + self.p.window_s,
             &w.samples,
-            &self.lost_list,
+            (&self.lost_list, self.last_received),
             (extra_lost, w.extra_sent - counted_lost),
             self.aggregators
                 .iter()
@@ -298,6 +302,15 @@ impl Detector {
         );
         let mut stats = stats;
         stats.counted_lost = counted_lost;
+        if let Some(top) = w
+            .samples
+            .iter()
+            .filter_map(|x| x.seq.map(|q| (q, x.send)))
+            .max_by_key(|x| x.0)
+            .filter(|top| self.last_received.is_none_or(|l| top.0 > l.0))
+        {
+            self.last_received = Some(top);
+        }
         self.report.lost += stats.lost;
         self.report.windows += 1;
         for a in &mut self.aggregators {

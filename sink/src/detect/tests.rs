@@ -402,3 +402,17 @@ fn a_lasting_problem_is_reported_while_it_lasts_online() {
         );
     }
 }
+
+/// An outage longer than a window: the loss event runs from the first lost packet's send
+/// time to the last's, not only over the window where packets came back.
+#[test]
+fn an_outage_longer_than_a_window_is_placed_from_its_start() {
+    // 10 Hz; nothing arrives from 12 s to 28 s.
+    let s = series(60.0, |_, r| base(r), |q| (120..280).contains(&q));
+    let e = run(&s, &Params::default());
+    let loss: Vec<&Event> = e.iter().filter(|e| e.kind == Kind::Loss).collect();
+    assert_eq!(loss.len(), 1, "{e:?}");
+    let l = loss[0];
+    assert!((l.start - 1012.0).abs() < 0.15, "{l:?}");
+    assert!((l.end - 1027.9).abs() < 0.15, "{l:?}");
+}

@@ -182,13 +182,17 @@ fn high_span(by_send: &mut [(f64, bool)]) -> Option<((f64, f64), (usize, usize))
 /// known from counters rather than sequence numbers). `reference_ms` is the baseline of
 /// the last normal window before it, if any: where the delay rose and fell is told against
 /// it (a window raised throughout rose at its start), the problem itself against the
-/// window's own minimum.
+/// window's own minimum. `before` is the last packet received before the window (sequence
+/// number, send time): a lost packet between it and the window's first is placed between
+/// the two by its number, before the window's start if that is when it was sent (an
+/// outage longer than a window shows from its start, not only from where the packets came
+/// back).
 #[allow(clippy::too_many_arguments)]
 pub fn analyse(
     start: f64,
     end: f64,
     samples: &[Sample],
-    lost: &[u64],
+    (lost, before): (&[u64], Option<(u64, f64)>),
     extra: (u64, u64),
     reference_ms: Option<f64>,
     p: &Params,
@@ -286,16 +290,22 @@ pub fn analyse(
                 }
             }
             // Its send time: between its neighbours', by sequence number (one side missing:
-            // the window's packet spacing from the other).
-            let t = match (s.by_seq.get(i.wrapping_sub(1)), s.by_seq.get(i)) {
-                (Some(a), Some(b)) if b.0 > a.0 => {
-                    a.1 + (b.1 - a.1) * (l - a.0) as f64 / (b.0 - a.0) as f64
-                }
-                (Some(a), _) => a.1 + (l - a.0) as f64 * spacing,
-                (_, Some(b)) => b.1 - (b.0 - l) as f64 * spacing,
-                _ => start,
-            }
-            .clamp(start, end);
+            // the last packet before the window, or the window's packet spacing from the
+            // other).
+            let between = |a: (u64, f64), b: (u64, f64)| {
+                a.1 + (b.1 - a.1) * (l - a.0) as f64 / (b.0 - a.0) as f64
+            };
+            let lower = s.by_seq.get(i.wrapping_sub(1)).map(|x| (x.0, x.1));
+            let upper = s.by_seq.get(i).map(|x| (x.0, x.1));
+            let t = match (lower, upper) {
+                (Some(a), Some(b)) if b.0 > a.0 => between(a, b).clamp(start, end),
+                (Some(a), _) => (a.1 + (l - a.0) as f64 * spacing).clamp(start, end),
+                (None, Some(b)) => match before.filter(|a| a.0 < l && a.1 < b.1) {
+                    Some(a) => between(a, b).clamp(a.1, end),
+                    None => (b.1 - (b.0 - l) as f64 * spacing).clamp(start, end),
+                },
+                (None, None) => start,
+            };
             w.lost_span = Some(match w.lost_span {
                 None => (t, t),
                 Some((a, b)) => (a.min(t), b.max(t)),
