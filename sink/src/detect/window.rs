@@ -245,13 +245,16 @@ pub fn analyse(
             w.high_span = Some(span);
             w.high_margins = margins;
         }
+        w.level_shift = level_shift(&s.delays);
         if let Some(m) = lowest_mode(&s.delays) {
             w.baseline_ms = Some(m.peak_ms);
-            w.delay_problem = (m.mass < p.mode_mass || m.width_ms > p.mode_width_ms)
-                && w.max_ms - w.min_ms > p.delay_threshold_ms
-                && w.high > p.min_high_samples;
+            // A window whose delays change level is a problem wherever in it the change
+            // falls (late in it, the lower level is a mode narrow and heavy enough).
+            w.delay_problem =
+                (m.mass < p.mode_mass || m.width_ms > p.mode_width_ms || w.level_shift)
+                    && w.max_ms - w.min_ms > p.delay_threshold_ms
+                    && w.high > p.min_high_samples;
         }
-        w.level_shift = level_shift(&s.delays);
         // Reordering, over the packets with sequence numbers.
         s.seqs.clear();
         s.seqs.extend(samples.iter().filter_map(|x| x.seq));
