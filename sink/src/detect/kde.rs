@@ -104,8 +104,12 @@ pub fn lowest_mode(sorted: &[f64]) -> Option<LowestMode> {
                 }
             }
             Some(_) => {
-                if f > prev {
-                    break x - step;
+                // Past the peak, no sample within reach: the density is at its floor until
+                // the next samples, and no sample lies between here and there, so the mode
+                // ends here (walking the gap, on a grid of a tiny bandwidth, could take
+                // billions of steps).
+                if f > prev || f == 0.0 {
+                    break if f == 0.0 { x } else { x - step };
                 }
             }
         }
@@ -154,6 +158,19 @@ mod tests {
         assert!((m.mass - 0.4).abs() < 1e-9, "{m:?}");
         assert!(m.width_ms < 0.3);
         assert!(m.end_ms > 10.2 && m.end_ms < 40.0);
+    }
+
+    /// Delays a picosecond apart (a bandwidth of about 10^-8 ms) and one 100 s later: the
+    /// mode ends where the density falls to nothing, not after walking the gap on that
+    /// grid (10^13 steps: the sink stalled).
+    #[test]
+    fn a_tiny_bandwidth_does_not_walk_a_wide_gap() {
+        let mut v: Vec<f64> = (0..100).map(|i| 10.0 + f64::from(i) * 1e-9).collect();
+        v.push(100_000.0);
+        let m = lowest_mode(&v).unwrap();
+        assert!((m.mass - 100.0 / 101.0).abs() < 1e-9, "{m:?}");
+        assert!(m.width_ms < 1e-6, "{m:?}");
+        assert!(m.end_ms < 100_000.0, "{m:?}");
     }
 
     #[test]
