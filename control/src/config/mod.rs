@@ -438,6 +438,19 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
             "must be at most 512 (DPDK's RTE_MEMPOOL_CACHE_MAX_SIZE)",
         ));
     }
+    // DPDK refuses a pool whose cache's flush threshold (1.5 x the cache) exceeds it.
+    if let Some(n) = dataplane.mbufs
+        && u64::from(dataplane.mbuf_cache) * 3 / 2 > u64::from(n)
+    {
+        return Err(key_err(
+            "dataplane.mbuf_cache",
+            format!(
+                "{} is too large for {n} mbufs (DPDK asks for at most mbufs / 1.5: {})",
+                dataplane.mbuf_cache,
+                u64::from(n) * 2 / 3
+            ),
+        ));
+    }
 
     let stats = StatsConfig {
         interval_ms: raw.stats.interval_ms.unwrap_or(1000),

@@ -368,6 +368,10 @@ fn idle_sleeps_default_and_are_checked() {
         let e = err(&with(table));
         assert_eq!(key_of(&e), "dataplane.idle_sleep_max_us", "{table}: {e}");
     }
+    // A cache DPDK would refuse for the pool's size (at most mbufs / 1.5).
+    assert!(Config::from_toml(&with("mbufs = 768\nmbuf_cache = 512")).is_ok());
+    let e = err(&with("mbufs = 767\nmbuf_cache = 512"));
+    assert_eq!(key_of(&e), "dataplane.mbuf_cache", "{e}");
 }
 
 #[test]
