@@ -663,3 +663,44 @@ fn throughput_harness_reports_every_variant() {
         }
     }
 }
+
+/// Arguments that cannot work are refused before anything starts, naming the flag.
+#[test]
+fn bad_arguments_name_their_flag() {
+    let dir = std::env::temp_dir().join(format!("pint-gen-args-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("x.pcap");
+    let pcap = pcap.to_str().unwrap();
+    for (args, want) in [
+        (
+            vec![
+                "--port",
+                "net_null0",
+                "--mode",
+                "receive",
+                "--until-idle",
+                "0",
+            ],
+            "--until-idle 0",
+        ),
+        // A capture of receive mode would grow until the disk is full.
+        (
+            vec!["--write-pcap", pcap, "--mode", "receive"],
+            "say how much",
+        ),
+        (
+            vec!["--write-pcap", pcap, "--rate", "0", "--count", "5"],
+            "--rate",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert!(!dir.join("x.pcap").exists(), "nothing written");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -352,6 +352,10 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
     if !(cli.until_idle.is_finite() && cli.until_idle >= 0.0) {
         bail!("--until-idle {}: must be 0 or more seconds", cli.until_idle);
     }
+    if cli.until_idle == 0.0 && cli.mode != Mode::Send && !cli.zero_loss {
+        // 0 would stop receiving at the first moment between two bursts.
+        bail!("--until-idle 0: receiving needs a quiet time above 0 seconds to stop on");
+    }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))
