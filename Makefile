@@ -1,6 +1,9 @@
 # The two commands of the README, and the checks CI runs.
 .PHONY: setup demo switch-demo test lint bench
 
+# Where rustup puts cargo (scripts/setup.sh installs Rust there when there is none).
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
 # Installs what the project needs (idempotent; hugepages optional: HUGEPAGES=1024 make setup).
 setup:
 	@scripts/setup.sh $(if $(HUGEPAGES),--hugepages $(HUGEPAGES))

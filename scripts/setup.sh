@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One idempotent set-up step for a fresh Debian 12 machine: installs the Debian packages the
-# project needs (DPDK 22.11, bindgen's libclang, pkg-config, test tools) and, only when asked,
+# project needs (DPDK 22.11, bindgen's libclang, pkg-config, test tools), Rust by rustup when
+# there is no cargo (Debian 12's is older than the project's 1.85), and, only when asked,
 # hugepages. Hugepages are never required: everything runs with --no-huge.
 #
 #   scripts/setup.sh                 # packages only
@@ -39,9 +40,21 @@ if ! pkg-config --atleast-version=22.11 libdpdk; then
   echo "setup.sh: libdpdk >= 22.11 is still not visible to pkg-config" >&2
   exit 1
 fi
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "setup.sh: cargo not found; install Rust (https://rustup.rs) and run again" >&2
-  exit 1
+  echo "setup.sh: no cargo: installing Rust with rustup (https://rustup.rs) into ~/.cargo"
+  for p in curl ca-certificates; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      $SUDO apt-get install -y -qq --no-install-recommends "$p" >/dev/null
+  done
+  if ! curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
+      sh -s -- -y --profile minimal --component rustfmt,clippy >/dev/null; then
+    echo "setup.sh: installing Rust failed; install it (https://rustup.rs) and run again" >&2
+    exit 1
+  fi
+  export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
 if [ "$HUGEPAGES" -gt 0 ]; then

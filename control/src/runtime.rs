@@ -185,10 +185,12 @@ impl ControlLoop<'_> {
             if interval.is_some() && now >= next_stats {
                 let t = total(self.shared);
                 let dt = (now - prev_t).as_secs_f64();
-                let rx = (t.rx_packets - prev.rx_packets) as f64;
-                let tx = (t.tx_packets - prev.tx_packets) as f64;
+                // Saturating: a packet forwarded into a port's delay line counts as sent, and
+                // one the full tx queue then drops is taken back, so tx can go down.
+                let rx = t.rx_packets.saturating_sub(prev.rx_packets) as f64;
+                let tx = t.tx_packets.saturating_sub(prev.tx_packets) as f64;
                 let cpp = if rx > 0.0 {
-                    (t.busy_cycles - prev.busy_cycles) as f64 / rx
+                    t.busy_cycles.saturating_sub(prev.busy_cycles) as f64 / rx
                 } else {
                     0.0
                 };

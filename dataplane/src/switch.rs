@@ -224,6 +224,9 @@ fn run_with_eal(
     };
 
     let outcome = std::thread::scope(|s| -> anyhow::Result<control::runtime::LoopOutcome> {
+        // However this closure ends (a worker that could not start, a panic), the workers
+        // are told to stop: the scope waits for them.
+        let _stop_workers = StopOnDrop(&workers_stop);
         let mut handles = Vec::new();
         for (((worker, wc), counters), setup) in workers
             .into_iter()
@@ -311,4 +314,13 @@ fn run_with_eal(
     drop(ports);
     drop(pool);
     Ok(summary)
+}
+
+/// Sets its flag when dropped: the workers' stop, however the code that started them ends.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }

@@ -193,7 +193,11 @@ impl<'eal> Port<'eal> {
         let mut conf = dpdk_sys::rte_eth_conf::default();
         if setup.rx_queues > 1 && info.flow_type_rss_offloads != 0 {
             conf.rxmode.mq_mode = dpdk_sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
-            conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads;
+            // Every hash type the device has, without the modifiers some devices list with
+            // them (bits 50 to 63 of rte_ethdev.h: L3/L4/L2 source- or destination-only,
+            // prefix lengths, encapsulation level), which would narrow the hash to part of
+            // the flow and put a source's flows on one queue.
+            conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads & RSS_TYPES;
         }
         // SAFETY: valid port id and configuration.
         let ret = unsafe {
@@ -365,6 +369,10 @@ fn take(bits: &AtomicU64, q: u16, n: u16, port: &str, kind: &str) -> Result<()> 
     }
     Ok(())
 }
+
+/// The RSS hash-type bits of `rte_eth_rss_conf.rss_hf` (bits 0 to 49); bits 50 to 63 are
+/// modifiers (`RTE_ETH_RSS_L3_SRC_ONLY` = bit 63 ... `RTE_ETH_RSS_LEVEL_MASK` = bits 50-51).
+const RSS_TYPES: u64 = (1 << 50) - 1;
 
 impl Drop for Port<'_> {
     #[cold]

@@ -290,6 +290,13 @@ impl CompiledQuery {
         if !(1..=32).contains(&spec.bits) {
             return Err(bad(format!("bits = {} must be 1 to 32", spec.bits)));
         }
+        if spec.flow != FlowDefinition::FiveTuple {
+            // Accepted and ignored, it would promise what no switch or sink does.
+            return Err(bad(format!(
+                "flow = {:?}: the switch and the sink key every flow by its 5-tuple; only five_tuple is supported",
+                spec.flow
+            )));
+        }
         let frequency = spec.frequency.value();
         if !(frequency > 0.0 && frequency <= 1.0) {
             return Err(bad(format!("frequency {frequency} must be in (0, 1]")));

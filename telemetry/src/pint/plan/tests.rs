@@ -181,6 +181,15 @@ fn mixed_widths_and_errors() {
         "{e}"
     );
     bad.aggregation = Aggregation::Max;
+    // A flow definition the switch does not key flows by.
+    let mut by_source = bad.clone();
+    by_source.flow = FlowDefinition::SrcIp;
+    let e = Plan::compile(&QueryFile {
+        global_bits: 16,
+        queries: vec![by_source],
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("only five_tuple"), "{e}");
     bad.frequency = Frequency::Number(1.5);
     assert!(
         Plan::compile(&QueryFile {
