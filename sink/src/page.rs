@@ -231,10 +231,10 @@ pub fn epochs_line(e: &Value) -> String {
         n("network"),
         n("incomplete"),
         n("by_deadline"),
-        if late > 0 {
-            format!("; {late} flowsets came after their epoch, decoded on their own")
-        } else {
-            String::new()
+        match late {
+            0 => String::new(),
+            1 => "; 1 flowset came after its epoch, decoded on its own".to_owned(),
+            _ => format!("; {late} flowsets came after their epoch, decoded on their own"),
         }
     )
 }
@@ -758,6 +758,13 @@ mod tests {
             epochs_line(&e),
             "2713 decoded (0 network-wide, 16 incomplete, 26 closed at their deadline); \
              5 flowsets came after their epoch, decoded on their own"
+        );
+        let one_late = serde_json::json!({"epochs": 3, "late_flowsets": 1});
+        assert!(
+            epochs_line(&one_late)
+                .ends_with("; 1 flowset came after its epoch, decoded on its own"),
+            "{}",
+            epochs_line(&one_late)
         );
         let none_late = serde_json::json!({"epochs": 3, "network": 3});
         assert_eq!(
