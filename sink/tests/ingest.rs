@@ -15,7 +15,7 @@ use telemetry::flowradar::{FlowKey, FlowSet, FlowSetConfig};
 use telemetry::pint::plan::Plan;
 use telemetry::pint::query::QueryFile;
 use telemetry::protocol::{
-    DigestEncoder, FrameType, Hello, PlanText, PortInfo, WireDigest, encode_digests,
+    DigestEncoder, FrameType, Hello, PlanText, PortInfo, Stats, WireDigest, encode_digests,
     encode_flowset, encode_frame,
 };
 use telemetry::wire::MacAddr;
@@ -458,4 +458,63 @@ fn flowsets_beyond_the_memory_limit_are_dropped_undecoded() {
     assert_eq!(e.counters.flowsets_dropped.load(Relaxed), dropped);
     assert_eq!(e.counters.sequence_gaps.load(Relaxed), 0);
     assert_eq!(e.counters.rejected.load(Relaxed), 0);
+}
+
+/// Whether the sink closed `s` (end of stream or a reset) within 5 s.
+fn closed_by_sink(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 16];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+/// A second process saying hello with a switch ID whose connection is alive is refused
+/// and counted at that switch (two switches configured with one ID would otherwise mix
+/// their counts); the same process reconnecting takes over, and the connection it left
+/// ending later does not mark the switch disconnected.
+#[test]
+fn a_switch_id_belongs_to_one_live_connection() {
+    let sink = sink();
+    let registry = std::sync::Arc::clone(&sink.shared().registry);
+    let stats = Stats::default().payload();
+    let mut a = FakeSwitch::connect(sink.listen_addr(), &hello(5, None));
+    a.send(FrameType::Stats, &stats);
+    wait_for("switch 5", || {
+        registry
+            .switch(5)
+            .is_some_and(|e| e.counters.frames.load(Relaxed) == 2)
+    });
+    let e = registry.switch(5).unwrap();
+    let a_peer = e.info.lock().unwrap().peer.clone();
+
+    let other = Hello {
+        session: 2,
+        ..hello(5, None)
+    };
+    let mut b = FakeSwitch::connect(sink.listen_addr(), &other);
+    assert!(closed_by_sink(&mut b.s), "the second process is refused");
+    let reasons = e.reject_reasons.lock().unwrap().clone();
+    assert_eq!(reasons.get("duplicate_switch_id"), Some(&1), "{reasons:?}");
+    assert!(e.counters.connected.load(Relaxed));
+    assert_eq!(
+        e.info.lock().unwrap().peer,
+        a_peer,
+        "the first keeps the ID"
+    );
+
+    // Switch 5's process reconnects (its old connection is not closed yet).
+    let mut c = FakeSwitch::connect(sink.listen_addr(), &hello(5, None));
+    c.send(FrameType::Stats, &stats);
+    wait_for("the new connection", || {
+        e.counters.generation.load(Relaxed) == 2
+    });
+    drop(a);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        e.counters.connected.load(Relaxed),
+        "the old connection ending leaves the switch connected"
+    );
+    c.send(FrameType::Stats, &stats);
+    drop(c);
+    wait_for("disconnected", || !e.counters.connected.load(Relaxed));
+    sink.stop();
 }

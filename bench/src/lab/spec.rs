@@ -464,18 +464,22 @@ impl Lab {
                 return Err(key_err(key("link"), "impaired twice"));
             }
             // Checked as the switch will check its port's `impair` table, but named here.
-            let values = control::config::impair::ImpairValues {
+            let values = control::config::RawImpair {
                 loss: r.loss,
                 delay_us: r.delay_us,
                 jitter_us: r.jitter_us,
                 reorder: r.reorder,
                 from_s: r.from_s,
                 until_s: r.until_s,
+                ..Default::default()
             };
-            let c = ImpairConfig::check(values, &format!("impair[{i}]")).map_err(|e| match e {
-                control::config::ConfigError::Key { key, reason } => LabError::Key { key, reason },
-                other => key_err(format!("impair[{i}]"), other.to_string()),
-            })?;
+            let c =
+                ImpairConfig::from_raw(values, &format!("impair[{i}]")).map_err(|e| match e {
+                    control::config::ConfigError::Key { key, reason } => {
+                        LabError::Key { key, reason }
+                    }
+                    other => key_err(format!("impair[{i}]"), other.to_string()),
+                })?;
             impair.push(LinkImpair {
                 from,
                 to,

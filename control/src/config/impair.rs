@@ -32,43 +32,9 @@ pub struct ImpairConfig {
     pub seed: Option<u64>,
 }
 
-/// The values of an impairment as a file gives them (a lab file's `[[impair]]`), to be
-/// checked as a switch's `impair` table is.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ImpairValues {
-    /// `loss`.
-    pub loss: Option<f64>,
-    /// `delay_us`.
-    pub delay_us: Option<u64>,
-    /// `jitter_us`.
-    pub jitter_us: Option<u64>,
-    /// `reorder`.
-    pub reorder: Option<f64>,
-    /// `from_s`.
-    pub from_s: Option<f64>,
-    /// `until_s`.
-    pub until_s: Option<f64>,
-}
-
 impl ImpairConfig {
-    /// Checks `v` as a switch checks its `impair` table, a bad value named under `key` (the
-    /// table's path, `impair[0]`).
-    pub fn check(v: ImpairValues, key: &str) -> Result<ImpairConfig, ConfigError> {
-        let raw = RawImpair {
-            loss: v.loss,
-            delay_us: v.delay_us,
-            jitter_us: v.jitter_us,
-            reorder: v.reorder,
-            limit: None,
-            from_s: v.from_s,
-            until_s: v.until_s,
-            seed: None,
-        };
-        Self::from_raw(raw, key)
-    }
-
-    /// Validates `raw`; `key` is the table's path (`ports[2].impair`).
-    pub(super) fn from_raw(raw: RawImpair, key: &str) -> Result<ImpairConfig, ConfigError> {
+    /// Validates `raw`; `key` is the table's path (`ports[2].impair`, a lab's `impair[0]`).
+    pub fn from_raw(raw: RawImpair, key: &str) -> Result<ImpairConfig, ConfigError> {
         let k = |f: &str| format!("{key}.{f}");
         let share = |v: Option<f64>, f: &str| -> Result<f64, ConfigError> {
             let v = v.unwrap_or(0.0);

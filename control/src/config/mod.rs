@@ -15,6 +15,7 @@ use ::telemetry::wire::MacAddr;
 use serde::Serialize;
 
 pub use impair::ImpairConfig;
+pub use raw::RawImpair;
 pub use telemetry::{FlowRadarConfig, MetricsConfig, TelemetryConfig};
 pub use types::{IdleMode, Ipv4Prefix, PortRole};
 

@@ -117,16 +117,26 @@ pub(super) struct RawPort {
     pub impair: Option<RawImpair>,
 }
 
+/// A port's `impair` table as written (checked by [`super::ImpairConfig::from_raw`]); a
+/// lab file's `[[impair]]` gives the same values.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawImpair {
+pub struct RawImpair {
+    /// `loss`.
     pub loss: Option<f64>,
+    /// `delay_us`.
     pub delay_us: Option<u64>,
+    /// `jitter_us`.
     pub jitter_us: Option<u64>,
+    /// `reorder`.
     pub reorder: Option<f64>,
+    /// `limit`.
     pub limit: Option<u32>,
+    /// `from_s`.
     pub from_s: Option<f64>,
+    /// `until_s`.
     pub until_s: Option<f64>,
+    /// `seed`.
     pub seed: Option<u64>,
 }
 
