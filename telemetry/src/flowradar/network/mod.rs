@@ -322,6 +322,11 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
             .collect()
     });
     let counter_decode_time = t2.elapsed();
+    let switches = switches
+        .into_iter()
+        .zip(&single)
+        .map(|(s, alone)| with_single(s, alone))
+        .collect();
     NetworkResult {
         single,
         switches,
@@ -330,6 +335,54 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
         counter_decode_time,
         undone_removals: fd.undone,
     }
+}
+
+/// A switch's network-wide result with what SingleDecode found there kept: the flows it
+/// peeled have exact counters (each verified by its cell's check) even where FlowDecode could
+/// not finish the switch's keys, and a switch SingleDecode decoded whole is complete.
+fn with_single(mut s: SwitchResult, alone: &DecodeResult) -> SwitchResult {
+    if alone.complete {
+        return SwitchResult {
+            flows: alone
+                .flows
+                .iter()
+                .map(|f| FlowCounters {
+                    key: f.key,
+                    packets: Some(f.packets),
+                    bytes: Some(f.bytes),
+                })
+                .collect(),
+            keys_complete: true,
+            counters_complete: true,
+        };
+    }
+    if alone.flows.is_empty() {
+        return s;
+    }
+    let peeled: rustc_hash::FxHashMap<FlowKey, (u64, u64)> = alone
+        .flows
+        .iter()
+        .map(|f| (f.key, (f.packets, f.bytes)))
+        .collect();
+    let mut seen = rustc_hash::FxHashSet::default();
+    for f in &mut s.flows {
+        seen.insert(f.key);
+        if f.packets.is_none()
+            && let Some(&(p, b)) = peeled.get(&f.key)
+        {
+            f.packets = Some(p);
+            f.bytes = Some(b);
+        }
+    }
+    for f in alone.flows.iter().filter(|f| !seen.contains(&f.key)) {
+        s.flows.push(FlowCounters {
+            key: f.key,
+            packets: Some(f.packets),
+            bytes: Some(f.bytes),
+        });
+    }
+    s.counters_complete = s.keys_complete && s.flows.iter().all(|f| f.packets.is_some());
+    s
 }
 
 /// Runs `f` on every item, the items split among the available cores.

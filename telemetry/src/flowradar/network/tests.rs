@@ -267,3 +267,70 @@ fn complete_means_every_flow_with_hidden_flows_about() {
     }
     assert!(hidden_somewhere, "the filters hid some flows");
 }
+
+/// A switch whose flows no other switch sees, overloaded: FlowDecode cannot finish its keys,
+/// but the flows SingleDecode peeled there keep their exact counters (network-wide decoding
+/// never reports fewer than SingleDecode alone).
+#[test]
+fn a_switch_network_decoding_cannot_finish_keeps_what_single_decode_found() {
+    use crate::flowradar::flowset::FlowSetConfig;
+    let key = |i: u32| FlowKey {
+        src: 0x0a00_0000 | i,
+        dst: 0x0b00_0000 | i.wrapping_mul(7),
+        src_port: i as u16,
+        dst_port: 80,
+        protocol: 17,
+    };
+    // Switch 0: 100 flows in a table for 80 (SingleDecode stalls part-way). Switch 1: other
+    // flows, well within its size. Switch 2: more of switch 1's flows, overloaded too.
+    let mut sets: Vec<FlowSet> = (0..3)
+        .map(|s| {
+            FlowSet::new(&FlowSetConfig {
+                filter_bits_per_flow: 32.0,
+                ..FlowSetConfig::for_flows(80, s + 1)
+            })
+        })
+        .collect();
+    let mut truth: Vec<rustc_hash::FxHashMap<FlowKey, (u64, u64)>> =
+        vec![rustc_hash::FxHashMap::default(); 3];
+    let mut count = |sets: &mut Vec<FlowSet>, s: usize, f: u32| {
+        let packets = 1 + f % 5;
+        for _ in 0..packets {
+            sets[s].update(&key(f), 100 + f);
+        }
+        let e = truth[s].entry(key(f)).or_default();
+        e.0 += u64::from(packets);
+        e.1 += u64::from(packets * (100 + f));
+    };
+    for f in 0..100 {
+        count(&mut sets, 0, f);
+    }
+    for f in 1000..1040 {
+        count(&mut sets, 1, f);
+        count(&mut sets, 2, f);
+    }
+    for f in 2000..2070 {
+        count(&mut sets, 2, f);
+    }
+    let refs: Vec<&FlowSet> = sets.iter().collect();
+    let r = network_decode(&refs);
+    assert!(!r.single[0].complete, "switch 0 is overloaded");
+    assert!(
+        !r.single[0].flows.is_empty(),
+        "SingleDecode peels some of it"
+    );
+    assert!(!r.switches[0].keys_complete, "nothing else sees its flows");
+    for (s, (alone, net)) in r.single.iter().zip(&r.switches).enumerate() {
+        for f in &alone.flows {
+            let found = net.flows.iter().find(|n| n.key == f.key);
+            assert_eq!(
+                found.map(|n| (n.packets, n.bytes)),
+                Some((Some(f.packets), Some(f.bytes))),
+                "switch {s}: a flow SingleDecode found keeps its counters"
+            );
+            assert_eq!(truth[s][&f.key], (f.packets, f.bytes));
+        }
+        let known = net.flows.iter().filter(|f| f.packets.is_some()).count();
+        assert!(known >= alone.flows.len(), "switch {s}");
+    }
+}
