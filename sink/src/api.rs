@@ -490,11 +490,16 @@ fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
     if let Some(path) = &d.summary.path {
         for w in path.windows(2) {
             let c = |s: u32| f.counts.iter().find(|c| c.switch == s).map(|c| c.packets);
-            if let Some(up) = c(w[0]) {
+            // As the link's totals count it (epochs whose counts were unsure left out),
+            // else from the counts.
+            let lost = f
+                .loss_on((w[0], w[1]))
+                .or_else(|| c(w[0]).map(|up| up as i64 - c(w[1]).unwrap_or(0) as i64));
+            if let Some(lost_packets) = lost {
                 d.loss.push(LossView {
                     from: w[0],
                     to: w[1],
-                    lost_packets: up as i64 - c(w[1]).unwrap_or(0) as i64,
+                    lost_packets,
                 });
             }
         }

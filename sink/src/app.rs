@@ -205,9 +205,9 @@ impl Sink {
                 .name("epochs".into())
                 .spawn(move || {
                     let n = shared.shards.len();
-                    let mut route = |epoch, epoch_ms, counts: Vec<_>| {
+                    let mut route = |all: epochs::EpochCounts| {
                         let mut parts: Vec<Vec<_>> = vec![Vec::new(); n];
-                        for c in counts {
+                        for c in all.counts {
                             let (k, _, _, _) = &c;
                             parts[shard_of(k, n)].push(c);
                         }
@@ -215,11 +215,12 @@ impl Sink {
                             if counts.is_empty() {
                                 continue;
                             }
-                            let msg = ShardMsg::Counts {
-                                epoch,
-                                epoch_ms,
+                            let msg = ShardMsg::Counts(epochs::EpochCounts {
+                                epoch: all.epoch,
+                                epoch_ms: all.epoch_ms,
                                 counts,
-                            };
+                                unsure: all.unsure.clone(),
+                            });
                             if let Err(SendTimeoutError::Timeout(_)) =
                                 shared.shards[i].send_timeout(msg, Duration::from_secs(1))
                             {

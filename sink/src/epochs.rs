@@ -169,8 +169,24 @@ pub struct EpochLog {
     pub counters: EpochCounters,
 }
 
-/// Where decoded counters go: (epoch, (epoch start ms, epoch ms), counters).
-pub type CountSink<'a> = dyn FnMut(u64, (u64, u64), Vec<(FlowKey, u32, u64, u64)>) + 'a;
+/// One epoch's decoded counters, as the flow table takes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpochCounts {
+    /// The epoch.
+    pub epoch: u64,
+    /// Its start (Unix ms) and length (ms).
+    pub epoch_ms: (u64, u64),
+    /// (flow, switch, packets, bytes).
+    pub counts: Vec<(FlowKey, u32, u64, u64)>,
+    /// Switches whose counts of this epoch may be missing flows or packets (sorted): a
+    /// flowset missing or not decoded whole, a late flowset's switch (its counts arrive after
+    /// the rest of its epoch), a switch disconnected from the sink. Loss on their links is
+    /// not taken from this epoch.
+    pub unsure: Vec<u32>,
+}
+
+/// Where decoded counters go.
+pub type CountSink<'a> = dyn FnMut(EpochCounts) + 'a;
 
 /// One epoch's flowsets while it waits for the rest.
 struct Bucket {
@@ -423,12 +439,24 @@ fn finish(
         && switches
             .iter()
             .all(|s| s.keys_complete && s.counters_complete);
+    let mut unsure: Vec<u32> = switches
+        .iter()
+        .filter(|s| late || !(s.keys_complete && s.counters_complete))
+        .map(|s| s.switch)
+        .chain(missing.iter().copied())
+        .collect();
+    if !late {
+        unsure.extend(registry.disconnected_for(grace));
+    }
+    unsure.sort_unstable();
+    unsure.dedup();
     let epoch_ms = epoch_ns / 1_000_000;
-    counts(
+    counts(EpochCounts {
         epoch,
-        (epoch.saturating_mul(epoch_ns) / 1_000_000, epoch_ms.max(1)),
-        out,
-    );
+        epoch_ms: (epoch.saturating_mul(epoch_ns) / 1_000_000, epoch_ms.max(1)),
+        counts: out,
+        unsure,
+    });
     EpochReport {
         epoch,
         epoch_ns,
@@ -454,6 +482,9 @@ mod tests {
 
     /// An epoch's counters as handed over: (flow, switch, packets, bytes).
     type Counted = Vec<(FlowKey, u32, u64, u64)>;
+
+    /// An epoch's counters as handed over, with its unsure switches.
+    type HandedOver = (u64, Counted, Vec<u32>);
 
     fn flowset(switch: u32, packets: u64) -> FlowSet {
         let mut fs = FlowSet::new(&FlowSetConfig::for_flows(100, switch));
@@ -514,7 +545,7 @@ mod tests {
     fn assemble(
         registry: Arc<Registry>,
         items: Vec<FlowSetIn>,
-    ) -> (Vec<EpochReport>, Vec<(u64, Counted)>, Arc<EpochLog>) {
+    ) -> (Vec<EpochReport>, Vec<HandedOver>, Arc<EpochLog>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         for i in items {
             tx.send(i).unwrap();
@@ -527,7 +558,7 @@ mod tests {
             registry,
             Arc::clone(&log),
             Duration::from_secs(60),
-            &mut |epoch, _, c| counted.push((epoch, c)),
+            &mut |c: EpochCounts| counted.push((c.epoch, c.counts, c.unsure)),
         );
         let reports = log.reports.lock().unwrap().iter().cloned().collect();
         (reports, counted, log)
@@ -579,15 +610,30 @@ mod tests {
             (8, true, false)
         );
         assert_eq!(partial.missing.len(), n as usize);
-        let (epoch, c) = &counted[0];
+        let (epoch, c, unsure) = &counted[0];
         assert_eq!((*epoch, c.len()), (7, n as usize));
+        assert!(
+            unsure.is_empty(),
+            "every switch's counts of epoch 7 are sure"
+        );
         assert!(
             c.iter()
                 .all(|&(_, _, packets, bytes)| (packets, bytes) == (6, 600))
         );
         // The duplicate was not counted: switch 5 has one flowset's packets in epoch 8.
-        let (_, c) = counted.iter().find(|(e, _)| *e == 8).unwrap();
+        let (_, c, unsure) = counted
+            .iter()
+            .find(|(e, c, _)| *e == 8 && c.len() > 1)
+            .unwrap();
         assert_eq!(c.len(), n as usize);
+        // Every switch's second worker is missing: no switch's counts of epoch 8 are sure.
+        assert_eq!(*unsure, (1..=n).collect::<Vec<u32>>());
+        // The late flowset's switch is unsure in the epoch its counts come late to.
+        let late = counted
+            .iter()
+            .find(|(e, c, _)| *e == 7 && c.len() == 1)
+            .unwrap();
+        assert_eq!(late.2, [9]);
         assert!(
             c.iter()
                 .all(|&(_, _, packets, bytes)| (packets, bytes) == (3, 300))
@@ -623,8 +669,8 @@ mod tests {
             registry,
             Arc::clone(&log),
             Duration::from_millis(50),
-            &mut |_, (_, epoch_ms), _| {
-                if epoch_ms == 100 {
+            &mut |c: EpochCounts| {
+                if c.epoch_ms.1 == 100 {
                     long_done = Some(Instant::now());
                 }
             },

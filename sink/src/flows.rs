@@ -99,6 +99,9 @@ struct LinkLoss {
     lost: i64,
     /// Counted before the link, never after it.
     vanished: bool,
+    /// What the counts before the link less those after it held that is not loss: what
+    /// an end of the link may have missed in epochs whose counts there were unsure.
+    offset: i64,
 }
 
 /// Moves a count of flows with a property when one flow gains or loses it.
@@ -133,6 +136,9 @@ pub struct FlowState {
     /// Counters per switch.
     pub counts: Vec<SwitchCount>,
     loss: Vec<LinkLoss>,
+    /// Counts of an unsure switch came before the flow's path was known: its links' loss
+    /// counts from when the path is first known.
+    loss_unsettled: bool,
     /// Online detection on the flow's end-to-end latency (from a latency-sum query).
     latency_detector: Option<Box<Detector>>,
     /// Online detection on the flow's loss (from its counters at its first and last switch).
@@ -213,6 +219,21 @@ const PROBE_CLOCK_SLACK_NS: u64 = 1_000_000_000;
 /// its counts as new).
 const LOSS_EPOCHS_KEPT: usize = 4;
 
+/// The place of epoch `epoch` in a flow's loss input, the oldest epoch's if it has none.
+fn loss_slot(fed: &mut [(u64, u64, u64); LOSS_EPOCHS_KEPT], epoch: u64) -> usize {
+    match fed.iter().position(|f| f.0 == epoch) {
+        Some(i) => i,
+        None => {
+            // The oldest epoch's place (an unused one, u64::MAX, first).
+            let oldest = (0..LOSS_EPOCHS_KEPT)
+                .min_by_key(|&i| fed[i].0.wrapping_add(1))
+                .expect("slots");
+            fed[oldest] = (epoch, 0, 0);
+            oldest
+        }
+    }
+}
+
 /// What epoch `epoch`'s counts at a flow's first and last switch (None: that switch's
 /// counts have moved to a later epoch, or have not come) add to its loss series: (lost,
 /// sent) not given before, as `fed` remembers; None when nothing is new. An epoch whose
@@ -223,18 +244,12 @@ fn loss_input(
     first: Option<u64>,
     last: Option<u64>,
 ) -> Option<(i64, u64)> {
-    let slot = match fed.iter().position(|f| f.0 == epoch) {
-        Some(i) => i,
-        None => {
-            // The oldest epoch's place (an unused one, u64::MAX, first).
-            let oldest = (0..LOSS_EPOCHS_KEPT)
-                .min_by_key(|&i| fed[i].0.wrapping_add(1))
-                .expect("slots");
-            fed[oldest] = (epoch, 0, 0);
-            oldest
-        }
-    };
+    let slot = loss_slot(fed, epoch);
     let (_, sent_before, delivered_before) = fed[slot];
+    if sent_before == u64::MAX {
+        // An epoch whose counts were unsure at either end.
+        return None;
+    }
     // A switch whose counts moved on keeps what it gave for this epoch.
     let sent = first.unwrap_or(sent_before).max(sent_before);
     let delivered = last.unwrap_or(delivered_before).max(delivered_before);
@@ -375,7 +390,7 @@ impl FlowTable {
         by_flow.for_each_run(digests, &mut identity, |run| {
             let run = run.iter().filter_map(|&j| digests.get(j as usize));
             if let Some(key) = self.add_run(cx, space, reporter, now, run, &mut current) {
-                self.update_loss(cx, key);
+                self.update_loss(cx, key, &[]);
             }
         });
         self.identity = identity;
@@ -557,13 +572,15 @@ impl FlowTable {
     }
 
     /// Applies one epoch's decoded counters: (flow, switch, packets, bytes). `epoch_ms` is
-    /// the epoch's start and length in ms.
+    /// the epoch's start and length in ms; `unsure` the switches whose counts of this epoch
+    /// may miss flows or packets (sorted): loss on their links is not taken from it.
     pub fn add_counts(
         &mut self,
         cx: &ShardContext,
         epoch: u64,
         epoch_ms: (u64, u64),
         counts: &[(FlowKey, u32, u64, u64)],
+        unsure: &[u32],
     ) {
         let now = Instant::now();
         let mut touched: Vec<FlowKey> = Vec::with_capacity(counts.len());
@@ -615,8 +632,8 @@ impl FlowTable {
         touched.sort_unstable();
         touched.dedup();
         for key in touched {
-            self.update_loss(cx, key);
-            self.detect_loss(cx, key, epoch, epoch_ms);
+            self.update_loss(cx, key, unsure);
+            self.detect_loss(cx, key, epoch, epoch_ms, unsure);
         }
     }
 
@@ -667,7 +684,14 @@ impl FlowTable {
 
     /// Feeds the flow's loss in this epoch (its count at its first switch less its count at
     /// its last, on its decoded path) to its loss detector.
-    fn detect_loss(&mut self, cx: &ShardContext, key: FlowKey, epoch: u64, epoch_ms: (u64, u64)) {
+    fn detect_loss(
+        &mut self,
+        cx: &ShardContext,
+        key: FlowKey,
+        epoch: u64,
+        epoch_ms: (u64, u64),
+        unsure: &[u32],
+    ) {
         let Some(flow) = self.flows.get_mut(&key) else {
             return;
         };
@@ -691,6 +715,13 @@ impl FlowTable {
                 .find(|c| c.switch == s && c.last_epoch.0 == epoch)
                 .map(|c| c.last_epoch.1)
         };
+        if unsure.binary_search(&first).is_ok() || unsure.binary_search(&last).is_ok() {
+            // Either end may have missed some of the epoch's packets: none of its counts
+            // (now or late) is the flow's loss.
+            let slot = loss_slot(&mut flow.loss_fed, epoch);
+            flow.loss_fed[slot] = (epoch, u64::MAX, u64::MAX);
+            return;
+        }
         let (sent, delivered) = (in_epoch(first), in_epoch(last));
         let Some((lost, sent)) = loss_input(&mut flow.loss_fed, epoch, sent, delivered) else {
             return;
@@ -703,11 +734,13 @@ impl FlowTable {
     }
 
     /// Recomputes a flow's loss on each link of its decoded path and adds the change to the
-    /// links' totals.
-    fn update_loss(&mut self, cx: &ShardContext, key: FlowKey) {
+    /// links' totals. A link with an end in `unsure` keeps the loss it had: what its counts
+    /// now differ by beyond that is taken as what that end missed, not as loss.
+    fn update_loss(&mut self, cx: &ShardContext, key: FlowKey, unsure: &[u32]) {
         let Some(flow) = self.flows.get_mut(&key) else {
             return;
         };
+        let is_unsure = |s: u32| unsure.binary_search(&s).is_ok();
         let space_ids;
         let space = match &cx.topology {
             Some(t) => Space::Topology(t),
@@ -717,6 +750,7 @@ impl FlowTable {
             }
         };
         let Some(path) = decoded_path(flow, space) else {
+            flow.loss_unsettled |= !unsure.is_empty();
             return;
         };
         let count = |s: u32| {
@@ -736,12 +770,31 @@ impl FlowTable {
                 None if cx.registry.switch(b).is_some() => 0,
                 None => continue,
             };
-            now.push(LinkLoss {
-                link: (a, b),
-                lost: up as i64 - down as i64,
-                vanished: up > 0 && down == 0,
+            let raw = up as i64 - down as i64;
+            let old = flow.loss.iter().find(|o| o.link == (a, b));
+            now.push(if is_unsure(a) || is_unsure(b) {
+                let (lost, vanished) = old.map_or((0, false), |o| (o.lost, o.vanished));
+                LinkLoss {
+                    link: (a, b),
+                    lost,
+                    vanished,
+                    offset: raw - lost,
+                }
+            } else {
+                let offset = match old {
+                    Some(o) => o.offset,
+                    None if flow.loss_unsettled => raw,
+                    None => 0,
+                };
+                LinkLoss {
+                    link: (a, b),
+                    lost: raw - offset,
+                    vanished: up > 0 && down == 0,
+                    offset,
+                }
             });
         }
+        flow.loss_unsettled = false;
         let before = std::mem::take(&mut flow.loss);
         for l in &now {
             let old = before.iter().find(|o| o.link == l.link);
@@ -995,6 +1048,7 @@ fn flow_entry<'a>(
                 latency_detector: None,
                 loss_detector: None,
                 loss_fed: [(u64::MAX, 0, 0); LOSS_EPOCHS_KEPT],
+                loss_unsettled: false,
                 probes: 0,
                 probe_detector: None,
             }))
@@ -1019,6 +1073,14 @@ fn new_pint(
         egress_port: d.egress_port,
         first_pinned: k == 1,
         summary_slots: Vec::new(),
+    }
+}
+
+impl FlowState {
+    /// The packets the flow lost on `link` as the link's totals count them, once its path
+    /// is decoded and counted on both sides.
+    pub fn loss_on(&self, link: (u32, u32)) -> Option<i64> {
+        self.loss.iter().find(|l| l.link == link).map(|l| l.lost)
     }
 }
 
@@ -1243,6 +1305,78 @@ mod tests {
         );
     }
 
+    /// A flow of two hops, switch 1 then switch 2 (a line topology; its source's edge
+    /// switch learned): its path is decoded from its pins alone.
+    fn two_hop_flow(t: &mut FlowTable) -> (ShardContext, FlowKey) {
+        let (mut cx, v) = context();
+        cx.topology = Some(Arc::new(Topology::line(2)));
+        let d = WireDigest {
+            hops: 2,
+            ..digest(v, 7, 1)
+        };
+        cx.registry.learn_owners(&[(d.key.src, 1)]);
+        t.add_digests(&cx, 2, &[d], &FlowRuns::default());
+        let path = decoded_path(
+            t.flows.get(&d.key).unwrap(),
+            Space::Topology(&Topology::line(2)),
+        );
+        assert_eq!(path, Some(vec![1, 2]));
+        (cx, d.key)
+    }
+
+    /// Lost packets on the flow's link as the link's totals count them.
+    fn lost(t: &FlowTable, key: FlowKey) -> (i64, i64, u64) {
+        let l = &t.links[&(1, 2)];
+        (
+            t.flows[&key].loss_on((1, 2)).unwrap(),
+            l.lost_packets,
+            l.vanished_flows,
+        )
+    }
+
+    /// An epoch whose counts at one end of a link are unsure (its flowset missing or not
+    /// decoded whole, or late) adds no loss to the link: the difference it leaves is what
+    /// that end missed. Loss before and after it still counts.
+    #[test]
+    fn an_epoch_unsure_at_one_end_adds_no_loss() {
+        let mut t = FlowTable::new(10);
+        let (cx, key) = two_hop_flow(&mut t);
+        // Epoch 1: 100 sent, 97 through.
+        t.add_counts(
+            &cx,
+            1,
+            (1000, 10),
+            &[(key, 1, 100, 10_000), (key, 2, 97, 9_700)],
+            &[],
+        );
+        assert_eq!(lost(&t, key), (3, 3, 0));
+        // Epoch 2: switch 2's flowset did not come: the flow looks vanished there, but is not.
+        t.add_counts(&cx, 2, (1010, 10), &[(key, 1, 100, 10_000)], &[2]);
+        assert_eq!(lost(&t, key), (3, 3, 0));
+        // Its late flowset: counts at switch 2, unsure again.
+        t.add_counts(&cx, 2, (1010, 10), &[(key, 2, 100, 10_000)], &[2]);
+        assert_eq!(lost(&t, key), (3, 3, 0));
+        // Epoch 3: switch 1 not decoded whole (it missed the flow), switch 2 counted it.
+        t.add_counts(&cx, 3, (1020, 10), &[(key, 2, 50, 5_000)], &[1]);
+        assert_eq!(lost(&t, key), (3, 3, 0));
+        // Epoch 4: both sure, 2 lost.
+        t.add_counts(
+            &cx,
+            4,
+            (1030, 10),
+            &[(key, 1, 60, 6_000), (key, 2, 58, 5_800)],
+            &[],
+        );
+        assert_eq!(lost(&t, key), (5, 5, 0));
+        // The flow's own loss series saw the two sure epochs only.
+        let unsure: Vec<_> = t.flows[&key]
+            .loss_fed
+            .iter()
+            .filter(|f| f.0 == 2 || f.0 == 3)
+            .collect();
+        assert_eq!(unsure, [&(2, u64::MAX, u64::MAX), &(3, u64::MAX, u64::MAX)]);
+    }
+
     /// Probe arrivals of one stream of flow 7 at 20 Hz from `t0` s: (sequence number, send
     /// time offset in s) each, 1 ms one-way delay.
     fn probes(seqs: impl Iterator<Item = (u64, f64)>) -> Vec<telemetry::protocol::WireProbe> {
@@ -1328,13 +1462,13 @@ mod tests {
             });
             got
         };
-        t.add_counts(&cx, 1, (1000, 10), &[(d.key, 9, 5, 500)]);
-        t.add_counts(&cx, 2, (1010, 10), &[(d.key, 9, 5, 500)]);
+        t.add_counts(&cx, 1, (1000, 10), &[(d.key, 9, 5, 500)], &[]);
+        t.add_counts(&cx, 2, (1010, 10), &[(d.key, 9, 5, 500)], &[]);
         out.extend(sweep(&mut t));
         // Nothing counted since: no record.
         out.extend(sweep(&mut t));
-        t.add_counts(&cx, 4, (1030, 10), &[(d.key, 9, 2, 200)]);
-        t.add_counts(&cx, 3, (1020, 10), &[(d.key, 9, 1, 100)]);
+        t.add_counts(&cx, 4, (1030, 10), &[(d.key, 9, 2, 200)], &[]);
+        t.add_counts(&cx, 3, (1020, 10), &[(d.key, 9, 1, 100)], &[]);
         out.extend(sweep(&mut t));
         let got: Vec<_> = out
             .iter()
@@ -1348,7 +1482,7 @@ mod tests {
             ]
         );
         // The sink stopping: what is left goes as a forced end.
-        t.add_counts(&cx, 5, (1040, 10), &[(d.key, 9, 1, 100)]);
+        t.add_counts(&cx, 5, (1040, 10), &[(d.key, 9, 1, 100)], &[]);
         let mut last = Vec::new();
         t.flush(None, |r| {
             last.push(r);
@@ -1370,7 +1504,7 @@ mod tests {
         let ds: Vec<WireDigest> = (0..10).map(|f| digest(v, f, 0)).collect();
         t.add_digests(&cx, 9, &ds, &FlowRuns::default());
         let counts: Vec<(FlowKey, u32, u64, u64)> = ds.iter().map(|d| (d.key, 9, 5, 500)).collect();
-        t.add_counts(&cx, 1, (1000, 10), &counts);
+        t.add_counts(&cx, 1, (1000, 10), &counts, &[]);
         let mut out = Vec::new();
         // Not idle yet, and the active timeout has not passed: nothing.
         t.sweep(

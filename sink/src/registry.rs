@@ -389,6 +389,24 @@ impl Registry {
         self.owners.read().expect("owners lock").get(&addr).copied()
     }
 
+    /// Switches that said hello once and have been disconnected for `recent` or longer:
+    /// whatever they count does not reach the sink.
+    pub fn disconnected_for(&self, recent: Duration) -> Vec<u32> {
+        self.switches
+            .read()
+            .expect("registry lock")
+            .iter()
+            .filter(|(_, e)| {
+                !e.counters.connected.load(Relaxed)
+                    && e.disconnected_at
+                        .lock()
+                        .expect("switch lock")
+                        .is_none_or(|t| t.elapsed() >= recent)
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     /// Switches with epoch length `epoch_ns` that are connected or were less than `recent`
     /// ago (their last flowsets may still be on their way), with their worker counts.
     pub fn connected_with_epoch(&self, epoch_ns: u64, recent: Duration) -> Vec<(u32, usize)> {

@@ -11,6 +11,7 @@ use telemetry::flowradar::FlowKey;
 use telemetry::hash::key_hash;
 use telemetry::protocol::{FlowRuns, WireDigest};
 
+use crate::epochs::EpochCounts;
 use crate::flows::{FlowExport, FlowTable, ShardContext};
 
 /// Work for a decode thread.
@@ -27,14 +28,7 @@ pub enum ShardMsg {
         by_flow: FlowRuns,
     },
     /// One epoch's decoded counters of this thread's flows.
-    Counts {
-        /// The epoch.
-        epoch: u64,
-        /// Its start and length, ms.
-        epoch_ms: (u64, u64),
-        /// (flow, switch, packets, bytes).
-        counts: Vec<(FlowKey, u32, u64, u64)>,
-    },
+    Counts(EpochCounts),
     /// Probe arrivals of this thread's flows.
     Probes(Vec<telemetry::protocol::WireProbe>),
     /// Export everything and end.
@@ -155,11 +149,9 @@ pub fn run(
                         t.add_digests(&cx, switch, &digests, &by_flow);
                         buffers.give((digests, by_flow));
                     }
-                    ShardMsg::Counts {
-                        epoch,
-                        epoch_ms,
-                        counts,
-                    } => t.add_counts(&cx, epoch, epoch_ms, &counts),
+                    ShardMsg::Counts(c) => {
+                        t.add_counts(&cx, c.epoch, c.epoch_ms, &c.counts, &c.unsure)
+                    }
                     ShardMsg::Probes(p) => t.add_probes(&cx, &p),
                     ShardMsg::Stop => break,
                 }
