@@ -252,6 +252,7 @@ fn run_with_eal(
                         pipeline = pipeline.with_inband(Inband::new(tables, setup));
                     }
                     worker.run(&mut pipeline, counters, stop);
+                    pipeline.finish();
                     Ok(())
                 })
                 .context("spawning a worker thread")?;

@@ -107,6 +107,14 @@ impl Pipeline {
         self.inband.as_mut()
     }
 
+    /// The worker stops: the telemetry's epoch under way is handed over as far as it got.
+    #[cold]
+    pub fn finish(self) {
+        if let Some(t) = self.inband {
+            t.finish();
+        }
+    }
+
     /// Work between bursts and on idle polls, at counter value `now_tsc`: plan changes and
     /// FlowRadar epoch ends.
     #[inline(always)]

@@ -181,6 +181,18 @@ impl WorkerEpochs {
 
     /// Ends the active epoch at counter value `now_tsc` (with the current `clock`): hands the
     /// flowset over if a clean one is free.
+    /// Hands the active buffer over as it is, its epoch not over: the worker is stopping,
+    /// and what it counted since the last boundary still goes to the sink.
+    #[cold]
+    pub fn close_at_stop(self) {
+        let _ = self.closed.try_send(Closed {
+            worker: self.worker,
+            epoch: self.epoch,
+            epochs: self.epochs,
+            counts: self.active,
+        });
+    }
+
     #[cold]
     pub fn advance(&mut self, now_tsc: u64, clock: &Clock) -> EpochStep {
         let now_epoch = clock.unix_ns(now_tsc) / self.epoch_ns;
@@ -194,10 +206,14 @@ impl WorkerEpochs {
                 let done = std::mem::replace(&mut self.active, fresh);
                 // The closed channel has room for every buffer, so this never fails while
                 // the control thread holds its end; if it went away, the flowset is dropped.
+                // The buffer holds every packet since its epoch began: a worker that did not
+                // look for a while (a long idle sleep, a preempted thread, a clock step)
+                // closes it over every epoch since.
+                let span = (now_epoch - self.epoch).clamp(1, u64::from(u32::MAX)) as u32;
                 let _ = self.closed.try_send(Closed {
                     worker: self.worker,
                     epoch: self.epoch,
-                    epochs: self.epochs,
+                    epochs: span,
                     counts: done,
                 });
                 self.epoch = now_epoch;
@@ -261,5 +277,18 @@ mod tests {
         assert_eq!(w.epoch(), 103);
         assert_eq!(w.active_ref().flowset.packets(), 0);
         assert!(w.active_ref().cache.is_empty(), "given back cleared");
+        // A worker that looks again only 4 epochs later closes its buffer over all 4.
+        c.give_back(got);
+        count(&mut w, 4);
+        assert_eq!(w.advance(70_000_000, &clock), EpochStep::Closed);
+        let got = c.try_recv().unwrap();
+        assert_eq!((got.epoch, got.epochs, got.flowset.packets()), (103, 4, 1));
+        assert_eq!(w.epoch(), 107);
+        // Stopping part-way through epoch 107: what it counted so far is handed over.
+        count(&mut w, 5);
+        count(&mut w, 5);
+        w.close_at_stop();
+        let got = c.try_recv().unwrap();
+        assert_eq!((got.epoch, got.epochs, got.flowset.packets()), (107, 1, 2));
     }
 }

@@ -285,6 +285,14 @@ impl Inband {
         }
     }
 
+    /// The worker stops: the flowset of the epoch under way goes to the control thread as
+    /// far as it got (a stop or restart otherwise lost up to an epoch of counts, which the
+    /// sink took for loss on the links into this switch).
+    #[cold]
+    pub fn finish(self) {
+        self.state.epochs.close_at_stop();
+    }
+
     /// Runs a burst received on `rx.port` at counter value `rx.tsc`; `tx_tsc` reads the
     /// counter once the burst is routed (the time its packets leave).
     #[inline]
@@ -306,6 +314,11 @@ impl Inband {
         let n = pkts.len().min(MAX_BURST);
         let pkts = &mut pkts[..n];
         state.refresh_plans(c);
+        // A burst received after an epoch boundary the worker has not yet acted on counts in
+        // the new epoch.
+        if state.epochs.due(rx_tsc) {
+            state.end_epoch(rx_tsc, c);
+        }
         let mut marks = [0u64; STAGES.len() + 1];
         marks[0] = stages::mark();
         let rx_bytes = state.parse_stage(fwd, rx_port, pkts, s, out, c);
