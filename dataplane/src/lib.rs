@@ -6,6 +6,7 @@
 
 pub mod demo;
 pub mod dpdk;
+pub mod replay;
 pub mod resources;
 pub mod switch;
 pub mod worker;

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use control::Config;
 
-use crate::capture::{CaptureScan, foreign_link_type, scan_pcap};
 use crate::dpdk::BURST_SIZE;
+use crate::replay::{CaptureScan, scan};
 
 /// The largest mbuf data room (the pool's element size is a u16, headroom included).
 pub const MAX_DATA_ROOM: usize = u16::MAX as usize - 256;
@@ -22,7 +22,8 @@ pub fn data_room(config: &Config, captures: &CaptureScan) -> u16 {
     need.clamp(2048, MAX_DATA_ROOM) as u16
 }
 
-/// What a device argument string says about a pcap capture it will hold in memory.
+/// What a device argument string says about a pcap capture it will hold in memory (the
+/// driver's `infinite_rx`: any number above 0).
 fn infinite_rx_captures(device: &str) -> Vec<String> {
     let mut parts = device.split(',');
     let driver = parts.next().unwrap_or("");
@@ -30,7 +31,8 @@ fn infinite_rx_captures(device: &str) -> Vec<String> {
         return Vec::new();
     }
     let kv: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
-    if !kv.iter().any(|(k, v)| *k == "infinite_rx" && *v == "1") {
+    let on = |v: &str| v.trim().parse::<i64>().is_ok_and(|n| n > 0);
+    if !kv.iter().any(|(k, v)| *k == "infinite_rx" && on(v)) {
         return Vec::new();
     }
     kv.iter()
@@ -45,14 +47,16 @@ pub struct Captures {
     /// What `infinite_rx` devices replay from memory (all their files together).
     pub held: CaptureScan,
     /// What the operator should hear before the switch starts (captures whose frames are
-    /// not Ethernet, or that end in a record cut short), each naming its config key.
+    /// not Ethernet, were cut by a snap length, or that libpcap stops reading before their
+    /// end), each naming its config key.
     pub warnings: Vec<String>,
 }
 
-/// Checks that capture files named by `rx_pcap=` exist, so a typo gets a message that names
-/// the key rather than a driver error, that the captures `infinite_rx` devices replay from
-/// memory can be read and fit an mbuf each, and notes captures whose frames are not Ethernet
-/// and replayed captures cut short.
+/// Checks that capture files named by `rx_pcap=` exist and that libpcap (which the driver
+/// reads them with) can read them, so a typo or a bad file gets a message that names the key
+/// rather than a driver error; that the captures `infinite_rx` devices replay from memory fit
+/// an mbuf a frame; and notes captures whose frames are not Ethernet or were cut by a snap
+/// length, and those libpcap stops reading before their end.
 pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
     let mut out = Captures::default();
     for (i, p) in config.ports.iter().enumerate() {
@@ -64,23 +68,34 @@ pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
                     anyhow::bail!("{key} does not exist");
                 }
                 let cannot = |e: anyhow::Error| anyhow::anyhow!("{key} cannot be read: {e}");
-                if let Some(link) = foreign_link_type(Path::new(file)).map_err(cannot)? {
+                let scan = scan(Path::new(file)).map_err(cannot)?;
+                if let Some(link) = &scan.foreign_link {
                     out.warnings.push(format!(
                         "{key} holds frames of link type {link}, not Ethernet: the switch reads them as Ethernet frames and drops most of them (counted)"
                     ));
                 }
+                if scan.cut_frames > 0 {
+                    out.warnings.push(format!(
+                        "{key}: {} of its {} frames were captured shorter than they were on the wire (a snap length): the switch drops them as `truncated`",
+                        scan.cut_frames, scan.frames
+                    ));
+                }
+                if let Some(why) = &scan.stopped {
+                    out.warnings.push(format!(
+                        "{key}: libpcap stops reading it after {} frames ({why}): only those are replayed",
+                        scan.frames
+                    ));
+                }
                 if infinite.iter().any(|f| f == file) {
-                    let scan = scan_pcap(Path::new(file)).map_err(cannot)?;
                     if scan.largest > MAX_DATA_ROOM {
                         anyhow::bail!(
                             "{key} holds a frame of {} bytes; with infinite_rx each frame must fit one mbuf, at most {MAX_DATA_ROOM} bytes",
                             scan.largest
                         );
                     }
-                    if scan.cut_short {
+                    if scan.frames == 0 {
                         out.warnings.push(format!(
-                            "{key} ends in a record cut short (a capture stopped mid-write): the {} frames before it are replayed",
-                            scan.frames
+                            "{key} holds no frames: with infinite_rx its port receives nothing"
                         ));
                     }
                     out.held.frames += scan.frames;
@@ -127,8 +142,15 @@ pub fn minimum_mbufs(config: &Config, held_by_captures: u64) -> u64 {
 }
 
 /// EAL memory in MiB for `mbufs` mbufs of `data_room` bytes, plus a base for DPDK itself.
-pub fn auto_memory_mb(mbufs: u32, data_room: u16) -> u32 {
-    let per_mbuf = u64::from(data_room) + 128 + 128 + 64;
+/// Without hugepages the pool's memory comes in 4 KiB pages that no mbuf straddles, so
+/// each mbuf takes whole pages.
+pub fn auto_memory_mb(mbufs: u32, data_room: u16, hugepages: bool) -> u32 {
+    let object = u64::from(data_room) + 128 + 128 + 64;
+    let per_mbuf = if hugepages {
+        object
+    } else {
+        object.div_ceil(4096) * 4096
+    };
     let mb = (u64::from(mbufs) * per_mbuf) / (1 << 20);
     let total = 256 + mb * 5 / 4;
     (total.div_ceil(64) * 64) as u32
@@ -298,24 +320,35 @@ rx = ["a", "b"]
         let jumbo = CaptureScan {
             frames: 1,
             largest: 30_000,
-            cut_short: false,
+            ..CaptureScan::default()
         };
         assert_eq!(data_room(&c, &jumbo), 30_000);
         let huge = CaptureScan {
             frames: 1,
             largest: 70_000,
-            cut_short: false,
+            ..CaptureScan::default()
         };
         assert_eq!(usize::from(data_room(&c, &huge)), MAX_DATA_ROOM);
         let n = auto_mbufs(&c, 10_000);
         assert!(n >= 2 * 1024 + 2 * 1024 + 10_000 + 4096, "{n}");
         assert!((n + 1).is_power_of_two());
-        assert!(auto_memory_mb(n, 2048) >= 256);
+        assert!(auto_memory_mb(n, 2048, true) >= 256);
+        // 262143 mbufs of 2048 bytes: about 600 MiB in hugepages, a 4 KiB page each without.
+        assert!(auto_memory_mb(262_143, 2048, true) < 1024);
+        assert!(auto_memory_mb(262_143, 2048, false) >= 1024 + 256);
         assert_eq!(
             infinite_rx_captures("net_pcap0,rx_pcap=a.pcap,infinite_rx=1,tx_pcap=b.pcap"),
             vec!["a.pcap"]
         );
         assert!(infinite_rx_captures("net_pcap0,rx_pcap=a.pcap").is_empty());
+        // The driver holds the capture for any number above 0.
+        for on in ["01", "2"] {
+            assert_eq!(
+                infinite_rx_captures(&format!("net_pcap0,rx_pcap=a.pcap,infinite_rx={on}")),
+                vec!["a.pcap"]
+            );
+        }
+        assert!(infinite_rx_captures("net_pcap0,rx_pcap=a.pcap,infinite_rx=0").is_empty());
         let missing = Config::from_toml(
             "switch_id = 1\n[[ports]]\nname = \"a\"\ndevice = \"net_pcap0,rx_pcap=/nonexistent/x.pcap\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n[[workers]]\nlcore = 0\nrx = [\"a\"]\n",
         )

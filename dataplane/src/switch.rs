@@ -59,7 +59,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
     let memory_mb = config
         .eal
         .memory_mb
-        .unwrap_or_else(|| resources::auto_memory_mb(mbufs, room));
+        .unwrap_or_else(|| resources::auto_memory_mb(mbufs, room, config.eal.hugepages));
     let eal_args = opts
         .eal_args
         .clone()

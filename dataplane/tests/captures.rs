@@ -121,8 +121,40 @@ fn a_capture_cut_short_replays_the_frames_before_the_cut_with_a_warning() {
     std::fs::write(&cap, &bytes[..bytes.len() - 10]).unwrap();
     let (t, s) = run(&dir, &cap, 1500);
     assert!(
-        t.contains("ends in a record cut short") && t.contains("the 2 frames before it"),
+        t.contains("libpcap stops reading it after 2 frames") && t.contains("only those"),
         "{t}"
     );
     assert!(s.rx_packets > 0 && s.tx_packets == s.rx_packets, "{t}");
+}
+
+/// A capture taken with a snap length (`tcpdump -s 96`: each record holds the start of a
+/// frame and says how long it was on the wire) replays, as libpcap reads it, with a
+/// warning that its cut frames are dropped as `truncated`.
+#[test]
+fn a_capture_taken_with_a_snap_length_replays_with_a_warning() {
+    let dir = Scratch::new("snaplen");
+    let cap = dir.path("in.pcap");
+    let header = pcap_file::pcap::PcapHeader {
+        snaplen: 60,
+        ..Default::default()
+    };
+    let file = std::fs::File::create(&cap).unwrap();
+    let mut w = pcap_file::pcap::PcapWriter::with_header(file, header).unwrap();
+    for f in frames(1000) {
+        let kept = &f[..f.len().min(60)];
+        w.write_packet(&pcap_file::pcap::PcapPacket::new(
+            Duration::ZERO,
+            f.len() as u32,
+            kept,
+        ))
+        .unwrap();
+    }
+    drop(w);
+    let (t, s) = run(&dir, &cap, 1500);
+    assert!(
+        t.contains("1 of its 3 frames were captured shorter") && t.contains("`truncated`"),
+        "{t}"
+    );
+    assert!(s.rx_packets > 0, "{t}");
+    assert!(s.tx_packets > 0, "the whole frames are forwarded: {t}");
 }

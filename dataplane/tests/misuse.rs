@@ -134,6 +134,18 @@ fn check_config_prints_resolved_defaults() {
         assert!(t.contains(n), "expected `{n}` in:\n{t}");
     }
     assert!(!t.contains("EAL"), "--check-config starts nothing:\n{t}");
+    // The capture files are checked too: a missing one fails, naming its key.
+    std::fs::remove_file(dir.path("in.pcap")).unwrap();
+    let out = run_switch(
+        &["--config", cfg.to_str().unwrap(), "--check-config"],
+        Duration::from_secs(30),
+    );
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(
+        t.contains("ports[0].device") && t.contains("does not exist"),
+        "{t}"
+    );
 }
 
 #[test]

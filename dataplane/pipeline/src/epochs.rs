@@ -179,8 +179,6 @@ impl WorkerEpochs {
         now_tsc >= self.boundary_tsc
     }
 
-    /// Ends the active epoch at counter value `now_tsc` (with the current `clock`): hands the
-    /// flowset over if a clean one is free.
     /// Hands the active buffer over as it is, its epoch not over: the worker is stopping,
     /// and what it counted since the last boundary still goes to the sink.
     #[cold]
@@ -193,6 +191,8 @@ impl WorkerEpochs {
         });
     }
 
+    /// Ends the active epoch at counter value `now_tsc` (with the current `clock`): hands the
+    /// flowset over if a clean one is free.
     #[cold]
     pub fn advance(&mut self, now_tsc: u64, clock: &Clock) -> EpochStep {
         let now_epoch = clock.unix_ns(now_tsc) / self.epoch_ns;

@@ -74,8 +74,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Config::from_file(path)?
     };
     if cli.check_config {
+        // The capture files too: a missing or unreadable one is an error here as at start.
+        let captures = dataplane::resources::check_captures(&config)?;
         print!("{}", config.to_toml());
-        for w in config.warnings() {
+        for w in captures.warnings.iter().chain(&config.warnings()) {
             eprintln!("pint-switch: warning: {w}");
         }
         return Ok(());
