@@ -150,7 +150,8 @@ fn wireshark_decodes_the_exported_records() {
     }
     let want_ports: Vec<String> = sent
         .iter()
-        .filter_map(|r| Some(format!("{} {} {}", r.switch, r.ingress?, r.egress?)))
+        // Interfaces from 1: the port ID + 1.
+        .filter_map(|r| Some(format!("{} {} {}", r.switch, r.ingress? + 1, r.egress? + 1)))
         .collect();
     assert_eq!(got_ports, want_ports);
     // Flow start and end in milliseconds since the epoch, as Wireshark shows them (UTC):

@@ -234,6 +234,12 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
         assert_eq!(s["digests_dropped"], 0, "{s}");
         assert_eq!(s["flowsets_dropped"], 0, "{s}");
         assert_eq!(s["digests_unknown_plan"], 0, "{s}");
+        // The session as 16 hex digits (a 64-bit number loses digits in JavaScript).
+        let session = s["session"].as_str().unwrap_or_default();
+        assert!(
+            session.len() == 16 && u64::from_str_radix(session, 16).is_ok(),
+            "{s}"
+        );
         // The plan in force, as /api/plans names plans.
         let plan = s["plan"].as_str().unwrap_or_default();
         assert!(

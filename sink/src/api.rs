@@ -568,7 +568,8 @@ fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
                         .iter()
                         .map(|&(e, n)| {
                             if e == i8::MIN {
-                                (f64::NEG_INFINITY, 0.0, n)
+                                // Values at or below zero (JSON has no infinity).
+                                (0.0, 0.0, n)
                             } else {
                                 (2f64.powi(i32::from(e)), 2f64.powi(i32::from(e) + 1), n)
                             }

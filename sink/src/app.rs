@@ -115,6 +115,7 @@ impl Sink {
         let outputs = Outputs::open(
             config.ipfix,
             config.template_interval,
+            config.ipfix_rate,
             config.json_lines.as_deref(),
             Arc::clone(&exports),
         )?;
@@ -133,7 +134,11 @@ impl Sink {
 
         let event_lines = match &config.event_lines {
             Some(p) => Some(
-                std::fs::File::create(p)
+                // Appended to, as the JSON lines are.
+                std::fs::File::options()
+                    .create(true)
+                    .append(true)
+                    .open(p)
                     .map_err(|e| anyhow::anyhow!("--event-lines {}: {e}", p.display()))?,
             ),
             None => None,

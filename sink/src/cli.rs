@@ -71,9 +71,12 @@ struct Args {
     /// How long an epoch waits for every switch's flowsets, ms.
     #[arg(long, default_value_t = 100)]
     epoch_grace_ms: u64,
-    /// IPFIX collector (UDP HOST:PORT).
-    #[arg(long)]
+    /// IPFIX collector (UDP HOST:PORT; a name is looked up once, at start).
+    #[arg(long, value_parser = host_port)]
     ipfix: Option<SocketAddr>,
+    /// Most IPFIX messages a second (0: unpaced).
+    #[arg(long, default_value_t = sink_default_rate())]
+    ipfix_rate: u32,
     /// Seconds between IPFIX template resends.
     #[arg(long, default_value_t = 30.0)]
     template_interval: f64,
@@ -96,6 +99,21 @@ struct Args {
     /// Write detected events as JSON lines to this file.
     #[arg(long)]
     event_lines: Option<PathBuf>,
+}
+
+const fn sink_default_rate() -> u32 {
+    crate::ipfix::DEFAULT_RATE
+}
+
+/// HOST:PORT, HOST an address or a name (a collector's service name), looked up now.
+fn host_port(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let mut addrs = s
+        .to_socket_addrs()
+        .map_err(|e| format!("`{s}` is not HOST:PORT with a HOST that resolves: {e}"))?;
+    addrs
+        .next()
+        .ok_or_else(|| format!("`{s}`: the name has no address"))
 }
 
 fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
@@ -167,6 +185,7 @@ where
         ipfix: a.ipfix,
         active_timeout: secs("active-timeout", a.active_timeout)?,
         template_interval: secs("template-interval", a.template_interval)?,
+        ipfix_rate: a.ipfix_rate,
         json_lines: a.json_lines,
         max_flowset_bytes: a.max_flowset_mb.saturating_mul(1 << 20),
         flowset_memory_bytes: a.flowset_memory_mb.saturating_mul(1 << 20),
@@ -196,4 +215,22 @@ where
     tracing::info!("stopping");
     sink.stop();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_collector_is_an_address_or_a_name() {
+        assert_eq!(
+            host_port("127.0.0.1:4739"),
+            Ok("127.0.0.1:4739".parse().unwrap())
+        );
+        let by_name = host_port("localhost:4739").unwrap();
+        assert!(by_name.ip().is_loopback() && by_name.port() == 4739);
+        for bad in ["localhost", "127.0.0.1", "no such host.invalid:1"] {
+            assert!(host_port(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -34,6 +34,9 @@ pub struct SinkConfig {
     pub active_timeout: Duration,
     /// IPFIX templates are sent again this often.
     pub template_interval: Duration,
+    /// Most IPFIX messages sent a second (0: as fast as the socket takes them): a burst of
+    /// records (a sweep, the stop) otherwise overflows a collector's receive buffer.
+    pub ipfix_rate: u32,
     /// The same records as JSON lines.
     pub json_lines: Option<PathBuf>,
     /// Largest flowset (in memory) a switch may declare.
@@ -62,6 +65,7 @@ impl Default for SinkConfig {
             ipfix: None,
             active_timeout: Duration::from_secs(60),
             template_interval: Duration::from_secs(30),
+            ipfix_rate: crate::ipfix::DEFAULT_RATE,
             json_lines: None,
             max_flowset_bytes: 256 << 20,
             flowset_memory_bytes: 1 << 30,

@@ -41,21 +41,29 @@ impl Outputs {
     pub fn open(
         ipfix: Option<SocketAddr>,
         template_interval: Duration,
+        ipfix_rate: u32,
         json_lines: Option<&Path>,
         counters: Arc<ExportCounters>,
     ) -> anyhow::Result<Outputs> {
         let ipfix = match ipfix {
             Some(a) => Some(
                 IpfixExporter::new(a, template_interval)
-                    .map_err(|e| anyhow::anyhow!("--ipfix {a}: {e}"))?,
+                    .map_err(|e| anyhow::anyhow!("--ipfix {a}: {e}"))?
+                    .with_rate(ipfix_rate),
             ),
             None => None,
         };
         let json = match json_lines {
             Some(p) => {
-                Some(BufWriter::new(File::create(p).map_err(|e| {
-                    anyhow::anyhow!("--json-lines {}: {e}", p.display())
-                })?))
+                // Appended to: a restart keeps what was written, and tools that follow the
+                // file see it grow, never shrink.
+                Some(BufWriter::new(
+                    File::options()
+                        .create(true)
+                        .append(true)
+                        .open(p)
+                        .map_err(|e| anyhow::anyhow!("--json-lines {}: {e}", p.display()))?,
+                ))
             }
             None => None,
         };

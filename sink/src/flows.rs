@@ -872,7 +872,15 @@ impl FlowTable {
             });
             for c in &mut flow.counts {
                 let delta = (c.packets - c.exported.0, c.bytes - c.exported.1);
-                if delta.0 == 0 || !(ended || now.duration_since(c.exported_at) >= active) {
+                // An ending flow always says so, its last packets already in an active-timeout
+                // record or not (collectors wait for the end); a going one when there is
+                // something new and the active timeout has passed.
+                let due = if ended {
+                    c.packets > 0
+                } else {
+                    delta.0 > 0 && now.duration_since(c.exported_at) >= active
+                };
+                if !due {
                     continue;
                 }
                 let (ingress, egress) = match ports {
@@ -884,7 +892,7 @@ impl FlowTable {
                     switch: c.switch,
                     packets: delta.0,
                     bytes: delta.1,
-                    start_ms: c.since_ms,
+                    start_ms: if delta.0 == 0 { c.last_ms } else { c.since_ms },
                     end_ms: c.last_ms,
                     ingress,
                     egress,
@@ -1538,5 +1546,38 @@ mod tests {
         // Room again.
         t.add_digests(&cx, 9, &[digest(v, 77, 0)], &FlowRuns::default());
         assert_eq!(t.len(), 1);
+    }
+
+    /// A flow whose last packets already went in an active-timeout record still gets an
+    /// end record when it goes idle (no packets, `ended`, idle timeout): collectors and
+    /// JSON consumers wait for the end.
+    #[test]
+    fn a_flow_that_ends_says_so_even_with_nothing_new() {
+        let (cx, v) = context();
+        let mut t = FlowTable::new(10);
+        let d = digest(v, 3, 0);
+        t.add_digests(&cx, 9, &[d], &FlowRuns::default());
+        t.add_counts(&cx, 1, (1000, 10), &[(d.key, 9, 5, 500)], &[]);
+        let mut out = Vec::new();
+        t.sweep(Duration::from_secs(60), Duration::ZERO, None, |r| {
+            out.push(r);
+            true
+        });
+        t.sweep(Duration::ZERO, Duration::ZERO, None, |r| {
+            out.push(r);
+            true
+        });
+        let got: Vec<_> = out
+            .iter()
+            .map(|r| (r.packets, r.ended, r.end_reason, r.start_ms, r.end_ms))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (5, false, EndReason::ActiveTimeout, 1000, 1010),
+                (0, true, EndReason::IdleTimeout, 1010, 1010)
+            ]
+        );
+        assert_eq!(t.len(), 0);
     }
 }

@@ -119,9 +119,11 @@ pub fn put_record(out: &mut Vec<u8>, r: &FlowExport) {
     out.extend_from_slice(&r.end_ms.to_be_bytes());
     out.push(r.end_reason as u8);
     if template_of(r) == TEMPLATE_ID {
-        // A port not known where the other is: 0, as for an unknown interface.
-        out.extend_from_slice(&r.ingress.map_or(0, u32::from).to_be_bytes());
-        out.extend_from_slice(&r.egress.map_or(0, u32::from).to_be_bytes());
+        // Interfaces as ifIndex numbers them, from 1: the switch's port ID + 1 (collectors
+        // read 0 as an unknown interface, which a port not known where the other is gets).
+        let interface = |p: Option<u16>| p.map_or(0, |p| u32::from(p) + 1);
+        out.extend_from_slice(&interface(r.ingress).to_be_bytes());
+        out.extend_from_slice(&interface(r.egress).to_be_bytes());
     }
 }
 
@@ -157,9 +159,45 @@ struct Sent {
     errors: u64,
 }
 
+/// Messages a second an exporter sends by default: 10,000 records go out over a tenth of
+/// a second, not in the 2 ms that overflows a collector's default receive buffer.
+pub const DEFAULT_RATE: u32 = 5_000;
+
+/// Messages that may go at once before the rate applies.
+const BURST: f64 = 64.0;
+
+/// Spaces messages to a rate (a token bucket).
+#[derive(Debug, Clone, Copy)]
+struct Pacer {
+    /// Messages a second; 0: no pacing.
+    rate: u32,
+    tokens: f64,
+    at: Option<Instant>,
+}
+
+impl Pacer {
+    /// How long to wait at `now` before the next message may go (and takes its token).
+    fn wait(&mut self, now: Instant) -> Duration {
+        if self.rate == 0 {
+            return Duration::ZERO;
+        }
+        let rate = f64::from(self.rate);
+        let since = self.at.map_or(BURST / rate, |t| now.duration_since(t).as_secs_f64());
+        self.tokens = (self.tokens + since * rate).min(BURST);
+        self.at = Some(now);
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / rate)
+        }
+    }
+}
+
 /// An exporter to one collector.
 pub struct IpfixExporter {
     socket: UdpSocket,
+    pacer: Pacer,
     domains: BTreeMap<u32, Domain>,
     template_interval: Duration,
     /// Messages sent.
@@ -183,12 +221,23 @@ impl IpfixExporter {
         socket.connect(collector)?;
         Ok(IpfixExporter {
             socket,
+            pacer: Pacer {
+                rate: 0,
+                tokens: 0.0,
+                at: None,
+            },
             domains: BTreeMap::new(),
             template_interval,
             messages: 0,
             records: 0,
             errors: 0,
         })
+    }
+
+    /// Sends at most `messages` a second (0: unpaced).
+    pub fn with_rate(mut self, messages: u32) -> Self {
+        self.pacer.rate = messages;
+        self
     }
 
     /// Queues a record (sent by [`IpfixExporter::flush`], or now when its message is full).
@@ -224,7 +273,14 @@ impl IpfixExporter {
             return;
         }
         let mut sent = Sent::default();
-        let send = |m: &[u8], sent: &mut Sent| match self.socket.send(m) {
+        let (socket, pacer) = (&self.socket, &mut self.pacer);
+        let mut send = |m: &[u8], sent: &mut Sent| match {
+            let wait = pacer.wait(Instant::now());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
+            socket.send(m)
+        } {
             Ok(_) => {
                 sent.messages += 1;
                 true
@@ -237,8 +293,15 @@ impl IpfixExporter {
         let due = d
             .template_at
             .is_none_or(|t| now.duration_since(t) >= self.template_interval);
-        if due && send(&message(domain, d.sequence, &[&template_set()]), &mut sent) {
-            d.template_at = Some(now);
+        if due {
+            // A refused send is often an earlier datagram's port unreachable, reported now: the
+            // templates go again at once, so a collector that has just come up gets them
+            // before the records that need them. Still refused: the records go anyway (the
+            // collector is down; their sequence numbers tell it what it missed).
+            let m = message(domain, d.sequence, &[&template_set()]);
+            if send(&m, &mut sent) || send(&m, &mut sent) {
+                d.template_at = Some(now);
+            }
         }
         for (slot, (id, len)) in [
             (TEMPLATE_ID, RECORD_LEN),
@@ -362,8 +425,9 @@ mod tests {
                 assert_eq!(u64::from_be_bytes(rec[21..29].try_into().unwrap()), 10);
                 assert_eq!(rec[45], 1, "flowEndReason: idle timeout");
                 if template == TEMPLATE_ID {
-                    assert_eq!(u32::from_be_bytes(rec[46..50].try_into().unwrap()), 1);
-                    assert_eq!(u32::from_be_bytes(rec[50..54].try_into().unwrap()), 2);
+                    // Ports 1 and 2 are interfaces 2 and 3 (ifIndex counts from 1).
+                    assert_eq!(u32::from_be_bytes(rec[46..50].try_into().unwrap()), 2);
+                    assert_eq!(u32::from_be_bytes(rec[50..54].try_into().unwrap()), 3);
                 }
             }
             records[usize::from(template == TEMPLATE_NO_PORTS_ID)] += k;
@@ -392,6 +456,33 @@ mod tests {
 
     /// After a refused send (no collector) the templates go again before the next records.
     #[test]
+    fn messages_are_paced_after_a_burst() {
+        let mut p = Pacer {
+            rate: 1000,
+            tokens: 0.0,
+            at: None,
+        };
+        let t0 = Instant::now();
+        // A burst goes at once.
+        for _ in 0..BURST as usize {
+            assert_eq!(p.wait(t0), Duration::ZERO);
+        }
+        // Then one message a millisecond: the next waits 1 ms, the one after 2.
+        let ms = |d: Duration| (d.as_secs_f64() * 1e3).round() as u64;
+        assert_eq!(ms(p.wait(t0)), 1);
+        assert_eq!(ms(p.wait(t0)), 2);
+        // 10 ms later, the 2 ms of debt paid, 8 more go at once.
+        let later = t0 + Duration::from_millis(10);
+        for _ in 0..8 {
+            assert_eq!(p.wait(later), Duration::ZERO);
+        }
+        assert_eq!(ms(p.wait(later)), 1);
+        // Unpaced: never waits.
+        let mut free = Pacer { rate: 0, ..p };
+        assert!((0..1000).all(|_| free.wait(t0).is_zero()));
+    }
+
+    #[test]
     fn a_refused_template_is_sent_again() {
         let port = {
             let s = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -406,11 +497,14 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(ex.errors > 0, "a send was refused");
-        // The collector comes up; the next flush sends the templates first.
+        // The collector comes up just after a datagram it refused, whose port unreachable
+        // the next send reports: the first message it gets holds the templates.
+        ex.socket.send(b"refused").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        ex.domains.get_mut(&7).unwrap().template_at = None;
         let rx = UdpSocket::bind(addr).unwrap();
-        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let mut buf = [0u8; 2048];
-        let mut template_seen = false;
+        let mut sets = Vec::new();
         for _ in 0..3 {
             ex.add(record(true));
             ex.flush();
@@ -419,9 +513,10 @@ mod tests {
                     .unwrap();
                 rx.recv(&mut buf)
             } {
-                template_seen |= u16::from_be_bytes([buf[16], buf[17]]) == 2;
+                sets.push(u16::from_be_bytes([buf[16], buf[17]]));
             }
         }
-        assert!(template_seen, "templates sent again after the refusal");
+        assert_eq!(sets.first(), Some(&2), "templates first: {sets:?}");
+        assert!(sets.contains(&TEMPLATE_ID), "{sets:?}");
     }
 }

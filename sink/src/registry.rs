@@ -104,6 +104,11 @@ pub struct SwitchCounters {
     pub last_frame_ms: AtomicU64,
 }
 
+/// A 64-bit value as 16 hex digits.
+fn hex_u64<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{v:016x}"))
+}
+
 /// What a switch declared, and its state.
 #[derive(Debug, Clone, Serialize)]
 pub struct SwitchInfo {
@@ -111,7 +116,9 @@ pub struct SwitchInfo {
     pub id: u32,
     /// Its address as the sink sees it.
     pub peer: String,
-    /// Its process (a new value: it restarted).
+    /// Its process (a new value: it restarted); 16 hex digits in JSON (above 2^53, a
+    /// number would lose digits in JavaScript).
+    #[serde(serialize_with = "hex_u64")]
     pub session: u64,
     /// FlowRadar epoch length, ns.
     pub epoch_ns: u64,
