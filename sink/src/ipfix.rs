@@ -274,20 +274,20 @@ impl IpfixExporter {
         }
         let mut sent = Sent::default();
         let (socket, pacer) = (&self.socket, &mut self.pacer);
-        let mut send = |m: &[u8], sent: &mut Sent| match {
+        let mut send = |m: &[u8], sent: &mut Sent| {
             let wait = pacer.wait(Instant::now());
             if !wait.is_zero() {
                 std::thread::sleep(wait);
             }
-            socket.send(m)
-        } {
-            Ok(_) => {
-                sent.messages += 1;
-                true
-            }
-            Err(_) => {
-                sent.errors += 1;
-                false
+            match socket.send(m) {
+                Ok(_) => {
+                    sent.messages += 1;
+                    true
+                }
+                Err(_) => {
+                    sent.errors += 1;
+                    false
+                }
             }
         };
         let due = d
