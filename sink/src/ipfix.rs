@@ -182,7 +182,9 @@ impl Pacer {
             return Duration::ZERO;
         }
         let rate = f64::from(self.rate);
-        let since = self.at.map_or(BURST / rate, |t| now.duration_since(t).as_secs_f64());
+        let since = self
+            .at
+            .map_or(BURST / rate, |t| now.duration_since(t).as_secs_f64());
         self.tokens = (self.tokens + since * rate).min(BURST);
         self.at = Some(now);
         self.tokens -= 1.0;

@@ -239,22 +239,31 @@ impl Prepared {
     }
 }
 
+/// The smallest step of a linear code.
+pub const MIN_UNIT: f64 = 1.0 / 1_073_741_824.0;
+
+/// The largest step of a linear code (2^32).
+pub const MAX_UNIT: f64 = 4_294_967_296.0;
+
 /// Linear compression to `bits`-bit codes in steps of `unit`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinearCompressor {
-    unit: f64,
     /// `2^32 / unit`, rounded.
     inv_unit: u64,
+    /// The step the codes are in: `2^32 / inv_unit`, `unit` as the rounding leaves it.
+    step: f64,
     max_code: u32,
 }
 
 impl LinearCompressor {
-    /// Codes of `bits` bits (1 to 32), each step worth `unit` (at least 2^-30).
+    /// Codes of `bits` bits (1 to 32), each step worth `unit` ([`MIN_UNIT`] to
+    /// [`MAX_UNIT`]).
     pub fn new(unit: f64, bits: u32) -> LinearCompressor {
-        assert!(unit >= 1.0 / f64::from(1u32 << 30) && (1..=32).contains(&bits));
+        assert!((MIN_UNIT..=MAX_UNIT).contains(&unit) && (1..=32).contains(&bits));
+        let inv_unit = (MAX_UNIT / unit).round().max(1.0) as u64;
         LinearCompressor {
-            unit,
-            inv_unit: (4_294_967_296.0 / unit).round().max(1.0) as u64,
+            inv_unit,
+            step: MAX_UNIT / inv_unit as f64,
             max_code: ((1u64 << bits) - 1) as u32,
         }
     }
@@ -276,10 +285,10 @@ impl LinearCompressor {
         lo as u32 + u32::from(coin & 0xffff < frac)
     }
 
-    /// The value a code (or a sum of codes) stands for.
+    /// The value a code (or a sum of codes) stands for: in the step the switch coded in.
     #[inline]
     pub fn decompress(&self, code: u64) -> f64 {
-        code as f64 * self.unit
+        code as f64 * self.step
     }
 }
 
@@ -426,5 +435,19 @@ mod tests {
         assert_eq!(c.compress(1_000_000_000, 0), 255);
         assert_eq!(c.compress(0, 0), 0);
         assert_eq!(LinearCompressor::new(0.5, 16).compress(10, 0xffff), 20);
+        // Units whose inverse rounds far from 2^32 / unit decode in the step coded in: the
+        // mean of many packets' values is the value itself.
+        for unit in [1e8, 1e9, 3e9, 4_294_967_296.0] {
+            let c = LinearCompressor::new(unit, 16);
+            let x = 123_456_789_012u64;
+            let mean = (0..4096u32)
+                .map(|i| c.decompress(u64::from(c.compress(x, coin(i)))))
+                .sum::<f64>()
+                / 4096.0;
+            assert!(
+                (mean / x as f64 - 1.0).abs() < 0.02,
+                "unit {unit}: {mean} for {x}"
+            );
+        }
     }
 }

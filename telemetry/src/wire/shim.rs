@@ -16,8 +16,10 @@
 //! 4+N     2     EtherType of what follows (IPv4)
 //! ```
 //!
-//! The digest's bits are numbered from the most significant bit of its first byte: a query
-//! at bit offset `o` with `b` bits occupies bits `o .. o + b` of that big-endian bit string.
+//! The digest is the plan's `g` (`global_bits`) bits right-aligned in its `N = ceil(g / 8)`
+//! big-endian bytes (the first `8N - g` bits zero). Its bits are numbered from its most
+//! significant bit: a query at bit offset `o` with `b` bits occupies bits `o .. o + b` of
+//! that `g`-bit string.
 
 use super::{Result, WireError};
 

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::hash::{hash64, seeds};
 use crate::pint::coding::{PathCoding, Scheme, scheme_parameters};
-use crate::pint::compress::{LinearCompressor, LogCompressor, MAX_LOG_BITS};
+use crate::pint::compress::{LinearCompressor, LogCompressor, MAX_LOG_BITS, MAX_UNIT, MIN_UNIT};
 use crate::pint::query::{Aggregation, FlowDefinition, QueryFile, QuerySpec, ValueKind};
 use crate::pint::tape::{
     self, COIN_BITS, HopTape, SAMPLE_BITS, SAMPLE_THRESHOLDS, Slice, SliceAllocator,
@@ -187,6 +187,23 @@ pub struct HopInput {
 /// Scale of utilization values before compression (HPCC in PINT: `max(1, ceil(512 U))`).
 pub const UTILIZATION_SCALE: f64 = 512.0;
 
+/// Hops a sum's default range covers.
+const SUM_HOPS: f64 = 16.0;
+
+/// The step of a sum query given no `unit`: the value's usual range per hop (as the
+/// multiplicative codes take it) over [`SUM_HOPS`] hops, in `2^bits` steps, at least 1 (a
+/// latency sum of 8 bits steps by 4096 ns up to about 1 ms; of 16 bits by 16 ns). Values
+/// without such a range (switch IDs, ports) step by 1.
+pub fn default_sum_unit(kind: ValueKind, bits: u32) -> f64 {
+    let per_hop = match kind {
+        ValueKind::HopLatency => 65_536.0,
+        ValueKind::QueueOccupancy => 3.2e7,
+        ValueKind::LinkUtilization => 4.0 * UTILIZATION_SCALE,
+        _ => return 1.0,
+    };
+    (per_hop * SUM_HOPS / 2f64.powi(bits as i32)).clamp(1.0, MAX_UNIT)
+}
+
 impl HopInput {
     /// The value PINT carries for a utilization `u` (1.0 = line rate).
     pub fn utilization_value(u: f64) -> u64 {
@@ -301,6 +318,41 @@ impl CompiledQuery {
         if !(frequency > 0.0 && frequency <= 1.0) {
             return Err(bad(format!("frequency {frequency} must be in (0, 1]")));
         }
+        // Keys that do not apply to the query are refused, not ignored: each would promise
+        // what no switch or sink does.
+        let is_static = spec.aggregation == Aggregation::StaticPerFlow;
+        let linear = spec.aggregation == Aggregation::Sum
+            || (matches!(spec.aggregation, Aggregation::Max | Aggregation::Min)
+                && spec.unit.is_some());
+        if !is_static {
+            for (key, given) in [
+                ("instances", spec.instances.is_some()),
+                ("scheme", spec.scheme.is_some()),
+                ("max_path_length", spec.max_path_length.is_some()),
+            ] {
+                if given {
+                    return Err(bad(format!("{key} applies to static_per_flow queries")));
+                }
+            }
+        }
+        if spec.unit.is_some()
+            && matches!(
+                spec.aggregation,
+                Aggregation::StaticPerFlow | Aggregation::DynamicPerFlow
+            )
+        {
+            return Err(bad(
+                "unit applies to sum, max and min queries (linear codes)".into(),
+            ));
+        }
+        if (is_static || linear) && (spec.epsilon.is_some() || spec.max_value.is_some()) {
+            return Err(bad(
+                "epsilon and max_value apply to multiplicative codes (dynamic_per_flow, product, and max or min without unit)".into()
+            ));
+        }
+        if spec.epsilon.is_some() && spec.max_value.is_some() {
+            return Err(bad("give epsilon or max_value, not both".into()));
+        }
         let log = |default_eps: Option<f64>,
                    default_max: f64|
          -> Result<LogCompressor, PlanError> {
@@ -311,8 +363,10 @@ impl CompiledQuery {
                 )));
             }
             if let Some(eps) = spec.epsilon {
-                if !(eps > 0.0 && eps < 10.0) {
-                    return Err(bad(format!("epsilon {eps} must be in (0, 10)")));
+                // Below 1e-6 the code's steps vanish in floating point (every value ends
+                // up in one code).
+                if !(1e-6..10.0).contains(&eps) {
+                    return Err(bad(format!("epsilon {eps} must be in [1e-6, 10)")));
                 }
                 return Ok(LogCompressor::with_epsilon(eps, spec.bits));
             }
@@ -356,9 +410,11 @@ impl CompiledQuery {
                     }
                     (PerPacketOp::Sum, unit)
                     | (PerPacketOp::Max | PerPacketOp::Min, unit @ Some(_)) => {
-                        let unit = unit.unwrap_or(1.0);
-                        if !(unit > 0.0 && unit.is_finite()) {
-                            return Err(bad(format!("unit {unit} must be positive")));
+                        let unit = unit.unwrap_or_else(|| default_sum_unit(spec.value, spec.bits));
+                        if !(MIN_UNIT..=MAX_UNIT).contains(&unit) {
+                            return Err(bad(format!(
+                                "unit {unit} must be 2^-30 to 2^32 (the code's step)"
+                            )));
                         }
                         Compression::Linear(LinearCompressor::new(unit, spec.bits))
                     }

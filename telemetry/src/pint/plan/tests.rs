@@ -210,6 +210,116 @@ fn mixed_widths_and_errors() {
     );
 }
 
+/// Keys that do not apply to a query, and values no code can hold, are refused with the
+/// reason (a release switch reloading such a file, or a sink reading it from a hello,
+/// aborted on an assertion for a tiny `unit`).
+#[test]
+fn keys_that_do_not_apply_and_codes_out_of_range_are_refused() {
+    let compile = |q: QuerySpec| {
+        Plan::compile(&QueryFile {
+            global_bits: 16,
+            queries: vec![q],
+        })
+    };
+    let sum = spec("s", ValueKind::HopLatency, Aggregation::Sum, 8, 1.0);
+    let dynamic = spec(
+        "d",
+        ValueKind::HopLatency,
+        Aggregation::DynamicPerFlow,
+        8,
+        1.0,
+    );
+    let path = spec("p", ValueKind::SwitchId, Aggregation::StaticPerFlow, 8, 1.0);
+    let cases: Vec<(QuerySpec, &str)> = vec![
+        (
+            QuerySpec {
+                unit: Some(1e-10),
+                ..sum.clone()
+            },
+            "2^-30 to 2^32",
+        ),
+        (
+            QuerySpec {
+                unit: Some(1e10),
+                ..sum.clone()
+            },
+            "2^-30 to 2^32",
+        ),
+        (
+            QuerySpec {
+                instances: Some(2),
+                ..sum.clone()
+            },
+            "instances applies",
+        ),
+        (
+            QuerySpec {
+                max_path_length: Some(5),
+                ..dynamic.clone()
+            },
+            "max_path_length applies",
+        ),
+        (
+            QuerySpec {
+                unit: Some(10.0),
+                ..dynamic.clone()
+            },
+            "unit applies",
+        ),
+        (
+            QuerySpec {
+                unit: Some(10.0),
+                ..path.clone()
+            },
+            "unit applies",
+        ),
+        (
+            QuerySpec {
+                epsilon: Some(0.1),
+                ..sum.clone()
+            },
+            "multiplicative codes",
+        ),
+        (
+            QuerySpec {
+                max_value: Some(1e6),
+                ..path.clone()
+            },
+            "multiplicative codes",
+        ),
+        (
+            QuerySpec {
+                epsilon: Some(0.1),
+                max_value: Some(1e6),
+                ..dynamic.clone()
+            },
+            "not both",
+        ),
+        (
+            QuerySpec {
+                epsilon: Some(1e-17),
+                ..dynamic.clone()
+            },
+            "epsilon",
+        ),
+    ];
+    for (q, why) in cases {
+        let e = compile(q.clone()).unwrap_err().to_string();
+        assert!(e.contains(why) && e.contains(&q.name), "{q:?}: {e}");
+    }
+    // A sum without a unit steps in its value's range: 8 bits of latency reach about 1 ms.
+    let plan = compile(sum).unwrap();
+    match &plan.queries[0].kind {
+        QueryKind::PerPacket {
+            compression: Compression::Linear(c),
+            ..
+        } => {
+            assert_eq!(c.decompress(u64::from(c.max_code())), 255.0 * 4096.0);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Property: for random query sets the compiler either fails with a reason or honours every
 /// frequency and the budget.
 #[test]
