@@ -399,6 +399,14 @@ struct LatencyHop {
     quantiles: Vec<(f64, f64)>,
 }
 
+/// A static query other than the path's (a port per hop): each hop's value once decoded.
+#[derive(Serialize)]
+struct StaticView {
+    query: String,
+    value: telemetry::pint::query::ValueKind,
+    hops: Vec<Option<u32>>,
+}
+
 #[derive(Serialize)]
 struct LatencyView {
     query: String,
@@ -453,6 +461,7 @@ struct FlowDetail {
     first_hop_pinned: bool,
     path_resets: u32,
     path_hops: Vec<HopView>,
+    static_values: Vec<StaticView>,
     latency: Vec<LatencyView>,
     aggregates: Vec<AggregateView>,
     counters: Vec<CounterView>,
@@ -470,6 +479,7 @@ fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
         first_hop_pinned: false,
         path_resets: f.path_resets,
         path_hops: Vec::new(),
+        static_values: Vec::new(),
         latency: Vec::new(),
         aggregates: Vec::new(),
         counters: f
@@ -577,7 +587,18 @@ fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
                         .collect(),
                 });
             }
-            QueryKind::StaticPerFlow { .. } => {}
+            QueryKind::StaticPerFlow { .. } => {
+                if Some(qi) == p.plan.path_query {
+                    continue;
+                }
+                if let (Some(st), Some(cx)) = (p.record.path(qi), path_context(plan, space, qi)) {
+                    d.static_values.push(StaticView {
+                        query: q.name.clone(),
+                        value: q.value,
+                        hops: (1..=k).map(|h| st.hop(cx, h)).collect(),
+                    });
+                }
+            }
         }
     }
     d

@@ -59,6 +59,8 @@ pub struct PintState {
     pub egress_port: u8,
     /// Whether hop 1 is pinned to the source's edge switch.
     pub first_pinned: bool,
+    /// The switch hop 1 was pinned to, when it was (not the trivial one-hop case).
+    first_pin: Option<u32>,
     /// Per (query, hop), at `query * k + hop - 1`: the index into the table's switch
     /// summaries once the hop's switch is decoded ([`NO_SLOT`] before), so that a sample of
     /// such a hop goes straight to its switch's summary. Empty until a hop is decoded.
@@ -147,6 +149,10 @@ pub struct FlowState {
     /// first switch, at the last), so that an epoch whose counts come in parts (a late
     /// flowset) adds only what is new.
     loss_fed: [(u64, u64, u64); LOSS_EPOCHS_KEPT],
+    /// A switch learned as the source's edge switch whose pin as hop 1 was followed by a
+    /// conflict: it may not be this flow's first hop (a multi-homed or anycast source, a
+    /// border switch the flow entered by another), so it is not pinned again.
+    owner_doubted: Option<u32>,
     /// Probes of the flow that left the network (it is a probe stream).
     pub probes: u64,
     /// Online detection on the flow's probes (sequence numbers, one-way delay).
@@ -481,9 +487,11 @@ impl FlowTable {
                 && flow.digests % 64 == 1
                 && let Some(o) = cx.registry.owner(d.key.src)
                 && o != reporter
+                && flow.owner_doubted != Some(o)
             {
                 p.record.pin(&p.plan.plan, space, 1, o);
                 p.first_pinned = true;
+                p.first_pin = Some(o);
                 path_read = true;
             }
             let sum_before = p
@@ -515,7 +523,11 @@ impl FlowTable {
                 cx.events.record(d.key, "latency", det.take_events());
             }
             if path_read && p.record.conflict() {
-                // The digests no longer fit one path: the route changed. Start over.
+                // The digests no longer fit one path: the route changed, or the switch
+                // pinned as the first hop is not this flow's. Start over, without that pin.
+                if let Some(o) = p.first_pin {
+                    flow.owner_doubted = Some(o);
+                }
                 flow.path_resets += 1;
                 self.stats.path_resets += 1;
                 flow.pint = Some(new_pint(plan, space, k, reporter, d));
@@ -1059,6 +1071,7 @@ fn flow_entry<'a>(
                 loss_unsettled: false,
                 probes: 0,
                 probe_detector: None,
+                owner_doubted: None,
             }))
         }
     }
@@ -1080,6 +1093,7 @@ fn new_pint(
         ingress_port: d.ingress_port,
         egress_port: d.egress_port,
         first_pinned: k == 1,
+        first_pin: None,
         summary_slots: Vec::new(),
     }
 }
@@ -1330,6 +1344,51 @@ mod tests {
         );
         assert_eq!(path, Some(vec![1, 2]));
         (cx, d.key)
+    }
+
+    /// A source's edge switch learned wrongly (a multi-homed host): pinned as the flow's
+    /// first hop, its conflict starts the path over without that pin, and the path decodes
+    /// and stays decoded (the pin came back every 64 digests and broke it each time).
+    #[test]
+    fn a_wrong_first_hop_pin_is_not_tried_again() {
+        let (mut cx, v) = context();
+        let line = Arc::new(Topology::line(3));
+        cx.topology = Some(Arc::clone(&line));
+        let plan = cx.registry.plan(v).unwrap();
+        let key = digest(v, 5, 0).key;
+        // The flow enters at switch 2 and leaves at 3; its source is believed behind 1.
+        cx.registry.learn_owners(&[(key.src, 1)]);
+        let mut t = FlowTable::new(10);
+        let path = [2u32, 3];
+        for n in 0..2000u32 {
+            let pid = n.wrapping_mul(0x9e37_79b9) ^ 0x5555;
+            let mut d = 0;
+            for (h, &s) in path.iter().enumerate() {
+                d = plan.plan.encode(
+                    d,
+                    &telemetry::pint::plan::HopInput {
+                        pid,
+                        hop: h + 1,
+                        switch_id: s,
+                        ingress_port: 1,
+                        egress_port: 0,
+                        hop_latency_ns: 1000,
+                        queue_bytes: 0,
+                        utilization: 1,
+                    },
+                );
+            }
+            let w = WireDigest {
+                pid,
+                hops: 2,
+                digest: d,
+                ..digest(v, 5, n)
+            };
+            t.add_digests(&cx, 3, &[w], &FlowRuns::default());
+        }
+        let f = &t.flows[&key];
+        assert_eq!(decoded_path(f, Space::Topology(&line)), Some(vec![2, 3]));
+        assert!(f.path_resets <= 2, "{} resets", f.path_resets);
     }
 
     /// Lost packets on the flow's link as the link's totals count them.

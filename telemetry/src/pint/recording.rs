@@ -8,6 +8,7 @@ use datasketches::kll::KllSketch;
 use crate::pint::compress::LogCompressor;
 use crate::pint::path_decoder::{PathContext, PathState, PathView, Space};
 use crate::pint::plan::{CompiledQuery, Plan, QueryKind, Reading};
+use crate::pint::query::ValueKind;
 use crate::pint::tape::{self, Slice};
 use crate::wire::shim::get_bits;
 
@@ -399,10 +400,36 @@ fn read_aggregate(a: &mut Aggregate, query: &CompiledQuery, field: u64, m: u64, 
     }
 }
 
-/// The path context of static query `q` of `plan`.
-pub fn path_context<'a>(plan: &'a Plan, space: Space<'a>, q: usize) -> Option<PathContext<'a>> {
-    match &plan.queries.get(q)?.kind {
-        QueryKind::StaticPerFlow { coding } => Some(PathContext { coding, space }),
+/// Port numbers a static port query's hops are decoded among: every port a switch may
+/// declare ([`crate::protocol::MAX_PORTS`]).
+static PORT_CANDIDATES: [u32; crate::protocol::MAX_PORTS] = {
+    let mut p = [0u32; crate::protocol::MAX_PORTS];
+    let mut i = 0;
+    while i < p.len() {
+        p[i] = i as u32;
+        i += 1;
+    }
+    p
+};
+
+/// Where static query `query`'s hop values are decoded among: switch IDs in `switches`
+/// (a topology, or the switches known), port numbers among every port a switch may have.
+pub fn query_space<'a>(query: &CompiledQuery, switches: Space<'a>) -> Space<'a> {
+    match query.value {
+        ValueKind::SwitchId => switches,
+        _ => Space::Ids(&PORT_CANDIDATES),
+    }
+}
+
+/// The path context of static query `q` of `plan`, its hops' values among `switches` for
+/// a switch ID query (ports among port numbers: [`query_space`]).
+pub fn path_context<'a>(plan: &'a Plan, switches: Space<'a>, q: usize) -> Option<PathContext<'a>> {
+    let query = plan.queries.get(q)?;
+    match &query.kind {
+        QueryKind::StaticPerFlow { coding } => Some(PathContext {
+            coding,
+            space: query_space(query, switches),
+        }),
         _ => None,
     }
 }
@@ -422,11 +449,17 @@ impl FlowRecord {
         self.k
     }
 
-    /// Fixes hop `hop` of every path query to `switch_id` (a hop the sink knows: the
-    /// reporting switch as the last, the source's edge switch as the first).
+    /// Fixes hop `hop` of every switch ID path query to `switch_id` (a hop the sink knows:
+    /// the reporting switch as the last, the source's edge switch as the first); port
+    /// queries are not pinned (the sink does not know those ports).
     pub fn pin(&mut self, plan: &Plan, space: Space<'_>, hop: usize, switch_id: u32) {
         for (q, slot) in self.slots.iter_mut().enumerate() {
-            if let (Slot::Path(p), Some(cx)) = (slot, path_context(plan, space, q)) {
+            let is_switch = plan
+                .queries
+                .get(q)
+                .is_some_and(|query| query.value == ValueKind::SwitchId);
+            if let (true, Slot::Path(p), Some(cx)) = (is_switch, slot, path_context(plan, space, q))
+            {
                 p.pin(cx, hop, switch_id);
             }
         }
@@ -489,6 +522,7 @@ impl FlowRecord {
                     if let Some(query) = plan.queries.get(q)
                         && let QueryKind::StaticPerFlow { coding } = &query.kind
                     {
+                        let space = query_space(query, space);
                         read_path(d, PathContext { coding, space }, query.width, pid, field);
                         path_read = true;
                     }
@@ -680,6 +714,63 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A plan with a static port query beside the path: the port query decodes to each
+    /// hop's egress port and the path to its switches, and pinning the known switches
+    /// touches the path only (a pinned port query contradicted its first digest, and the
+    /// record started over again and again, the path never decoded).
+    #[test]
+    fn port_queries_decode_to_ports_beside_the_path() {
+        let text = r#"
+global_bits = 16
+[[queries]]
+name = "path"
+value = "switch_id"
+aggregation = "static_per_flow"
+bits = 8
+[[queries]]
+name = "egress"
+value = "egress_port"
+aggregation = "static_per_flow"
+bits = 8
+frequency = 0.5
+"#;
+        let plan = Plan::compile(&crate::pint::query::QueryFile::from_toml(text).unwrap()).unwrap();
+        let switches = [3u32, 17, 12, 5, 9];
+        let ports = [1u32, 2, 40, 4, 0];
+        let ids: Vec<u32> = (1..=20).collect();
+        let space = Space::Ids(&ids);
+        let k = switches.len();
+        let mut rec = FlowRecord::new(&plan, k);
+        rec.pin(&plan, space, k, 9);
+        rec.pin(&plan, space, 1, 3);
+        for n in 0..3000u64 {
+            let pid = hash32(11, &[n]);
+            let mut digest = 0;
+            for (h, (&s, &e)) in switches.iter().zip(&ports).enumerate() {
+                let input = crate::pint::plan::HopInput {
+                    pid,
+                    hop: h + 1,
+                    switch_id: s,
+                    ingress_port: 0,
+                    egress_port: e,
+                    hop_latency_ns: 0,
+                    queue_bytes: 0,
+                    utilization: 1,
+                };
+                digest = plan.encode(digest, &input);
+            }
+            rec.record(&plan, space, pid, digest);
+            assert!(!rec.conflict(), "packet {n}");
+        }
+        let decoded = |q: usize| {
+            rec.path(q)
+                .unwrap()
+                .path(path_context(&plan, space, q).unwrap())
+        };
+        assert_eq!(decoded(0), Some(switches.to_vec()));
+        assert_eq!(decoded(1), Some(ports.to_vec()));
     }
 
     /// The library never keeps more items than the bound the sizing relies on.
