@@ -372,6 +372,9 @@ fn switch_config(lab: &Lab, n: u32, tables: &Tables, at: &Endpoints, quiet: bool
         );
     }
     s.push_str("[telemetry]\n");
+    // The path-length bound covers the longest route (the query file's default, 10, for
+    // shorter ones), unless the query file gives its own.
+    let _ = writeln!(s, "path_length_bound = {}", lab.longest_route().max(10));
     if let Some(q) = &lab.queries {
         let _ = writeln!(s, "queries = {}", toml_string(&q.display().to_string()));
     }
@@ -408,6 +411,14 @@ fn generator_args(lab: &Lab, n: u32, at: &Endpoints) -> Vec<String> {
         host_mac(n).to_string(),
         "--dst-mac".into(),
         port_mac(n, 0).to_string(),
+        // Enough TTL for the longest route (a host's usual 64 where that is enough).
+        "--ttl".into(),
+        if lab.longest_route() < 64 {
+            "64"
+        } else {
+            "255"
+        }
+        .into(),
     ];
     if !dsts.is_empty() {
         a.extend([
@@ -602,11 +613,17 @@ mod tests {
         let plan = LabPlan::new(&lab, &at()).unwrap();
         assert_eq!(plan.switches.len(), 5);
         assert_eq!(plan.generators.len(), 3);
+        // Routes of 3 switches: the hosts' usual TTL, the query file's default bound.
+        for g in &plan.generators {
+            let at = g.args.iter().position(|a| a == "--ttl").unwrap();
+            assert_eq!(g.args[at + 1], "64");
+        }
         for s in &plan.switches {
             let c = control::Config::from_toml(&s.text)
                 .unwrap_or_else(|e| panic!("{}: {e}\n{}", s.name, s.text));
             assert_eq!(c.tables(), s.tables, "{}", s.name);
             assert!(c.telemetry.enabled && c.telemetry.sink.is_some());
+            assert_eq!(c.telemetry.path_length_bound, Some(10));
             // Fabric ports leave room for the longest shim: hosts' largest packets carry
             // telemetry too.
             assert!(c.shim_room_warnings(14).is_empty(), "{}", s.name);

@@ -150,6 +150,9 @@ pub struct Traffic {
 /// 100 ms (1580) none.
 pub const DEFAULT_FLOWSETS_PER_SECOND: u64 = 2000;
 
+/// Switches a route between hosts may cross: a hop's index counts the TTL modulo 128.
+pub const MAX_ROUTE_SWITCHES: usize = 127;
+
 /// The FlowRadar epoch of a lab of `switches` that does not set `switches.epoch_ms`: 10 ms
 /// (the switch's default), or, for a lab whose switches would send the sink more than
 /// [`DEFAULT_FLOWSETS_PER_SECOND`] flowsets a second at 10 ms, the shortest multiple of 10
@@ -492,7 +495,7 @@ impl Lab {
             });
         }
         let sensitivity = raw.sink.sensitivity.unwrap_or_else(|| "medium".into());
-        Ok(Lab {
+        let lab = Lab {
             name,
             description: raw.description.unwrap_or_default(),
             duration_s,
@@ -516,7 +519,45 @@ impl Lab {
             impair,
             sensitivity,
             sink_args: raw.sink.args.unwrap_or_default(),
-        })
+        };
+        let longest = lab.longest_route();
+        if longest > MAX_ROUTE_SWITCHES {
+            return Err(key_err(
+                "topology",
+                format!(
+                    "the longest route between hosts crosses {longest} switches; a lab routes across at most {MAX_ROUTE_SWITCHES} (a hop's index counts the TTL modulo 128)"
+                ),
+            ));
+        }
+        Ok(lab)
+    }
+
+    /// Switches on the longest route between hosts that send to each other.
+    pub fn longest_route(&self) -> usize {
+        let rows = self.hops_from_senders();
+        self.traffic
+            .pairs
+            .iter()
+            .map(|&(a, b)| rows[a as usize][b as usize] as usize + 1)
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// The pairs that carry traffic: each sender's flow `i` (and probe stream `i`) goes to
+    /// its destination `i` modulo their number, so with fewer flows than destinations the
+    /// later destinations get none.
+    pub fn active_pairs(&self) -> Vec<(u32, u32)> {
+        let per_sender = self.traffic.flows.max(self.traffic.probes) as usize;
+        let mut out = Vec::new();
+        for &h in &self.hosts {
+            out.extend(
+                self.destinations(h)
+                    .into_iter()
+                    .take(per_sender)
+                    .map(|d| (h, d)),
+            );
+        }
+        out
     }
 
     /// What the lab left out of its topology file, for the user (None: nothing).
@@ -542,6 +583,24 @@ impl Lab {
         // Hops from sender `a` to any switch `b` (rows only exist for senders).
         let d = |a: u32, b: u32| -> u64 { u64::from(rows[a as usize][b as usize]) };
         let mut warnings = Vec::new();
+        let active = self.active_pairs();
+        if active.len() < self.traffic.pairs.len() {
+            warnings.push(format!(
+                "traffic.flows: {} flows a host, but hosts send to up to {} others: {} of the {} host pairs get no traffic (each flow goes to one destination, in turn)",
+                self.traffic.flows.max(self.traffic.probes),
+                self.hosts.iter().map(|&h| self.destinations(h).len()).max().unwrap_or(0),
+                self.traffic.pairs.len() - active.len(),
+                self.traffic.pairs.len()
+            ));
+        }
+        for &h in &self.hosts {
+            if !self.traffic.pairs.iter().any(|&(a, b)| a == h || b == h) {
+                warnings.push(format!(
+                    "topology.hosts: `{}` has hosts, but no route to another switch with hosts: they send and receive nothing",
+                    self.shown(h)
+                ));
+            }
+        }
         for (i, x) in self.impair.iter().enumerate() {
             if x.from_s >= self.duration_s {
                 warnings.push(format!(
@@ -550,9 +609,7 @@ impl Lab {
                     x.from_s, self.duration_s
                 ));
             }
-            let crossed = self
-                .traffic
-                .pairs
+            let crossed = active
                 .iter()
                 .any(|&(a, b)| d(a, x.from) + 1 + d(b, x.to) == d(a, b));
             if !crossed {
@@ -848,6 +905,64 @@ mod tests {
             ),
             "topology.links"
         );
+    }
+
+    /// Routes too long for a hop index are refused; hosts with nobody to talk to, and
+    /// destinations no flow goes to, are said, and an impairment only they would cross acts
+    /// on no traffic.
+    #[test]
+    fn routes_and_hosts_that_carry_no_traffic_are_said() {
+        let line = |n: usize| {
+            let links: Vec<String> = (1..n)
+                .map(|i| format!("[\"s{}\", \"s{i}\"]", i - 1))
+                .collect();
+            format!(
+                "[topology]\nkind = \"links\"\nlinks = [{}]\nhosts = [\"s0\", \"s{}\"]\n",
+                links.join(", "),
+                n - 1
+            )
+        };
+        assert_eq!(parse(&line(127)).unwrap().longest_route(), 127);
+        let e = parse(&line(128)).unwrap_err();
+        assert!(e.to_string().contains("128 switches"), "{e}");
+        assert_eq!(key(e), "topology");
+        // A file whose c - d lies apart from a - b: d has hosts and no one to talk to.
+        let dir = std::env::temp_dir().join(format!("pint-lab-apart-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("apart.gml"),
+            "graph [\n  node [ id 0 label \"a\" ]\n  node [ id 1 label \"b\" ]\n  node [ id 2 label \"c\" ]\n  node [ id 3 label \"d\" ]\n  edge [ source 0 target 1 ]\n  edge [ source 2 target 3 ]\n]\n",
+        )
+        .unwrap();
+        let apart = Lab::parse(
+            "[topology]\nkind = \"file\"\npath = \"apart.gml\"\nhosts = [\"a\", \"b\", \"d\"]\n",
+            &dir,
+            "t",
+        )
+        .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let w = apart.impairment_warnings();
+        assert!(w.len() == 1 && w[0].contains("(d)`"), "{w:?}");
+        // A star of 5 hosts around a hub, 2 flows a host and no probes: each host sends to
+        // its first two destinations only; the link to e (nobody's first two) carries nothing.
+        let star = |impair: &str| {
+            parse(&format!(
+                "[topology]\nkind = \"links\"\nlinks = [[\"h\", \"a\"], [\"h\", \"b\"], [\"h\", \"c\"], [\"h\", \"d\"], [\"h\", \"e\"]]\n\
+                 hosts = [\"a\", \"b\", \"c\", \"d\", \"e\"]\n[traffic]\nflows = 2\nprobes = 0\n{impair}"
+            ))
+            .unwrap()
+        };
+        let s = star("");
+        assert_eq!(s.active_pairs().len(), 10);
+        let w = s.impairment_warnings();
+        assert!(
+            w.len() == 1 && w[0].contains("10 of the 20 host pairs"),
+            "{w:?}"
+        );
+        let w = star("[[impair]]\nlink = [\"h\", \"e\"]\nloss = 0.1\n").impairment_warnings();
+        assert!(w.len() == 2 && w[1].contains("acts on no traffic"), "{w:?}");
+        let w = star("[[impair]]\nlink = [\"h\", \"b\"]\nloss = 0.1\n").impairment_warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
     }
 
     #[test]
