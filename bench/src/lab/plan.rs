@@ -653,7 +653,15 @@ mod tests {
     #[test]
     fn any_switch_name_gives_valid_configs() {
         let dir = crate::scratch::Scratch::new("lab-names").unwrap();
-        let nodes = ["New York", "São Paulo", "a:b", "a_b", "x/y &quot;q&quot;"];
+        let long = "n".repeat(300);
+        let nodes = [
+            "New York",
+            "São Paulo",
+            "a:b",
+            "a_b",
+            "x/y &quot;q&quot;",
+            &long,
+        ];
         let mut g = String::from(
             "<graphml xmlns=\"http://graphml.graphdrawing.org/xmlns\"><graph edgedefault=\"undirected\">",
         );
@@ -686,7 +694,8 @@ mod tests {
                 "switch-São_Paulo~2.toml",
                 "switch-a_b~3.toml",
                 "switch-a_b.toml",
-                "switch-x_y__q_~5.toml"
+                "switch-x_y__q_~5.toml",
+                &format!("switch-{}~6.toml", "n".repeat(100)),
             ]
         );
         for s in &plan.switches {

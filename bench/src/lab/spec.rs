@@ -150,6 +150,9 @@ pub struct Traffic {
 /// 100 ms (1580) none.
 pub const DEFAULT_FLOWSETS_PER_SECOND: u64 = 2000;
 
+/// The longest a switch's name is kept in its file names (then shortened, its ID added).
+const SAFE_NAME_BYTES: usize = 100;
+
 /// Switches a route between hosts may cross: a hop's index counts the TTL modulo 128.
 pub const MAX_ROUTE_SWITCHES: usize = 127;
 
@@ -290,20 +293,31 @@ impl Lab {
         let (topology, default_hosts, left_out) = topology(&raw.topology, base)?;
         // A switch by its name, or by a label (a Topology Zoo place name) no other has.
         let node_of = |name: &str, key: &str| -> Result<u32, LabError> {
-            topology.find(name).map_err(|e| match e {
-                FindError::AmbiguousLabel(_) => key_err(key, format!("`{name}` is {e}")),
-                FindError::Unknown
-                    if left_out
-                        .iter()
-                        .any(|(n, l)| n == name || l.as_deref() == Some(name)) =>
-                {
-                    key_err(
-                        key,
-                        format!("`{name}` is on no link in the topology (left out of the lab)"),
-                    )
-                }
-                FindError::Unknown => key_err(key, format!("no switch is called `{name}`")),
-            })
+            // Last, a number is a switch ID (a TOML adjacency file's switches are named
+            // `s<ID>`).
+            let by_id = || {
+                name.trim()
+                    .parse::<u32>()
+                    .ok()
+                    .and_then(|id| topology.node(id))
+            };
+            topology
+                .find(name)
+                .or_else(|e| by_id().ok_or(e))
+                .map_err(|e| match e {
+                    FindError::AmbiguousLabel(_) => key_err(key, format!("`{name}` is {e}")),
+                    FindError::Unknown
+                        if left_out
+                            .iter()
+                            .any(|(n, l)| n == name || l.as_deref() == Some(name)) =>
+                    {
+                        key_err(
+                            key,
+                            format!("`{name}` is on no link in the topology (left out of the lab)"),
+                        )
+                    }
+                    FindError::Unknown => key_err(key, format!("no switch is called `{name}`")),
+                })
         };
         let mut hosts = match &raw.topology.hosts {
             Some(h) => h
@@ -643,10 +657,17 @@ impl Lab {
     pub fn safe_name(&self, n: u32) -> String {
         let name = self.name(n);
         let ok = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.');
-        if !name.is_empty() && name.chars().all(ok) {
+        if !name.is_empty() && name.len() <= SAFE_NAME_BYTES && name.chars().all(ok) {
             return name.to_owned();
         }
-        let kept: String = name.chars().map(|c| if ok(c) { c } else { '_' }).collect();
+        // Shortened too where it is long (a file name has at most 255 bytes).
+        let mut kept = String::new();
+        for c in name.chars().map(|c| if ok(c) { c } else { '_' }) {
+            if kept.len() + c.len_utf8() > SAFE_NAME_BYTES {
+                break;
+            }
+            kept.push(c);
+        }
         format!("{kept}~{}", self.switch_id(n))
     }
 
@@ -943,6 +964,19 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         let w = apart.impairment_warnings();
         assert!(w.len() == 1 && w[0].contains("(d)`"), "{w:?}");
+        // A TOML adjacency file's switches by ID: `"10"` is the switch it names `s10`.
+        let dir = std::env::temp_dir().join(format!("pint-lab-ids-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ids.toml"), "links = [[10, 20], [20, 30]]\n").unwrap();
+        let by_id = Lab::parse(
+            "[topology]\nkind = \"file\"\npath = \"ids.toml\"\nhosts = [\"10\", \"s30\"]\n",
+            &dir,
+            "t",
+        )
+        .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let hosts: Vec<u32> = by_id.hosts.iter().map(|&h| by_id.switch_id(h)).collect();
+        assert_eq!(hosts, [10, 30]);
         // A star of 5 hosts around a hub, 2 flows a host and no probes: each host sends to
         // its first two destinations only; the link to e (nobody's first two) carries nothing.
         let star = |impair: &str| {

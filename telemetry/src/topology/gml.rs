@@ -196,7 +196,7 @@ impl Topology {
                 let owner = format!("node {} (in file order)", names.len() + 1);
                 let id = field("id", &owner)?;
                 if index.insert(id.clone(), names.len() as u32).is_some() {
-                    return Err(format!("node id `{id}` appears twice"));
+                    return Err(format!("{owner}: node id `{id}` appears twice"));
                 }
                 names.push(id);
                 labels.push(pairs.iter().find_map(|(k, v)| match v {

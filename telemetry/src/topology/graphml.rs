@@ -2,7 +2,8 @@
 //!
 //! Every `<node>` is a switch, numbered in file order, named by its `id` and labelled by its
 //! `<data>` for the node key whose `attr.name` is `label` (the Topology Zoo's place names,
-//! NetworkX's labels), else by yEd's `<y:NodeLabel>`, if any; every `<edge>` a
+//! NetworkX's labels), else by yEd's `<y:NodeLabel>`, else by its `<data>` for a key named
+//! `name` (igraph's vertex names), if any; every `<edge>` a
 //! link between its `source` and `target`, whatever the graph's `edgedefault` (links carry
 //! traffic both ways). Elements are matched by local name, so a file that gives the GraphML
 //! namespace a prefix (`<g:node>`) reads the same. Nodes of nested graphs (yEd's groups)
@@ -14,11 +15,13 @@ use quick_xml::events::Event;
 use super::Topology;
 use super::text::line_of;
 
-/// A node label being read: its node, the element it is the text of, the text so far.
+/// A node label being read: its node, the element it is the text of, the text so far, and
+/// whether it is only a name (a label wins over it).
 struct Reading {
     node: usize,
     element: &'static [u8],
     label: String,
+    fallback: bool,
 }
 
 impl Topology {
@@ -28,13 +31,15 @@ impl Topology {
         let mut names: Vec<String> = Vec::new();
         let mut index = std::collections::HashMap::new();
         let mut labels: Vec<Option<String>> = Vec::new();
-        let mut raw_edges: Vec<(String, String)> = Vec::new();
+        let mut raw_edges: Vec<(String, String, usize)> = Vec::new();
         let mut saw_graph = false;
         // The ids of the keys that label nodes; the open nodes, graphs and edges, innermost
         // last (a node by its number, the others as `OTHER`); the label being read (its
         // node) while inside its `<data>`.
         const OTHER: usize = usize::MAX;
         let mut label_keys: Vec<String> = Vec::new();
+        let mut name_keys: Vec<String> = Vec::new();
+        let mut fallback_labels: Vec<Option<String>> = Vec::new();
         let mut open_nodes: Vec<usize> = Vec::new();
         let mut reading: Option<Reading> = None;
         // The line of a byte of the text, for errors (whatever the file's encoding was).
@@ -69,7 +74,12 @@ impl Topology {
                         let r = reading.take().expect("checked");
                         let label = r.label.trim();
                         if super::is_label(label) {
-                            labels[r.node] = Some(label.to_owned());
+                            let slot = if r.fallback {
+                                &mut fallback_labels[r.node]
+                            } else {
+                                &mut labels[r.node]
+                            };
+                            *slot = Some(label.to_owned());
                         }
                     }
                     _ => {}
@@ -103,36 +113,40 @@ impl Topology {
                             let id = attr(b"id")?
                                 .ok_or_else(|| format!("line {at}: a <node> has no id"))?;
                             if index.insert(id.clone(), names.len() as u32).is_some() {
-                                return Err(format!("node id `{id}` appears twice"));
+                                return Err(format!("line {at}: node id `{id}` appears twice"));
                             }
                             if opens {
                                 open_nodes.push(names.len());
                             }
                             names.push(id);
                             labels.push(None);
+                            fallback_labels.push(None);
                         }
                         b"key" => {
                             let for_nodes = matches!(
                                 attr(b"for")?.as_deref(),
                                 None | Some("node") | Some("all")
                             );
-                            if for_nodes
-                                && attr(b"attr.name")?.as_deref() == Some("label")
-                                && let Some(id) = attr(b"id")?
-                            {
-                                label_keys.push(id);
+                            if for_nodes && let Some(id) = attr(b"id")? {
+                                match attr(b"attr.name")?.as_deref() {
+                                    Some("label") => label_keys.push(id),
+                                    Some("name") => name_keys.push(id),
+                                    _ => {}
+                                }
                             }
                         }
                         b"data" if opens => {
                             // A node's own data: the innermost open node's, outside edges.
                             if let Some(&node) = open_nodes.last()
                                 && node != OTHER
-                                && attr(b"key")?.is_some_and(|k| label_keys.contains(&k))
+                                && let Some(k) = attr(b"key")?
+                                && (label_keys.contains(&k) || name_keys.contains(&k))
                             {
                                 reading = Some(Reading {
                                     node,
                                     element: b"data",
                                     label: String::new(),
+                                    fallback: !label_keys.contains(&k),
                                 });
                             }
                         }
@@ -147,6 +161,7 @@ impl Topology {
                                     node,
                                     element: b"NodeLabel",
                                     label: String::new(),
+                                    fallback: false,
                                 });
                             }
                         }
@@ -155,7 +170,7 @@ impl Topology {
                                 .ok_or_else(|| format!("line {at}: an <edge> has no source"))?;
                             let t = attr(b"target")?
                                 .ok_or_else(|| format!("line {at}: an <edge> has no target"))?;
-                            raw_edges.push((s, t));
+                            raw_edges.push((s, t, at));
                             if opens {
                                 open_nodes.push(OTHER);
                             }
@@ -178,17 +193,21 @@ impl Topology {
             return Err("the graph has no nodes".into());
         }
         let mut edges = Vec::with_capacity(raw_edges.len());
-        for (s, t) in raw_edges {
+        for (s, t, at) in raw_edges {
             let a = *index
                 .get(&s)
-                .ok_or_else(|| format!("edge source `{s}` is not a node"))?;
+                .ok_or_else(|| format!("line {at}: edge source `{s}` is not a node"))?;
             let b = *index
                 .get(&t)
-                .ok_or_else(|| format!("edge target `{t}` is not a node"))?;
+                .ok_or_else(|| format!("line {at}: edge target `{t}` is not a node"))?;
             edges.push((a, b));
         }
         let mut t = Topology::from_edges(name, names, &edges);
-        t.labels = labels;
+        t.labels = labels
+            .into_iter()
+            .zip(fallback_labels)
+            .map(|(l, n)| l.or(n))
+            .collect();
         Ok(t)
     }
 }
@@ -216,6 +235,32 @@ mod tests {
             .is_err()
         );
         assert!(Topology::parse_graphml("g", "<graphml><graph><node").is_err());
+        // Errors about nodes and edges give their line.
+        let twice = "<graphml><graph>\n<node id=\"a\"/>\n<node id=\"a\"/></graph></graphml>";
+        let e = Topology::parse_graphml("g", twice).unwrap_err();
+        assert!(e.starts_with("line 3:") && e.contains("twice"), "{e}");
+        let stray = "<graphml><graph>\n<node id=\"a\"/>\n\n<edge source=\"a\" target=\"z\"/></graph></graphml>";
+        let e = Topology::parse_graphml("g", stray).unwrap_err();
+        assert!(e.starts_with("line 4:") && e.contains("`z`"), "{e}");
+    }
+
+    /// igraph's vertex names (a key named `name`) label nodes that no `label` key labels.
+    #[test]
+    fn names_label_nodes_a_label_does_not() {
+        let g = r#"<graphml>
+            <key id="v_name" for="node" attr.name="name" attr.type="string"/>
+            <key id="v_label" for="node" attr.name="label" attr.type="string"/>
+            <graph edgedefault="undirected">
+              <node id="n0"><data key="v_name">Berlin</data></node>
+              <node id="n1"><data key="v_name">Paris</data><data key="v_label">FR-1</data></node>
+              <node id="n2"/>
+              <edge source="n0" target="n1"/><edge source="n1" target="n2"/>
+            </graph></graphml>"#;
+        let t = Topology::parse_graphml("g", g).unwrap();
+        assert_eq!(
+            t.labels,
+            [Some("Berlin".to_owned()), Some("FR-1".to_owned()), None]
+        );
     }
 
     #[test]
@@ -253,9 +298,10 @@ mod tests {
     }
 
     #[test]
-    fn labels_come_from_the_node_label_key_only() {
+    fn labels_come_from_the_node_label_key_then_a_name_key() {
         // A label key for all elements: the edge's and the nested graph's labels are not the
-        // node's; another key named differently is not a label; CDATA reads as text.
+        // node's; a key called `name` labels only a node no label key labels; CDATA reads as
+        // text.
         let g = r#"<graphml>
             <key id="l" for="all" attr.name="label"/><key id="x" for="node" attr.name="name"/>
             <graph>
@@ -273,7 +319,7 @@ mod tests {
         assert_eq!(t.names, ["a", "g", "b", "c"]);
         assert_eq!(
             t.labels,
-            [Some("A & co"), None, Some("Bee"), None].map(|l| l.map(String::from))
+            [Some("A & co"), None, Some("Bee"), Some("named")].map(|l| l.map(String::from))
         );
     }
 
