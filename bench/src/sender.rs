@@ -633,9 +633,12 @@ impl Receiver {
             let data = m.data();
             if let (Some(w), Some(stamp)) = (&mut self.capture, wall) {
                 let t = std::time::Duration::from_nanos(stamp);
+                // A frame in several segments (a jumbo frame on a scattering port) is kept
+                // as its first segment, with its whole length on the wire: readers see it
+                // was cut, not a shorter frame.
                 let written = w.write_packet(&pcap_file::pcap::PcapPacket::new(
                     t,
-                    data.len() as u32,
+                    m.pkt_len().max(data.len()) as u32,
                     data,
                 ));
                 if let Err(e) = written {

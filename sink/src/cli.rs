@@ -108,11 +108,17 @@ const fn sink_default_rate() -> u32 {
 /// HOST:PORT, HOST an address or a name (a collector's service name), looked up now.
 fn host_port(s: &str) -> Result<SocketAddr, String> {
     use std::net::ToSocketAddrs;
-    let mut addrs = s
+    let addrs: Vec<SocketAddr> = s
         .to_socket_addrs()
-        .map_err(|e| format!("`{s}` is not HOST:PORT with a HOST that resolves: {e}"))?;
+        .map_err(|e| format!("`{s}` is not HOST:PORT with a HOST that resolves: {e}"))?
+        .collect();
+    // IPv4 first: `localhost` often resolves to ::1 first, where a collector bound to
+    // 0.0.0.0 does not listen.
     addrs
-        .next()
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
         .ok_or_else(|| format!("`{s}`: the name has no address"))
 }
 
@@ -228,7 +234,7 @@ mod tests {
             Ok("127.0.0.1:4739".parse().unwrap())
         );
         let by_name = host_port("localhost:4739").unwrap();
-        assert!(by_name.ip().is_loopback() && by_name.port() == 4739);
+        assert_eq!(by_name, "127.0.0.1:4739".parse().unwrap());
         for bad in ["localhost", "127.0.0.1", "no such host.invalid:1"] {
             assert!(host_port(bad).is_err(), "{bad}");
         }

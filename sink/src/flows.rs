@@ -106,6 +106,13 @@ struct LinkLoss {
     offset: i64,
 }
 
+/// Unsure switches a flow remembers before its path is known; beyond, every link counts
+/// from the path's decoding.
+const UNSETTLED_KEPT: usize = 32;
+
+/// [`FlowState::loss_unsettled`] for "every switch".
+const ALL_UNSETTLED: u32 = u32::MAX;
+
 /// Moves a count of flows with a property when one flow gains or loses it.
 fn adjust(v: &mut u64, was: bool, is: bool) {
     match (was, is) {
@@ -138,9 +145,10 @@ pub struct FlowState {
     /// Counters per switch.
     pub counts: Vec<SwitchCount>,
     loss: Vec<LinkLoss>,
-    /// Counts of an unsure switch came before the flow's path was known: its links' loss
+    /// Switches whose counts were unsure in an epoch that counted the flow before its path
+    /// was known (sorted; [`ALL_UNSETTLED`] alone when too many to list): their links' loss
     /// counts from when the path is first known.
-    loss_unsettled: bool,
+    loss_unsettled: Vec<u32>,
     /// Online detection on the flow's end-to-end latency (from a latency-sum query).
     latency_detector: Option<Box<Detector>>,
     /// Online detection on the flow's loss (from its counters at its first and last switch).
@@ -762,8 +770,20 @@ impl FlowTable {
             }
         };
         let Some(path) = decoded_path(flow, space) else {
-            flow.loss_unsettled |= !unsure.is_empty();
+            let u = &mut flow.loss_unsettled;
+            if u.first() != Some(&ALL_UNSETTLED) {
+                u.extend_from_slice(unsure);
+                u.sort_unstable();
+                u.dedup();
+                if u.len() > UNSETTLED_KEPT {
+                    *u = vec![ALL_UNSETTLED];
+                }
+            }
             return;
+        };
+        let unsettled = |s: u32| {
+            let u = &flow.loss_unsettled;
+            u.first() == Some(&ALL_UNSETTLED) || u.binary_search(&s).is_ok()
         };
         let count = |s: u32| {
             flow.counts
@@ -774,9 +794,14 @@ impl FlowTable {
         let mut now = Vec::with_capacity(path.len().saturating_sub(1));
         for w in path.windows(2) {
             let (a, b) = (w[0], w[1]);
-            // Counted before the link; after it, counted or known to be zero (the switch
-            // exports, so a flow it never counted had no packet there).
-            let Some(up) = count(a) else { continue };
+            // Counted before the link (or, in an epoch unsure there, possibly missed); after
+            // it, counted or known to be zero (the switch exports, so a flow it never counted
+            // had no packet there).
+            let up = match count(a) {
+                Some(u) => u,
+                None if is_unsure(a) || is_unsure(b) => 0,
+                None => continue,
+            };
             let down = match count(b) {
                 Some(d) => d,
                 None if cx.registry.switch(b).is_some() => 0,
@@ -795,7 +820,7 @@ impl FlowTable {
             } else {
                 let offset = match old {
                     Some(o) => o.offset,
-                    None if flow.loss_unsettled => raw,
+                    None if unsettled(a) || unsettled(b) => raw,
                     None => 0,
                 };
                 LinkLoss {
@@ -806,7 +831,7 @@ impl FlowTable {
                 }
             });
         }
-        flow.loss_unsettled = false;
+        flow.loss_unsettled = Vec::new();
         let before = std::mem::take(&mut flow.loss);
         for l in &now {
             let old = before.iter().find(|o| o.link == l.link);
@@ -1068,7 +1093,7 @@ fn flow_entry<'a>(
                 latency_detector: None,
                 loss_detector: None,
                 loss_fed: [(u64::MAX, 0, 0); LOSS_EPOCHS_KEPT],
-                loss_unsettled: false,
+                loss_unsettled: Vec::new(),
                 probes: 0,
                 probe_detector: None,
                 owner_doubted: None,
@@ -1346,6 +1371,44 @@ mod tests {
         (cx, d.key)
     }
 
+    /// The flow's first epoch unsure at its first switch (which missed it): the link keeps
+    /// no loss from it, and what follows counts from there (it read as 50 packets more
+    /// arriving than were sent).
+    #[test]
+    fn a_first_epoch_unsure_upstream_adds_no_loss() {
+        let mut t = FlowTable::new(10);
+        let (cx, key) = two_hop_flow(&mut t);
+        t.add_counts(&cx, 1, (1000, 10), &[(key, 2, 50, 5_000)], &[1]);
+        assert_eq!(lost(&t, key), (0, 0, 0));
+        t.add_counts(
+            &cx,
+            2,
+            (1010, 10),
+            &[(key, 1, 100, 10_000), (key, 2, 99, 9_900)],
+            &[],
+        );
+        assert_eq!(lost(&t, key), (1, 1, 0));
+        // Unsure switches elsewhere in the network, before a path is known, leave the loss of
+        // links they are not on as it is.
+        let mut t = FlowTable::new(10);
+        let (mut cx, v) = context();
+        cx.topology = Some(Arc::new(Topology::line(2)));
+        let d = WireDigest {
+            hops: 2,
+            ..digest(v, 8, 1)
+        };
+        t.add_counts(
+            &cx,
+            1,
+            (1000, 10),
+            &[(d.key, 1, 10, 1_000), (d.key, 2, 7, 700)],
+            &[44],
+        );
+        cx.registry.learn_owners(&[(d.key.src, 1)]);
+        t.add_digests(&cx, 2, &[d], &FlowRuns::default());
+        assert_eq!(lost(&t, d.key), (3, 3, 0));
+    }
+
     /// A source's edge switch learned wrongly (a multi-homed host): pinned as the flow's
     /// first hop, its conflict starts the path over without that pin, and the path decodes
     /// and stays decoded (the pin came back every 64 digests and broke it each time).
@@ -1401,9 +1464,9 @@ mod tests {
         )
     }
 
-    /// An epoch whose counts at one end of a link are unsure (its flowset missing or not
-    /// decoded whole, or late) adds no loss to the link: the difference it leaves is what
-    /// that end missed. Loss before and after it still counts.
+    /// An epoch whose counts at one end of a link are unsure (its flowset not decoded whole,
+    /// or its switch disconnected) adds no loss to the link: the difference it leaves is
+    /// what that end missed. Loss before and after it still counts.
     #[test]
     fn an_epoch_unsure_at_one_end_adds_no_loss() {
         let mut t = FlowTable::new(10);
@@ -1417,11 +1480,8 @@ mod tests {
             &[],
         );
         assert_eq!(lost(&t, key), (3, 3, 0));
-        // Epoch 2: switch 2's flowset did not come: the flow looks vanished there, but is not.
+        // Epoch 2: switch 2 did not decode the flow: it looks vanished there, but is not.
         t.add_counts(&cx, 2, (1010, 10), &[(key, 1, 100, 10_000)], &[2]);
-        assert_eq!(lost(&t, key), (3, 3, 0));
-        // Its late flowset: counts at switch 2, unsure again.
-        t.add_counts(&cx, 2, (1010, 10), &[(key, 2, 100, 10_000)], &[2]);
         assert_eq!(lost(&t, key), (3, 3, 0));
         // Epoch 3: switch 1 not decoded whole (it missed the flow), switch 2 counted it.
         t.add_counts(&cx, 3, (1020, 10), &[(key, 2, 50, 5_000)], &[1]);

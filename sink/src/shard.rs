@@ -170,10 +170,22 @@ pub fn run(
             );
         }
     }
+    // At the stop every flow's record goes, more at once than the queue holds while the
+    // exporter paces its messages: wait for room, unless the exporter has once made a record
+    // wait 5 s (stuck: the rest are dropped, counted, and the stop goes on).
+    let mut stuck = false;
+    let until_room = |e: FlowExport| match &exports {
+        Some(tx) if !stuck => {
+            stuck = tx.send_timeout(e, Duration::from_secs(5)).is_err();
+            !stuck
+        }
+        Some(tx) => tx.try_send(e).is_ok(),
+        None => true,
+    };
     table
         .lock()
         .expect("flow table lock")
-        .flush(Some(&cx.events), send);
+        .flush(Some(&cx.events), until_room);
 }
 
 #[cfg(test)]

@@ -68,19 +68,27 @@ pub struct Transport {
 }
 
 impl Transport {
-    /// The transport layer of an untagged Ethernet II / IPv4 frame carrying UDP or TCP (the
-    /// first fragment or an unfragmented packet), if it is one and its headers are whole.
+    /// The transport layer of an Ethernet II / IPv4 frame carrying UDP or TCP (the first
+    /// fragment or an unfragmented packet), behind up to two VLAN tags (802.1Q, 802.1ad: a
+    /// receiver on a tagging trunk), if it is one and its headers are whole.
     pub fn parse(f: &[u8]) -> Option<Transport> {
-        if f.get(12..14)? != [0x08, 0x00] || f.get(14)? >> 4 != 4 {
+        let mut ip = 14;
+        for _ in 0..2 {
+            match f.get(ip - 2..ip)? {
+                [0x81, 0x00] | [0x88, 0xa8] => ip += 4,
+                _ => break,
+            }
+        }
+        if f.get(ip - 2..ip)? != [0x08, 0x00] || f.get(ip)? >> 4 != 4 {
             return None;
         }
-        let ihl = usize::from(f[14] & 0x0f) * 4;
-        let frag_offset = u16::from_be_bytes([*f.get(20)?, *f.get(21)?]) & 0x1fff;
+        let ihl = usize::from(f[ip] & 0x0f) * 4;
+        let frag_offset = u16::from_be_bytes([*f.get(ip + 6)?, *f.get(ip + 7)?]) & 0x1fff;
         if ihl < 20 || frag_offset != 0 {
             return None;
         }
-        let l4_at = 14 + ihl;
-        let tcp = match f.get(23)? {
+        let l4_at = ip + ihl;
+        let tcp = match f.get(ip + 9)? {
             6 => true,
             17 => false,
             _ => return None,
@@ -94,7 +102,7 @@ impl Transport {
             return None;
         }
         Some(Transport {
-            src: u32::from_be_bytes([f[26], f[27], f[28], f[29]]),
+            src: u32::from_be_bytes([f[ip + 12], f[ip + 13], f[ip + 14], f[ip + 15]]),
             tcp,
             dport: u16::from_be_bytes([f[l4_at + 2], f[l4_at + 3]]),
             l4_at,
@@ -427,6 +435,38 @@ mod tests {
         assert!(Transport::parse(&icmp).is_none());
         assert!(FlowTag::decode(&[0u8; 12]).is_none());
         assert!(FlowTag::decode(b"PGT1").is_none());
+    }
+
+    /// A frame behind one or two VLAN tags (a receiver on a tagging trunk) parses as the
+    /// untagged one does, its offsets past the tags.
+    #[test]
+    fn tagged_frames_parse_past_their_tags() {
+        let f = frame(true, 80, FlowTag { flow: 3, seq: 9 });
+        let plain = Transport::parse(&f).unwrap();
+        // Each tag: its TPID and a TCI (VLAN 5 or 7), between the addresses and the
+        // EtherType.
+        for tags in [
+            &[0x81u8, 0x00, 0, 5][..],
+            &[0x88, 0xa8, 0, 7, 0x81, 0x00, 0, 5],
+        ] {
+            let t = [&f[..12], tags, &f[12..]].concat();
+            let shift = t.len() - f.len();
+            let got = Transport::parse(&t).unwrap();
+            assert_eq!(
+                (got.src, got.tcp, got.dport, got.l4_at, got.payload_at),
+                (
+                    plain.src,
+                    plain.tcp,
+                    plain.dport,
+                    plain.l4_at + shift,
+                    plain.payload_at + shift
+                )
+            );
+            assert_eq!(
+                FlowTag::decode(&t[got.payload_at..]),
+                FlowTag::decode(&f[plain.payload_at..])
+            );
+        }
     }
 
     #[test]

@@ -245,6 +245,16 @@ fn run_inner(
         worker_lcores,
     };
     let sink_args = sink_args(lab, &probe);
+    // The sink appends its lines: a run directory used before must not lend this run its
+    // events and records.
+    for old in ["events.jsonl", "flows.jsonl"] {
+        match std::fs::remove_file(dir.join(old)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                anyhow::bail!("cannot remove {}: {e}", dir.join(old).display())
+            }
+            _ => {}
+        }
+    }
     let mut sink = Proc::start(
         "pint-sink",
         &programs.sink,

@@ -293,12 +293,13 @@ impl Lab {
         let (topology, default_hosts, left_out) = topology(&raw.topology, base)?;
         // A switch by its name, or by a label (a Topology Zoo place name) no other has.
         let node_of = |name: &str, key: &str| -> Result<u32, LabError> {
-            // Last, a number is a switch ID (a TOML adjacency file's switches are named
-            // `s<ID>`).
+            // Last, in a file that gives switch IDs (a TOML adjacency file, whose switches
+            // are named `s<ID>`), a number is a switch ID.
             let by_id = || {
                 name.trim()
                     .parse::<u32>()
                     .ok()
+                    .filter(|_| topology.has_own_ids())
                     .and_then(|id| topology.node(id))
             };
             topology
@@ -961,6 +962,14 @@ mod tests {
             "t",
         )
         .unwrap();
+        // Its node ids are its names: a number that is none of them is no switch.
+        let e = Lab::parse(
+            "[topology]\nkind = \"file\"\npath = \"apart.gml\"\nhosts = [\"a\", \"2\"]\n",
+            &dir,
+            "t",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("no switch is called `2`"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
         let w = apart.impairment_warnings();
         assert!(w.len() == 1 && w[0].contains("(d)`"), "{w:?}");

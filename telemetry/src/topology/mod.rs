@@ -108,6 +108,11 @@ impl Topology {
         }
     }
 
+    /// Whether the file gave the switch IDs (the TOML adjacency form), not node order.
+    pub fn has_own_ids(&self) -> bool {
+        self.ids.is_some()
+    }
+
     /// Switch IDs of all nodes, by node number.
     pub fn switch_ids(&self) -> Vec<u32> {
         (0..self.len() as u32).map(|n| self.switch_id(n)).collect()

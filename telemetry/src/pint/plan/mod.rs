@@ -704,8 +704,9 @@ const EPS: f64 = 1e-12;
 
 /// The version of the per-packet encoding (tapes, slices, hashes, compression): part of
 /// every plan version, so switches and sinks of different encodings never mistake each
-/// other's digests.
-pub const ENCODING_FORMAT: u32 = 1;
+/// other's digests. 2: a sum without a `unit` steps through its value's range (it stepped
+/// by 1).
+pub const ENCODING_FORMAT: u32 = 2;
 
 impl Plan {
     /// Compiles a plan file.
