@@ -964,12 +964,12 @@ mod tests {
         .unwrap();
         // Its node ids are its names: a number that is none of them is no switch.
         let e = Lab::parse(
-            "[topology]\nkind = \"file\"\npath = \"apart.gml\"\nhosts = [\"a\", \"2\"]\n",
+            "[topology]\nkind = \"file\"\npath = \"apart.gml\"\nhosts = [\"a\", \"4\"]\n",
             &dir,
             "t",
         )
         .unwrap_err();
-        assert!(e.to_string().contains("no switch is called `2`"), "{e}");
+        assert!(e.to_string().contains("no switch is called `4`"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
         let w = apart.impairment_warnings();
         assert!(w.len() == 1 && w[0].contains("(d)`"), "{w:?}");
