@@ -998,10 +998,11 @@ fn an_impaired_port_loses_delays_and_reorders_and_counts_it() {
     let lat = probes["latency_ns"].as_array().unwrap();
     let (min, median) = (lat[0].as_u64().unwrap(), lat[1].as_u64().unwrap());
     // Most probes wait in the delay line (5 ms +- 1 ms, order kept: a packet waits at
-    // least as long as the one before it); the reordered ones overtake it.
-    assert!((4_500_000..10_000_000).contains(&median), "{probes}");
+    // least as long as the one before it); the reordered ones overtake it, arriving sooner
+    // than any delayed packet can. (Lower bounds only: a loaded machine adds to latency.)
+    assert!(median >= 4_000_000, "{probes}");
     assert!(
-        min < 1_000_000,
+        min < 4_000_000,
         "a reordered probe overtook the line: {probes}"
     );
     assert!(probes["reordered"].as_u64().unwrap() > 0, "{probes}");
