@@ -38,6 +38,10 @@ enum Cmd {
         /// low, medium, high, or a number (1 = medium; larger is more sensitive).
         #[arg(long, default_value = "medium")]
         sensitivity: String,
+        /// Window length, s (default: 5, longer for sparse series so that a window holds
+        /// about 20 samples: 20 s for one probe a second).
+        #[arg(long)]
+        window: Option<f64>,
     },
 }
 
@@ -127,31 +131,66 @@ fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
 }
 
 /// `pint-sink detect`.
-fn detect(input: &std::path::Path, format: &str, sensitivity: &str) -> anyhow::Result<()> {
+fn detect(
+    input: &std::path::Path,
+    format: &str,
+    sensitivity: &str,
+    window: Option<f64>,
+) -> anyhow::Result<()> {
     use crate::detect::{Params, Sensitivity, detect, input};
     use std::io::Write;
     let format = input::Format::parse(format).map_err(|e| anyhow::anyhow!("--format: {e}"))?;
     let s = Sensitivity::parse(sensitivity).map_err(|e| anyhow::anyhow!("--sensitivity: {e}"))?;
+    if let Some(w) = window
+        && !(w.is_finite() && (0.1..=3600.0).contains(&w))
+    {
+        anyhow::bail!("--window: `{w}` must be 0.1 to 3600 s");
+    }
     let text =
         std::fs::read_to_string(input).with_context(|| format!("--input {}", input.display()))?;
     let format = format.unwrap_or_else(|| input::Format::guess(&text));
-    let samples = input::read(&text, format)
+    let all = input::read_series(&text, format)
         .with_context(|| format!("{} (read as {})", input.display(), format.describe()))?;
-    let report = detect(&samples, &Params::with_sensitivity(s));
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for e in &report.events {
-        serde_json::to_writer(&mut out, e)?;
-        out.write_all(b"\n")?;
+    for series in &all {
+        let base = Params::with_sensitivity(s);
+        let spacing = crate::detect::median_spacing_s(&series.samples);
+        let window_s = window.unwrap_or_else(|| crate::detect::window_for(spacing, &base));
+        let params = Params {
+            window_s,
+            merge_gap_s: base.merge_gap_s.max(window_s),
+            ..base
+        };
+        let report = detect(&series.samples, &params);
+        for e in &report.events {
+            match &series.name {
+                // Several series: each event says whose it is.
+                Some(name) if all.len() > 1 => {
+                    let mut v = serde_json::to_value(e)?;
+                    v["series"] = serde_json::Value::String(name.clone());
+                    serde_json::to_writer(&mut out, &v)?;
+                }
+                _ => serde_json::to_writer(&mut out, e)?,
+            }
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+        let of = match &series.name {
+            Some(name) if all.len() > 1 => format!(" ({name})"),
+            _ => String::new(),
+        };
+        eprintln!(
+            "pint-sink detect: {}{of}, {} samples, {} lost, {} windows of {window_s} s, {} events",
+            format.describe(),
+            report.samples,
+            report.lost,
+            report.windows,
+            report.events.len()
+        );
+        for w in crate::detect::series_warnings(&series.samples, spacing, window_s) {
+            eprintln!("pint-sink detect: warning{of}: {w}");
+        }
     }
-    out.flush()?;
-    eprintln!(
-        "pint-sink detect: {}, {} samples, {} lost, {} windows, {} events",
-        format.describe(),
-        report.samples,
-        report.lost,
-        report.windows,
-        report.events.len()
-    );
     Ok(())
 }
 
@@ -167,9 +206,10 @@ where
         input,
         format,
         sensitivity,
+        window,
     }) = &cli.command
     {
-        return detect(input, format, sensitivity);
+        return detect(input, format, sensitivity, *window);
     }
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -53,7 +53,7 @@ fn flat_and_loaded_series_from_csv() {
     assert!(ok, "{err}");
     assert_eq!(out, "", "no event");
     assert!(
-        err.contains("1200 samples, 0 lost, 24 windows, 0 events"),
+        err.contains("1200 samples, 0 lost, 24 windows of 5 s, 0 events"),
         "{err}"
     );
 
@@ -133,6 +133,38 @@ fn owamp_text_and_bad_input() {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"].to_string())
         .collect();
     assert!(kinds.contains(&"\"loss\"".to_owned()), "{out}");
+
+    // owping's default: the other direction follows as a session of its own, without loss.
+    // Each is judged alone (merged, its records hid the first's loss), and the events say
+    // whose they are.
+    let mut both = std::fs::read_to_string(&f).unwrap();
+    both.push_str(
+        "\n--- owping statistics from [10.0.0.2]:8934 to [10.0.0.1]:8853 ---\nSID:\tc0a80002\n",
+    );
+    for (q, t, d) in probes(60, |_, _| 7.0) {
+        both.push_str(&format!(
+            "seq_no={q} delay={d:e} ms (sync, err=0.02 ms) sent={t:.6} recv={:.6}\n",
+            t + d / 1000.0
+        ));
+    }
+    let f2 = dir.join("both.txt");
+    std::fs::write(&f2, both).unwrap();
+    let (ok, out2, err) = run(&["--input", f2.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("(from [10.0.0.1]:8852 to [10.0.0.2]:8933), 590 samples, 10 lost")
+            && err.contains("(from [10.0.0.2]:8934 to [10.0.0.1]:8853), 600 samples, 0 lost"),
+        "{err}"
+    );
+    let series: Vec<String> = out2
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["series"].to_string())
+        .collect();
+    assert!(!series.is_empty(), "{out2}");
+    assert!(
+        series.iter().all(|s| s.contains("from [10.0.0.1]:8852")),
+        "only the first direction had problems: {out2}"
+    );
 
     let bad = dir.join("bad.csv");
     std::fs::write(&bad, "seq,send_time,delay_ms\n1,2.0,3\n2,2.1,three\n").unwrap();

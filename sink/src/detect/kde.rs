@@ -58,6 +58,11 @@ pub fn lowest_mode(sorted: &[f64]) -> Option<LowestMode> {
     }
     let (lo_d, hi_d) = (sorted[0], sorted[n - 1]);
     let step = h / 2.0;
+    if lo_d + step == lo_d || hi_d + step == hi_d {
+        // Delays so large that a step of the walk is below their resolution (the walk
+        // would never move): the window is skipped for delay.
+        return None;
+    }
     let reach = REACH * h;
     let table = kernel_table();
     let scale = TABLE_STEPS / h;

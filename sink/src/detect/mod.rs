@@ -196,6 +196,61 @@ pub struct Report {
     pub windows: u64,
 }
 
+/// Samples a window should hold for its delay test to see a problem: several times the
+/// high samples it asks for.
+const SAMPLES_PER_WINDOW: f64 = 20.0;
+
+/// The median time between consecutive samples' send times, s (None with fewer than two).
+pub fn median_spacing_s(samples: &[Sample]) -> Option<f64> {
+    let mut t: Vec<f64> = samples.iter().map(|s| s.send).collect();
+    t.sort_by(f64::total_cmp);
+    let mut gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    gaps.sort_by(f64::total_cmp);
+    Some(gaps[gaps.len() / 2])
+}
+
+/// The window for a series whose samples are `spacing` s apart: `params.window_s`, or
+/// longer (whole seconds) where that would hold fewer than about 20 samples (one probe a
+/// second: 20 s), so that a delay problem can show in it.
+pub fn window_for(spacing: Option<f64>, params: &Params) -> f64 {
+    match spacing {
+        Some(g) if g.is_finite() && g > 0.0 => (g * SAMPLES_PER_WINDOW)
+            .ceil()
+            .clamp(params.window_s, 3600.0),
+        _ => params.window_s,
+    }
+}
+
+/// What a user should hear about a series before trusting its events: send times far
+/// apart for seconds (in ms or ns?), or going back (a file not in time order).
+pub fn series_warnings(samples: &[Sample], spacing: Option<f64>, window_s: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(g) = spacing
+        && g > 60.0
+    {
+        out.push(format!(
+            "samples are {g} s apart (the median): send times must be in seconds"
+        ));
+    }
+    let mut latest = f64::NEG_INFINITY;
+    let mut back = 0u64;
+    for s in samples {
+        if s.send < latest - window_s {
+            back += 1;
+        }
+        latest = latest.max(s.send);
+    }
+    if back > 0 {
+        out.push(format!(
+            "{back} samples were sent more than a window ({window_s} s) before one earlier in the file: the file should be in time order (such samples fall in the oldest window still open)"
+        ));
+    }
+    out
+}
+
 /// Runs detection over a whole series: `samples` in arrival order; packets whose sequence
 /// numbers are missing between the smallest and largest seen are lost.
 pub fn detect(samples: &[Sample], params: &Params) -> Report {

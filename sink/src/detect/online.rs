@@ -259,7 +259,7 @@ impl Detector {
                 .get_or_insert_with(|| w.seqs.min().unwrap_or(max));
             if max >= lo {
                 let next = self.open.front().map(|n| &n.seqs);
-                let span = max - lo + 1;
+                let span = (max - lo).saturating_add(1);
                 let received = |q: u64| w.seqs.contains(q) || next.is_some_and(|n| n.contains(q));
                 if span <= MAX_LOST_LISTED * 4 {
                     self.lost_list.extend(

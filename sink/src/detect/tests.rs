@@ -423,3 +423,88 @@ fn an_outage_longer_than_a_window_is_placed_from_its_start() {
     assert!((l.start - 1012.0).abs() < 0.15, "{l:?}");
     assert!((l.end - 1027.9).abs() < 0.15, "{l:?}");
 }
+
+/// A probe a second (ping's default): 5 s windows hold 5 samples, too few for a delay
+/// problem; the window for the series' spacing (20 s) finds 100 s of congestion.
+#[test]
+fn a_sparse_series_gets_windows_that_can_hold_a_problem() {
+    let mut rng = SimRng::new(3);
+    let s: Vec<Sample> = (0..600u64)
+        .map(|q| {
+            let send = 1000.0 + q as f64;
+            let congested = (1200.0..1300.0).contains(&send);
+            Sample {
+                seq: Some(q),
+                send,
+                delay_ms: base(&mut rng)
+                    + if congested {
+                        30.0 + 100.0 * rng.unit()
+                    } else {
+                        0.0
+                    },
+            }
+        })
+        .collect();
+    assert!(
+        run(&s, &Params::default()).is_empty(),
+        "5 s windows see nothing"
+    );
+    let spacing = median_spacing_s(&s);
+    assert_eq!(spacing, Some(1.0));
+    let window_s = window_for(spacing, &Params::default());
+    assert_eq!(window_s, 20.0);
+    let p = Params {
+        window_s,
+        merge_gap_s: window_s,
+        ..Params::default()
+    };
+    let e = run(&s, &p);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].kind, Kind::Delay);
+    assert!(e[0].start <= 1205.0 && e[0].end >= 1290.0, "{e:?}");
+    // A 10 Hz series keeps 5 s windows; none without two samples.
+    assert_eq!(window_for(Some(0.1), &Params::default()), 5.0);
+    assert_eq!(window_for(None, &Params::default()), 5.0);
+    assert!(series_warnings(&s, spacing, window_s).is_empty());
+}
+
+/// A file newest first, or with send times in ms, is said; sequence numbers at both ends
+/// of their range and delays beyond the walk's resolution end (they hung).
+#[test]
+fn odd_series_are_said_and_never_hang() {
+    let s = series(60.0, |_, r| base(r), |_| false);
+    let reversed: Vec<Sample> = s.iter().rev().cloned().collect();
+    let w = series_warnings(&reversed, median_spacing_s(&reversed), 5.0);
+    assert!(w.len() == 1 && w[0].contains("time order"), "{w:?}");
+    let in_ms: Vec<Sample> = s
+        .iter()
+        .map(|x| Sample {
+            send: x.send * 1e3,
+            ..*x
+        })
+        .collect();
+    let w = series_warnings(&in_ms, median_spacing_s(&in_ms), 5.0);
+    assert!(w.len() == 1 && w[0].contains("seconds"), "{w:?}");
+    let ends = [
+        Sample {
+            seq: Some(u64::MAX),
+            send: 100.0,
+            delay_ms: 5.0,
+        },
+        Sample {
+            seq: Some(0),
+            send: 100.1,
+            delay_ms: 5.0,
+        },
+    ];
+    let r = detect(&ends, &Params::default());
+    assert_eq!(r.samples, 2);
+    let huge: Vec<Sample> = (0..100u64)
+        .map(|q| Sample {
+            seq: Some(q),
+            send: 100.0 + q as f64 * 0.1,
+            delay_ms: 1e17 + 16.0 * (q % 2) as f64,
+        })
+        .collect();
+    assert!(detect(&huge, &Params::default()).events.is_empty());
+}

@@ -85,7 +85,7 @@ pub fn reordering(arrivals: &[u64], scratch: &mut Vec<u64>) -> f64 {
     let (mut sum, mut count) = (0u64, 0u64);
     for (n, e) in arrivals.iter().zip(scratch.iter()) {
         if n != e {
-            sum += n.abs_diff(*e);
+            sum = sum.saturating_add(n.abs_diff(*e));
             count += 1;
         }
     }

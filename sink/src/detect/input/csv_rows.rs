@@ -43,15 +43,16 @@ pub(super) fn read(text: &str) -> Result<Vec<Sample>, InputError> {
     let mut out = Vec::new();
     for row in rows {
         let f = row.map_err(unreadable)?;
-        let line = line_of(f.position());
+        // Worked out only for an error: it counts lines from the start.
+        let line = || line_of(f.position());
         let field = |c: usize, what: &str| {
             f.get(c).ok_or_else(|| InputError {
-                line,
+                line: line(),
                 reason: format!("no `{what}` field"),
             })
         };
         let bad = |what: &str, v: &str| InputError {
-            line,
+            line: line(),
             reason: format!("`{v}` is not a valid {what}"),
         };
         let seq_s = field(cs, "seq")?;

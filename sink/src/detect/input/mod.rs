@@ -89,11 +89,42 @@ pub struct InputError {
 }
 
 /// Reads `text` in `format`: the received packets in arrival order.
+/// One series of measurements in a file: an owping session (a file may hold one per
+/// direction), else the whole file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Its name, where the file gives one (`from A to B`).
+    pub name: Option<String>,
+    /// Its samples, in file order.
+    pub samples: Vec<Sample>,
+}
+
+/// Reads every series of `text`.
+pub fn read_series(text: &str, format: Format) -> Result<Vec<Series>, InputError> {
+    let whole = |samples| {
+        vec![Series {
+            name: None,
+            samples,
+        }]
+    };
+    Ok(match format {
+        Format::Csv => whole(csv_rows::read(text)?),
+        Format::Owamp => owamp::read(text)?,
+        Format::Ping => whole(ping::read(text)?),
+    })
+}
+
+/// Reads `text` as one series (a file of several, such as owping's two directions, is
+/// refused: [`read_series`] reads each).
 pub fn read(text: &str, format: Format) -> Result<Vec<Sample>, InputError> {
-    match format {
-        Format::Csv => csv_rows::read(text),
-        Format::Owamp => owamp::read(text),
-        Format::Ping => ping::read(text),
+    let mut all = read_series(text, format)?;
+    match all.len() {
+        0 => Ok(Vec::new()),
+        1 => Ok(all.remove(0).samples),
+        n => Err(InputError {
+            line: 1,
+            reason: format!("the file holds {n} series (owping sessions), not one"),
+        }),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The `owamp` format: the per-packet text of `owstats -v -U`, `owping -v -U` and
-//! `twping -v -U`.
+//! `twping -v -U`. owping tests both directions unless told `-t` or `-f`, and prints each
+//! as a session of its own (`--- owping statistics from A to B ---`, `SID:`, its records):
+//! each session is a series of its own.
 
-use super::InputError;
+use super::{InputError, Series};
 use crate::detect::Sample;
 
 fn unit_ms(u: &str) -> Option<f64> {
@@ -14,10 +16,38 @@ fn unit_ms(u: &str) -> Option<f64> {
     }
 }
 
-pub(super) fn read(text: &str) -> Result<Vec<Sample>, InputError> {
+/// The file's sessions, each with its name (`from A to B`, else its SID) and samples.
+pub(super) fn read(text: &str) -> Result<Vec<Series>, InputError> {
+    let mut out = Vec::new();
     let mut records: Vec<Record> = Vec::new();
+    let mut name: Option<String> = None;
+    let mut finish = |records: &mut Vec<Record>, name: &mut Option<String>| {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let samples = with_send_times(records)?;
+        out.push(Series {
+            name: name.take(),
+            samples,
+        });
+        records.clear();
+        Ok::<(), InputError>(())
+    };
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
+        // A session's header: the records so far were another session's.
+        if l.starts_with("---") && l.contains(" statistics ") {
+            finish(&mut records, &mut name)?;
+            name = l
+                .split_once(" statistics ")
+                .map(|(_, r)| r.trim_end_matches('-').trim().to_owned());
+            continue;
+        }
+        if let Some(sid) = l.strip_prefix("SID:") {
+            finish(&mut records, &mut name)?;
+            name.get_or_insert_with(|| format!("SID {}", sid.trim()));
+            continue;
+        }
         let Some(rest) = l.strip_prefix("seq_no=") else {
             continue;
         };
@@ -74,7 +104,8 @@ pub(super) fn read(text: &str) -> Result<Vec<Sample>, InputError> {
             line: i + 1,
         });
     }
-    with_send_times(&records)
+    finish(&mut records, &mut name)?;
+    Ok(out)
 }
 
 /// A received owamp record, before every record has a send time.
@@ -168,6 +199,44 @@ seq_no=7          delay=3 ms\t(unsync)\n";
         .unwrap_err();
         assert_eq!(e.line, 2, "{e}");
         assert!(e.reason.contains("sync"), "{e}");
+    }
+
+    /// owping's default output: both directions, one session each; read as two series
+    /// (merged, each direction's records hid the other's losses), named by their header.
+    #[test]
+    fn both_directions_are_two_series() {
+        use super::super::read_series;
+        let text = "--- owping statistics from [a]:8852 to [b]:8933 ---\n\
+SID:\tc0a80001d8b2\n\
+seq_no=0 delay=1 ms (sync, err=0.02 ms) sent=100.0 recv=100.001\n\
+seq_no=1 delay=1 ms (sync, err=0.02 ms) sent=100.1 recv=100.101\n\
+2 sent, 0 lost (0.000%), 0 duplicates\n\
+\n\
+--- owping statistics from [b]:8934 to [a]:8853 ---\n\
+SID:\tc0a80002d8b3\n\
+seq_no=0 delay=2 ms (sync, err=0.02 ms) sent=100.0 recv=100.002\n\
+seq_no=1          *LOST*\n\
+seq_no=2 delay=2 ms (sync, err=0.02 ms) sent=100.2 recv=100.202\n";
+        let all = read_series(text, Format::Owamp).unwrap();
+        let got: Vec<(Option<&str>, usize)> = all
+            .iter()
+            .map(|s| (s.name.as_deref(), s.samples.len()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("from [a]:8852 to [b]:8933"), 2),
+                (Some("from [b]:8934 to [a]:8853"), 2)
+            ]
+        );
+        assert_eq!(all[1].samples[1].seq, Some(2));
+        let e = read(text, Format::Owamp).unwrap_err();
+        assert!(e.reason.contains("2 series"), "{e}");
+        // SID lines alone part sessions too.
+        let sids = "SID:\ta\nseq_no=0 delay=1 ms (sync, err=0.02 ms) sent=1.0 recv=1.001\nSID:\tb\nseq_no=0 delay=1 ms (sync, err=0.02 ms) sent=1.0 recv=1.001\n";
+        let all = read_series(sids, Format::Owamp).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[1].name.as_deref(), Some("SID b"));
     }
 
     #[test]
