@@ -225,6 +225,7 @@ impl Sink {
                                 epoch_ms: all.epoch_ms,
                                 counts,
                                 unsure: all.unsure.clone(),
+                                missing: all.missing.clone(),
                             });
                             if let Err(SendTimeoutError::Timeout(_)) =
                                 shared.shards[i].send_timeout(msg, Duration::from_secs(1))

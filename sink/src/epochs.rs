@@ -183,6 +183,11 @@ pub struct EpochCounts {
     /// is not taken from this epoch. (A flowset missing at the deadline usually comes
     /// later, and its counts then complete the totals: its switch is not unsure.)
     pub unsure: Vec<u32>,
+    /// Switches expected whose flowsets had not come by the deadline (sorted): their counts
+    /// may yet come, late, and complete the totals; but a flow's loss series, cut in time
+    /// windows, leaves the epoch out rather than take its sent packets now and its
+    /// delivered ones in a later window.
+    pub missing: Vec<u32>,
 }
 
 /// Where decoded counters go.
@@ -455,6 +460,7 @@ fn finish(
         epoch_ms: (epoch.saturating_mul(epoch_ns) / 1_000_000, epoch_ms.max(1)),
         counts: out,
         unsure,
+        missing: missing.clone(),
     });
     EpochReport {
         epoch,

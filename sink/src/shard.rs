@@ -150,7 +150,7 @@ pub fn run(
                         buffers.give((digests, by_flow));
                     }
                     ShardMsg::Counts(c) => {
-                        t.add_counts(&cx, c.epoch, c.epoch_ms, &c.counts, &c.unsure)
+                        t.add_counts(&cx, c.epoch, c.epoch_ms, &c.counts, &c.unsure, &c.missing)
                     }
                     ShardMsg::Probes(p) => t.add_probes(&cx, &p),
                     ShardMsg::Stop => break,
