@@ -234,18 +234,23 @@ const PROBE_CLOCK_SLACK_NS: u64 = 1_000_000_000;
 const LOSS_EPOCHS_KEPT: usize = 4;
 
 /// The place of epoch `epoch` in a flow's loss input, the oldest epoch's if it has none.
-fn loss_slot(fed: &mut [(u64, u64, u64); LOSS_EPOCHS_KEPT], epoch: u64) -> usize {
-    match fed.iter().position(|f| f.0 == epoch) {
-        Some(i) => i,
-        None => {
-            // The oldest epoch's place (an unused one, u64::MAX, first).
-            let oldest = (0..LOSS_EPOCHS_KEPT)
-                .min_by_key(|&i| fed[i].0.wrapping_add(1))
-                .expect("slots");
-            fed[oldest] = (epoch, 0, 0);
-            oldest
-        }
+/// None for an epoch older than every one remembered: a part of an epoch long gone (a
+/// flowset that came many epochs late), whose other part may have gone into the series
+/// already or been left out; given now it would stand alone in a later window, as a loss
+/// (or a gain) that never was.
+fn loss_slot(fed: &mut [(u64, u64, u64); LOSS_EPOCHS_KEPT], epoch: u64) -> Option<usize> {
+    if let Some(i) = fed.iter().position(|f| f.0 == epoch) {
+        return Some(i);
     }
+    // The oldest epoch's place (an unused one, u64::MAX, first).
+    let oldest = (0..LOSS_EPOCHS_KEPT)
+        .min_by_key(|&i| fed[i].0.wrapping_add(1))
+        .expect("slots");
+    if fed[oldest].0 != u64::MAX && fed[oldest].0 > epoch {
+        return None;
+    }
+    fed[oldest] = (epoch, 0, 0);
+    Some(oldest)
 }
 
 /// What epoch `epoch`'s counts at a flow's first and last switch (None: that switch's
@@ -258,7 +263,7 @@ fn loss_input(
     first: Option<u64>,
     last: Option<u64>,
 ) -> Option<(i64, u64)> {
-    let slot = loss_slot(fed, epoch);
+    let slot = loss_slot(fed, epoch)?;
     let (_, sent_before, delivered_before) = fed[slot];
     if sent_before == u64::MAX {
         // An epoch whose counts were unsure at either end.
@@ -742,8 +747,9 @@ impl FlowTable {
         if left_out(first) || left_out(last) {
             // Either end may have missed some of the epoch's packets, or counts them only
             // later: none of its counts (now or late) is the flow's loss.
-            let slot = loss_slot(&mut flow.loss_fed, epoch);
-            flow.loss_fed[slot] = (epoch, u64::MAX, u64::MAX);
+            if let Some(slot) = loss_slot(&mut flow.loss_fed, epoch) {
+                flow.loss_fed[slot] = (epoch, u64::MAX, u64::MAX);
+            }
             return;
         }
         let (sent, delivered) = (in_epoch(first), in_epoch(last));
@@ -1346,14 +1352,15 @@ mod tests {
         assert_eq!(loss_input(&mut fed, 8, None, Some(48)), Some((-48, 0)));
         // Both at once, 3 lost.
         assert_eq!(loss_input(&mut fed, 9, Some(20), Some(17)), Some((3, 20)));
-        // Four epochs are kept: epoch 7 is still known after 10, forgotten after 11.
+        // Four epochs are kept: epoch 7 is still known after 10, forgotten after 11; a part
+        // of it that comes then is left out (alone in a later window it was a false loss).
         assert_eq!(loss_input(&mut fed, 10, Some(1), Some(1)), Some((0, 1)));
         assert_eq!(loss_input(&mut fed, 7, Some(100), Some(100)), None);
         assert_eq!(loss_input(&mut fed, 11, Some(1), Some(1)), Some((0, 1)));
-        assert_eq!(
-            loss_input(&mut fed, 7, Some(100), Some(100)),
-            Some((0, 100))
-        );
+        assert_eq!(loss_input(&mut fed, 7, Some(100), None), None);
+        assert_eq!(loss_input(&mut fed, 6, None, Some(90)), None);
+        // Newer epochs still take the oldest's place.
+        assert_eq!(loss_input(&mut fed, 12, Some(5), Some(4)), Some((1, 5)));
     }
 
     /// A flow of two hops, switch 1 then switch 2 (a line topology; its source's edge

@@ -206,14 +206,13 @@ impl WorkerEpochs {
                 let done = std::mem::replace(&mut self.active, fresh);
                 // The closed channel has room for every buffer, so this never fails while
                 // the control thread holds its end; if it went away, the flowset is dropped.
-                // The buffer holds every packet since its epoch began: a worker that did not
-                // look for a while (a long idle sleep, a preempted thread, a clock step)
-                // closes it over every epoch since.
-                let span = (now_epoch - self.epoch).clamp(1, u64::from(u32::MAX)) as u32;
+                // The buffer holds its epochs' packets only, however long the worker did not
+                // look (a long idle sleep, a preempted thread): a burst received after the
+                // boundary closes it before it is counted.
                 let _ = self.closed.try_send(Closed {
                     worker: self.worker,
                     epoch: self.epoch,
-                    epochs: span,
+                    epochs: self.epochs,
                     counts: done,
                 });
                 self.epoch = now_epoch;
@@ -277,12 +276,13 @@ mod tests {
         assert_eq!(w.epoch(), 103);
         assert_eq!(w.active_ref().flowset.packets(), 0);
         assert!(w.active_ref().cache.is_empty(), "given back cleared");
-        // A worker that looks again only 4 epochs later closes its buffer over all 4.
+        // A worker that looks again only 4 epochs later: its buffer holds the packets of its
+        // own epoch (a burst after the boundary closes it first), so it says one epoch.
         c.give_back(got);
         count(&mut w, 4);
         assert_eq!(w.advance(70_000_000, &clock), EpochStep::Closed);
         let got = c.try_recv().unwrap();
-        assert_eq!((got.epoch, got.epochs, got.flowset.packets()), (103, 4, 1));
+        assert_eq!((got.epoch, got.epochs, got.flowset.packets()), (103, 1, 1));
         assert_eq!(w.epoch(), 107);
         // Stopping part-way through epoch 107: what it counted so far is handed over.
         count(&mut w, 5);
