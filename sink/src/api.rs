@@ -395,8 +395,10 @@ struct LatencyHop {
     hop: usize,
     switch: Option<u32>,
     samples: u64,
-    /// (quantile, ns).
+    /// (quantile, value in the query's unit).
     quantiles: Vec<(f64, f64)>,
+    /// Share of the samples at the code's largest value (`top`): theirs were that or more.
+    at_top: f64,
 }
 
 /// A static query other than the path's (a port per hop): each hop's value once decoded.
@@ -419,6 +421,9 @@ struct LatencyView {
     /// error and the sampling's).
     rank_error: f64,
     budget_bytes: u64,
+    /// The largest value the query's code carries: larger ones are carried as it, so a
+    /// quantile equal to it means at least that.
+    top: f64,
     hops: Vec<LatencyHop>,
 }
 
@@ -550,6 +555,7 @@ fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
                     kll_k: sk.kll_k(),
                     rank_error: sk.rank_error(),
                     budget_bytes: sk.budget_bytes(),
+                    top: sk.top_value(),
                     hops: (1..=k)
                         .map(|h| LatencyHop {
                             hop: h,
@@ -559,6 +565,7 @@ fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
                                 .iter()
                                 .filter_map(|&x| sk.quantile(h, x).map(|v| (x, v)))
                                 .collect(),
+                            at_top: sk.share_at_top(h),
                         })
                         .collect(),
                 });

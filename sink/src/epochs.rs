@@ -126,6 +126,10 @@ pub struct EpochReport {
     pub complete: bool,
     /// Switches expected (connected with this epoch length) that did not deliver.
     pub missing: Vec<u32>,
+    /// Switches whose counts of this epoch are taken as short for good (not decoded whole,
+    /// disconnected, or missing after losing something on the way): they add no loss to
+    /// their links.
+    pub unsure: Vec<u32>,
     /// Per switch.
     pub switches: Vec<SwitchPart>,
     /// Whether it was finished by the grace time rather than by every flowset arriving.
@@ -256,8 +260,18 @@ pub fn run(
                 let key = (f.epoch_ns, f.epoch);
                 if f.epochs > 1 || finished.set.contains(&key) {
                     log.counters.late_flowsets.fetch_add(1, Relaxed);
-                    let report =
-                        finish(vec![f], &registry, grace, &mut single, counts, false, true);
+                    let waited = Waited::Late {
+                        unsure: finished.was_unsure(key, f.switch),
+                    };
+                    let report = finish(
+                        vec![f],
+                        &registry,
+                        grace,
+                        &mut single,
+                        counts,
+                        false,
+                        waited,
+                    );
                     keep(&log, report);
                     continue;
                 }
@@ -269,8 +283,9 @@ pub fn run(
                 });
                 if b.add(f, &registry, grace, &log.counters.duplicate_flowsets) {
                     let b = buckets.remove(&key).expect("present");
-                    let r = finish(b.sets, &registry, grace, &mut single, counts, false, false);
-                    finished.add(key);
+                    let opened = Waited::Bucket(b.first);
+                    let r = finish(b.sets, &registry, grace, &mut single, counts, false, opened);
+                    finished.add(key, &r.unsure);
                     keep(&log, r);
                 }
             }
@@ -287,34 +302,47 @@ pub fn run(
             .collect();
         for key in due {
             let b = buckets.remove(&key).expect("present");
-            let r = finish(b.sets, &registry, grace, &mut single, counts, true, false);
-            finished.add(key);
+            let opened = Waited::Bucket(b.first);
+            let r = finish(b.sets, &registry, grace, &mut single, counts, true, opened);
+            finished.add(key, &r.unsure);
             keep(&log, r);
         }
     }
     // Whatever is still waiting is decoded with what came.
     for (_, b) in std::mem::take(&mut buckets) {
-        let r = finish(b.sets, &registry, grace, &mut single, counts, true, false);
+        let opened = Waited::Bucket(b.first);
+        let r = finish(b.sets, &registry, grace, &mut single, counts, true, opened);
         keep(&log, r);
     }
 }
 
-/// Epochs recently finished (a flowset for one of them is late).
+/// Epochs recently finished (a flowset for one of them is late), with the switches whose
+/// counts of them were taken as short for good.
 #[derive(Default)]
 struct Finished {
     order: VecDeque<(u64, u64)>,
     set: rustc_hash::FxHashSet<(u64, u64)>,
+    unsure: rustc_hash::FxHashMap<(u64, u64), Vec<u32>>,
 }
 
 impl Finished {
-    fn add(&mut self, key: (u64, u64)) {
+    fn add(&mut self, key: (u64, u64), unsure: &[u32]) {
         if self.order.len() >= 4096
             && let Some(old) = self.order.pop_front()
         {
             self.set.remove(&old);
+            self.unsure.remove(&old);
         }
         self.order.push_back(key);
         self.set.insert(key);
+        if !unsure.is_empty() {
+            self.unsure.insert(key, unsure.to_vec());
+        }
+    }
+
+    /// Whether `switch`'s counts of epoch `key` were taken as short for good.
+    fn was_unsure(&self, key: (u64, u64), switch: u32) -> bool {
+        self.unsure.get(&key).is_some_and(|u| u.contains(&switch))
     }
 }
 
@@ -341,6 +369,17 @@ fn all_delivered(delivered: &rustc_hash::FxHashSet<(u32, u16)>, s: u32, workers:
     (0..workers).all(|w| u16::try_from(w).is_ok_and(|w| delivered.contains(&(s, w))))
 }
 
+/// What an epoch's flowsets waited in.
+#[derive(Clone, Copy)]
+enum Waited {
+    /// A bucket, opened at this time.
+    Bucket(Instant),
+    /// None: a flowset after its epoch was finished, decoded alone; `unsure` when its
+    /// switch's counts of that epoch were taken as short for good then (its counts are
+    /// then no loss or gain on its links: what was missed was set aside).
+    Late { unsure: bool },
+}
+
 /// Decodes one epoch's flowsets and hands the counters over.
 fn finish(
     sets: Vec<FlowSetIn>,
@@ -349,8 +388,9 @@ fn finish(
     single: &mut SingleDecoder,
     counts: &mut CountSink<'_>,
     by_deadline: bool,
-    late: bool,
+    waited: Waited,
 ) -> EpochReport {
+    let late = matches!(waited, Waited::Late { .. });
     let t = Instant::now();
     let (epoch_ns, epoch) = (sets[0].epoch_ns, sets[0].epoch);
     let singles: Vec<DecodeResult> = sets.iter().map(|s| single.decode(&s.flowset)).collect();
@@ -449,8 +489,18 @@ fn finish(
         .filter(|s| !(s.keys_complete && s.counters_complete))
         .map(|s| s.switch)
         .collect();
-    if !late {
+    if let Waited::Late { unsure: true } = waited {
+        unsure.extend(sets.iter().map(|s| s.switch));
+    }
+    if let Waited::Bucket(opened) = waited {
         unsure.extend(registry.disconnected_for(grace));
+        // A switch that has not delivered and lost something on the way since about when
+        // this epoch's flowsets began to come (a gap in its frames: the switch dropped
+        // them; a flowset the sink had no room for; a connection that ended and came back
+        // within the grace time): its flowset may be what was lost, and its counts would
+        // otherwise be loss on its links for good.
+        let since = opened.checked_sub(grace).unwrap_or(opened);
+        unsure.extend(registry.lost_since(&missing, since));
     }
     unsure.sort_unstable();
     unsure.dedup();
@@ -459,15 +509,17 @@ fn finish(
         epoch,
         epoch_ms: (epoch.saturating_mul(epoch_ns) / 1_000_000, epoch_ms.max(1)),
         counts: out,
-        unsure,
+        unsure: unsure.clone(),
         missing: missing.clone(),
     });
+    let unsure_out = unsure;
     EpochReport {
         epoch,
         epoch_ns,
         mode,
         complete,
         missing,
+        unsure: unsure_out,
         switches,
         by_deadline,
         late,
@@ -647,6 +699,48 @@ mod tests {
         // Every flowset was let go once its counters were handed over.
         assert_eq!(held.flowsets.load(Relaxed), 0);
         assert_eq!(held.bytes.load(Relaxed), 0);
+    }
+
+    /// A switch that has not delivered an epoch's flowset and lost something on the way
+    /// meanwhile (a gap in its frames, a flowset the sink dropped, a connection that came
+    /// back within the grace time) is unsure for that epoch: its flowset may never come,
+    /// and its links would show that epoch's packets as lost for good. Its flowset coming
+    /// late anyway is as unsure; a switch that only has not delivered yet is not.
+    #[test]
+    fn a_switch_that_lost_something_and_did_not_deliver_is_unsure() {
+        let (registry, held) = registry(3, 1);
+        registry.switch(2).unwrap().note_lost();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for (s, e) in [(1, 7), (1, 8), (2, 8), (3, 8)] {
+            tx.send(item(&held, s, 0, e)).unwrap();
+        }
+        let late = item(&held, 2, 0, 7);
+        let sender = std::thread::spawn(move || {
+            // Epoch 7 is finished by its deadline; then switch 2's comes after all.
+            std::thread::sleep(Duration::from_millis(1500));
+            tx.send(late).unwrap();
+        });
+        let log = Arc::new(EpochLog::default());
+        let mut counted: Vec<HandedOver> = Vec::new();
+        run(
+            rx,
+            Arc::clone(&registry),
+            Arc::clone(&log),
+            Duration::from_millis(200),
+            &mut |c: EpochCounts| counted.push((c.epoch, c.counts, c.unsure)),
+        );
+        sender.join().unwrap();
+        let reports: Vec<EpochReport> = log.reports.lock().unwrap().iter().cloned().collect();
+        let seven = reports.iter().find(|r| r.epoch == 7 && !r.late).unwrap();
+        assert_eq!(seven.missing, vec![2, 3]);
+        assert_eq!(seven.unsure, vec![2]);
+        let (_, _, unsure) = counted.iter().find(|(e, _, _)| *e == 7).unwrap();
+        assert_eq!(unsure, &vec![2]);
+        let late = counted.iter().rfind(|(e, _, _)| *e == 7).unwrap();
+        assert_eq!(late.1.len(), 1);
+        assert_eq!(late.2, vec![2], "its late counts are as unsure");
+        let eight = reports.iter().find(|r| r.epoch == 8).unwrap();
+        assert!(eight.complete && eight.unsure.is_empty());
     }
 
     /// An epoch of another length (or far ahead) is finished at its deadline even while

@@ -65,6 +65,18 @@ pub struct PintState {
     /// summaries once the hop's switch is decoded ([`NO_SLOT`] before), so that a sample of
     /// such a hop goes straight to its switch's summary. Empty until a hop is decoded.
     summary_slots: Vec<u32>,
+    /// The path last decoded: when the path decodes again (after a conflict) to another,
+    /// the route changed and the hops' values so far were partly the old route's.
+    last_decoded: Option<Vec<u32>>,
+}
+
+impl PintState {
+    /// Its decoded path, if its path query is decoded.
+    fn path(&self, space: Space<'_>) -> Option<Vec<u32>> {
+        let q = self.plan.path_query?;
+        let cx = path_context(&self.plan.plan, space, q)?;
+        self.record.path(q)?.path(cx)
+    }
 }
 
 /// A (query, hop) whose switch summary is not known yet.
@@ -537,13 +549,23 @@ impl FlowTable {
             }
             if path_read && p.record.conflict() {
                 // The digests no longer fit one path: the route changed, or the switch
-                // pinned as the first hop is not this flow's. Start over, without that pin.
+                // pinned as the first hop is not this flow's, or a hop's switch is not among
+                // the candidates (a topology without it). Start over, without that pin.
                 if let Some(o) = p.first_pin {
                     flow.owner_doubted = Some(o);
                 }
                 flow.path_resets += 1;
                 self.stats.path_resets += 1;
-                flow.pint = Some(new_pint(plan, space, k, reporter, d));
+                // Only the path's decoding starts over: the hops' latency and utilisation
+                // stay until the path decodes to another (a route change). A path that
+                // cannot decode (a switch missing from the topology or the sink) conflicts
+                // again and again, and kept none of them when each conflict started the
+                // whole record over.
+                p.record.restart_paths();
+                p.record.pin(&p.plan.plan, space, k, reporter);
+                p.first_pinned = k == 1;
+                p.first_pin = None;
+                p.summary_slots.clear();
                 flow.pint_since = flow.digests - 1;
                 flow.decode_digests = None;
                 samples.clear();
@@ -589,6 +611,14 @@ impl FlowTable {
             if decoded_now {
                 flow.decode_digests = Some(flow.digests - flow.pint_since);
                 place_loss |= !flow.counts.is_empty();
+                if let Some(p) = &mut flow.pint {
+                    let now = p.path(space);
+                    if p.last_decoded.is_some() && now.is_some() && p.last_decoded != now {
+                        // Another path than before: the route changed.
+                        p.record.restart_values(&p.plan.plan);
+                    }
+                    p.last_decoded = now;
+                }
             }
         }
         self.samples = samples;
@@ -1130,6 +1160,7 @@ fn new_pint(
         first_pinned: k == 1,
         first_pin: None,
         summary_slots: Vec::new(),
+        last_decoded: None,
     }
 }
 
@@ -1316,6 +1347,10 @@ mod tests {
                     a.record.path(q).map(|p| format!("{p:?}")),
                     b.record.path(q).map(|p| format!("{p:?}"))
                 );
+                assert_eq!(
+                    a.record.sketches(q).is_some(),
+                    b.record.sketches(q).is_some()
+                );
                 if let (Some(x), Some(y)) = (a.record.sketches(q), b.record.sketches(q)) {
                     for hop in 1..=a.record.k() {
                         assert_eq!(x.samples(hop), y.samples(hop));
@@ -1448,14 +1483,30 @@ mod tests {
         let (mut cx, v) = context();
         let line = Arc::new(Topology::line(3));
         cx.topology = Some(Arc::clone(&line));
-        let plan = cx.registry.plan(v).unwrap();
         let key = digest(v, 5, 0).key;
         // The flow enters at switch 2 and leaves at 3; its source is believed behind 1.
         cx.registry.learn_owners(&[(key.src, 1)]);
         let mut t = FlowTable::new(10);
-        let path = [2u32, 3];
-        for n in 0..2000u32 {
-            let pid = n.wrapping_mul(0x9e37_79b9) ^ 0x5555;
+        record_along(&mut t, &cx, v, (5, &[2, 3]), 2000, 1_000, 0);
+        let f = &t.flows[&key];
+        assert_eq!(decoded_path(f, Space::Topology(&line)), Some(vec![2, 3]));
+        assert!(f.path_resets <= 2, "{} resets", f.path_resets);
+    }
+
+    /// Encodes `n` packets of flow `flow` (numbered `from` on) along `path` (switch IDs)
+    /// with every hop's latency `latency_ns`, and records them in `t`.
+    fn record_along(
+        t: &mut FlowTable,
+        cx: &ShardContext,
+        v: u32,
+        (flow, path): (u32, &[u32]),
+        n: u32,
+        latency_ns: u64,
+        from: u32,
+    ) {
+        let plan = cx.registry.plan(v).unwrap();
+        for i in from..from + n {
+            let pid = i.wrapping_mul(0x9e37_79b9) ^ flow;
             let mut d = 0;
             for (h, &s) in path.iter().enumerate() {
                 d = plan.plan.encode(
@@ -1466,23 +1517,103 @@ mod tests {
                         switch_id: s,
                         ingress_port: 1,
                         egress_port: 0,
-                        hop_latency_ns: 1000,
+                        hop_latency_ns: latency_ns,
                         queue_bytes: 0,
-                        utilization: 1,
+                        utilization: 100,
                     },
                 );
             }
             let w = WireDigest {
                 pid,
-                hops: 2,
+                hops: path.len() as u8,
                 digest: d,
-                ..digest(v, 5, n)
+                ..digest(v, flow, i)
             };
-            t.add_digests(&cx, 3, &[w], &FlowRuns::default());
+            t.add_digests(cx, *path.last().unwrap(), &[w], &FlowRuns::default());
         }
+    }
+
+    /// A route change (the path decodes again, to another) starts the hops' values over:
+    /// hop latency after it is the new route's alone.
+    #[test]
+    fn a_route_change_starts_the_hops_values_over() {
+        let (mut cx, v) = context();
+        // A diamond: 1 - 2 - 4 and 1 - 3 - 4.
+        let diamond = Arc::new(Topology::from_edges(
+            "diamond",
+            (1..=4).map(|i| format!("s{i}")).collect(),
+            &[(0, 1), (0, 2), (1, 3), (2, 3)],
+        ));
+        cx.topology = Some(Arc::clone(&diamond));
+        let latency = cx
+            .registry
+            .plan(v)
+            .unwrap()
+            .plan
+            .queries
+            .iter()
+            .position(|q| matches!(q.kind, QueryKind::DynamicPerFlow { .. }))
+            .unwrap();
+        let mut t = FlowTable::new(10);
+        record_along(&mut t, &cx, v, (6, &[1, 2, 4]), 3000, 2_000, 0);
+        let key = digest(v, 6, 0).key;
+        let space = Space::Topology(&diamond);
+        assert_eq!(decoded_path(&t.flows[&key], space), Some(vec![1, 2, 4]));
+        record_along(&mut t, &cx, v, (6, &[1, 3, 4]), 3000, 8_000, 3000);
         let f = &t.flows[&key];
-        assert_eq!(decoded_path(f, Space::Topology(&line)), Some(vec![2, 3]));
-        assert!(f.path_resets <= 2, "{} resets", f.path_resets);
+        assert_eq!(decoded_path(f, space), Some(vec![1, 3, 4]));
+        assert!(f.path_resets >= 1);
+        let s = f.pint.as_ref().unwrap().record.sketches(latency).unwrap();
+        for h in 1..=3 {
+            let q = s.quantile(h, 0.1).unwrap();
+            assert!((q - 8000.0).abs() < 8000.0 * 0.05, "hop {h}: {q}");
+        }
+    }
+
+    /// A path that cannot decode (a switch on it missing from the topology) starts its
+    /// decoding over and over, but the hops' latency samples and utilisation values stay:
+    /// each conflict threw them away, so such a flow showed almost none. (Here the topology
+    /// alone decodes the path to 1, 2, 3 again after each conflict: the same path, so no
+    /// route change.)
+    #[test]
+    fn a_path_that_cannot_decode_keeps_its_hops_values() {
+        let (mut cx, v) = context();
+        let line = Arc::new(Topology::line(3));
+        cx.topology = Some(Arc::clone(&line));
+        let plan = cx.registry.plan(v).unwrap();
+        let latency = plan
+            .plan
+            .queries
+            .iter()
+            .position(|q| matches!(q.kind, QueryKind::DynamicPerFlow { .. }))
+            .expect("the paper plan samples hop latency");
+        let utilisation = plan
+            .plan
+            .queries
+            .iter()
+            .position(|q| matches!(q.kind, QueryKind::PerPacket { .. }))
+            .expect("the paper plan has a per-packet query");
+        let key = digest(v, 6, 0).key;
+        let mut t = FlowTable::new(10);
+        // Switch 9 is not in the topology: hop 2 has no candidate left once it writes.
+        let n = 4000u32;
+        record_along(&mut t, &cx, v, (6, &[1, 9, 3]), n, 2_000, 0);
+        let f = &t.flows[&key];
+        assert!(f.path_resets > 3, "{} resets", f.path_resets);
+        let p = f.pint.as_ref().unwrap();
+        let s = p.record.sketches(latency).unwrap();
+        let samples: u64 = (1..=3).map(|h| s.samples(h)).sum();
+        // About 15/16 of the packets carry a latency sample.
+        assert!(
+            samples as f64 >= 0.85 * f64::from(n),
+            "{samples} latency samples of {n} packets"
+        );
+        for h in 1..=3 {
+            let q = s.quantile(h, 0.5).unwrap();
+            assert!((q - 2000.0).abs() < 2000.0 * 0.05, "hop {h}: {q}");
+        }
+        let a = p.record.aggregate(utilisation).unwrap();
+        assert!(a.count as f64 >= 0.03 * f64::from(n), "{} values", a.count);
     }
 
     /// Lost packets on the flow's link as the link's totals count them.

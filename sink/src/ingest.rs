@@ -199,6 +199,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
             e.counters.bytes.fetch_add(len, Relaxed);
             e.counters.flowsets.fetch_add(1, Relaxed);
             e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+            e.note_lost();
             continue;
         }
         let frame = match session.decode(bytes) {
@@ -211,6 +212,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
             e.counters
                 .sequence_gaps
                 .fetch_add(session.gaps - gaps, Relaxed);
+            e.note_lost();
             gaps = session.gaps;
         }
         if let Frame::Hello(h) = &frame {
@@ -274,6 +276,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 // Reserved before decoding (a flowset frame only decodes after a hello).
                 let Some(held) = reserved else {
                     e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+                    e.note_lost();
                     continue;
                 };
                 let item = FlowSetIn {
@@ -287,6 +290,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 };
                 if let Err(TrySendError::Full(_)) = ing.flowsets.try_send(item) {
                     e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+                    e.note_lost();
                 }
             }
             Frame::Stats(s) => e.info.lock().expect("switch lock").stats = s.counters,

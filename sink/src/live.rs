@@ -47,8 +47,8 @@ pub fn page(shared: &Shared) -> Page {
                     .map(|(n, v)| (n["drop_".len()..].to_owned(), *v))
                     .collect(),
                 tx_full_drops: stat("tx_full_drops"),
-                digests_exported: 0,
-                flowsets_exported: 0,
+                digests_exported: stat("digests_exported"),
+                flowsets_exported: stat("flowsets_exported"),
                 digests_received: e.counters.digests.load(Relaxed),
                 flowsets_received: e.counters.flowsets.load(Relaxed),
                 dropped_at_sink: e.counters.digests_dropped.load(Relaxed)

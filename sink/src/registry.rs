@@ -158,6 +158,16 @@ pub struct SwitchEntry {
     pub reject_reasons: Mutex<BTreeMap<&'static str, u64>>,
     /// When its connection last ended.
     pub disconnected_at: Mutex<Option<std::time::Instant>>,
+    /// When something it sent was last lost on the way: a gap in its frames' sequence (the
+    /// switch dropped them), a flowset the sink had no room for, its connection ending.
+    pub lost_at: Mutex<Option<std::time::Instant>>,
+}
+
+impl SwitchEntry {
+    /// Notes that something it sent was lost on the way, now.
+    pub fn note_lost(&self) {
+        *self.lost_at.lock().expect("switch lock") = Some(std::time::Instant::now());
+    }
 }
 
 /// Most plans that failed to compile whose reason is remembered.
@@ -245,6 +255,7 @@ impl Registry {
                     info: Mutex::new(info.clone()),
                     reject_reasons: Mutex::new(BTreeMap::new()),
                     disconnected_at: Mutex::new(None),
+                    lost_at: Mutex::new(None),
                 })
             });
             let c = &e.counters;
@@ -291,6 +302,7 @@ impl Registry {
         }
         entry.counters.connected.store(false, Relaxed);
         *entry.disconnected_at.lock().expect("switch lock") = Some(std::time::Instant::now());
+        entry.note_lost();
         if let Some(e) = error {
             entry.info.lock().expect("switch lock").last_error = Some(e);
         }
@@ -411,6 +423,23 @@ impl Registry {
                         .is_none_or(|t| t.elapsed() >= recent)
             })
             .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Those of `ids` that lost something on the way to the sink at `since` or later
+    /// ([`SwitchEntry::lost_at`]): a flowset of theirs that has not come may never come.
+    pub fn lost_since(&self, ids: &[u32], since: std::time::Instant) -> Vec<u32> {
+        let map = self.switches.read().expect("registry lock");
+        ids.iter()
+            .copied()
+            .filter(|id| {
+                map.get(id).is_some_and(|e| {
+                    e.lost_at
+                        .lock()
+                        .expect("switch lock")
+                        .is_some_and(|t| t >= since)
+                })
+            })
             .collect()
     }
 

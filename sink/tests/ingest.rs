@@ -460,11 +460,18 @@ fn flowsets_beyond_the_memory_limit_are_dropped_undecoded() {
     assert_eq!(e.counters.rejected.load(Relaxed), 0);
 }
 
-/// Whether the sink closed `s` (end of stream or a reset) within 5 s.
+/// Whether the sink closed `s` (end of stream or a reset) within 5 s; a read that times
+/// out is a connection still open.
 fn closed_by_sink(s: &mut TcpStream) -> bool {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut b = [0u8; 16];
-    matches!(s.read(&mut b), Ok(0) | Err(_))
+    match s.read(&mut b) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
 }
 
 /// A second process saying hello with a switch ID whose connection is alive is refused
@@ -517,4 +524,49 @@ fn a_switch_id_belongs_to_one_live_connection() {
     drop(c);
     wait_for("disconnected", || !e.counters.connected.load(Relaxed));
     sink.stop();
+}
+
+/// A switch's stats frame reaches the live page: its rx and tx, and the digests and flowsets
+/// it says it exported beside those the sink received (the page showed 0 exported).
+#[test]
+fn a_switchs_stats_reach_the_live_page() {
+    let sink = sink();
+    let shared = sink.shared().clone();
+    let mut sw = FakeSwitch::connect(sink.listen_addr(), &hello(9, Some(paper())));
+    let counters = [
+        ("rx_packets", 1000),
+        ("tx_packets", 990),
+        ("tx_full_drops", 4),
+        ("digests_exported", 700),
+        ("flowsets_exported", 12),
+        ("drop_no_route", 6),
+    ];
+    let stats = Stats {
+        counters: counters
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), *v))
+            .collect(),
+    };
+    sw.send(FrameType::Stats, &stats.payload());
+    wait_for("stats", || {
+        sink::live::page(&shared)
+            .switches
+            .iter()
+            .any(|s| s.id == 9 && s.rx_packets == 1000)
+    });
+    let page = sink::live::page(&shared);
+    let row = page.switches.iter().find(|s| s.id == 9).unwrap();
+    assert_eq!(
+        (
+            row.tx_packets,
+            row.tx_full_drops,
+            row.digests_exported,
+            row.flowsets_exported
+        ),
+        (990, 4, 700, 12)
+    );
+    assert_eq!(
+        row.drops.iter().collect::<Vec<_>>(),
+        vec![(&"no_route".to_owned(), &6)]
+    );
 }

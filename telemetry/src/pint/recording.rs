@@ -7,7 +7,7 @@ use datasketches::kll::KllSketch;
 
 use crate::pint::compress::LogCompressor;
 use crate::pint::path_decoder::{PathContext, PathState, PathView, Space};
-use crate::pint::plan::{CompiledQuery, Plan, QueryKind, Reading};
+use crate::pint::plan::{CompiledQuery, Plan, QueryKind, Reading, carried_unit};
 use crate::pint::query::ValueKind;
 use crate::pint::tape::{self, Slice};
 use crate::wire::shim::get_bits;
@@ -20,6 +20,8 @@ pub const PATH_CHECK_EVERY: u64 = 8;
 pub struct HopSketches {
     compression: LogCompressor,
     sketches: Sketches,
+    /// A decompressed code's value in the value's units ([`crate::pint::plan::carried_unit`]).
+    unit: f64,
 }
 
 /// One sketch per hop, whose items are codes as narrow as the compression's largest code
@@ -182,7 +184,15 @@ impl HopSketches {
         HopSketches {
             sketches: Sketches::new(k, kk, max_code),
             compression,
+            unit: 1.0,
         }
+    }
+
+    /// The same sketches answering in units of `unit` per decompressed code (a utilization's
+    /// codes are of `512 U`: its values read as `U`).
+    pub fn in_units(mut self, unit: f64) -> HopSketches {
+        self.unit = unit;
+        self
     }
 
     /// An unbounded recorder (large sketches), for comparisons.
@@ -190,6 +200,7 @@ impl HopSketches {
         HopSketches {
             sketches: Sketches::new(k, u16::MAX, compression.max_code()),
             compression,
+            unit: 1.0,
         }
     }
 
@@ -265,7 +276,24 @@ impl HopSketches {
                 .ok()??
                 .into()
         });
-        Some(self.compression.decompress(code))
+        Some(self.compression.decompress(code) * self.unit)
+    }
+
+    /// The largest value a code carries: a value above it is carried as it, so a quantile
+    /// at this value says "at least".
+    pub fn top_value(&self) -> f64 {
+        self.compression.decompress(self.compression.max_code()) * self.unit
+    }
+
+    /// The share of hop `hop`'s samples carried as the largest code ([`HopSketches::top_value`]
+    /// or more: the code saturated); 0 without samples.
+    pub fn share_at_top(&self, hop: usize) -> f64 {
+        let top = self.compression.max_code();
+        let below: Option<f64> = each_width!(&self.sketches, v, T => {
+            v.get(hop.wrapping_sub(1))
+                .and_then(|s| s.rank(&T::of(top), SearchCriteria::Exclusive))
+        });
+        below.map_or(0.0, |r| (1.0 - r).max(0.0))
     }
 
     /// Values of hop `hop` seen in at least `min_share` of its samples, with their shares,
@@ -287,7 +315,7 @@ impl HopSketches {
             .iter()
             .enumerate()
             .filter(|(_, p)| **p >= min_share && **p > 0.0)
-            .map(|(i, p)| (self.compression.decompress(lo + i as u32), *p))
+            .map(|(i, p)| (self.compression.decompress(lo + i as u32) * self.unit, *p))
             .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1));
         out
@@ -375,7 +403,8 @@ impl Slot {
                 sample,
                 ..
             } => Slot::Sketches(
-                HopSketches::new(k, compression.clone(), *space_budget),
+                HopSketches::new(k, compression.clone(), *space_budget)
+                    .in_units(carried_unit(query.value)),
                 *sample,
             ),
             QueryKind::PerPacket { .. } => Slot::Aggregate(Aggregate::default()),
@@ -567,6 +596,31 @@ impl FlowRecord {
         }
     }
 
+    /// Starts every path query's decoding over (pins gone), keeping the dynamic queries'
+    /// sketches and the per-packet statistics: for a path that never decoded, whose
+    /// digests contradicted a pin or a candidate set, while the hops' values stay the
+    /// flow's.
+    pub fn restart_paths(&mut self) {
+        let k = self.k;
+        for slot in &mut self.slots {
+            if let Slot::Path(p) = slot {
+                *p = PathState::new(k);
+            }
+        }
+    }
+
+    /// Starts the dynamic queries' sketches and the per-packet statistics over under `plan`
+    /// (the record's), keeping the path queries' state: the route changed, and the hops'
+    /// values so far were partly the old route's.
+    pub fn restart_values(&mut self, plan: &Plan) {
+        let k = self.k;
+        for (slot, query) in self.slots.iter_mut().zip(&plan.queries) {
+            if !matches!(slot, Slot::Path(_)) {
+                *slot = Slot::new(query, k);
+            }
+        }
+    }
+
     /// Whether some path query's digests contradict each other (the route changed): the
     /// record should start over.
     pub fn conflict(&self) -> bool {
@@ -689,18 +743,8 @@ mod tests {
                 assert_eq!(&samples[before..], &expected[..], "pid {pid}");
                 if rec.conflict() {
                     // Random digests soon contradict every path; start the path over.
-                    rec = FlowRecord {
-                        slots: rec
-                            .slots
-                            .into_iter()
-                            .zip(FlowRecord::new(&plan, k).slots)
-                            .map(|(old, new)| match new {
-                                Slot::Path(_) => new,
-                                _ => old,
-                            })
-                            .collect(),
-                        ..rec
-                    };
+                    rec.restart_paths();
+                    assert!(!rec.conflict());
                 }
             }
             for (q, hops) in per_hop.iter().enumerate() {
@@ -714,6 +758,75 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Utilization reads as U (1.0 = line rate) whatever the query's aggregation: the switch
+    /// carries `512 U`, and a sampled (dynamic per-flow) query's quantiles and frequent
+    /// values, and a per-packet product over k hops, read 512 times (512^(k-1) times) too
+    /// high.
+    #[test]
+    fn utilization_reads_as_a_share_of_line_rate_in_every_aggregation() {
+        let text = r#"
+global_bits = 24
+[[queries]]
+name = "util"
+value = "link_utilization"
+aggregation = "dynamic_per_flow"
+bits = 8
+[[queries]]
+name = "util_max"
+value = "link_utilization"
+aggregation = "max"
+bits = 8
+[[queries]]
+name = "util_product"
+value = "link_utilization"
+aggregation = "product"
+bits = 8
+"#;
+        let file = crate::pint::query::QueryFile::from_toml(text).unwrap();
+        let plan = Plan::compile(&file).unwrap();
+        let k = 3;
+        // Low enough that the product of three hops' carried values (26^3) stays within an
+        // 8-bit code's range; each reads back as what it was carried as, 26/512.
+        let u = [0.05, 0.05, 0.05];
+        let carried = (512.0f64 * 0.05).ceil() / 512.0;
+        let mut rec = FlowRecord::new(&plan, k);
+        for n in 0..3000u64 {
+            let pid = hash32(11, &[n]);
+            let mut digest = 0;
+            for (h, &uh) in u.iter().enumerate() {
+                digest = plan.encode(
+                    digest,
+                    &crate::pint::plan::HopInput {
+                        pid,
+                        hop: h + 1,
+                        switch_id: 1,
+                        ingress_port: 0,
+                        egress_port: 0,
+                        hop_latency_ns: 0,
+                        queue_bytes: 0,
+                        utilization: crate::pint::plan::HopInput::utilization_value(uh),
+                    },
+                );
+            }
+            rec.record(&plan, Space::Ids(&[1]), pid, digest);
+        }
+        let s = rec.sketches(0).expect("sampled");
+        for hop in 1..=k {
+            let m = s.quantile(hop, 0.5).unwrap();
+            assert!((m - carried).abs() < carried * 0.06, "hop {hop} median {m}");
+            let top = s.frequent(hop, 0.3);
+            assert!(
+                (top[0].0 - carried).abs() < carried * 0.06,
+                "hop {hop}: {top:?}"
+            );
+        }
+        let max = rec.aggregate(1).expect("max").mean;
+        assert!((max - carried).abs() < carried * 0.06, "max {max}");
+        let product = rec.aggregate(2).expect("product").mean;
+        let want = carried.powi(3);
+        assert!((product - want).abs() < want * 0.15, "product {product}");
     }
 
     /// A plan with a static port query beside the path: the port query decodes to each
@@ -827,6 +940,31 @@ frequency = 0.5
         let tiny = HopSketches::new(4, narrow, 400);
         assert_eq!(tiny.kll_k(), 8);
         assert!(tiny.budget_bytes() > 400);
+    }
+
+    /// Values beyond the code's range are carried as its largest value: the sketches say
+    /// which that is and what share of a hop's samples it holds (a 500 µs stall read as
+    /// 66 µs at every quantile, with nothing to say it was at least that).
+    #[test]
+    fn saturated_samples_are_told_apart() {
+        let c = LogCompressor::with_epsilon(0.022, 8);
+        let mut s = HopSketches::new(2, c.clone(), 4096);
+        let top = c.decompress(c.max_code());
+        assert_eq!(s.top_value(), top);
+        assert!((60_000.0..70_000.0).contains(&top), "{top}");
+        for n in 0..1000u32 {
+            let ns = if n % 4 == 0 { 500_000 } else { 2_000 };
+            s.add(1, c.compress(ns, n.wrapping_mul(0x9e37_79b9)));
+            s.add(2, c.compress(2_000, n));
+        }
+        assert!(
+            (s.share_at_top(1) - 0.25).abs() < 0.02,
+            "{}",
+            s.share_at_top(1)
+        );
+        assert_eq!(s.share_at_top(2), 0.0);
+        assert_eq!(s.quantile(1, 0.99), Some(top));
+        assert_eq!(HopSketches::new(1, c, 4096).share_at_top(1), 0.0);
     }
 
     #[test]

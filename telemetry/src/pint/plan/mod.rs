@@ -204,6 +204,16 @@ pub fn default_sum_unit(kind: ValueKind, bits: u32) -> f64 {
     (per_hop * SUM_HOPS / 2f64.powi(bits as i32)).clamp(1.0, MAX_UNIT)
 }
 
+/// What one unit of a hop's value as PINT carries it is in the value's own units: a
+/// utilization is carried as `512 U`, so a carried 1 is 1/512 of line rate; every other value
+/// is carried as it is (ns, bytes, IDs).
+pub fn carried_unit(kind: ValueKind) -> f64 {
+    match kind {
+        ValueKind::LinkUtilization => 1.0 / UTILIZATION_SCALE,
+        _ => 1.0,
+    }
+}
+
 impl HopInput {
     /// The value PINT carries for a utilization `u` (1.0 = line rate).
     pub fn utilization_value(u: f64) -> u64 {
@@ -605,14 +615,13 @@ impl CompiledQuery {
                     PerPacketOp::Min => compression.max_code() - field.min(compression.max_code()),
                     _ => field,
                 };
+                let unit = carried_unit(self.value);
                 let v = match (op, compression) {
-                    (PerPacketOp::Product, Compression::Log(c)) => c.decompress_sum(code),
-                    _ => compression.decompress(code),
-                };
-                let v = if self.value == ValueKind::LinkUtilization {
-                    v / UTILIZATION_SCALE
-                } else {
-                    v
+                    // A product of k hops' carried values is in the unit to the k-th power.
+                    (PerPacketOp::Product, Compression::Log(c)) => {
+                        c.decompress_sum(code) * unit.powi(k.min(255) as i32)
+                    }
+                    _ => compression.decompress(code) * unit,
                 };
                 Reading::Aggregate(v)
             }
@@ -628,7 +637,7 @@ impl CompiledQuery {
                 Reading::Sample {
                     hop,
                     code,
-                    value: compression.decompress(code),
+                    value: compression.decompress(code) * carried_unit(self.value),
                 }
             }
         }
