@@ -532,12 +532,18 @@ fn loop_through_the_switch() {
     assert_eq!(u(&sw["tx_packets"]), received, "{sw}");
     assert_eq!(lost, switch_dropped(&sw), "{sw}");
     assert_eq!(u(&sw["drops"]["ttl_expired"]), 0);
+    // Whatever the switch dropped (a loaded machine may make it drop a few), nothing came
+    // late, and what pint-gen found lost by flow tags and probe numbers is among it.
+    let (f, p) = (&run["received"]["flows"], &run["received"]["probes"]);
+    assert_eq!(u(&f["late"]), 0, "{f}");
+    assert!(u(&f["tagged"]) > 100_000, "{f}");
+    assert!(u(&f["lost"]) + u(&p["lost"]) <= lost, "{f}\n{p}");
+    let probes_sent = u(&run["sent"]["probes"]);
+    assert!(probes_sent > 0);
+    assert!(u(&p["received"]) + u(&p["lost"]) <= probes_sent, "{p}");
     if lost == 0 {
-        let f = &run["received"]["flows"];
-        assert_eq!((u(&f["lost"]), u(&f["late"])), (0, 0), "{f}");
-        assert!(u(&f["tagged"]) > 100_000, "{f}");
-        let p = &run["received"]["probes"];
-        assert_eq!(u(&p["received"]), u(&run["sent"]["probes"]));
+        assert_eq!(u(&f["lost"]), 0, "{f}");
+        assert_eq!(u(&p["received"]), probes_sent, "{p}");
     }
 }
 

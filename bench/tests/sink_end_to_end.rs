@@ -309,7 +309,9 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
         // Latency: hop h holds packets uniformly in [0.5, 1.5] x h x 2 us, median h x 2 us.
         let lat = &f["latency"][0];
         let rank_error = lat["rank_error"].as_f64().unwrap();
-        for h in lat["hops"].as_array().unwrap() {
+        let hops = lat["hops"].as_array().unwrap();
+        assert_eq!(hops.len(), t.route.len(), "flow {}: {lat}", t.key);
+        for h in hops {
             let hop = h["hop"].as_u64().unwrap() as f64;
             let n = h["samples"].as_u64().unwrap() as f64;
             assert!(n >= 50.0, "flow {}: {h}", t.key);

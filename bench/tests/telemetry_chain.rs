@@ -337,9 +337,11 @@ fn check_digests(c: &Collected, plans: &HashMap<u32, Plan>) -> (usize, usize) {
         }
         if let Some(sk) = rec.sketches(plan.query_index("latency").unwrap()) {
             for hop in 1..=3 {
+                // From a burst's receipt to its send through memif: more than 10 ns, and
+                // at most what the code carries (about 66 µs).
                 if let Some(m) = sk.quantile(hop, 0.5) {
                     assert!(
-                        (1.0..1e9).contains(&m),
+                        (10.0..=sk.top_value()).contains(&m),
                         "flow {key} hop {hop}: median latency {m} ns"
                     );
                 }
@@ -868,6 +870,7 @@ listen = "127.0.0.1:{port}"
         "pint_switch_dropped_packets_total{reason=\"ttl_expired\",worker=\"0\"}",
         "pint_switch_telemetry_events_total{event=\"shim_inserted\",worker=\"0\"}",
         "pint_switch_plan_info{version=",
+        "pint_switch_tsc_hertz ",
     ] {
         assert!(body.contains(want), "{want} missing:\n{body}");
     }
@@ -990,20 +993,28 @@ fn an_impaired_port_loses_delays_and_reorders_and_counts_it() {
         "pint-gen's missing packets are the impairment's\n{log}"
     );
     assert_eq!(sum.drops.get(pipeline::DropReason::ImpairOverflow), 0);
+    // A packet counts as sent when it leaves the delay line for the device: everything
+    // received is sent or dropped and counted, and what was sent arrived.
+    assert_eq!(
+        sum.rx_packets,
+        sum.tx_packets + sum.drops.total() + sum.tx_full_drops,
+        "{sum:?}"
+    );
+    assert_eq!(
+        sum.tx_packets,
+        run["received"]["packets"].as_u64().unwrap(),
+        "{sum:?}\n{run}"
+    );
     let share = lost as f64 / sent as f64;
     assert!((0.035..0.065).contains(&share), "{lost} of {sent}");
     assert!(sum.impair_delayed > sent / 2, "{sum:?}");
     assert!(sum.impair_reordered > 0, "{sum:?}");
     let probes = &run["received"]["probes"];
     let lat = probes["latency_ns"].as_array().unwrap();
-    let (min, median) = (lat[0].as_u64().unwrap(), lat[1].as_u64().unwrap());
+    let median = lat[1].as_u64().unwrap();
     // Most probes wait in the delay line (5 ms +- 1 ms, order kept: a packet waits at
-    // least as long as the one before it); the reordered ones overtake it, arriving sooner
-    // than any delayed packet can. (Lower bounds only: a loaded machine adds to latency.)
+    // least as long as the one before it); the reordered ones overtake it and arrive out
+    // of order. (Lower bounds only: a loaded machine adds to latency.)
     assert!(median >= 4_000_000, "{probes}");
-    assert!(
-        min < 4_000_000,
-        "a reordered probe overtook the line: {probes}"
-    );
     assert!(probes["reordered"].as_u64().unwrap() > 0, "{probes}");
 }

@@ -77,6 +77,9 @@ pub struct TelemetryControl {
     batch_max: usize,
     epoch_ns: u64,
     next_recalibration: Instant,
+    /// The last round that counted missed deadlines: the rounds catching up after a stall
+    /// are as late, less a tick each, and count nothing more.
+    late_counted_at: Instant,
     /// What it counted.
     pub counts: ControlCounts,
     installed: Vec<String>,
@@ -223,6 +226,7 @@ impl TelemetryStart {
                 batch_max: t.batch_digests as usize,
                 epoch_ns: t.epoch_ns(),
                 next_recalibration: Instant::now() + Duration::from_secs(1),
+                late_counted_at: Instant::now(),
                 counts: ControlCounts::default(),
             },
         }))
@@ -244,7 +248,14 @@ impl TelemetryControl {
     /// deadline the round started.
     pub fn poll(&mut self, now: Instant, late: Duration) {
         if late.as_nanos() > u128::from(self.epoch_ns) {
-            self.counts.deadlines_missed += 1;
+            // A stall counts once, by the epochs it overran; the rounds after it (their
+            // deadlines fell within it) count nothing more.
+            let deadline = now.checked_sub(late).unwrap_or(now);
+            if deadline >= self.late_counted_at {
+                self.counts.deadlines_missed +=
+                    (late.as_nanos() / u128::from(self.epoch_ns)) as u64;
+                self.late_counted_at = now;
+            }
         }
         if now >= self.next_recalibration {
             self.clock.recalibrate();
@@ -575,5 +586,37 @@ mod tests {
             ex.queued_bytes() > 0 || ex.stats.frames.load(Relaxed) > 0,
             "the rest went"
         );
+    }
+
+    /// A stall of the control thread counts the epochs it overran, once, however many
+    /// rounds then catch up (each counted: a 30 ms stall made 6 against a 50 ms one's 1).
+    #[test]
+    fn a_stall_counts_the_epochs_it_overran_once() {
+        let config = Config::from_toml(
+            "switch_id = 3\n\
+             [[ports]]\nname = \"p\"\ndevice = \"net_null0\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n\
+             [[workers]]\nlcore = 0\nrx = [\"p\"]\n\
+             [telemetry]\n",
+        )
+        .unwrap();
+        let mut control = TelemetryStart::prepare(&config).unwrap().unwrap().control;
+        assert_eq!(control.epoch(), Duration::from_millis(10));
+        let tick = Duration::from_millis(1);
+        let mut missed = Vec::new();
+        for stall_ms in [30u64, 50, 5] {
+            let before = control.counts.deadlines_missed;
+            let stall = Duration::from_millis(stall_ms);
+            // The round after the stall, then the rounds catching up at once, each a tick
+            // less late.
+            let now = Instant::now() + stall;
+            let mut late = stall;
+            while late > tick {
+                control.poll(now, late);
+                late -= tick;
+            }
+            missed.push(control.counts.deadlines_missed - before);
+            std::thread::sleep(stall);
+        }
+        assert_eq!(missed, [3, 5, 0]);
     }
 }

@@ -105,7 +105,12 @@ fn describe() {
     describe_counter!(
         "pint_switch_busy_cycles_total",
         Unit::Count,
-        "TSC cycles spent in polls that received packets, per worker."
+        "TSC cycles spent in polls that received packets, per worker (over pint_switch_tsc_hertz: seconds)."
+    );
+    describe_gauge!(
+        "pint_switch_tsc_hertz",
+        Unit::Count,
+        "TSC cycles per second: turns the cycle counters into seconds."
     );
     describe_counter!(
         "pint_switch_telemetry_events_total",
@@ -172,7 +177,11 @@ fn describe() {
 impl SwitchMetrics {
     /// Starts the endpoint on `listen` and registers the switch's metrics.
     #[cold]
-    pub fn install(listen: SocketAddr, config: &Config) -> anyhow::Result<SwitchMetrics> {
+    pub fn install(
+        listen: SocketAddr,
+        config: &Config,
+        tsc_hz: u64,
+    ) -> anyhow::Result<SwitchMetrics> {
         PrometheusBuilder::new()
             .with_http_listener(listen)
             .install()
@@ -182,6 +191,7 @@ impl SwitchMetrics {
                 )
             })?;
         describe();
+        gauge!("pint_switch_tsc_hertz").set(tsc_hz as f64);
         let workers = (0..config.workers.len())
             .map(|w| {
                 let worker = w.to_string();

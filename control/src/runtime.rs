@@ -71,14 +71,26 @@ pub struct ControlLoop<'a> {
     pub metrics: Option<&'a mut SwitchMetrics>,
 }
 
-/// The counters a switch reports to its sink.
-fn stats_counters(t: &LocalCounters) -> Vec<(String, u64)> {
+/// The counters a switch reports to its sink: the workers' and the export's (what was sent
+/// to the sink and dropped on the way, as the summary counts them).
+fn stats_counters(t: &LocalCounters, export: &ControlCounts) -> Vec<(String, u64)> {
+    let e = export;
     let mut v = vec![
         ("rx_packets".to_owned(), t.rx_packets),
         ("rx_bytes".to_owned(), t.rx_bytes),
         ("tx_packets".to_owned(), t.tx_packets),
         ("tx_bytes".to_owned(), t.tx_bytes),
         ("tx_full_drops".to_owned(), t.tx_full_drops),
+        (
+            "digests_exported".to_owned(),
+            e.digests_drained - e.digests_dropped.min(e.digests_drained),
+        ),
+        ("digests_dropped".to_owned(), e.digests_dropped),
+        (
+            "flowsets_exported".to_owned(),
+            e.flowsets_exported - e.flowsets_dropped.min(e.flowsets_exported),
+        ),
+        ("flowsets_dropped".to_owned(), e.flowsets_dropped),
     ];
     v.extend(t.drops.nonzero().map(|(r, n)| (format!("drop_{r}"), n)));
     v.extend(t.telemetry.nonzero().map(|(e, n)| (e.name().to_owned(), n)));
@@ -181,12 +193,16 @@ impl ControlLoop<'_> {
             if now >= next_metrics {
                 next_metrics = now + metrics_every;
                 self.publish();
+                // Without stats intervals the sink still hears the counters once a second.
+                if interval.is_none()
+                    && let Some(tc) = &self.telemetry
+                {
+                    tc.send_stats(stats_counters(&total(self.shared), &tc.counts));
+                }
             }
             if interval.is_some() && now >= next_stats {
                 let t = total(self.shared);
                 let dt = (now - prev_t).as_secs_f64();
-                // Saturating: a packet forwarded into a port's delay line counts as sent, and
-                // one the full tx queue then drops is taken back, so tx can go down.
                 let rx = t.rx_packets.saturating_sub(prev.rx_packets) as f64;
                 let tx = t.tx_packets.saturating_sub(prev.tx_packets) as f64;
                 let cpp = if rx > 0.0 {
@@ -228,12 +244,17 @@ impl ControlLoop<'_> {
                     drops_line(&t)
                 );
                 if let Some(tc) = &self.telemetry {
-                    tc.send_stats(stats_counters(&t));
+                    tc.send_stats(stats_counters(&t, &tc.counts));
                 }
                 intervals.push(iv);
                 prev = t;
                 prev_t = now;
+                // After a stall, the next interval is a whole one from now (catching up made
+                // intervals of a few ms, their rates measured over nothing).
                 next_stats += interval.unwrap_or_default();
+                if next_stats <= now {
+                    next_stats = now + interval.unwrap_or_default();
+                }
             }
         }
         self.publish();

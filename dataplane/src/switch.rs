@@ -216,7 +216,7 @@ fn run_with_eal(
     };
     let mut metrics = match config.metrics.listen {
         Some(addr) => {
-            let m = SwitchMetrics::install(addr, config)?;
+            let m = SwitchMetrics::install(addr, config, eal.tsc_hz())?;
             println!("metrics: http://{addr}/metrics");
             Some(m)
         }

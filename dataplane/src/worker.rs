@@ -74,19 +74,43 @@ fn flush<const N: usize>(
     }
 }
 
-/// Takes a port's mbufs off the pipeline's counters (tx) and counts them under `reason`.
+/// Takes one of a port's packets off the pipeline's tx counters (it counted the packet when
+/// it forwarded it).
 #[inline]
-fn uncount(port: usize, bytes: u64, reason: DropReason, c: &mut LocalCounters) {
+fn untx(port: usize, bytes: u64, c: &mut LocalCounters) {
     c.tx_bytes -= bytes;
     c.tx_packets -= 1;
     c.ports[port].tx_bytes -= bytes;
     c.ports[port].tx_packets -= 1;
-    c.drop_one(reason);
+}
+
+/// Counts `out`'s packets as transmitted on `port`, then sends them ([`flush`] takes off
+/// again what does not fit).
+#[inline]
+fn send_counted<const N: usize>(
+    port: usize,
+    txq: &mut TxQueue<'_>,
+    out: &mut Burst<N>,
+    c: &mut LocalCounters,
+) {
+    if out.is_empty() {
+        return;
+    }
+    let bytes: u64 = out.as_slice().iter().map(|m| m.pkt_len() as u64).sum();
+    let n = out.len() as u64;
+    c.tx_bytes += bytes;
+    c.tx_packets += n;
+    c.ports[port].tx_bytes += bytes;
+    c.ports[port].tx_packets += n;
+    flush(port, txq, out, c);
 }
 
 /// Sends a port's buffered packets through its impairment: first what the delay line
-/// releases now (it was sent earlier), then the buffer's packets that are neither lost,
-/// delayed nor held back. `buf` may be empty (a release tick).
+/// releases now, then the buffer's packets that are neither lost, delayed nor held back.
+/// `buf` may be empty (a release tick). A packet counts as transmitted when it goes to the
+/// device, not when the pipeline forwarded it: one the delay line holds, and then cannot
+/// send at a full queue, was counted as sent meanwhile and then as dropped, and the
+/// published tx counters went down.
 #[inline(never)]
 fn flush_impaired(
     port: usize,
@@ -99,13 +123,13 @@ fn flush_impaired(
     let mut out: Burst<{ 2 * crate::dpdk::BURST_SIZE }> = Burst::new();
     while let Some(m) = imp.pop_due(now) {
         if out.is_full() {
-            flush(port, txq, &mut out, c);
+            send_counted(port, txq, &mut out, c);
         }
         let _ = out.push(m);
     }
-    flush(port, txq, &mut out, c);
+    send_counted(port, txq, &mut out, c);
     for m in buf.drain() {
-        let bytes = m.pkt_len() as u64;
+        untx(port, m.pkt_len() as u64, c);
         let mut lost = None;
         // At most two packets go out per packet admitted (it and one held back), so `out`
         // (twice a burst, empty at the start) cannot fill.
@@ -119,14 +143,14 @@ fn flush_impaired(
         );
         match fate {
             Fate::Sent => {}
-            Fate::Lost => uncount(port, bytes, DropReason::ImpairLoss, c),
-            Fate::Overflow => uncount(port, bytes, DropReason::ImpairOverflow, c),
+            Fate::Lost => c.drop_one(DropReason::ImpairLoss),
+            Fate::Overflow => c.drop_one(DropReason::ImpairOverflow),
             Fate::Delayed => c.impair_delayed += 1,
             Fate::Reordered => c.impair_reordered += 1,
         }
         drop(lost);
     }
-    flush(port, txq, &mut out, c);
+    send_counted(port, txq, &mut out, c);
 }
 
 /// Sends port `e`'s buffered packets: straight to its tx queue, or, when the port is

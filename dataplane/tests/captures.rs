@@ -157,4 +157,13 @@ fn a_capture_taken_with_a_snap_length_replays_with_a_warning() {
     );
     assert!(s.rx_packets > 0, "{t}");
     assert!(s.tx_packets > 0, "the whole frames are forwarded: {t}");
+    // One frame in three was cut: each replay of it is dropped as `truncated`.
+    let truncated = s.drops.get(pipeline::DropReason::Truncated);
+    assert_eq!(truncated + s.tx_packets, s.rx_packets, "{t}");
+    let share = truncated as f64 / s.rx_packets as f64;
+    assert!(
+        (share - 1.0 / 3.0).abs() < 0.01,
+        "{truncated} of {}: {t}",
+        s.rx_packets
+    );
 }

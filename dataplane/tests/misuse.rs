@@ -78,6 +78,23 @@ fn unknown_device() {
     );
 }
 
+/// A driver's bare failure (-1) is not read as an errno: a capture file that cannot be
+/// written was reported as "Operation not permitted (EPERM)".
+#[test]
+fn a_driver_failure_without_a_reason_says_so() {
+    let dir = setup("badtx");
+    expect_error(
+        &dir,
+        &base(
+            &dir,
+            "",
+            "net_pcap1,tx_pcap=/nonexistent-dir/out.pcap",
+            worker_lcore(),
+        ),
+        &["ports[1].device", "could not be probed", "gave no reason"],
+    );
+}
+
 #[test]
 fn lcore_that_does_not_exist() {
     let dir = setup("badlcore");
@@ -109,6 +126,21 @@ fn missing_capture_file() {
         &dir,
         &cfg,
         &["ports[0].device", "missing.pcap", "does not exist"],
+    );
+}
+
+/// A capture with no frames replayed with `infinite_rx` is refused at start, naming its
+/// port: DPDK's pcap driver took a burst of mbufs on every poll of it and gave none back, so
+/// the pool ran dry and every other port received nothing.
+#[test]
+fn an_empty_capture_to_replay_is_refused() {
+    let dir = setup("emptycap");
+    write_pcap(&dir.path("empty.pcap"), std::iter::empty::<&[u8]>()).unwrap();
+    let cfg = base(&dir, "", "net_null0,no-rx=1", worker_lcore()).replace("in.pcap", "empty.pcap");
+    expect_error(
+        &dir,
+        &cfg,
+        &["ports[0].device", "empty.pcap", "holds no frames"],
     );
 }
 

@@ -265,16 +265,36 @@ impl Config {
     /// too): settings that are valid but likely not what was meant, each naming its key.
     /// Today: fabric ports without room for the plan's shim ([`Config::shim_room_warnings`]).
     pub fn warnings(&self) -> Vec<String> {
+        let mut out = self.memif_queue_warnings();
         if !self.telemetry.enabled {
-            return Vec::new();
+            return out;
         }
-        match self.telemetry.load_queries() {
-            Ok((_, plan)) => self.shim_room_warnings(::telemetry::wire::shim::shim_len(
+        // A query file that does not load is an error where the plan is compiled.
+        if let Ok((_, plan)) = self.telemetry.load_queries() {
+            out.extend(self.shim_room_warnings(::telemetry::wire::shim::shim_len(
                 ::telemetry::wire::shim::digest_bytes(plan.global_bits),
-            )),
-            // A query file that does not load is an error where the plan is compiled.
-            Err(_) => Vec::new(),
+            )));
         }
+        out
+    }
+
+    /// One line per memif port with more than one queue either way: every worker sends on
+    /// its own tx queue of every port, and DPDK's memif sets up the rings both ends asked
+    /// for without checking that the peer asked for as many; a peer with fewer (pint-gen
+    /// has one of each) shares a ring with the switch, and packets are lost or corrupted.
+    pub fn memif_queue_warnings(&self) -> Vec<String> {
+        let tx = self.workers.len();
+        self.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.device.starts_with("net_memif") && (tx > 1 || p.rx_queues > 1))
+            .map(|(i, p)| {
+                format!(
+                    "config key `ports[{i}].device`: a memif port here has {tx} tx queue(s) (one per worker) and {} rx queue(s); its peer must have as many rx and tx queues the other way round (DPDK's memif does not check, and a peer with fewer shares rings with the switch: packets lost or corrupted; pint-gen has one of each)",
+                    p.rx_queues
+                )
+            })
+            .collect()
     }
 
     /// What the operator should hear about the fabric ports' room for a shim of

@@ -423,3 +423,29 @@ fn fabric_ports_without_room_for_the_shim_are_warned_about() {
     let spine = Config::from_toml(&format!("{spine}\n[telemetry]\n")).unwrap();
     assert!(spine.warnings().is_empty());
 }
+
+/// A memif port with more than one queue either way is warned about, naming its key: its
+/// peer must have as many (pint-gen has one of each); with one worker and one rx queue,
+/// nothing is said.
+#[test]
+fn memif_ports_with_several_queues_are_warned_about() {
+    let memif = GOOD.replace(
+        "device = \"net_null0,no-rx=1\"",
+        "device = \"net_memif0,role=server,socket=/tmp/m.sock,socket-abstract=no\"",
+    );
+    let w = Config::from_toml(&memif).unwrap().warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("config key `ports[1].device`: a memif port here has 2 tx queue(s)")
+            && w[0].contains("2 rx queue(s)"),
+        "{}",
+        w[0]
+    );
+    // One worker polling one queue of it: one queue each way, as pint-gen has.
+    let single = memif
+        .replace("rx = [\"in\", \"up0:1\"]", "rx = [\"in\", \"up0\"]")
+        .replace("[[workers]]\nlcore = 2\nrx = [\"up0:0\"]\n", "");
+    let c = Config::from_toml(&single).unwrap();
+    assert_eq!(c.workers.len(), 1);
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+}

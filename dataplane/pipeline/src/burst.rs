@@ -4,10 +4,21 @@
 
 use std::sync::Arc;
 
-use crate::counters::LocalCounters;
+use crate::counters::{DropReason, LocalCounters};
 use crate::forward::{Forwarder, Verdict};
 use crate::frame::PacketBuf;
 use crate::inband::{Inband, Received};
+
+/// Whether a packet of `len` bytes is longer than its first buffer `frame`: a chain, which a
+/// device that scatters (memif, vhost, pcap) makes of a frame longer than the mbufs, which
+/// hold the largest port MTU's frames. Such a frame is over every MTU (its IPv4 packet, or
+/// its trailer, is): dropped as `mtu_exceeded`, since the pipeline reads only the first
+/// buffer and a NIC's tx path without the multi-segment offload sends only that and leaks
+/// the rest.
+#[inline(always)]
+pub(crate) fn chained(len: usize, frame: &[u8]) -> bool {
+    len > frame.len()
+}
 
 /// Largest burst the pipeline takes at once.
 pub const MAX_BURST: usize = 64;
@@ -170,7 +181,14 @@ impl Pipeline {
             let m = &mut pkts[i];
             let len = m.pkt_len();
             rx_bytes += len as u64;
-            let v = match self.fwd.process(rx_port, m.data_mut(), len) {
+            let frame = m.data_mut();
+            // A frame longer than its first buffer: see `chained`.
+            let verdict = if chained(len, frame) {
+                Verdict::Drop(DropReason::MtuExceeded)
+            } else {
+                self.fwd.process(rx_port, frame, len)
+            };
+            let v = match verdict {
                 Verdict::Forward(egress) => {
                     tx_bytes += len as u64;
                     tx_packets += 1;

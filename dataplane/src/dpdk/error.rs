@@ -8,9 +8,23 @@ use core::fmt;
 pub struct Errno(pub i32);
 
 impl Errno {
+    /// A failure without an errno: the `-1` that buses and many drivers return.
+    pub const UNSPECIFIED: Errno = Errno(-1);
+
     /// From a DPDK return code: negative errno (ethdev style) or positive.
     pub fn from_ret(ret: i32) -> Errno {
         Errno(ret.abs())
+    }
+
+    /// From a device probe's return code: `-1` is the bus's or the driver's bare failure
+    /// (read as `-EPERM` it said "Operation not permitted" for a capture file that could
+    /// not be written), any other negative value an errno.
+    pub fn from_probe(ret: i32) -> Errno {
+        if ret == -1 {
+            Errno::UNSPECIFIED
+        } else {
+            Errno::from_ret(ret)
+        }
     }
 
     /// The calling thread's `rte_errno` (set by EAL, mempool and similar calls).
@@ -57,6 +71,9 @@ impl Errno {
 
 impl fmt::Display for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Errno::UNSPECIFIED {
+            return write!(f, "the driver gave no reason (it returned -1)");
+        }
         match self.name() {
             Some(n) => write!(f, "{} ({n}, errno {})", self.message(), self.0),
             None => write!(f, "{} (errno {})", self.message(), self.0),

@@ -116,7 +116,7 @@ impl<'eal> Port<'eal> {
         if ret < 0 && ret != -libc::EEXIST {
             return Err(DpdkError::Probe {
                 device: devargs.to_owned(),
-                errno: Errno::from_ret(ret),
+                errno: Errno::from_probe(ret),
             });
         }
         let dev = CString::new(device_name(devargs))

@@ -120,6 +120,10 @@ impl State {
             let len = m.pkt_len();
             rx_bytes += len as u64;
             let frame = m.data_mut();
+            if crate::burst::chained(len, frame) {
+                *v = c.dropped_verdict(DropReason::MtuExceeded);
+                continue;
+            }
             *v = match self.parse(fwd, (rx_port, &rx), frame, len, meta) {
                 Ok(w) => {
                     hashes.w0[i] = w.w0;
