@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One idempotent set-up step for a fresh Debian 12 machine: installs the Debian packages the
 # project needs (DPDK 22.11, bindgen's libclang, pkg-config, test tools), Rust by rustup when
-# there is no cargo (Debian 12's is older than the project's 1.85), and, only when asked,
+# there is no cargo or it is older than the project's 1.88 (Debian 12's is), and, only when asked,
 # hugepages. Hugepages are never required: everything runs with --no-huge.
 #
 #   scripts/setup.sh                 # packages only
@@ -43,8 +43,25 @@ fi
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
   export PATH="$HOME/.cargo/bin:$PATH"
 fi
-if ! command -v cargo >/dev/null 2>&1; then
-  echo "setup.sh: no cargo: installing Rust with rustup (https://rustup.rs) into ~/.cargo"
+# The oldest Rust that builds the project (Cargo.toml's rust-version).
+RUST_MIN=1.88
+rust_too_old() {
+  local have
+  have=$(rustc --version 2>/dev/null | awk '{print $2}' | cut -d- -f1)
+  [ -z "$have" ] || [ "$(printf '%s\n%s\n' "$RUST_MIN" "$have" | sort -V | head -n1)" != "$RUST_MIN" ]
+}
+if command -v cargo >/dev/null 2>&1 && rust_too_old; then
+  if command -v rustup >/dev/null 2>&1; then
+    echo "setup.sh: Rust $(rustc --version | awk '{print $2}') is older than $RUST_MIN: rustup update stable"
+    rustup update stable >/dev/null
+    rustup default stable >/dev/null
+  else
+    echo "setup.sh: Rust $(rustc --version | awk '{print $2}') is older than $RUST_MIN: installing a newer one with rustup into ~/.cargo"
+    NEED_RUSTUP=1
+  fi
+fi
+if ! command -v cargo >/dev/null 2>&1 || [ "${NEED_RUSTUP:-0}" = 1 ]; then
+  echo "setup.sh: installing Rust with rustup (https://rustup.rs) into ~/.cargo"
   for p in curl ca-certificates; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
       $SUDO apt-get install -y -qq --no-install-recommends "$p" >/dev/null
