@@ -378,12 +378,27 @@ impl TelemetryControl {
                     closed.epoch,
                     &closed.flowset,
                 );
-                ex.send(Outgoing {
+                let queued = ex.send(Outgoing {
                     ty: FrameType::FlowSet,
                     payload,
                     digests: 0,
                     flowsets: 1,
                 });
+                if !queued {
+                    // The sink hears at once, in a frame small enough to fit where the
+                    // flowset did not, that this one was dropped, not late: it then takes
+                    // the epoch's counts here as short, not the flows' packets as lost.
+                    let dropped = ex.stats.flowsets_dropped.load(Relaxed);
+                    ex.send(Outgoing {
+                        ty: FrameType::Stats,
+                        payload: Stats {
+                            counters: vec![("flowsets_dropped".to_owned(), dropped)],
+                        }
+                        .payload(),
+                        digests: 0,
+                        flowsets: 0,
+                    });
+                }
             }
             self.counts.flowsets_exported += 1;
             self.workers[w].epochs.give_back(closed);

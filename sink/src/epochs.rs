@@ -717,7 +717,7 @@ mod tests {
         let late = item(&held, 2, 0, 7);
         let sender = std::thread::spawn(move || {
             // Epoch 7 is finished by its deadline; then switch 2's comes after all.
-            std::thread::sleep(Duration::from_millis(1500));
+            std::thread::sleep(Duration::from_millis(3000));
             tx.send(late).unwrap();
         });
         let log = Arc::new(EpochLog::default());
@@ -726,7 +726,9 @@ mod tests {
             rx,
             Arc::clone(&registry),
             Arc::clone(&log),
-            Duration::from_millis(200),
+            // Long enough that the loss noted just before counts as during the epoch
+            // however slowly this thread starts.
+            Duration::from_millis(1000),
             &mut |c: EpochCounts| counted.push((c.epoch, c.counts, c.unsure)),
         );
         sender.join().unwrap();

@@ -293,7 +293,29 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     e.note_lost();
                 }
             }
-            Frame::Stats(s) => e.info.lock().expect("switch lock").stats = s.counters,
+            Frame::Stats(s) => {
+                // Merged by name: a switch may send a few counters alone (a flowset it
+                // dropped, at once).
+                let mut info = e.info.lock().expect("switch lock");
+                for (name, v) in s.counters {
+                    match info.stats.iter_mut().find(|(n, _)| *n == name) {
+                        Some((_, old)) => {
+                            if name == "flowsets_dropped" && v > *old {
+                                e.note_lost();
+                            }
+                            *old = v;
+                        }
+                        None => {
+                            if name == "flowsets_dropped" && v > 0 {
+                                e.note_lost();
+                            }
+                            if info.stats.len() < telemetry::protocol::MAX_STATS {
+                                info.stats.push((name, v));
+                            }
+                        }
+                    }
+                }
+            }
             Frame::Probes(b) => {
                 e.counters.probes.fetch_add(b.probes.len() as u64, Relaxed);
                 route_probes(&ing, e, b.probes);

@@ -569,4 +569,17 @@ fn a_switchs_stats_reach_the_live_page() {
         row.drops.iter().collect::<Vec<_>>(),
         vec![(&"no_route".to_owned(), &6)]
     );
+    // A flowset the switch dropped, said at once in a frame of its own: the others stay,
+    // and the sink knows something of this switch's was lost (a missing flowset of it is
+    // then no loss on its links).
+    let e = shared.registry.switch(9).unwrap();
+    assert!(e.lost_at.lock().unwrap().is_none());
+    let dropped = Stats {
+        counters: vec![("flowsets_dropped".to_owned(), 1)],
+    };
+    sw.send(FrameType::Stats, &dropped.payload());
+    wait_for("the drop", || e.lost_at.lock().unwrap().is_some());
+    let page = sink::live::page(&shared);
+    let row = page.switches.iter().find(|s| s.id == 9).unwrap();
+    assert_eq!((row.rx_packets, row.digests_exported), (1000, 700));
 }
