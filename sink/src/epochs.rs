@@ -183,14 +183,15 @@ pub struct EpochCounts {
     /// (flow, switch, packets, bytes).
     pub counts: Vec<(FlowKey, u32, u64, u64)>,
     /// Switches whose counts of this epoch miss flows or packets for good (sorted): a
-    /// flowset not decoded whole, a switch disconnected from the sink. Loss on their links
-    /// is not taken from this epoch. (A flowset missing at the deadline usually comes
-    /// later, and its counts then complete the totals: its switch is not unsure.)
+    /// flowset not decoded whole, a switch disconnected from the sink, one missing at the
+    /// deadline after it lost something on the way. Loss on their links is not taken from
+    /// this epoch. (A flowset missing at the deadline otherwise usually comes later, and its
+    /// counts then complete the totals: its switch is not unsure.)
     pub unsure: Vec<u32>,
-    /// Switches expected whose flowsets had not come by the deadline (sorted): their counts
-    /// may yet come, late, and complete the totals; but a flow's loss series, cut in time
-    /// windows, leaves the epoch out rather than take its sent packets now and its
-    /// delivered ones in a later window.
+    /// Switches expected whose flowsets had not come by the deadline (sorted), or whose
+    /// late flowset spans several epochs: their counts may yet come, late, and complete the
+    /// totals; but a flow's loss series, cut in time windows, leaves the epoch out rather
+    /// than take its sent packets now and its delivered ones in a later window.
     pub missing: Vec<u32>,
 }
 
@@ -504,13 +505,33 @@ fn finish(
     }
     unsure.sort_unstable();
     unsure.dedup();
+    // A flowset of several epochs (its worker had no clean one at the boundary) spans them
+    // all, and its counts are no epoch's alone: left out of the flows' loss series as a
+    // missing switch's are (they came before its first epoch was finished, and with the
+    // other switches' counts of that epoch they made a loss that never was).
+    let spans = sets.iter().map(|s| s.epochs.max(1)).max().unwrap_or(1);
+    let left_out: Vec<u32> = if late {
+        let mut v: Vec<u32> = sets
+            .iter()
+            .filter(|s| s.epochs > 1)
+            .map(|s| s.switch)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    } else {
+        missing.clone()
+    };
     let epoch_ms = epoch_ns / 1_000_000;
     counts(EpochCounts {
         epoch,
-        epoch_ms: (epoch.saturating_mul(epoch_ns) / 1_000_000, epoch_ms.max(1)),
+        epoch_ms: (
+            epoch.saturating_mul(epoch_ns) / 1_000_000,
+            epoch_ms.max(1).saturating_mul(u64::from(spans)),
+        ),
         counts: out,
         unsure: unsure.clone(),
-        missing: missing.clone(),
+        missing: left_out,
     });
     let unsure_out = unsure;
     EpochReport {
@@ -743,6 +764,36 @@ mod tests {
         assert_eq!(late.2, vec![2], "its late counts are as unsure");
         let eight = reports.iter().find(|r| r.epoch == 8).unwrap();
         assert!(eight.complete && eight.unsure.is_empty());
+    }
+
+    /// A flowset that spans several epochs (its worker had no clean one at the boundary) is
+    /// handed over with their whole span and left out of the flows' loss series (it came
+    /// before its first epoch was finished, and with the other switches' counts of that
+    /// epoch made a loss that never was); its counts still count.
+    #[test]
+    fn a_flowset_of_several_epochs_spans_them_and_is_no_loss_sample() {
+        let (registry, held) = registry(2, 1);
+        let mut two = item(&held, 1, 0, 7);
+        two.epochs = 2;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for i in [two, item(&held, 2, 0, 7), item(&held, 2, 0, 8)] {
+            tx.send(i).unwrap();
+        }
+        drop(tx);
+        let mut got = Vec::new();
+        run(
+            rx,
+            registry,
+            Arc::new(EpochLog::default()),
+            Duration::from_secs(60),
+            &mut |c: EpochCounts| got.push((c.epoch, c.epoch_ms, c.missing, c.counts.len())),
+        );
+        let spanning = got
+            .iter()
+            .find(|g| g.0 == 7 && g.2 == vec![1])
+            .unwrap_or_else(|| panic!("{got:?}"));
+        assert_eq!(spanning.1, (70, 20));
+        assert_eq!(spanning.3, 1, "its counts count");
     }
 
     /// An epoch of another length (or far ahead) is finished at its deadline even while
