@@ -39,6 +39,18 @@ pub struct ControlCounts {
     pub flowsets_dropped: u64,
 }
 
+impl ControlCounts {
+    /// Digests that went to the sink: drained and not dropped on the way.
+    pub fn digests_sent(&self) -> u64 {
+        self.digests_drained - self.digests_dropped.min(self.digests_drained)
+    }
+
+    /// Flowsets that went to the sink: serialised and not dropped on the way.
+    pub fn flowsets_sent(&self) -> u64 {
+        self.flowsets_exported - self.flowsets_dropped.min(self.flowsets_exported)
+    }
+}
+
 struct PortHandles {
     rx_packets: Counter,
     rx_bytes: Counter,

@@ -81,15 +81,9 @@ fn stats_counters(t: &LocalCounters, export: &ControlCounts) -> Vec<(String, u64
         ("tx_packets".to_owned(), t.tx_packets),
         ("tx_bytes".to_owned(), t.tx_bytes),
         ("tx_full_drops".to_owned(), t.tx_full_drops),
-        (
-            "digests_exported".to_owned(),
-            e.digests_drained - e.digests_dropped.min(e.digests_drained),
-        ),
+        ("digests_exported".to_owned(), e.digests_sent()),
         ("digests_dropped".to_owned(), e.digests_dropped),
-        (
-            "flowsets_exported".to_owned(),
-            e.flowsets_exported - e.flowsets_dropped.min(e.flowsets_exported),
-        ),
+        ("flowsets_exported".to_owned(), e.flowsets_sent()),
         ("flowsets_dropped".to_owned(), e.flowsets_dropped),
     ];
     v.extend(t.drops.nonzero().map(|(r, n)| (format!("drop_{r}"), n)));

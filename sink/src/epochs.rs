@@ -259,7 +259,7 @@ pub fn run(
             Ok(f) => {
                 log.counters.flowsets.fetch_add(1, Relaxed);
                 let key = (f.epoch_ns, f.epoch);
-                if f.epochs > 1 || finished.set.contains(&key) {
+                if f.epochs > 1 || finished.contains(key) {
                     log.counters.late_flowsets.fetch_add(1, Relaxed);
                     let waited = Waited::Late {
                         unsure: finished.was_unsure(key, f.switch),
@@ -322,7 +322,6 @@ pub fn run(
 #[derive(Default)]
 struct Finished {
     order: VecDeque<(u64, u64)>,
-    set: rustc_hash::FxHashSet<(u64, u64)>,
     unsure: rustc_hash::FxHashMap<(u64, u64), Vec<u32>>,
 }
 
@@ -331,14 +330,15 @@ impl Finished {
         if self.order.len() >= 4096
             && let Some(old) = self.order.pop_front()
         {
-            self.set.remove(&old);
             self.unsure.remove(&old);
         }
         self.order.push_back(key);
-        self.set.insert(key);
-        if !unsure.is_empty() {
-            self.unsure.insert(key, unsure.to_vec());
-        }
+        self.unsure.insert(key, unsure.to_vec());
+    }
+
+    /// Whether epoch `key` is finished.
+    fn contains(&self, key: (u64, u64)) -> bool {
+        self.unsure.contains_key(&key)
     }
 
     /// Whether `switch`'s counts of epoch `key` were taken as short for good.

@@ -298,21 +298,17 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 // dropped, at once).
                 let mut info = e.info.lock().expect("switch lock");
                 for (name, v) in s.counters {
-                    match info.stats.iter_mut().find(|(n, _)| *n == name) {
-                        Some((_, old)) => {
-                            if name == "flowsets_dropped" && v > *old {
-                                e.note_lost();
-                            }
-                            *old = v;
+                    let at = info.stats.iter().position(|(n, _)| *n == name);
+                    let old = at.map_or(0, |i| info.stats[i].1);
+                    if name == "flowsets_dropped" && v > old {
+                        e.note_lost();
+                    }
+                    match at {
+                        Some(i) => info.stats[i].1 = v,
+                        None if info.stats.len() < telemetry::protocol::MAX_STATS => {
+                            info.stats.push((name, v));
                         }
-                        None => {
-                            if name == "flowsets_dropped" && v > 0 {
-                                e.note_lost();
-                            }
-                            if info.stats.len() < telemetry::protocol::MAX_STATS {
-                                info.stats.push((name, v));
-                            }
-                        }
+                        None => {}
                     }
                 }
             }

@@ -161,22 +161,7 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
     let single_time = t0.elapsed();
     // An epoch without a burst: every switch decoded on its own, nothing more to do.
     if single.iter().all(|r| r.complete) {
-        let switches = single
-            .iter()
-            .map(|r| SwitchResult {
-                flows: r
-                    .flows
-                    .iter()
-                    .map(|f| FlowCounters {
-                        key: f.key,
-                        packets: Some(f.packets),
-                        bytes: Some(f.bytes),
-                    })
-                    .collect(),
-                keys_complete: true,
-                counters_complete: true,
-            })
-            .collect();
+        let switches = single.iter().map(whole).collect();
         return NetworkResult {
             single,
             switches,
@@ -342,19 +327,7 @@ pub fn network_decode(flowsets: &[&FlowSet]) -> NetworkResult {
 /// not finish the switch's keys, and a switch SingleDecode decoded whole is complete.
 fn with_single(mut s: SwitchResult, alone: &DecodeResult) -> SwitchResult {
     if alone.complete {
-        return SwitchResult {
-            flows: alone
-                .flows
-                .iter()
-                .map(|f| FlowCounters {
-                    key: f.key,
-                    packets: Some(f.packets),
-                    bytes: Some(f.bytes),
-                })
-                .collect(),
-            keys_complete: true,
-            counters_complete: true,
-        };
+        return whole(alone);
     }
     if alone.flows.is_empty() {
         return s;
@@ -383,6 +356,23 @@ fn with_single(mut s: SwitchResult, alone: &DecodeResult) -> SwitchResult {
     }
     s.counters_complete = s.keys_complete && s.flows.iter().all(|f| f.packets.is_some());
     s
+}
+
+/// A switch SingleDecode decoded whole, as a network-wide result.
+fn whole(alone: &DecodeResult) -> SwitchResult {
+    SwitchResult {
+        flows: alone
+            .flows
+            .iter()
+            .map(|f| FlowCounters {
+                key: f.key,
+                packets: Some(f.packets),
+                bytes: Some(f.bytes),
+            })
+            .collect(),
+        keys_complete: true,
+        counters_complete: true,
+    }
 }
 
 /// Runs `f` on every item, the items split among the available cores.
