@@ -67,12 +67,15 @@ pub fn serve(
                 let shutdown = async {
                     let _ = rx.await;
                 };
-                if let Err(e) = axum::serve(l, router(state))
-                    .with_graceful_shutdown(shutdown)
-                    .await
-                {
-                    tracing::error!("http: {e}");
-                }
+                let refused = Arc::clone(&state.shared.http_refused);
+                crate::http::serve(
+                    l,
+                    router(state),
+                    shutdown,
+                    crate::http::Limits::default(),
+                    refused,
+                )
+                .await;
             });
         })?;
     Ok((addr, (t, tx)))
@@ -241,6 +244,7 @@ async fn plans(State(s): St) -> Json<Vec<PlanView>> {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct FlowsQuery {
     /// How many (default 20, at most 10000).
     top: Option<usize>,
@@ -374,6 +378,7 @@ async fn flows(State(s): St, Params(q): Params<FlowsQuery>) -> Response {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct FlowQuery {
     src: Ipv4Addr,
     dst: Ipv4Addr,
@@ -663,6 +668,7 @@ async fn links(State(s): St) -> Json<Vec<LinkView>> {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EpochsQuery {
     /// How many of the latest (default 20).
     n: Option<usize>,
@@ -697,6 +703,7 @@ async fn epochs(State(s): St, Params(q): Params<EpochsQuery>) -> Json<EpochsView
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EventsQuery {
     /// How many of the latest (default 50).
     n: Option<usize>,

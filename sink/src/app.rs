@@ -46,6 +46,8 @@ pub struct Shared {
     pub events: Arc<EventLog>,
     /// Epoch counters that could not be handed to a decode thread in time.
     pub counts_dropped: AtomicU64,
+    /// HTTP connections closed at once because the server had as many as it serves.
+    pub http_refused: Arc<AtomicU64>,
     /// The flowsets received and not yet decoded into counters (and their memory).
     pub flowsets_held: Arc<HeldTotals>,
     /// The topology, if given.
@@ -193,6 +195,7 @@ impl Sink {
             exports,
             events,
             counts_dropped: AtomicU64::new(0),
+            http_refused: Arc::default(),
             topology,
             started: Instant::now(),
             config: config.clone(),

@@ -147,6 +147,9 @@ pub struct EpochCounters {
     pub epochs: AtomicU64,
     /// Of those, decoded network-wide.
     pub network: AtomicU64,
+    /// Of those, decoded switch by switch (kept apart from `epochs - network`, which a
+    /// reader between the two counts could see one too high, for good in a counter).
+    pub single: AtomicU64,
     /// Of those, not complete.
     pub incomplete: AtomicU64,
     /// Finished by the grace time.
@@ -353,8 +356,9 @@ fn keep(log: &EpochLog, r: EpochReport) {
     if !r.late {
         let c = &log.counters;
         c.epochs.fetch_add(1, Relaxed);
-        c.network
-            .fetch_add(u64::from(r.mode == DecodeMode::Network), Relaxed);
+        let network = r.mode == DecodeMode::Network;
+        c.network.fetch_add(u64::from(network), Relaxed);
+        c.single.fetch_add(u64::from(!network), Relaxed);
         c.incomplete.fetch_add(u64::from(!r.complete), Relaxed);
         c.by_deadline.fetch_add(u64::from(r.by_deadline), Relaxed);
     }

@@ -17,6 +17,7 @@ pub mod epochs;
 pub mod events;
 pub mod export;
 pub mod flows;
+pub mod http;
 pub mod ingest;
 pub mod ipfix;
 pub mod layout;

@@ -125,6 +125,10 @@ fn describe() {
         "pint_sink_counts_dropped_total",
         "Epoch counters not handed to a decode thread in time."
     );
+    describe_counter!(
+        "pint_sink_http_connections_refused_total",
+        "HTTP connections closed at once because the server had as many as it serves."
+    );
     describe_gauge!(
         "pint_sink_backlog_flowsets",
         "Flowsets received and not yet decoded into counters (queued, or waiting for the rest of their epoch)."
@@ -286,13 +290,10 @@ impl SinkMetrics {
             counter!("pint_sink_path_resets_total").absolute(stats.path_resets);
             counter!("pint_sink_probes_refused_total").absolute(stats.probes_refused);
             let ec = &shared.epochs.counters;
-            // `network` first: an epoch counted between the two loads adds to `epochs` before
-            // `network`, so the difference never goes below zero.
-            let network = ec.network.load(Relaxed);
-            let all = ec.epochs.load(Relaxed);
             counter!("pint_sink_epochs_total", "mode" => "single")
-                .absolute(all.saturating_sub(network));
-            counter!("pint_sink_epochs_total", "mode" => "network").absolute(network);
+                .absolute(ec.single.load(Relaxed));
+            counter!("pint_sink_epochs_total", "mode" => "network")
+                .absolute(ec.network.load(Relaxed));
             counter!("pint_sink_epochs_incomplete_total").absolute(ec.incomplete.load(Relaxed));
             counter!("pint_sink_epochs_by_deadline_total").absolute(ec.by_deadline.load(Relaxed));
             counter!("pint_sink_late_flowsets_total").absolute(ec.late_flowsets.load(Relaxed));
@@ -300,6 +301,8 @@ impl SinkMetrics {
                 .absolute(ec.duplicate_flowsets.load(Relaxed));
             counter!("pint_sink_counts_dropped_total")
                 .absolute(shared.counts_dropped.load(Relaxed));
+            counter!("pint_sink_http_connections_refused_total")
+                .absolute(shared.http_refused.load(Relaxed));
             let backlog = shared.backlog();
             gauge!("pint_sink_backlog_flowsets").set(backlog.flowsets as f64);
             gauge!("pint_sink_backlog_decode_messages").set(backlog.decode_messages as f64);

@@ -361,6 +361,10 @@ fn pint_sink_runs_and_stops() {
         ("/api/flows?top=abc", "top"),
         ("/api/epochs?n=-1", "n"),
         ("/api/events?n=many", "n"),
+        // Misspelt or misplaced parameters are refused, not ignored.
+        ("/api/flows?limit=5", "limit"),
+        ("/api/events?type=loss", "type"),
+        ("/api/epochs?top=5", "top"),
         (
             "/api/flow?src=1.2.3&dst=1.2.3.4&sport=1&dport=2&proto=6",
             "src",

@@ -1,0 +1,197 @@
+//! The HTTP server's connections: a bounded number at once, each given a bounded time to
+//! send a request's head and a bounded time in all ([`Limits`]). A client
+//! that connects and stalls (or never reads its response) would otherwise hold its socket
+//! and buffers for good, and enough of them would take the file descriptors the switches'
+//! connections need.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// How many connections the server takes and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; one more is closed as soon as it is accepted (and
+    /// counted).
+    pub max_connections: usize,
+    /// Time a connection has to send each request's head.
+    pub header_timeout: Duration,
+    /// Time a connection is kept in all, whatever it does (a browser reconnects).
+    pub lifetime: Duration,
+}
+
+impl Default for Limits {
+    /// 256 connections, 10 s for a request's head, 120 s in all (`docs/api.md`).
+    fn default() -> Self {
+        Limits {
+            max_connections: 256,
+            header_timeout: Duration::from_secs(10),
+            lifetime: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Time connections under way are given to finish once the server is told to stop.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Serves `router` on `listener` until `shutdown` completes, within `limits`; connections
+/// beyond their number are closed at once and counted in `refused`.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+    limits: Limits,
+    refused: Arc<AtomicU64>,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, most likely: wait a little rather than spin.
+                    tracing::warn!("http: accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            refused.fetch_add(1, Relaxed);
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            // An error here is the client's doing (it went away, sent garbage, was too
+            // slow): nothing for the sink to report.
+            let _ = tokio::time::timeout(limits.lifetime, conn).await;
+            drop(slot);
+        });
+    }
+    // Connections under way finish (each holds a slot) or are cut after the grace time
+    // (when the runtime goes).
+    let _ = tokio::time::timeout(
+        SHUTDOWN_GRACE,
+        slots.acquire_many(limits.max_connections as u32),
+    )
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{ErrorKind, Read, Write};
+    use std::net::{SocketAddr, TcpStream};
+
+    use axum::routing::get;
+
+    use super::*;
+
+    /// A server of one route within `limits` on a thread of its own; its address, its
+    /// refused count and what stops it.
+    fn start(limits: Limits) -> (SocketAddr, Arc<AtomicU64>, tokio::sync::oneshot::Sender<()>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let refused = Arc::new(AtomicU64::new(0));
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let r = Arc::clone(&refused);
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let l = TcpListener::from_std(l).unwrap();
+                let router = Router::new().route("/", get(|| async { "up" }));
+                serve(l, router, async { drop(rx.await) }, limits, r).await;
+            });
+        });
+        (addr, refused, tx)
+    }
+
+    /// Whether the server closed `s` (end of stream or reset) within a minute.
+    fn closed(s: &mut TcpStream) -> bool {
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut buf = [0u8; 256];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return true,
+                // A response (such as 408) before the close.
+                Ok(_) => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return false;
+                }
+                Err(_) => return true,
+            }
+        }
+    }
+
+    fn get_root(addr: SocketAddr) -> Option<String> {
+        let mut s = TcpStream::connect(addr).ok()?;
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).ok()?;
+        Some(resp)
+    }
+
+    /// Connections beyond the limit are closed at once and counted; once one of those
+    /// held goes, the server answers again.
+    #[test]
+    fn connections_beyond_the_limit_are_closed_and_counted() {
+        let (addr, refused, _stop) = start(Limits {
+            max_connections: 2,
+            header_timeout: Duration::from_secs(600),
+            lifetime: Duration::from_secs(600),
+        });
+        let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut extra = TcpStream::connect(addr).unwrap();
+        assert!(closed(&mut extra), "the third connection stays open");
+        assert_eq!(refused.load(Relaxed), 1);
+        drop(held);
+        let mut answered = None;
+        for _ in 0..600 {
+            answered = get_root(addr).filter(|r| r.starts_with("HTTP/1.1 200"));
+            if answered.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(answered.is_some_and(|r| r.ends_with("up")));
+    }
+
+    /// A client that sends part of a request's head and stalls is closed after the header
+    /// time; one that keeps its connection open is closed after the lifetime.
+    #[test]
+    fn stalled_connections_are_closed() {
+        let (addr, refused, _stop) = start(Limits {
+            max_connections: 8,
+            header_timeout: Duration::from_millis(200),
+            lifetime: Duration::from_millis(500),
+        });
+        let mut stalled = TcpStream::connect(addr).unwrap();
+        stalled.write_all(b"GET / HTTP/1.1\r\nHost:").unwrap();
+        assert!(closed(&mut stalled), "a stalled request head stays open");
+        let mut kept = TcpStream::connect(addr).unwrap();
+        kept.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        assert!(closed(&mut kept), "a kept-alive connection stays open");
+        assert_eq!(refused.load(Relaxed), 0);
+    }
+}
