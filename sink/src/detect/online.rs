@@ -223,6 +223,25 @@ impl Detector {
         w.extra_sent += sent;
     }
 
+    /// Takes back up to `at_most` of the losses known without sequence numbers
+    /// ([`Detector::push_loss`]) in the open windows up to time `t`, latest first: packets
+    /// given as sent whose delivery will never be given (counted in a stretch left out).
+    pub fn take_back_loss(&mut self, t: f64, at_most: u64) {
+        if !t.is_finite() || self.t0.is_none() {
+            return;
+        }
+        // A time before the open windows: its losses went into the oldest.
+        let idx = self
+            .index_of(t)
+            .max(self.open.front().map_or(i64::MIN, |f| f.index));
+        let mut left = i64::try_from(at_most).unwrap_or(i64::MAX);
+        for w in self.open.iter_mut().rev().filter(|w| w.index <= idx) {
+            let back = w.extra_lost.clamp(0, left);
+            w.extra_lost -= back;
+            left -= back;
+        }
+    }
+
     /// Closes the windows that time `now` (send-time clock) has left behind by a window.
     pub fn tick(&mut self, now: f64) {
         let Some(t0) = self.t0 else { return };
@@ -245,9 +264,24 @@ impl Detector {
     }
 
     fn close_oldest(&mut self) {
-        let Some(w) = self.open.pop_front() else {
+        let Some(mut w) = self.open.pop_front() else {
             return;
         };
+        // Counted loss evens out across the boundary with the next window: packets sent
+        // at the end of this one and counted delivered in the next (their latency, or the
+        // far end's clock ahead) are lost here and more than delivered there, and the
+        // reverse for a clock behind. Left apart, the next window's negative part would be
+        // dropped and this one's would be a loss that never was (a flow of a few packets a
+        // window shows it as a loss of tens of percent).
+        // (A window closes once counts of the one after the next have come, so the next
+        // holds its part by then.)
+        if let Some(next) = self.open.front_mut()
+            && (w.extra_lost > 0) != (next.extra_lost > 0)
+        {
+            let even = w.extra_lost.abs().min(next.extra_lost.abs()) * w.extra_lost.signum();
+            w.extra_lost -= even;
+            next.extra_lost += even;
+        }
         // Loss: sequence numbers up to this window's highest that never arrived (in this
         // window or the next, which catches packets that arrived late).
         self.lost_list.clear();
@@ -319,7 +353,6 @@ impl Detector {
             }
         }
         self.last_window = Some(stats);
-        let mut w = w;
         w.samples.clear();
         w.seqs.clear();
         w.extra_lost = 0;

@@ -508,3 +508,47 @@ fn odd_series_are_said_and_never_hang() {
         .collect();
     assert!(detect(&huge, &Params::default()).events.is_empty());
 }
+
+/// A flow of a few packets a window whose packets cross a window boundary in flight (or
+/// whose far end's clock is off): the loss counted on one side of the boundary and the
+/// gain on the other even out, in either order; left apart, the loss was a fifth of the
+/// window's packets and an event.
+#[test]
+fn counted_loss_evens_out_across_a_window_boundary() {
+    for sign in [1, -1] {
+        let mut d = online::Detector::new(Params::default());
+        for w in 0..5 {
+            let start = 3000.0 + 5.0 * f64::from(w);
+            for j in 0..4 {
+                d.push_loss(start + f64::from(j), 0, 1);
+            }
+            if w == 0 {
+                // Sent at the end of the first window, counted delivered in the next (sign
+                // 1); or counted delivered first, sent next (sign -1).
+                d.push_loss(3004.99, sign, u64::from(sign > 0));
+                d.push_loss(3005.01, -sign, u64::from(sign < 0));
+            }
+        }
+        let r = d.finish();
+        assert!(
+            r.events.iter().all(|e| e.kind != Kind::Loss),
+            "sign {sign}: {:?}",
+            r.events
+        );
+    }
+    // Real loss is still found: the same flow losing 2 of the 5 packets of a window.
+    let mut d = online::Detector::new(Params::default());
+    for w in 0..5 {
+        let start = 3000.0 + 5.0 * f64::from(w);
+        for j in 0..5 {
+            d.push_loss(start + f64::from(j), i64::from(w == 2 && j < 2), 1);
+        }
+    }
+    let r = d.finish();
+    assert_eq!(
+        r.events.iter().filter(|e| e.kind == Kind::Loss).count(),
+        1,
+        "{:?}",
+        r.events
+    );
+}
