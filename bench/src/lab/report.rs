@@ -25,8 +25,11 @@ use super::spec::Lab;
 /// The sink's view, read before it stops.
 #[derive(Debug, Clone, Default)]
 pub struct SinkView {
-    /// Every flow (`/api/flows`).
+    /// Every flow (`/api/flows`), or the [`FLOWS_READ`] with the most packets.
     pub flows: Vec<Value>,
+    /// Flows the sink holds (`/api/health`): more than `flows` when it has over
+    /// [`FLOWS_READ`].
+    pub flows_seen: usize,
     /// The details of the largest flows (`/api/flow`).
     pub details: BTreeMap<String, Value>,
     /// `/api/links`.
@@ -58,13 +61,21 @@ fn key_of(f: &Value) -> Option<FlowKey> {
     })
 }
 
+/// The most flows the report reads from the sink (the API's cap on `/api/flows?top=`):
+/// their paths are the ones checked.
+pub const FLOWS_READ: usize = 10_000;
+
 impl SinkView {
-    /// Reads the sink at `http`: every flow, the details of the `top` largest.
+    /// Reads the sink at `http`: every flow (up to [`FLOWS_READ`]), the details of the
+    /// `top` largest.
     pub fn read(http: SocketAddr, top: usize) -> anyhow::Result<SinkView> {
-        let flows = get_json(http, "/api/flows?top=10000&by=packets")?
+        let flows = get_json(http, &format!("/api/flows?top={FLOWS_READ}&by=packets"))?
             .as_array()
             .cloned()
             .unwrap_or_default();
+        let flows_seen = get_json(http, "/api/health")?["flows"]
+            .as_u64()
+            .map_or(flows.len(), |n| (n as usize).max(flows.len()));
         let mut details = BTreeMap::new();
         for f in flows.iter().take(top) {
             let q = flow_query(&f["flow"]);
@@ -74,6 +85,7 @@ impl SinkView {
         }
         Ok(SinkView {
             flows,
+            flows_seen,
             details,
             links: get_json(http, "/api/links")?
                 .as_array()
@@ -128,6 +140,10 @@ pub struct LabReport {
     pub links: Vec<LinkRow>,
     /// Flows seen by the sink.
     pub flows_total: usize,
+    /// Of those, the ones whose paths were checked (the [`FLOWS_READ`] with the most
+    /// packets when there were more).
+    #[serde(default)]
+    pub flows_checked: usize,
     /// Flows whose path was decoded.
     pub flows_decoded: usize,
     /// Decoded flows whose path equals the route.
@@ -339,7 +355,8 @@ impl LabReport {
             dir: c.dir.clone(),
             switches,
             links,
-            flows_total: c.view.flows.len(),
+            flows_total: c.view.flows_seen.max(c.view.flows.len()),
+            flows_checked: c.view.flows.len(),
             flows_decoded: decoded,
             flows_matching: matching,
             mismatches,
@@ -401,6 +418,15 @@ impl LabReport {
         }
     }
 
+    /// What the path figures cover when it is not every flow (empty when it is).
+    fn checked_note(&self) -> String {
+        if self.flows_checked < self.flows_total {
+            format!(", of which the {} largest checked", self.flows_checked)
+        } else {
+            String::new()
+        }
+    }
+
     /// Whether every check held.
     pub fn all_ok(&self) -> bool {
         self.checks.iter().all(|c| c.ok)
@@ -425,8 +451,9 @@ impl LabReport {
             ));
         }
         s.push_str(&format!(
-            "paths: {} flows, {} decoded, {} equal their routes (median {} digests to decode)\n",
+            "paths: {} flows{}, {} decoded, {} equal their routes (median {} digests to decode)\n",
             self.flows_total,
+            self.checked_note(),
             self.flows_decoded,
             self.flows_matching,
             self.median_digests_to_decode
@@ -668,8 +695,11 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         name: "decoded paths equal routes".into(),
         ok: r.flows_decoded > 0 && r.flows_matching == r.flows_decoded,
         detail: format!(
-            "{} of {} decoded paths ({} flows)",
-            r.flows_matching, r.flows_decoded, r.flows_total
+            "{} of {} decoded paths ({} flows{})",
+            r.flows_matching,
+            r.flows_decoded,
+            r.flows_total,
+            r.checked_note()
         ),
     }];
     let impaired: Vec<(String, String)> = lab
@@ -871,6 +901,29 @@ mod tests {
         );
     }
 
+    /// A sink with more flows than the report reads says how many it checked, rather than
+    /// giving the flows read as all it saw.
+    #[test]
+    fn a_report_of_more_flows_than_it_reads_says_so() {
+        let mut r = report_of(Vec::new());
+        r.flows_total = 25_000;
+        r.flows_checked = FLOWS_READ;
+        r.flows_decoded = 9_000;
+        r.flows_matching = 9_000;
+        assert!(
+            r.text()
+                .contains("paths: 25000 flows, of which the 10000 largest checked, 9000 decoded"),
+            "{}",
+            r.text()
+        );
+        r.flows_checked = 25_000;
+        assert!(
+            r.text().contains("paths: 25000 flows, 9000 decoded"),
+            "{}",
+            r.text()
+        );
+    }
+
     /// A link of 4 flows that lost `lost_packets`, its switch's impairments having dropped
     /// `dropped`.
     fn link_row(from: &str, to: &str, lost_packets: i64, dropped: Option<u64>) -> LinkRow {
@@ -896,6 +949,7 @@ mod tests {
             switches: Vec::new(),
             links,
             flows_total: 0,
+            flows_checked: 0,
             flows_decoded: 0,
             flows_matching: 0,
             mismatches: Vec::new(),
