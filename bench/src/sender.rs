@@ -71,10 +71,12 @@ pub struct SendReport {
 /// Receive-side totals.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ReceiveReport {
-    /// Packets received.
+    /// IPv4 UDP and TCP packets received (what a generator sends).
     pub packets: u64,
     /// Their bytes.
     pub bytes: u64,
+    /// Other frames received (ARP, LLDP, IPv6, ...): not counted above.
+    pub other: u64,
     /// Seconds from the first packet to the last.
     pub seconds: f64,
     /// Packets per second over that time.
@@ -471,6 +473,8 @@ fn run_phase(
     let mut tx_done_ns: Option<u64> = None;
     let mut last_progress = start_ns;
     let rx_before = rx.last_ns;
+    // Whether the burst under way starts with a probe the port has not taken.
+    let mut probe_waiting = false;
     loop {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -479,7 +483,16 @@ fn run_phase(
         if let Some(s) = sender.as_deref_mut()
             && sending
         {
-            if io.tx.is_empty() {
+            // A port that takes nothing (its peer went away) does not keep the phase going
+            // past its time: what it did not take is taken back below.
+            if !io.tx.is_empty()
+                && phase
+                    .duration_ns
+                    .is_some_and(|d| io.clock.ns() - start_ns >= d)
+            {
+                sending = false;
+            }
+            if sending && io.tx.is_empty() {
                 let now_ns = io.clock.ns();
                 let elapsed = now_ns - start_ns;
                 let mut budget = io.tx.alloc_fill(io.pool);
@@ -498,7 +511,10 @@ fn run_phase(
                         let due = (r * elapsed as f64 / 1e9) as u64 + 1;
                         budget = budget.min(due.saturating_sub(sent.packets) as usize);
                     }
-                    s.fill(&mut io.tx, budget, now_ns, elapsed, phase, &mut sent)?
+                    let probes = sent.probes;
+                    let built = s.fill(&mut io.tx, budget, now_ns, elapsed, phase, &mut sent)?;
+                    probe_waiting = sent.probes != probes;
+                    built
                 };
                 if s.done() {
                     sending = false;
@@ -510,15 +526,30 @@ fn run_phase(
                 sent.packets += built as u64;
                 worked |= built > 0;
             }
-            io.txq.tx(&mut io.tx);
+            probe_waiting &= io.txq.tx(&mut io.tx) == 0;
             if !sending {
-                // Flush what was built.
+                // Flush what was built, while the port takes it (or may again: its link
+                // is up, and it took something not long ago).
+                let mut taken_ns = io.clock.ns();
+                let mut link_checked_ns = taken_ns;
                 while !io.tx.is_empty() && !stop.load(Ordering::Relaxed) {
-                    io.txq.tx(&mut io.tx);
+                    let now = io.clock.ns();
+                    if io.txq.tx(&mut io.tx) > 0 {
+                        probe_waiting = false;
+                        taken_ns = now;
+                    } else if now - taken_ns >= FLUSH_STALL_NS {
+                        break;
+                    } else if now - link_checked_ns >= LINK_CHECK_NS {
+                        link_checked_ns = now;
+                        if !io.port.link().up {
+                            break;
+                        }
+                    }
                     if phase.receive {
                         rx.poll(io);
                     }
                 }
+                take_back_unsent(io, &mut sent, probe_waiting);
                 let now = io.clock.ns();
                 sent.seconds = seconds(now - start_ns);
                 tx_done_ns = Some(now);
@@ -567,13 +598,46 @@ fn run_phase(
     if phase.progress {
         eprintln!();
     }
+    // Stopped with a burst under way: what the port did not take was not sent.
+    take_back_unsent(io, &mut sent, probe_waiting);
     if sender.is_some() {
         if tx_done_ns.is_none() {
             sent.seconds = seconds(io.clock.ns() - start_ns);
         }
-        sent.pps = sent.packets as f64 / sent.seconds.max(1e-9);
+        sent.pps = per_second(sent.packets, sent.seconds);
     }
     Ok(sent)
+}
+
+/// The rate of `n` packets whose first and last are `seconds` apart: the `n - 1` gaps
+/// between them over that time (0 for fewer than two packets). `n / seconds` would make
+/// two packets a second apart 2 packets per second.
+pub fn per_second(n: u64, seconds: f64) -> f64 {
+    if n >= 2 && seconds > 0.0 {
+        (n - 1) as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// How long the end of a phase waits for a port that takes nothing before it gives up on
+/// the packets it built (a peer that stopped reading); a port whose link goes down is
+/// given up on at once (a peer that went away).
+const FLUSH_STALL_NS: u64 = 10_000_000_000;
+/// How often a port that takes nothing has its link checked while the end of a phase waits.
+const LINK_CHECK_NS: u64 = 100_000_000;
+
+/// Frees the packets built in `io.tx` that the port never took, and takes them back from
+/// `sent` (`probe_waiting`: the first of them is a probe).
+fn take_back_unsent(io: &mut Io<'_>, sent: &mut SendReport, probe_waiting: bool) {
+    if io.tx.is_empty() {
+        return;
+    }
+    sent.probes -= u64::from(probe_waiting);
+    while let Some(m) = io.tx.pop() {
+        sent.packets -= 1;
+        sent.bytes -= m.pkt_len() as u64;
+    }
 }
 
 /// Counts what arrives.
@@ -581,6 +645,7 @@ fn run_phase(
 struct Receiver {
     packets: u64,
     bytes: u64,
+    other: u64,
     first_ns: Option<u64>,
     last_ns: Option<u64>,
     probes: ProbeReceiver,
@@ -628,8 +693,6 @@ impl Receiver {
         let mut wall = self.capture.as_ref().map(|_| wall_ns());
         for i in 0..n {
             let m = io.rx.get(i).expect("received");
-            self.packets += 1;
-            self.bytes += m.pkt_len() as u64;
             let data = m.data();
             if let (Some(w), Some(stamp)) = (&mut self.capture, wall) {
                 let t = std::time::Duration::from_nanos(stamp);
@@ -648,8 +711,13 @@ impl Receiver {
                 }
             }
             let Some(t) = Transport::parse(data) else {
+                // ARP, LLDP, IPv6...: not traffic a generator sends, kept out of the count
+                // (a search trial would take it for packets that came back).
+                self.other += 1;
                 continue;
             };
+            self.packets += 1;
+            self.bytes += m.pkt_len() as u64;
             let payload = &data[t.payload_at..];
             if !t.tcp
                 && t.dport == PROBE_PORT
@@ -674,12 +742,9 @@ impl Receiver {
         ReceiveReport {
             packets: self.packets,
             bytes: self.bytes,
+            other: self.other,
             seconds,
-            pps: if seconds > 0.0 {
-                self.packets as f64 / seconds
-            } else {
-                0.0
-            },
+            pps: per_second(self.packets, seconds),
             probes: (probes.received + probes.duplicates + probes.foreign > 0).then_some(probes),
             flows: (flows.tagged + flows.foreign > 0).then_some(flows),
         }
@@ -979,6 +1044,20 @@ impl Cycle {
             for chunk in buf[..n.div_ceil(CHUNK) * CHUNK].chunks_exact(CHUNK) {
                 arena.push(chunk.try_into().expect("whole chunk"));
             }
+        }
+        // A cycle cut short of the packets to send repeats them: flows whose first packet
+        // comes later are never sent.
+        let repeats = frames.len() < opts.count.map_or(usize::MAX, |c| c as usize);
+        let flows: std::collections::HashSet<u32> = frames.iter().map(|f| f.flow).collect();
+        if repeats && flows.len() < traffic.spec().flows as usize {
+            eprintln!(
+                "pint-gen: warning: at --rate max the first {} packets are replayed in a loop, \
+                 and they come from {} of the {} flows (--flows): the others are not sent \
+                 (smaller frames, fewer flows, or a paced --rate send them all)",
+                frames.len(),
+                flows.len(),
+                traffic.spec().flows
+            );
         }
         Ok(Cycle {
             arena,

@@ -129,6 +129,33 @@ fn capture_holds_the_flows_and_sizes_asked_for() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A paced capture's rate is the rate asked for: two packets a millisecond apart are 1000
+/// packets per second, not 2000.
+#[test]
+fn a_paced_captures_rate_is_the_one_asked_for() {
+    let dir = std::env::temp_dir().join(format!("pint-gen-rate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for count in ["2", "100"] {
+        let (_, summary) = generate(
+            &dir,
+            "rate.pcap",
+            &[
+                "--rate",
+                "1000pps",
+                "--count",
+                count,
+                "--packet-size",
+                "100",
+            ],
+        );
+        let pps = summary["pps"].as_f64().unwrap();
+        assert!((pps - 1000.0).abs() < 1e-6, "{count} packets: {summary}");
+        let wire = summary["wire_bps"].as_f64().unwrap();
+        assert!((wire - 1000.0 * 8.0 * 124.0).abs() < 1e-3, "{summary}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn fixed_size_flows_are_cut_into_packets() {
     let dir = std::env::temp_dir().join(format!("pint-gen-test-f-{}", std::process::id()));
@@ -190,38 +217,34 @@ fn eal(prefix: &str, lcore: &str) -> Vec<String> {
     .collect()
 }
 
-/// Runs a receiving pint-gen (memif server) and a sending one (client, with `send_args`);
-/// returns their JSON summaries (sender, receiver).
-fn memif_pair(tag: &str, send_args: &[&str]) -> (serde_json::Value, serde_json::Value) {
-    let dir = std::env::temp_dir().join(format!("pint-gen-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("memif.sock");
-    let capture = dir.join("rx.pcap");
-    let dev = |role: &str| {
-        format!(
-            "net_memif0,role={role},socket={},socket-abstract=no",
-            sock.display()
-        )
-    };
+/// The memif device on socket `sock` in `role`.
+fn memif_dev(sock: &Path, role: &str) -> String {
+    format!(
+        "net_memif0,role={role},socket={},socket-abstract=no",
+        sock.display()
+    )
+}
+
+/// A sending pint-gen (memif client on `sock`, JSON summary, with `args`), to be run.
+fn start_sender(sock: &Path, tag: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pint-gen"));
+    c.args(["--port", &memif_dev(sock, "client"), "--json"])
+        .args(args)
+        .args(eal(&format!("{tag}-tx"), "1"));
+    c
+}
+
+/// Starts a receiving pint-gen (memif server on `sock`, with `args`) and waits for its
+/// socket (a client connects to it).
+fn start_receiver(sock: &Path, tag: &str, args: &[&str]) -> std::process::Child {
     let receiver = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
-        .args([
-            "--port",
-            &dev("server"),
-            "--mode",
-            "receive",
-            // Generous: on a busy 2-core machine the sender may stall for a moment.
-            "--until-idle",
-            "5",
-            "--json",
-            "--capture",
-            capture.to_str().unwrap(),
-        ])
+        .args(["--port", &memif_dev(sock, "server"), "--mode", "receive"])
+        .args(args)
         .args(eal(&format!("{tag}-rx"), "0"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The client connects to the server's socket: wait for it.
     let t0 = std::time::Instant::now();
     while !sock.exists() {
         assert!(
@@ -230,11 +253,74 @@ fn memif_pair(tag: &str, send_args: &[&str]) -> (serde_json::Value, serde_json::
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let sender = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
-        // The receiver leaves first (after its idle time); the sender waits for that.
-        .args(["--port", &dev("client"), "--json", "--linger", "30"])
-        .args(send_args)
-        .args(eal(&format!("{tag}-tx"), "1"))
+    receiver
+}
+
+/// A sender whose peer goes away mid-run (the port takes nothing more) still stops at the
+/// end of its --duration, with what the port never took left out of what it sent (it
+/// waited for the port for good, until Ctrl-C).
+#[test]
+fn a_sender_whose_peer_goes_away_stops_at_its_duration() {
+    let dir = std::env::temp_dir().join(format!("pint-gen-gone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("memif.sock");
+    let mut receiver = start_receiver(&sock, "gone", &["--until-idle", "60"]);
+    let sender = start_sender(
+        &sock,
+        "gone",
+        &["--linger", "0", "--rate", "max", "--duration", "4"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    receiver.kill().unwrap();
+    receiver.wait().unwrap();
+    // Bounded: a sender that never stops is killed and the test fails.
+    let pid = sender.id();
+    let waiter = std::thread::spawn(move || sender.wait_with_output().unwrap());
+    let t0 = std::time::Instant::now();
+    while !waiter.is_finished() && t0.elapsed().as_secs() < 120 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if !waiter.is_finished() {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        panic!("the sender did not stop after its duration once its peer went away");
+    }
+    let out = waiter.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["sent"]["packets"].as_u64().unwrap() > 0, "{v}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Runs a receiving pint-gen (memif server) and a sending one (client, with `send_args`);
+/// returns their JSON summaries (sender, receiver).
+fn memif_pair(tag: &str, send_args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let dir = std::env::temp_dir().join(format!("pint-gen-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("memif.sock");
+    let capture = dir.join("rx.pcap");
+    let receiver = start_receiver(
+        &sock,
+        tag,
+        &[
+            // Generous: on a busy 2-core machine the sender may stall for a moment.
+            "--until-idle",
+            "5",
+            "--json",
+            "--capture",
+            capture.to_str().unwrap(),
+        ],
+    );
+    // The receiver leaves first (after its idle time); the sender waits for that.
+    let sender = start_sender(&sock, tag, &[&["--linger", "30"], send_args].concat())
         .output()
         .unwrap();
     assert!(
@@ -697,6 +783,35 @@ fn bad_arguments_name_their_flag() {
         (
             vec!["--write-pcap", pcap, "--rate", "0", "--count", "5"],
             "--rate",
+        ),
+        // Times beyond any clock, and a start in milliseconds, are refused (they panicked,
+        // or waited for ages).
+        (
+            vec!["--port", "net_null0", "--count", "5", "--linger", "1e20"],
+            "--linger 100000000000000000000",
+        ),
+        (
+            vec!["--port", "net_null0", "--count", "5", "--until-idle=-1"],
+            "--until-idle -1",
+        ),
+        (
+            vec!["--port", "net_null0", "--count", "5", "--start-at", "1e19"],
+            "--start-at",
+        ),
+        (
+            vec![
+                "--port",
+                "net_null0",
+                "--count",
+                "5",
+                "--start-at",
+                "1764950000000",
+            ],
+            "--start-at",
+        ),
+        (
+            vec!["--port", "net_null0", "--count", "5", "--start-at", "NaN"],
+            "--start-at",
         ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))

@@ -40,7 +40,9 @@ struct Cli {
     /// process at --load; without, every packet picks a flow.
     #[arg(long)]
     flow_sizes: Option<FlowSizes>,
-    /// Offered load as a share of --link-rate (with --flow-sizes).
+    /// Offered load as a share of --link-rate (with --flow-sizes), in the flows' payload
+    /// bytes; refused when their packets' headers and the wire's overhead would take the link
+    /// past its rate (small --packet-size).
     #[arg(long, default_value_t = 0.5)]
     load: f64,
     /// Link rate, bits per second (suffixes K, M, G).
@@ -188,11 +190,11 @@ struct Summary {
     /// Distinct 5-tuples that sent at least one packet (probes included).
     flows_used: usize,
     probes: u64,
-    /// Model time of the last packet, seconds.
+    /// Model time from the first packet to the last, seconds.
     seconds: f64,
-    /// Packets per second over that time.
+    /// Packets per second: the gaps between them over that time.
     pps: f64,
-    /// Bits per second on the wire (frames plus 24 bytes each) over that time.
+    /// Bits per second on the wire (frames plus 24 bytes each) at that rate.
     wire_bps: f64,
     capture: PathBuf,
 }
@@ -248,6 +250,7 @@ fn run() -> anyhow::Result<()> {
     let mut buf = [0u8; 2048];
     let src_mac = cli.src_mac;
     let (mut packets, mut bytes, mut probes, mut last_ns) = (0u64, 0u64, 0u64, 0u64);
+    let mut first_ns = None;
     let mut used: HashSet<u32> = HashSet::new();
     loop {
         if cli.count.is_some_and(|c| packets >= c) {
@@ -278,22 +281,23 @@ fn run() -> anyhow::Result<()> {
         used.insert(p.tuple);
         packets += 1;
         bytes += n as u64;
+        first_ns.get_or_insert(p.time_ns);
         last_ns = p.time_ns;
     }
     // Flushed here, so that a full disk is an error, not a capture cut short.
     w.into_writer()
         .flush()
         .with_context(|| format!("writing {}", pcap.display()))?;
-    let seconds = last_ns as f64 / 1e9;
-    let per_s = |x: f64| if seconds > 0.0 { x / seconds } else { 0.0 };
+    let seconds = (last_ns - first_ns.unwrap_or(last_ns)) as f64 / 1e9;
+    let pps = bench::sender::per_second(packets, seconds);
     let s = Summary {
         packets,
         bytes,
         flows_used: used.len(),
         probes,
         seconds,
-        pps: per_s(packets as f64),
-        wire_bps: per_s(8.0 * (bytes + 24 * packets) as f64),
+        pps,
+        wire_bps: pps * 8.0 * (bytes + 24 * packets) as f64 / packets.max(1) as f64,
         capture: pcap,
     };
     if cli.json {
@@ -338,6 +342,30 @@ fn default_eal(devargs: &str) -> Vec<String> {
     eal
 }
 
+/// The most seconds a time flag takes (about 115 days): more is a mistake, and would
+/// overflow the clocks it is added to.
+const MAX_FLAG_SECONDS: f64 = 1e7;
+
+/// A flag's time in seconds, checked: 0 up to [`MAX_FLAG_SECONDS`].
+fn seconds_flag(flag: &str, v: f64) -> anyhow::Result<Duration> {
+    if !(0.0..=MAX_FLAG_SECONDS).contains(&v) {
+        bail!("{flag} {v}: must be from 0 to {MAX_FLAG_SECONDS} seconds");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// `--start-at`'s Unix time, checked: after 1970 and within a day from now (a time in
+/// milliseconds, or a typo, would wait for ages).
+fn start_time(t: f64) -> anyhow::Result<std::time::SystemTime> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    if !(t > 0.0 && t <= now + 86_400.0) {
+        bail!("--start-at {t}: must be a Unix time in seconds, at most a day from now ({now:.0})");
+    }
+    Ok(std::time::UNIX_EPOCH + Duration::from_secs_f64(t))
+}
+
 /// Sends and/or receives on a DPDK port.
 fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
     let devargs = cli.port.clone().expect("--port or --write-pcap");
@@ -346,12 +374,9 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
     } else {
         cli.eal.clone()
     };
-    if !(cli.linger.is_finite() && cli.linger >= 0.0) {
-        bail!("--linger {}: must be 0 or more seconds", cli.linger);
-    }
-    if !(cli.until_idle.is_finite() && cli.until_idle >= 0.0) {
-        bail!("--until-idle {}: must be 0 or more seconds", cli.until_idle);
-    }
+    let linger = seconds_flag("--linger", cli.linger)?;
+    let until_idle = seconds_flag("--until-idle", cli.until_idle)?;
+    let start_at = cli.start_at.map(start_time).transpose()?;
     if cli.until_idle == 0.0 && cli.mode != Mode::Send && !cli.zero_loss {
         // 0 would stop receiving at the first moment between two bursts.
         bail!("--until-idle 0: receiving needs a quiet time above 0 seconds to stop on");
@@ -366,17 +391,14 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
         receive: cli.mode != Mode::Send,
         count: cli.count,
         duration: cli.duration,
-        until_idle: Duration::from_secs_f64(cli.until_idle),
+        until_idle,
         macs: (cli.dst_mac, cli.src_mac),
         ttl: cli.ttl,
         progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        linger: Duration::from_secs_f64(cli.linger),
+        linger,
         capture: cli.capture.clone(),
         idle_sleep: (cli.idle_sleep_us > 0).then(|| Duration::from_micros(cli.idle_sleep_us)),
-        start_at: cli
-            .start_at
-            .filter(|t| t.is_finite() && *t > 0.0)
-            .map(|t| std::time::UNIX_EPOCH + Duration::from_secs_f64(t)),
+        start_at,
     };
     if cli.zero_loss {
         return zero_loss(cli, &eal, &devargs, traffic, &opts, &stop);
@@ -410,6 +432,12 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
                 x.seconds,
                 x.pps / 1e6
             );
+            if x.other > 0 {
+                println!(
+                    "pint-gen: and {} other frames (not IPv4 UDP or TCP), not counted",
+                    x.other
+                );
+            }
             if let Some(p) = &x.probes {
                 let lat = p.latency_ns.map_or("-".into(), |l| {
                     format!(
@@ -420,8 +448,8 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
                     )
                 });
                 println!(
-                    "pint-gen: probes received {}, lost {}, reordered {}, duplicated {}; one-way latency {lat}",
-                    p.received, p.lost, p.reordered, p.duplicates
+                    "pint-gen: probes received {}, lost {}, reordered {}, duplicated {}, not of a tracked stream {}; one-way latency {lat}",
+                    p.received, p.lost, p.reordered, p.duplicates, p.foreign
                 );
             }
             if let Some(f) = &x.flows {

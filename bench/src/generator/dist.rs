@@ -231,9 +231,20 @@ impl PacketSizes {
 
     /// Mean frame size.
     pub fn mean(self) -> f64 {
+        self.mean_of(f64::from)
+    }
+
+    /// Mean payload bytes a frame carries after `header` bytes of headers (at least one, as
+    /// a flow's packets carry).
+    pub fn mean_payload(self, header: f64) -> f64 {
+        self.mean_of(|n| (f64::from(n) - header).max(1.0))
+    }
+
+    /// The mean of `f` over the sizes, weighted as they are drawn.
+    fn mean_of(self, f: impl Fn(u16) -> f64) -> f64 {
         match self {
-            PacketSizes::Fixed(n) => f64::from(n),
-            PacketSizes::Imix => (7.0 * 60.0 + 4.0 * 590.0 + 1514.0) / 12.0,
+            PacketSizes::Fixed(n) => f(n),
+            PacketSizes::Imix => (7.0 * f(60) + 4.0 * f(590) + f(1514)) / 12.0,
         }
     }
 }

@@ -2,32 +2,106 @@
 
 pub use telemetry::wire::probe::{PROBE_LEN, ProbePayload};
 
+use datasketches::common::SearchCriteria;
+use datasketches::kll::KllSketch;
+
 use super::senders::PerSender;
+
+/// Sequence numbers behind a stream's highest whose arrival a receiver remembers (65 s at
+/// 1 kHz): one that arrives further behind counts as received and reordered, unchecked for
+/// a duplicate.
+const SEEN_WINDOW: u64 = 1 << 16;
 
 /// Per-stream receive state.
 #[derive(Debug, Clone, Default)]
 struct Stream {
     received: u64,
-    /// Highest sequence number seen, plus one.
+    /// The number counting starts from: 0, or the first one received when it was beyond
+    /// [`MAX_PROBE_SEQ`] (a receiver started long after its sender).
+    base: u64,
+    /// Highest sequence number seen, plus one (0: none yet).
     next: u64,
     reordered: u64,
     duplicates: u64,
+    /// Which of the numbers in `[next - SEEN_WINDOW, next)` arrived, a bit each, by the
+    /// number modulo [`SEEN_WINDOW`] (allocated with the first probe).
     seen: Vec<u64>,
+}
+
+impl Stream {
+    fn bit(seq: u64) -> (usize, u64) {
+        let i = seq % SEEN_WINDOW;
+        ((i / 64) as usize, 1 << (i % 64))
+    }
+
+    /// Records `seq`; false for a duplicate.
+    fn record(&mut self, seq: u64) -> bool {
+        if self.seen.is_empty() {
+            self.seen = vec![0; (SEEN_WINDOW / 64) as usize];
+            if seq >= MAX_PROBE_SEQ {
+                self.base = seq;
+                self.next = seq;
+            }
+        }
+        if seq >= self.next {
+            // The numbers skipped leave the window's bits clear.
+            if seq - self.next >= SEEN_WINDOW {
+                self.seen.fill(0);
+            } else {
+                for q in self.next..seq {
+                    let (w, b) = Self::bit(q);
+                    self.seen[w] &= !b;
+                }
+            }
+            self.next = seq + 1;
+        } else if self.next - seq <= SEEN_WINDOW {
+            let (w, b) = Self::bit(seq);
+            if self.seen[w] & b != 0 {
+                return false;
+            }
+            self.reordered += 1;
+        } else {
+            // Too far behind to tell.
+            self.reordered += 1;
+            self.received += 1;
+            return true;
+        }
+        let (w, b) = Self::bit(seq);
+        self.seen[w] |= b;
+        self.received += 1;
+        true
+    }
 }
 
 /// Counts probes as they arrive. A stream is its sender's stream number and the sender's
 /// IPv4 source address ([`PerSender`]): a receiver that hears several generators keeps their
 /// streams apart.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ProbeReceiver {
     streams: PerSender<Stream>,
-    latencies: Vec<u64>,
+    /// One-way latencies (ns): a KLL sketch, so that a long run keeps bounded memory.
+    latencies: KllSketch<u64>,
     foreign: u64,
 }
 
+impl Default for ProbeReceiver {
+    fn default() -> Self {
+        ProbeReceiver {
+            streams: PerSender::default(),
+            latencies: KllSketch::new(LATENCY_SKETCH_K).expect("K in range"),
+            foreign: 0,
+        }
+    }
+}
+
+/// KLL parameter of the latency sketch (quantiles within about 1% of rank).
+const LATENCY_SKETCH_K: u16 = 200;
+
 /// Most probe streams a receiver tracks.
 pub const MAX_PROBE_STREAMS: u32 = 1024;
-/// Sequence numbers a receiver tracks per stream (19 days at 10 Hz).
+/// How far ahead of its stream's highest a sequence number may jump and still be counted
+/// (a jump further is not a probe of that stream); and the largest number a stream's first
+/// probe may have for the numbers below it to count as lost.
 const MAX_PROBE_SEQ: u64 = 1 << 24;
 
 /// What the receiver measured.
@@ -39,12 +113,14 @@ pub struct ProbeReport {
     pub lost: u64,
     /// Probes that arrived after a higher sequence number of their stream.
     pub reordered: u64,
-    /// Probes that arrived more than once.
+    /// Probes that arrived more than once (within the last 65536 numbers of their stream).
     pub duplicates: u64,
-    /// Probes with a stream or sequence number beyond what a receiver tracks, or from more
-    /// senders than it keeps apart (not counted above).
+    /// Probes with a stream number beyond what a receiver tracks, a sequence number too far
+    /// ahead of their stream's, or from more senders than it keeps apart (not counted
+    /// above).
     pub foreign: u64,
-    /// One-way latency in nanoseconds: min, median, p99, max (None without probes).
+    /// One-way latency in nanoseconds: min, median, p99, max (None without probes; the
+    /// median and p99 from a sketch, within about 1% of rank).
     pub latency_ns: Option<[u64; 4]>,
 }
 
@@ -52,44 +128,44 @@ impl ProbeReceiver {
     /// Records a probe from the sender with IPv4 source address `sender`, received at
     /// `now_ns` (same clock as the sender's).
     pub fn record(&mut self, sender: u32, p: &ProbePayload, now_ns: u64) {
-        let tracked = (p.stream < MAX_PROBE_STREAMS && p.seq < MAX_PROBE_SEQ)
+        let tracked = (p.stream < MAX_PROBE_STREAMS)
             .then(|| self.streams.get_mut(sender, p.stream))
-            .flatten();
+            .flatten()
+            .filter(|s| s.seen.is_empty() || p.seq < s.next.saturating_add(MAX_PROBE_SEQ));
         let Some(s) = tracked else {
             self.foreign += 1;
             return;
         };
-        let word = (p.seq / 64) as usize;
-        if word >= s.seen.len() {
-            s.seen.resize(word + 1, 0);
-        }
-        let bit = 1u64 << (p.seq % 64);
-        if s.seen[word] & bit != 0 {
+        if !s.record(p.seq) {
             s.duplicates += 1;
             return;
         }
-        s.seen[word] |= bit;
-        s.received += 1;
-        if p.seq < s.next {
-            s.reordered += 1;
-        } else {
-            s.next = p.seq + 1;
-        }
-        self.latencies.push(now_ns.saturating_sub(p.sent_ns));
+        self.latencies.update(now_ns.saturating_sub(p.sent_ns));
     }
 
     /// The totals over all streams.
     pub fn report(&self) -> ProbeReport {
-        let mut lat = self.latencies.clone();
-        lat.sort_unstable();
-        let q = |f: f64| lat[((lat.len() - 1) as f64 * f).round() as usize];
+        let lat = &self.latencies;
+        let q = |f: f64| {
+            lat.quantile(f, SearchCriteria::Inclusive)
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+        };
         ProbeReport {
             received: self.streams.iter().map(|(_, s)| s.received).sum(),
-            lost: self.streams.iter().map(|(_, s)| s.next - s.received).sum(),
+            lost: self
+                .streams
+                .iter()
+                .map(|(_, s)| (s.next - s.base).saturating_sub(s.received))
+                .sum(),
             reordered: self.streams.iter().map(|(_, s)| s.reordered).sum(),
             duplicates: self.streams.iter().map(|(_, s)| s.duplicates).sum(),
             foreign: self.foreign,
-            latency_ns: (!lat.is_empty()).then(|| [lat[0], q(0.5), q(0.99), lat[lat.len() - 1]]),
+            latency_ns: match (lat.min_item(), lat.max_item()) {
+                (Some(&min), Some(&max)) => Some([min, q(0.5), q(0.99), max]),
+                _ => None,
+            },
         }
     }
 }
@@ -129,10 +205,46 @@ mod tests {
         assert_eq!(rep.latency_ns, Some([100, 102, 105, 105]));
         // Numbers beyond what is tracked are counted apart, without growing the state.
         r.record(1, &p(MAX_PROBE_STREAMS, 0), 0);
-        r.record(1, &p(0, MAX_PROBE_SEQ), 0);
+        r.record(1, &p(0, 6 + MAX_PROBE_SEQ), 0);
         assert_eq!(r.report().foreign, 2);
         assert_eq!(r.report().received, 7);
         assert!(ProbePayload::decode(&[0u8; 40]).is_none());
+    }
+
+    /// A long stream (past 2^24 numbers: 4.7 hours at 1 kHz) is counted to its end in
+    /// bounded memory, and a receiver started late into one counts from what it first
+    /// got; a probe far behind still counts once.
+    #[test]
+    fn long_streams_are_counted_in_bounded_memory() {
+        let mut r = ProbeReceiver::default();
+        let start = MAX_PROBE_SEQ + 5;
+        for seq in (start..start + 3_000_000).filter(|q| q % 1000 != 7) {
+            let pp = ProbePayload {
+                stream: 0,
+                seq,
+                sent_ns: seq,
+            };
+            r.record(1, &pp, seq + 50);
+        }
+        // Again within the window (a duplicate), and one long gone (counted, reordered).
+        for seq in [start + 2_999_990, start + 10] {
+            r.record(
+                1,
+                &ProbePayload {
+                    stream: 0,
+                    seq,
+                    sent_ns: seq,
+                },
+                seq + 50,
+            );
+        }
+        let rep = r.report();
+        assert_eq!(rep.lost, 3000 - 1);
+        assert_eq!(rep.received, 3_000_000 - 3000 + 1);
+        assert_eq!((rep.duplicates, rep.reordered, rep.foreign), (1, 1, 0));
+        assert_eq!(rep.latency_ns, Some([50, 50, 50, 50]));
+        let s = r.streams.iter().next().unwrap().1;
+        assert_eq!(s.seen.len() as u64, SEEN_WINDOW / 64);
     }
 
     #[test]

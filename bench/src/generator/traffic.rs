@@ -44,7 +44,8 @@ pub struct TrafficSpec {
     pub popularity: Popularity,
     /// Flow sizes in payload bytes; None: packets pick flows directly.
     pub flow_sizes: Option<FlowSizes>,
-    /// Offered load as a share of the link (with flow sizes).
+    /// Offered load as a share of the link (with flow sizes), in the flows' payload bytes
+    /// (their headers and the wire's overhead come on top: refused when they do not fit).
     pub load: f64,
     /// Link rate in bits per second.
     pub link_bps: f64,
@@ -111,6 +112,23 @@ impl TrafficSpec {
         }
         if self.flow_sizes.is_some() && !(self.load > 0.0 && self.load <= 1.0) {
             return Err(format!("load {}: must be above 0 and at most 1", self.load));
+        }
+        if self.flow_sizes.is_some() {
+            // The load counts the flows' payload; their packets' headers and the wire's
+            // overhead come on top, and must still fit the link.
+            let header = 42.0 + 12.0 * self.tcp_share;
+            let payload = self.packet_sizes.mean_payload(header);
+            let wire = self.packet_sizes.mean() + WIRE_OVERHEAD as f64;
+            let on_wire = self.load * wire / payload;
+            if on_wire > 1.0 {
+                return Err(format!(
+                    "load {}: a packet of this packet size carries {payload:.0} payload bytes \
+                     in {wire:.0} on the wire, so the link would have to carry {on_wire:.2} \
+                     times its rate: at most load {:.3}, or larger packets",
+                    self.load,
+                    payload / wire
+                ));
+            }
         }
         match self.rate {
             Rate::Pps(r) | Rate::Bps(r) if !(r.is_finite() && r > 0.0) => {
@@ -527,6 +545,23 @@ mod tests {
         }
         let offered = payload as f64 * 8.0 / (last as f64 / 1e9) / 10e9;
         assert!((offered - 0.3).abs() < 0.06, "offered load {offered}");
+    }
+
+    /// A load that the packets' headers would push past the link is refused, not offered
+    /// as a link run back to back.
+    #[test]
+    fn a_load_the_headers_push_past_the_link_is_refused() {
+        let spec = |load, size| TrafficSpec {
+            flow_sizes: Some(FlowSizes::Hadoop),
+            load,
+            packet_sizes: PacketSizes::Fixed(size),
+            ..TrafficSpec::default()
+        };
+        // 18 payload bytes in 84 on the wire: at most a load of 0.214.
+        let err = Traffic::new(spec(0.5, 60)).unwrap_err();
+        assert!(err.contains("load 0.5") && err.contains("0.214"), "{err}");
+        assert!(Traffic::new(spec(0.2, 60)).is_ok());
+        assert!(Traffic::new(spec(0.9, 1514)).is_ok());
     }
 
     #[test]
