@@ -18,7 +18,7 @@ use serde::Serialize;
 use telemetry::wire::MacAddr;
 
 use crate::scratch::Scratch;
-use crate::stats::{median, steady};
+use crate::stats::{forwarding, median};
 use crate::testpmd::TestpmdRun;
 
 /// The switch port's MAC; the capture is addressed to it.
@@ -86,11 +86,13 @@ pub struct VariantResult {
     pub ratio: f64,
     /// TSC cycles per packet in its best round.
     pub cycles_per_packet: f64,
-    /// Packets it dropped (should be 0).
+    /// Packets it dropped in its best round (should be 0; a run that drops more than 1% is
+    /// refused).
     pub switch_drops: u64,
     /// Digests recorded per second (edge egress).
     pub digests_per_second: f64,
-    /// Digest records dropped at the ring (the control thread fell behind).
+    /// Digest records dropped at the ring in its best round (the control thread fell
+    /// behind).
     pub digests_dropped: u64,
     /// Digests the sink stand-in received per second (edge egress).
     pub exported_digests_per_second: f64,
@@ -119,7 +121,8 @@ pub struct ForwardResult {
     pub flows: u32,
     /// Frame size without FCS (64 bytes on the wire).
     pub frame_bytes: usize,
-    /// Packets the switch dropped (should be 0: every packet is routable).
+    /// Packets the switch dropped in the variants' best rounds (should be 0: every packet is
+    /// routable).
     pub switch_drops: u64,
     /// Per-round rates: (first variant, reference).
     pub rounds: Vec<(f64, f64)>,
@@ -370,7 +373,69 @@ fn parse_summary(text: &str) -> anyhow::Result<Summary> {
 }
 
 fn steady_median(s: &Summary, f: impl Fn(&control::summary::Interval) -> f64) -> f64 {
-    median(steady(&s.intervals.iter().map(f).collect::<Vec<_>>(), 1))
+    median(steady_rates(&s.intervals.iter().map(f).collect::<Vec<_>>()))
+}
+
+/// Packets of a run that may go otherwise than the variant asks (1 in 100: none should)
+/// before the run is refused as not measuring the variant.
+const STRAY_SHARE: u64 = 100;
+
+/// Whether a switch run measured what `variant` says: it received packets, forwarded them
+/// (drops are a set-up fault here, and a switch that drops is cheaper), did its role's
+/// telemetry work on about every one (a shim the switch does not know, say, is forwarded
+/// without encoding, which is cheaper too), and has a steady rate.
+pub fn check_run(variant: Variant, s: &Summary) -> anyhow::Result<()> {
+    use pipeline::TelemetryEvent as E;
+    let rx = s.rx_packets;
+    if rx == 0 {
+        anyhow::bail!("{}: the switch received nothing", variant.label());
+    }
+    let dropped = s.dropped() + s.tx_full_drops;
+    if dropped > rx / STRAY_SHARE {
+        anyhow::bail!(
+            "{}: the switch dropped {dropped} of {rx} packets ({:?}, {} at full tx queues)",
+            variant.label(),
+            s.drops
+                .nonzero()
+                .map(|(r, n)| format!("{} {n}", r.name()))
+                .collect::<Vec<_>>(),
+            s.tx_full_drops
+        );
+    }
+    let ev = &s.telemetry.events;
+    let role = match variant {
+        Variant::Off => None,
+        Variant::Transit => Some(E::TransitEncoded),
+        Variant::EdgeIngress => Some(E::ShimInserted),
+        Variant::EdgeEgress => Some(E::ShimStripped),
+    };
+    if let Some(e) = role
+        && ev.get(e) < rx - rx / STRAY_SHARE
+    {
+        anyhow::bail!(
+            "{}: {} of {rx} packets counted {}; the others went without its telemetry ({:?})",
+            variant.label(),
+            ev.get(e),
+            e.name(),
+            ev.nonzero()
+                .map(|(e, n)| format!("{} {n}", e.name()))
+                .collect::<Vec<_>>()
+        );
+    }
+    let steady: Vec<f64> = s.intervals.iter().map(|i| i.rx_mpps).collect();
+    if median(steady_rates(&steady)) <= 0.0 {
+        anyhow::bail!(
+            "{}: no steady rate in {} statistics intervals",
+            variant.label(),
+            s.intervals.len()
+        );
+    }
+    Ok(())
+}
+
+/// The switch's per-interval rates past its first interval (its warm-up).
+fn steady_rates(rates: &[f64]) -> &[f64] {
+    if rates.len() > 1 { &rates[1..] } else { &[] }
 }
 
 /// Runs the benchmark.
@@ -426,12 +491,13 @@ pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
                 opts.seconds,
             )?;
             let got = sink.map(|c| c.stop());
+            check_run(r.variant, &s)?;
             let sw = steady_median(&s, |i| i.rx_mpps);
-            r.switch_drops += s.dropped();
             let ev = &s.telemetry.events;
-            r.digests_dropped += ev.get(pipeline::TelemetryEvent::DigestDropped);
             if sw > r.switch_mpps {
                 r.switch_mpps = sw;
+                r.switch_drops = s.dropped();
+                r.digests_dropped = ev.get(pipeline::TelemetryEvent::DigestDropped);
                 r.cycles_per_packet = steady_median(&s, |i| i.cycles_per_packet);
                 r.digests_per_second =
                     ev.get(pipeline::TelemetryEvent::DigestRecorded) as f64 / s.seconds;
@@ -457,7 +523,14 @@ pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
         );
         let rr = capture_reference(&capture, &opts.reference_mode, opts.seconds, opts.hugepages)
             .run()?;
-        let rf = median(steady(&rr.rx_mpps, 1));
+        let rf = median(forwarding(&rr.rx_mpps));
+        if rf <= 0.0 {
+            anyhow::bail!(
+                "dpdk-testpmd --forward-mode={} gave no steady rate ({:?} Mpps a second)",
+                opts.reference_mode,
+                rr.rx_mpps
+            );
+        }
         eprintln!(
             "round {}: {} Mpps, reference {rf:.2} Mpps",
             round + 1,
@@ -539,5 +612,56 @@ pub fn print_table(r: &ForwardResult) {
     }
     if r.switch_drops > 0 {
         println!("warning: the switch dropped {} packets", r.switch_drops);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use control::summary::Interval;
+    use pipeline::{DropReason, LocalCounters, TelemetryEvent};
+
+    use super::*;
+
+    /// A run of 1000 packets with steady intervals, `role` counted on `done` of them and
+    /// `dropped` dropped as unroutable.
+    fn run(role: Option<TelemetryEvent>, done: u64, dropped: u64) -> Summary {
+        let mut s = Summary::from_totals(1, 4.0, &LocalCounters::default());
+        s.rx_packets = 1000;
+        s.drops.0[DropReason::NoRoute as usize] = dropped;
+        if let Some(e) = role {
+            s.telemetry.events.0[e as usize] = done;
+        }
+        s.intervals = (1..4)
+            .map(|t| Interval {
+                t: f64::from(t),
+                rx_mpps: 10.0,
+                tx_mpps: 10.0,
+                cycles_per_packet: 100.0,
+            })
+            .collect();
+        s
+    }
+
+    /// A run that dropped, skipped its role's telemetry or had no steady rate is refused
+    /// rather than reported (each was cheaper than the variant it stood for).
+    #[test]
+    fn runs_that_do_not_measure_their_variant_are_refused() {
+        let transit = Some(TelemetryEvent::TransitEncoded);
+        assert!(check_run(Variant::Transit, &run(transit, 1000, 0)).is_ok());
+        assert!(check_run(Variant::Off, &run(None, 0, 0)).is_ok());
+        let err = check_run(Variant::Transit, &run(transit, 1000, 500)).unwrap_err();
+        assert!(err.to_string().contains("dropped 500"), "{err}");
+        let mut unknown = run(transit, 0, 0);
+        unknown.telemetry.events.0[TelemetryEvent::UnknownPlan as usize] = 1000;
+        let err = check_run(Variant::Transit, &unknown).unwrap_err();
+        assert!(err.to_string().contains("unknown_plan"), "{err}");
+        let egress = run(Some(TelemetryEvent::ShimStripped), 900, 0);
+        assert!(check_run(Variant::EdgeEgress, &egress).is_err());
+        let mut one_interval = run(None, 0, 0);
+        one_interval.intervals.truncate(1);
+        assert!(check_run(Variant::Off, &one_interval).is_err());
+        let mut nothing = run(None, 0, 0);
+        nothing.rx_packets = 0;
+        assert!(check_run(Variant::Off, &nothing).is_err());
     }
 }

@@ -44,6 +44,18 @@ pub fn steady(samples: &[f64], warmup: usize) -> &[f64] {
     }
 }
 
+/// A forwarder's per-second rates past its start: its leading zeros left out (not
+/// forwarding yet, or a first statistics block with no block before it to rate against,
+/// as testpmd prints), or its first second when it has none (a second it started in).
+/// Empty when nothing is left: no steady rate to report.
+pub fn forwarding(samples: &[f64]) -> &[f64] {
+    match samples.iter().position(|&r| r > 0.0) {
+        Some(0) => &samples[1..],
+        Some(started) => &samples[started..],
+        None => &[],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +72,15 @@ mod tests {
         assert_eq!(percentile(&v, 0.99), 99.0);
         assert_eq!(percentile(&v, 0.5), 50.0);
         assert_eq!(percentile(&[7.0], 0.99), 7.0);
+    }
+
+    #[test]
+    fn forwarding_rates_leave_out_the_start() {
+        assert_eq!(forwarding(&[0.0, 0.0, 9.0, 10.0]), &[9.0, 10.0]);
+        assert_eq!(forwarding(&[5.0, 9.0]), &[9.0]);
+        assert_eq!(forwarding(&[0.0, 5.0]), &[5.0]);
+        assert!(forwarding(&[5.0]).is_empty());
+        assert!(forwarding(&[0.0, 0.0]).is_empty());
+        assert!(forwarding(&[]).is_empty());
     }
 }

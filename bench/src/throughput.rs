@@ -30,7 +30,7 @@ use serde::Serialize;
 use crate::forward::{
     SWITCH_MAC, bench_capture, capture_reference, lcores, run_switch, switch_config,
 };
-use crate::stats::{median, steady};
+use crate::stats::{forwarding, median, steady};
 use crate::testpmd::TestpmdRun;
 
 /// Options.
@@ -383,7 +383,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
                 tally.record(
                     &format!("dpdk-testpmd {mode}"),
                     "capture",
-                    median(steady(&r.rx_mpps, 1)),
+                    median(forwarding(&r.rx_mpps)),
                 );
             }
             let s = run_switch(

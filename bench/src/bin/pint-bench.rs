@@ -294,8 +294,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             variants,
             json,
         } => {
-            if seconds < 2 {
-                anyhow::bail!("--seconds must be at least 2 (the first second is warm-up)");
+            if seconds < 3 {
+                anyhow::bail!(
+                    "--seconds must be at least 3 (the first second is warm-up, and the switch's \
+                     last interval is cut by its stop)"
+                );
             }
             let r = forward::run(&ForwardOptions {
                 seconds,

@@ -231,7 +231,7 @@ impl FlowRx {
             } else {
                 ((1u64 << gap) - 1) << 1
             };
-            self.missing = self.missing.checked_shl(gap + 1).unwrap_or(0) | gap_bits;
+            self.missing = self.missing.checked_shl(gap.saturating_add(1)).unwrap_or(0) | gap_bits;
             self.next = seq.wrapping_add(1);
             return;
         }
@@ -533,6 +533,20 @@ mod tests {
             skipped_from_zero + 1,
             "u32::MAX lost, nothing else after the start"
         );
+    }
+
+    /// A flow whose first tag carries the highest number (a receiver started late) is
+    /// counted, not an overflow (it panicked in a debug build).
+    #[test]
+    fn a_first_tag_at_the_highest_number_is_counted() {
+        let mut c = FlowLossCounter::default();
+        let a = u32::from(Ipv4Addr::new(10, 0, 0, 1));
+        for seq in [u32::MAX, 0, 1] {
+            c.record(a, FlowTag { flow: 0, seq });
+        }
+        let r = c.report();
+        assert_eq!((r.tagged, r.late, r.duplicates), (3, 0, 0));
+        assert_eq!(r.lost, u64::from(u32::MAX));
     }
 
     #[test]
