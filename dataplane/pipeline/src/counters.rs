@@ -99,7 +99,9 @@ named_counters! {
 
 named_counters! {
     /// What the telemetry stages did (each packet counts under at most one of the shim
-    /// events, and separately under the digest and epoch events).
+    /// events, but for a transit shim of an unknown plan that no longer fits the egress MTU,
+    /// which counts as `unknown_plan` and as `no_telemetry_mtu`; and separately under the
+    /// digest and epoch events).
     pub enum TelemetryEvent {
         /// Edge ingress: a shim was inserted.
         ShimInserted => "shim_inserted",

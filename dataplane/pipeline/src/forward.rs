@@ -239,9 +239,14 @@ impl Forwarder {
         let ip = Ipv4Packet::new_unchecked(&frame[at.l3..]);
         let proto = ip.protocol();
         let (mut sport, mut dport) = (0, 0);
+        // The transport header within the IP packet's total length: bytes after it are
+        // the frame's padding, not ports.
+        let l4 = frame
+            .get(at.l3 + at.header_len..at.l3 + usize::from(ip.total_len()))
+            .unwrap_or(&[]);
         if (proto == protocol::TCP || proto == protocol::UDP)
             && !ip.is_fragment()
-            && let Ok(p) = TransportPorts::new_checked(&frame[at.l3 + at.header_len..])
+            && let Ok(p) = TransportPorts::new_checked(l4)
         {
             (sport, dport) = (p.src_port(), p.dst_port());
         }

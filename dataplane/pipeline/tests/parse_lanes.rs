@@ -117,6 +117,46 @@ fn fast_and_general_parse_agree_at_every_mtu() {
     }
 }
 
+/// A UDP or TCP packet whose IPv4 total length ends inside its transport header, in a frame
+/// padded to the minimum: the bytes after the total length are padding, not ports, so the
+/// flow (FlowRadar's key, the digest's) is the same whatever the padding holds, in both
+/// parses (the padding was read as the ports: a flow that did not exist, and an ECMP choice
+/// by padding).
+#[test]
+fn padding_after_the_ip_packet_is_not_read_as_ports() {
+    for kind in [0u8, 1] {
+        for total in [20u16, 24, 27] {
+            let frame_with = |pad: u8| {
+                let (port, mut frame) = common::arriving_as(kind, 0, None);
+                frame[16..18].copy_from_slice(&total.to_be_bytes());
+                telemetry::wire::ipv4::Ipv4Packet::new_unchecked(&mut frame[14..]).fill_checksum();
+                for b in &mut frame[14 + usize::from(total)..] {
+                    *b = pad;
+                }
+                (port, frame)
+            };
+            for fast in [true, false] {
+                let (mut zeros, mut ones) = (common::line(fast, false), common::line(fast, false));
+                let (port, a) = frame_with(0);
+                let (_, b) = frame_with(0xaa);
+                let (va, _) = run(&mut zeros, 0, port, &a);
+                let (vb, _) = run(&mut ones, 0, port, &b);
+                assert_eq!(va, vb, "kind {kind} total {total}");
+                assert!(
+                    va & pipeline::DROPPED == 0,
+                    "kind {kind} total {total}: {va:#x}"
+                );
+                let diff = common::difference(&mut zeros, &mut ones, 0, 1_000_000_000);
+                assert!(
+                    diff.is_none(),
+                    "kind {kind} total {total} fast {fast}: {}",
+                    diff.unwrap_or_default()
+                );
+            }
+        }
+    }
+}
+
 /// A frame of 64 KiB and more whose IPv4 total length is 0 (as captures of segmentation
 /// offload show them): the fast parse turns it down as the general one does (malformed),
 /// at the edge and in transit, and nothing is forwarded with a length of 0.

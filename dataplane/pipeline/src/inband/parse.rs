@@ -218,7 +218,11 @@ impl State {
         let (mut sport, mut dport, mut seq) = (0u16, 0u16, 0u32);
         meta.udp_payload_at = 0;
         if (proto == protocol::TCP || proto == protocol::UDP) && !fragment {
-            let l4 = &frame[l3 + header_len..];
+            // Within the IP packet's total length: bytes after it are the frame's padding,
+            // not ports or a sequence number.
+            let l4 = frame
+                .get(l3 + header_len..l3 + usize::from(meta.ip_len))
+                .unwrap_or(&[]);
             if let Some(ports) = l4.first_chunk::<4>() {
                 sport = u16::from_be_bytes([ports[0], ports[1]]);
                 dport = u16::from_be_bytes([ports[2], ports[3]]);
@@ -280,12 +284,13 @@ impl State {
         // offset zero), in one masked compare of the header's first eight bytes.
         let first = u64::from_le_bytes(ip[..8].try_into().expect("8 bytes"));
         const FIRST_MASK: u64 = 0xff | 0x3f << 48 | 0xff << 56;
-        // The frame holds the header and 8 more bytes, so `frame_len - l3 - 20` is no
-        // underflow; a total below 20 wraps to a value no frame reaches.
+        // The frame holds the header and 8 more bytes, so `frame_len - l3 - 28` is no
+        // underflow; a total below 28 (a transport header cut short: the bytes read as its
+        // ports would be padding) wraps to a value no frame reaches.
         if first & FIRST_MASK != 0x45
             || ip[8] <= 1
             || (proto != protocol::UDP && proto != protocol::TCP)
-            || usize::from(total).wrapping_sub(20) > frame_len - l3 - 20
+            || usize::from(total).wrapping_sub(28) > frame_len - l3 - 28
             || !header20_checksum_ok(ip[..20].try_into().expect("20 bytes"))
         {
             return None;
