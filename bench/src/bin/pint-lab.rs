@@ -110,6 +110,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 signal_hook::consts::SIGTERM,
                 signal_hook::consts::SIGHUP,
             ] {
+                // A second Ctrl-C while the lab stops exits at once (its processes go with
+                // it: each dies with its parent).
+                if sig != signal_hook::consts::SIGHUP {
+                    signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))
+                        .context("installing signal handlers")?;
+                }
                 signal_hook::flag::register(sig, Arc::clone(&stop))
                     .context("installing signal handlers")?;
             }
@@ -124,7 +130,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 hold: Duration::from_secs_f64(hold),
             };
             let report = bench::lab::run::run(&lab, &Programs::beside_me()?, &opts, &stop)?;
-            print!("{}", report.text());
+            bench::say_inline!("{}", report.text());
             Ok(if strict && !report.all_ok() {
                 ExitCode::FAILURE
             } else {

@@ -375,6 +375,7 @@ impl LabReport {
             layout: layout(&lab.topology, &lab.hosts, |n| lab.shown(n)),
         };
         report.checks = checks(lab, &report);
+        report.checks.push(processes_check(lab, &c));
         Ok(report)
     }
 
@@ -689,6 +690,47 @@ fn links_of(path: &[String]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Whether every switch ended cleanly with its summary and every generator gave its
+/// report: a run with a process that died or was killed shows partial counts, which the
+/// other checks could still pass on.
+fn processes_check(lab: &Lab, c: &Collected) -> Check {
+    let mut broken: Vec<String> = c
+        .summaries
+        .iter()
+        .filter(|(_, summary, exit)| summary.is_none() || exit != "exit status: 0")
+        .map(|(n, summary, exit)| {
+            let summary = if summary.is_some() {
+                ""
+            } else {
+                ", no summary"
+            };
+            format!("switch {} ({exit}{summary})", lab.shown(*n))
+        })
+        .collect();
+    broken.extend(
+        c.generators
+            .iter()
+            .filter(|(_, text)| {
+                serde_json::from_str::<Value>(text)
+                    .map_or(true, |v| v["sent"].is_null() && v["received"].is_null())
+            })
+            .map(|(n, _)| format!("generator at {} (no report)", lab.shown(*n))),
+    );
+    Check {
+        name: "every process ended cleanly".into(),
+        ok: broken.is_empty(),
+        detail: if broken.is_empty() {
+            format!(
+                "{} switches and {} generators",
+                c.summaries.len(),
+                c.generators.len()
+            )
+        } else {
+            broken.join("; ")
+        },
+    }
+}
+
 /// What the lab should show, checked.
 fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
     let mut v = vec![Check {
@@ -921,6 +963,63 @@ mod tests {
             r.text().contains("paths: 25000 flows, 9000 decoded"),
             "{}",
             r.text()
+        );
+    }
+
+    /// A run with a switch that was killed (no summary) or exited with an error, or a
+    /// generator without a report, fails a check of its own: the other checks could pass
+    /// on its partial counts.
+    #[test]
+    fn a_process_that_did_not_end_cleanly_fails_the_run() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/labs");
+        let text = std::fs::read_to_string(base.join("chain.toml")).unwrap();
+        let lab = Lab::parse(&text, &base, "chain").unwrap();
+        let at = super::super::plan::Endpoints {
+            dir: std::env::temp_dir(),
+            sink_listen: "127.0.0.1:1".parse().unwrap(),
+            sink_http: "127.0.0.1:2".parse().unwrap(),
+            main_lcore: 0,
+            worker_lcores: vec![1],
+        };
+        let summary = Summary::from_totals(1, 1.0, &pipeline::LocalCounters::default());
+        let collected = |summaries: Vec<(u32, Option<Summary>, String)>, report: &str| Collected {
+            dir: PathBuf::new(),
+            plan: super::super::plan::LabPlan::new(&lab, &at).unwrap(),
+            start_unix: 0.0,
+            wall_seconds: 1.0,
+            summaries,
+            generators: vec![
+                (0, report.into()),
+                (2, r#"{"sent": {"packets": 1}}"#.into()),
+            ],
+            view: SinkView {
+                flows: Vec::new(),
+                flows_seen: 0,
+                details: BTreeMap::new(),
+                links: Vec::new(),
+                epochs: Value::Null,
+                switches: Vec::new(),
+            },
+            events: String::new(),
+        };
+        let clean = |n| (n, Some(summary.clone()), "exit status: 0".to_owned());
+        let good = r#"{"sent": {"packets": 1}}"#;
+        let c = collected(vec![clean(0), clean(1), clean(2)], good);
+        assert!(processes_check(&lab, &c).ok);
+        let c = collected(
+            vec![
+                clean(0),
+                (1, None, "signal: 9 (SIGKILL)".into()),
+                (2, Some(summary.clone()), "exit status: 1".into()),
+            ],
+            "",
+        );
+        let check = processes_check(&lab, &c);
+        assert!(!check.ok);
+        assert_eq!(
+            check.detail,
+            "switch s2 (signal: 9 (SIGKILL), no summary); switch s3 (exit status: 1); \
+             generator at s1 (no report)"
         );
     }
 

@@ -137,13 +137,44 @@ pub fn run(
     Ok(report)
 }
 
-/// Removes the memif sockets left in `dir` (their servers are gone).
+/// Removes the lab's memif sockets left in `dir` (their servers are gone), and only the
+/// lab's: a run directory such as /tmp holds other programs' sockets.
 fn remove_sockets(dir: &std::path::Path) {
+    remove_matching(dir, is_lab_socket);
+}
+
+/// Whether `name` is one of a lab's memif socket files (`link-A-B.sock`, `hosts-N.sock`).
+fn is_lab_socket(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some(stem) = name.strip_suffix(".sock") else {
+        return false;
+    };
+    if let Some(n) = stem.strip_prefix("hosts-") {
+        return digits(n);
+    }
+    stem.strip_prefix("link-")
+        .and_then(|ab| ab.split_once('-'))
+        .is_some_and(|(a, b)| digits(a) && digits(b))
+}
+
+/// Whether `name` is a file an earlier run of a lab left that this run would otherwise
+/// read or show as its own: a switch's summary (written only when it exits: a switch
+/// killed at its stop would lend this run the earlier one's counts), the report, the
+/// sink's appended lines, a memif socket of a server that was killed.
+fn is_previous_output(name: &str) -> bool {
+    matches!(
+        name,
+        "report.json" | "report.html" | "events.jsonl" | "flows.jsonl"
+    ) || (name.starts_with("switch-") && name.ends_with(".json"))
+        || is_lab_socket(name)
+}
+
+/// Removes the files in `dir` whose names `select` picks.
+fn remove_matching(dir: &std::path::Path, select: fn(&str) -> bool) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "sock") {
-                let _ = std::fs::remove_file(&p);
+            if e.file_name().to_str().is_some_and(select) {
+                let _ = std::fs::remove_file(e.path());
             }
         }
     }
@@ -245,15 +276,17 @@ fn run_inner(
         worker_lcores,
     };
     let sink_args = sink_args(lab, &probe);
-    // The sink appends its lines: a run directory used before must not lend this run its
-    // events and records.
-    for old in ["events.jsonl", "flows.jsonl"] {
-        match std::fs::remove_file(dir.join(old)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                anyhow::bail!("cannot remove {}: {e}", dir.join(old).display())
-            }
-            _ => {}
-        }
+    // A run directory used before must not lend this run its files (the sink appends its
+    // lines; a switch writes its summary only when it exits).
+    remove_matching(dir, is_previous_output);
+    if let Some(left) = std::fs::read_dir(dir)?
+        .flatten()
+        .find(|e| e.file_name().to_str().is_some_and(is_previous_output))
+    {
+        anyhow::bail!(
+            "cannot remove {} from an earlier run",
+            left.path().display()
+        );
     }
     let mut sink = Proc::start(
         "pint-sink",
@@ -278,7 +311,7 @@ fn run_inner(
         control::Config::from_file(&s.config)
             .map_err(|e| anyhow::anyhow!("{}: {e}", s.config.display()))?;
     }
-    println!(
+    crate::say!(
         "pint-lab: {} ({} switches, {} links, {} hosts, {} ms epochs); run directory {}",
         lab.name,
         lab.topology.len(),
@@ -288,12 +321,12 @@ fn run_inner(
         dir.display()
     );
     if let Some(note) = lab.left_out_note() {
-        println!("pint-lab: {note}");
+        crate::say!("pint-lab: {note}");
     }
     for w in lab.impairment_warnings() {
-        println!("pint-lab: warning: {w}");
+        crate::say!("pint-lab: warning: {w}");
     }
-    println!("pint-lab: sink http://{http}/ (API /api/..., Prometheus /metrics)");
+    crate::say!("pint-lab: sink http://{http}/ (API /api/..., Prometheus /metrics)");
 
     // 2. The switches.
     for s in &plan.switches {
@@ -339,7 +372,7 @@ fn run_inner(
         procs.generators.push((g.node, p));
         check_stop(stop, procs, false)?;
     }
-    println!(
+    crate::say!(
         "pint-lab: {} generators send for {} s from {}",
         plan.generators.len(),
         lab.duration_s,
@@ -369,7 +402,7 @@ fn run_inner(
                 .filter(|(_, g)| !has_reported(g))
                 .map(|(_, g)| g.name.clone())
                 .collect();
-            println!(
+            crate::say!(
                 "pint-lab: {} still sending 60 s after the traffic's end (this machine does not reach traffic.rate_pps {}): stopped; the report counts what they sent",
                 late.join(", "),
                 lab.traffic.rate_pps
@@ -387,7 +420,7 @@ fn run_inner(
     // The last epochs reach the sink and are decoded.
     std::thread::sleep(Duration::from_millis(lab.epoch_ms.max(10) * 5 + 500));
     if !opts.hold.is_zero() {
-        println!(
+        crate::say!(
             "pint-lab: traffic done; the lab stays up {:.0} s more (live page http://{http}/)",
             opts.hold.as_secs_f64()
         );
@@ -417,7 +450,7 @@ fn run_inner(
     // The sink may still be decoding what the switches sent last (a lab on few cores falls
     // behind): its view is read once it has applied everything it received.
     if let Err(left) = wait_for_sink(http, SINK_SETTLE) {
-        eprintln!(
+        crate::say_err!(
             "pint-lab: warning: the sink had not caught up {} s after the switches stopped ({left}): the report misses that work",
             SINK_SETTLE.as_secs()
         );
@@ -570,16 +603,15 @@ impl Status {
         }
         self.prev = Some((now, rx, digests));
         if self.terminal {
-            print!("\r\x1b[2K{line}");
-            let _ = std::io::Write::flush(&mut std::io::stdout());
+            crate::say_inline!("\r\x1b[2K{line}");
         } else {
-            println!("{line}");
+            crate::say!("{line}");
         }
     }
 
     fn finish(&self) {
         if self.on && self.terminal && self.last.is_some() {
-            println!();
+            crate::say!();
         }
     }
 }
@@ -593,5 +625,38 @@ mod tests {
                 .unwrap();
         assert_eq!((a.port(), b.port()), (4000, 4001));
         assert!(super::parse_sink_line("pint-sink listening on x").is_none());
+    }
+
+    /// A lab removes its own sockets and earlier outputs from its run directory, never
+    /// other files (a run in /tmp removed every socket there, other programs' too).
+    #[test]
+    fn only_the_labs_own_files_are_removed() {
+        let dir = std::env::temp_dir().join(format!("pint-lab-clean-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ours = [
+            "link-0-12.sock",
+            "hosts-3.sock",
+            "switch-s2.json",
+            "report.html",
+            "events.jsonl",
+        ];
+        let theirs = [
+            "docker.sock",
+            "link-a-b.sock",
+            "hosts-.sock",
+            "switch-s2.toml",
+            "notes.json",
+        ];
+        for f in ours.iter().chain(&theirs) {
+            std::fs::write(dir.join(f), "x").unwrap();
+        }
+        super::remove_matching(&dir, super::is_previous_output);
+        for f in ours {
+            assert!(!dir.join(f).exists(), "{f} left");
+        }
+        for f in theirs {
+            assert!(dir.join(f).exists(), "{f} removed");
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
