@@ -587,6 +587,9 @@ fn the_sink_detects_delay_and_loss_as_they_happen() {
         std::thread::sleep(Duration::from_millis(100));
     };
     let events = events.as_array().unwrap();
+    // The health view counts them (pint-lab's status line reads it there).
+    let found = json(http, "/api/health")["events"].as_u64().unwrap();
+    assert!(found >= events.len() as u64, "{found} < {}", events.len());
     let of_series = |flow: &bench::fabric_traffic::FlowTruth, kind: &str, series: &str| {
         events
             .iter()

@@ -145,6 +145,8 @@ struct Health {
     switches_known: usize,
     flows: usize,
     epochs: u64,
+    /// Events found so far.
+    events: u64,
     backlog: crate::app::Backlog,
 }
 
@@ -165,6 +167,7 @@ async fn health(State(s): St) -> Json<Health> {
             .map(|x| x.table.lock().expect("flow table lock").len())
             .sum(),
         epochs: s.shared.epochs.counters.epochs.load(Relaxed),
+        events: s.shared.events.counts().values().sum(),
         backlog: s.shared.backlog(),
     })
 }
@@ -690,9 +693,10 @@ async fn epochs(State(s): St, Params(q): Params<EpochsQuery>) -> Json<EpochsView
     let c = &s.shared.epochs.counters;
     let reports = s.shared.epochs.reports.lock().expect("epoch log lock");
     let n = q.n.unwrap_or(20).min(reports.len());
+    let (epochs, network) = c.finished();
     Json(EpochsView {
-        epochs: c.epochs.load(Relaxed),
-        network: c.network.load(Relaxed),
+        epochs,
+        network,
         incomplete: c.incomplete.load(Relaxed),
         by_deadline: c.by_deadline.load(Relaxed),
         late_flowsets: c.late_flowsets.load(Relaxed),

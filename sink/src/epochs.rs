@@ -140,7 +140,8 @@ pub struct EpochReport {
     pub decode_us: u64,
 }
 
-/// Counters of the epoch assembler.
+/// Counters of the epoch assembler. An epoch is counted in `epochs` before its mode's
+/// count: read [`EpochCounters::finished`] for both.
 #[derive(Debug, Default)]
 pub struct EpochCounters {
     /// Epochs finished.
@@ -162,6 +163,15 @@ pub struct EpochCounters {
     pub duplicate_flowsets: AtomicU64,
     /// Flowsets received.
     pub flowsets: AtomicU64,
+}
+
+impl EpochCounters {
+    /// (epochs finished, of them decoded network-wide), read so that the second is never
+    /// above the first (an epoch is counted in `epochs` first).
+    pub fn finished(&self) -> (u64, u64) {
+        let network = self.network.load(Relaxed);
+        (self.epochs.load(Relaxed).max(network), network)
+    }
 }
 
 /// Reports of the most recent epochs.

@@ -39,8 +39,11 @@ impl Default for Limits {
     }
 }
 
-/// Time connections under way are given to finish once the server is told to stop.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// Time a connection is given to finish its response once it is past its lifetime or the
+/// server is told to stop.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// Wait after a failed accept (out of file descriptors, most likely).
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Serves `router` on `listener` until `shutdown` completes, within `limits`; connections
 /// beyond their number are closed at once and counted in `refused`.
@@ -53,15 +56,18 @@ pub async fn serve(
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut shutdown = std::pin::pin!(shutdown);
+    // Told to every connection when the server stops, so that each finishes the response
+    // under way and closes.
+    let (stopping, stop_seen) = tokio::sync::watch::channel(false);
     loop {
         let stream = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
-                    // Out of file descriptors, most likely: wait a little rather than spin.
+                    // Out of file descriptors, most likely: wait rather than spin.
                     tracing::warn!("http: accept: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
                     continue;
                 }
             },
@@ -73,21 +79,36 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
+        let mut stop_seen = stop_seen.clone();
         tokio::spawn(async move {
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
                 .serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
             // An error here is the client's doing (it went away, sent garbage, was too
             // slow): nothing for the sink to report.
-            let _ = tokio::time::timeout(limits.lifetime, conn).await;
+            tokio::select! {
+                _ = conn.as_mut() => {
+                    drop(slot);
+                    return;
+                }
+                _ = tokio::time::sleep(limits.lifetime) => {}
+                _ = stop_seen.changed() => {}
+            }
+            // Past its time, or the server stopping: the response under way is finished
+            // (within the grace time), then the connection closes.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
             drop(slot);
         });
     }
-    // Connections under way finish (each holds a slot) or are cut after the grace time
-    // (when the runtime goes).
+    // No more connections taken; those under way finish (each holds a slot until it
+    // closes) or are cut when the runtime goes.
+    drop(listener);
+    let _ = stopping.send(true);
     let _ = tokio::time::timeout(
-        SHUTDOWN_GRACE,
+        CLOSE_GRACE,
         slots.acquire_many(limits.max_connections as u32),
     )
     .await;
@@ -177,7 +198,7 @@ mod tests {
     }
 
     /// A client that sends part of a request's head and stalls is closed after the header
-    /// time; one that keeps its connection open is closed after the lifetime.
+    /// time; one that keeps asking on its connection is closed after the lifetime.
     #[test]
     fn stalled_connections_are_closed() {
         let (addr, refused, _stop) = start(Limits {
@@ -188,10 +209,28 @@ mod tests {
         let mut stalled = TcpStream::connect(addr).unwrap();
         stalled.write_all(b"GET / HTTP/1.1\r\nHost:").unwrap();
         assert!(closed(&mut stalled), "a stalled request head stays open");
+        // Requests well within the header time, one after another past the lifetime: each
+        // answered until the lifetime closes the connection.
         let mut kept = TcpStream::connect(addr).unwrap();
-        kept.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        kept.set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
-        assert!(closed(&mut kept), "a kept-alive connection stays open");
+        let t0 = std::time::Instant::now();
+        let mut answered = 0;
+        let closed_at = loop {
+            let asked = kept.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+            let mut buf = [0u8; 256];
+            match (asked, kept.read(&mut buf)) {
+                (Ok(()), Ok(n)) if n > 0 => answered += 1,
+                _ => break t0.elapsed(),
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "never closed");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(answered > 1, "{answered} answered");
+        assert!(
+            closed_at >= Duration::from_millis(500),
+            "closed after {closed_at:?}"
+        );
         assert_eq!(refused.load(Relaxed), 0);
     }
 }

@@ -168,6 +168,7 @@ pub fn page(shared: &Shared) -> Page {
         .map(|e| event_row(&serde_json::to_value(e).unwrap_or(Value::Null), t0, None))
         .collect();
     let c = &shared.epochs.counters;
+    let finished = c.finished();
     Page {
         title: "pint-sink".into(),
         subtitle: format!(
@@ -193,8 +194,8 @@ pub fn page(shared: &Shared) -> Page {
         flows,
         hosts: Vec::new(),
         epochs: serde_json::json!({
-            "epochs": c.epochs.load(Relaxed),
-            "network": c.network.load(Relaxed),
+            "epochs": finished.0,
+            "network": finished.1,
             "incomplete": c.incomplete.load(Relaxed),
             "by_deadline": c.by_deadline.load(Relaxed),
             "late_flowsets": c.late_flowsets.load(Relaxed),

@@ -86,10 +86,19 @@ struct WindowBuf {
     extra_lost: i64,
     /// Packets sent known from counters.
     extra_sent: u64,
+    /// Counter inputs given ([`Detector::push_loss`]) and stretches left out
+    /// ([`Detector::push_unsure`]): a window with too many of the latter is not judged for
+    /// loss from counters.
+    counted_inputs: u32,
+    unsure_inputs: u32,
     /// One sample in `stride` is kept (see [`MAX_WINDOW_SAMPLES`]).
     stride: u64,
     offered: u64,
 }
+
+/// The largest share of a window's counter inputs that may be left out
+/// ([`Detector::push_unsure`]) for the window to be judged for loss from counters.
+pub const MAX_UNSURE_SHARE: f64 = 0.1;
 
 /// A series' detector.
 #[derive(Debug)]
@@ -221,25 +230,21 @@ impl Detector {
         let w = self.window(idx);
         w.extra_lost += lost;
         w.extra_sent += sent;
+        w.counted_inputs = w.counted_inputs.saturating_add(1);
     }
 
-    /// Takes back up to `at_most` of the losses known without sequence numbers
-    /// ([`Detector::push_loss`]) in the open windows up to time `t`, latest first: packets
-    /// given as sent whose delivery will never be given (counted in a stretch left out).
-    pub fn take_back_loss(&mut self, t: f64, at_most: u64) {
-        if !t.is_finite() || self.t0.is_none() {
+    /// Says that a stretch around time `t` (an epoch) is left out of the losses known
+    /// without sequence numbers (its counts are unsure at one end). Packets in flight into
+    /// or out of a stretch left out are counted at one end only, and make a loss (or gain)
+    /// that never was: a window with more than [`MAX_UNSURE_SHARE`] of its inputs left out
+    /// is not judged for loss from counters.
+    pub fn push_unsure(&mut self, t: f64) {
+        if !t.is_finite() {
             return;
         }
-        // A time before the open windows: its losses went into the oldest.
-        let idx = self
-            .index_of(t)
-            .max(self.open.front().map_or(i64::MIN, |f| f.index));
-        let mut left = i64::try_from(at_most).unwrap_or(i64::MAX);
-        for w in self.open.iter_mut().rev().filter(|w| w.index <= idx) {
-            let back = w.extra_lost.clamp(0, left);
-            w.extra_lost -= back;
-            left -= back;
-        }
+        let idx = self.index_of(t);
+        let w = self.window(idx);
+        w.unsure_inputs = w.unsure_inputs.saturating_add(1);
     }
 
     /// Closes the windows that time `now` (send-time clock) has left behind by a window.
@@ -281,6 +286,12 @@ impl Detector {
             let even = w.extra_lost.abs().min(next.extra_lost.abs()) * w.extra_lost.signum();
             w.extra_lost -= even;
             next.extra_lost += even;
+        }
+        let inputs = u64::from(w.counted_inputs) + u64::from(w.unsure_inputs);
+        if u64::from(w.unsure_inputs) as f64 > MAX_UNSURE_SHARE * inputs as f64 {
+            // Too much of it left out to tell loss from packets in flight at its holes.
+            w.extra_lost = 0;
+            w.extra_sent = 0;
         }
         // Loss: sequence numbers up to this window's highest that never arrived (in this
         // window or the next, which catches packets that arrived late).
@@ -357,6 +368,8 @@ impl Detector {
         w.seqs.clear();
         w.extra_lost = 0;
         w.extra_sent = 0;
+        w.counted_inputs = 0;
+        w.unsure_inputs = 0;
         w.stride = 0;
         w.offered = 0;
         if self.spare.len() < 2 {
