@@ -210,6 +210,7 @@ pub fn run(
             idle_sleep: opts.idle_sleep,
         };
         let sent = run_phase(io, sender.as_mut(), &mut rx, &phase, stop)?;
+        rx.finish_capture()?;
         let received = opts.receive.then(|| rx.report());
         let out = PortReportOut {
             lost: (opts.send && opts.receive).then(|| {
@@ -473,8 +474,7 @@ fn run_phase(
     let mut tx_done_ns: Option<u64> = None;
     let mut last_progress = start_ns;
     let rx_before = rx.last_ns;
-    // Whether the burst under way starts with a probe the port has not taken.
-    let mut probe_waiting = false;
+    let mut watch = PortWatch::new(start_ns);
     loop {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -483,16 +483,7 @@ fn run_phase(
         if let Some(s) = sender.as_deref_mut()
             && sending
         {
-            // A port that takes nothing (its peer went away) does not keep the phase going
-            // past its time: what it did not take is taken back below.
-            if !io.tx.is_empty()
-                && phase
-                    .duration_ns
-                    .is_some_and(|d| io.clock.ns() - start_ns >= d)
-            {
-                sending = false;
-            }
-            if sending && io.tx.is_empty() {
+            if io.tx.is_empty() {
                 let now_ns = io.clock.ns();
                 let elapsed = now_ns - start_ns;
                 let mut budget = io.tx.alloc_fill(io.pool);
@@ -511,10 +502,7 @@ fn run_phase(
                         let due = (r * elapsed as f64 / 1e9) as u64 + 1;
                         budget = budget.min(due.saturating_sub(sent.packets) as usize);
                     }
-                    let probes = sent.probes;
-                    let built = s.fill(&mut io.tx, budget, now_ns, elapsed, phase, &mut sent)?;
-                    probe_waiting = sent.probes != probes;
-                    built
+                    s.fill(&mut io.tx, budget, now_ns, elapsed, phase, &mut sent)?
                 };
                 if s.done() {
                     sending = false;
@@ -526,33 +514,34 @@ fn run_phase(
                 sent.packets += built as u64;
                 worked |= built > 0;
             }
-            probe_waiting &= io.txq.tx(&mut io.tx) == 0;
+            let took = io.txq.tx(&mut io.tx);
+            let now = io.clock.ns();
+            if io.tx.is_empty() {
+                watch.nothing_waiting(now);
+            } else if watch.gone(io, took, now) {
+                // Its peer went away, or stopped reading: whatever the count or time left.
+                sending = false;
+            }
             if !sending {
                 // Flush what was built, while the port takes it (or may again: its link
                 // is up, and it took something not long ago).
-                let mut taken_ns = io.clock.ns();
-                let mut link_checked_ns = taken_ns;
                 while !io.tx.is_empty() && !stop.load(Ordering::Relaxed) {
-                    let now = io.clock.ns();
-                    if io.txq.tx(&mut io.tx) > 0 {
-                        probe_waiting = false;
-                        taken_ns = now;
-                    } else if now - taken_ns >= FLUSH_STALL_NS {
+                    let took = io.txq.tx(&mut io.tx);
+                    if watch.gone(io, took, io.clock.ns()) {
                         break;
-                    } else if now - link_checked_ns >= LINK_CHECK_NS {
-                        link_checked_ns = now;
-                        if !io.port.link().up {
-                            break;
-                        }
                     }
                     if phase.receive {
                         rx.poll(io);
                     }
                 }
-                take_back_unsent(io, &mut sent, probe_waiting);
-                let now = io.clock.ns();
-                sent.seconds = seconds(now - start_ns);
-                tx_done_ns = Some(now);
+                // Sent up to the last time the port took something (not through a stall).
+                let end = if take_back_unsent(io, &mut sent) {
+                    watch.taken_ns
+                } else {
+                    io.clock.ns()
+                };
+                sent.seconds = seconds(end - start_ns);
+                tx_done_ns = Some(io.clock.ns());
             }
         }
         if phase.receive {
@@ -599,7 +588,7 @@ fn run_phase(
         eprintln!();
     }
     // Stopped with a burst under way: what the port did not take was not sent.
-    take_back_unsent(io, &mut sent, probe_waiting);
+    take_back_unsent(io, &mut sent);
     if sender.is_some() {
         if tx_done_ns.is_none() {
             sent.seconds = seconds(io.clock.ns() - start_ns);
@@ -620,24 +609,69 @@ pub fn per_second(n: u64, seconds: f64) -> f64 {
     }
 }
 
-/// How long the end of a phase waits for a port that takes nothing before it gives up on
-/// the packets it built (a peer that stopped reading); a port whose link goes down is
-/// given up on at once (a peer that went away).
-const FLUSH_STALL_NS: u64 = 10_000_000_000;
-/// How often a port that takes nothing has its link checked while the end of a phase waits.
+/// How long a sender waits for a port that takes nothing before it gives up on the
+/// packets it built (a peer that stopped reading); a port whose link goes down is given up
+/// on at once (a peer that went away).
+const STALL_NS: u64 = 10_000_000_000;
+/// How often a port that takes nothing has its link checked.
 const LINK_CHECK_NS: u64 = 100_000_000;
 
-/// Frees the packets built in `io.tx` that the port never took, and takes them back from
-/// `sent` (`probe_waiting`: the first of them is a probe).
-fn take_back_unsent(io: &mut Io<'_>, sent: &mut SendReport, probe_waiting: bool) {
-    if io.tx.is_empty() {
-        return;
+/// Whether a port still takes what is sent: when it last took something, and its link,
+/// checked now and then while it takes nothing.
+struct PortWatch {
+    taken_ns: u64,
+    link_checked_ns: u64,
+}
+
+impl PortWatch {
+    fn new(now_ns: u64) -> PortWatch {
+        PortWatch {
+            taken_ns: now_ns,
+            link_checked_ns: now_ns,
+        }
     }
-    sent.probes -= u64::from(probe_waiting);
+
+    /// Notes that nothing waits for the port at `now_ns` (a stall counts from when
+    /// something does).
+    fn nothing_waiting(&mut self, now_ns: u64) {
+        self.taken_ns = now_ns;
+    }
+
+    /// Notes that the port took `took` packets at `now_ns` with more waiting; whether it is
+    /// to be given up on: nothing taken for [`STALL_NS`], or its link down.
+    fn gone(&mut self, io: &Io<'_>, took: usize, now_ns: u64) -> bool {
+        if took > 0 {
+            self.taken_ns = now_ns;
+            return false;
+        }
+        if now_ns - self.taken_ns >= STALL_NS {
+            return true;
+        }
+        if now_ns - self.link_checked_ns >= LINK_CHECK_NS {
+            self.link_checked_ns = now_ns;
+            return !io.port.link().up;
+        }
+        false
+    }
+}
+
+/// Frees the packets built in `io.tx` that the port never took, and takes them (and the
+/// probes among them) back from `sent`; whether there were any.
+fn take_back_unsent(io: &mut Io<'_>, sent: &mut SendReport) -> bool {
+    let any = !io.tx.is_empty();
     while let Some(m) = io.tx.pop() {
         sent.packets -= 1;
         sent.bytes -= m.pkt_len() as u64;
+        sent.probes -= u64::from(is_probe(m.data()));
     }
+    any
+}
+
+/// Whether a frame is one of the generator's probes.
+fn is_probe(frame: &[u8]) -> bool {
+    Transport::parse(frame).is_some_and(|t| {
+        !t.tcp && t.dport == PROBE_PORT && ProbePayload::decode(&frame[t.payload_at..]).is_some()
+    })
 }
 
 /// Counts what arrives.
@@ -678,6 +712,15 @@ impl Receiver {
         })
     }
 
+    /// Writes out what the capture holds, so that a write that fails at the end (a full
+    /// disk) is an error, not a capture cut short without a word.
+    fn finish_capture(&mut self) -> anyhow::Result<()> {
+        if let Some(w) = self.capture.take() {
+            std::io::Write::flush(&mut w.into_writer()).context("writing the capture")?;
+        }
+        Ok(())
+    }
+
     /// Receives one burst, if any, and counts it.
     #[inline]
     fn poll(&mut self, io: &mut Io<'_>) {
@@ -686,8 +729,7 @@ impl Receiver {
             return;
         }
         let now = io.clock.ns();
-        self.first_ns.get_or_insert(now);
-        self.last_ns = Some(now);
+        let counted_before = self.packets;
         // The wall clock, read once per burst and only for a burst holding a probe (or
         // when capturing: the capture's stamps are Unix time).
         let mut wall = self.capture.as_ref().map(|_| wall_ns());
@@ -730,6 +772,12 @@ impl Receiver {
             }
         }
         io.rx.clear();
+        // Other frames (LLDP now and then) neither stretch the time received over nor
+        // keep a receiver from going idle.
+        if self.packets != counted_before {
+            self.first_ns.get_or_insert(now);
+            self.last_ns = Some(now);
+        }
     }
 
     fn report(&self) -> ReceiveReport {

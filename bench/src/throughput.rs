@@ -380,24 +380,28 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
         if has(Topology::Capture) {
             for mode in ["io", "5tswap"] {
                 let r = capture_reference(&capture, mode, opts.seconds, opts.hugepages).run()?;
-                tally.record(
-                    &format!("dpdk-testpmd {mode}"),
-                    "capture",
-                    median(forwarding(&r.rx_mpps)),
-                );
+                let rate = median(forwarding(&r.rx_mpps));
+                if rate <= 0.0 {
+                    anyhow::bail!(
+                        "dpdk-testpmd --forward-mode={mode} gave no steady rate ({:?} Mpps a second)",
+                        r.rx_mpps
+                    );
+                }
+                tally.record(&format!("dpdk-testpmd {mode}"), "capture", rate);
             }
             let s = run_switch(
                 scratch.dir(),
                 &switch_config(&capture, worker, main, opts.hugepages),
                 opts.seconds,
             )?;
+            crate::forward::check_run(crate::forward::Variant::Off, &s)?;
             let sw = median(steady(
                 &s.intervals.iter().map(|i| i.rx_mpps).collect::<Vec<_>>(),
                 1,
             ));
-            switch_drops += s.dropped();
             if sw > best_switch {
                 best_switch = sw;
+                switch_drops = s.dropped();
                 switch_cpp = median(steady(
                     &s.intervals
                         .iter()

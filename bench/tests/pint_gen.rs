@@ -256,48 +256,56 @@ fn start_receiver(sock: &Path, tag: &str, args: &[&str]) -> std::process::Child 
     receiver
 }
 
-/// A sender whose peer goes away mid-run (the port takes nothing more) still stops at the
-/// end of its --duration, with what the port never took left out of what it sent (it
-/// waited for the port for good, until Ctrl-C).
+/// A sender whose peer goes away mid-run (the port takes nothing more) stops: at the end of
+/// its --duration, or at once when it has a --count it can no longer reach, with what the
+/// port never took left out of what it sent (it waited for the port for good, until
+/// Ctrl-C).
 #[test]
-fn a_sender_whose_peer_goes_away_stops_at_its_duration() {
-    let dir = std::env::temp_dir().join(format!("pint-gen-gone-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("memif.sock");
-    let mut receiver = start_receiver(&sock, "gone", &["--until-idle", "60"]);
-    let sender = start_sender(
-        &sock,
-        "gone",
-        &["--linger", "0", "--rate", "max", "--duration", "4"],
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    receiver.kill().unwrap();
-    receiver.wait().unwrap();
-    // Bounded: a sender that never stops is killed and the test fails.
-    let pid = sender.id();
-    let waiter = std::thread::spawn(move || sender.wait_with_output().unwrap());
-    let t0 = std::time::Instant::now();
-    while !waiter.is_finished() && t0.elapsed().as_secs() < 120 {
-        std::thread::sleep(std::time::Duration::from_millis(100));
+fn a_sender_whose_peer_goes_away_stops() {
+    for (case, until) in [
+        ("dur", ["--duration", "4"]),
+        ("cnt", ["--count", "4000000000"]),
+    ] {
+        let dir = std::env::temp_dir().join(format!("pint-gen-gone-{case}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("memif.sock");
+        let tag = format!("gone-{case}");
+        let mut receiver = start_receiver(&sock, &tag, &["--until-idle", "60"]);
+        let sender = start_sender(
+            &sock,
+            &tag,
+            &[&["--linger", "0", "--rate", "max"], &until[..]].concat(),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        receiver.kill().unwrap();
+        receiver.wait().unwrap();
+        // Bounded: a sender that never stops is killed and the test fails.
+        let pid = sender.id();
+        let waiter = std::thread::spawn(move || sender.wait_with_output().unwrap());
+        let t0 = std::time::Instant::now();
+        while !waiter.is_finished() && t0.elapsed().as_secs() < 120 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        if !waiter.is_finished() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("{case}: the sender did not stop once its peer went away");
+        }
+        let out = waiter.join().unwrap();
+        assert!(
+            out.status.success(),
+            "{case}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let sent = v["sent"]["packets"].as_u64().unwrap();
+        assert!(sent > 0 && sent < 4_000_000_000, "{case}: {v}");
+        std::fs::remove_dir_all(&dir).ok();
     }
-    if !waiter.is_finished() {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        panic!("the sender did not stop after its duration once its peer went away");
-    }
-    let out = waiter.join().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v["sent"]["packets"].as_u64().unwrap() > 0, "{v}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Runs a receiving pint-gen (memif server) and a sending one (client, with `send_args`);

@@ -70,13 +70,18 @@ impl FlowSizes {
 
     /// A flow size (at least one byte): inverse of the CDF, linear between its points.
     pub fn sample(self, rng: &mut SimRng) -> u64 {
+        self.quantile(rng.unit())
+    }
+
+    /// The flow size at `q` (0 to 1) of the distribution (at least one byte).
+    pub fn quantile(self, q: f64) -> u64 {
         let Some(cdf) = self.cdf() else {
             let FlowSizes::Fixed(b) = self else {
                 unreachable!()
             };
             return b.max(1);
         };
-        let u = 100.0 * rng.unit();
+        let u = 100.0 * q;
         let i = cdf.partition_point(|&(_, p)| p < u).clamp(1, cdf.len() - 1);
         let ((x0, p0), (x1, p1)) = (cdf[i - 1], cdf[i]);
         let x = if p1 > p0 {

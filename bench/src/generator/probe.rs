@@ -128,7 +128,9 @@ impl ProbeReceiver {
     /// Records a probe from the sender with IPv4 source address `sender`, received at
     /// `now_ns` (same clock as the sender's).
     pub fn record(&mut self, sender: u32, p: &ProbePayload, now_ns: u64) {
-        let tracked = (p.stream < MAX_PROBE_STREAMS)
+        // A number near the top of its range is no sender's (none counts that far), and
+        // the counts past it would wrap.
+        let tracked = (p.stream < MAX_PROBE_STREAMS && p.seq <= u64::MAX - MAX_PROBE_SEQ)
             .then(|| self.streams.get_mut(sender, p.stream))
             .flatten()
             .filter(|s| s.seen.is_empty() || p.seq < s.next.saturating_add(MAX_PROBE_SEQ));
@@ -206,7 +208,14 @@ mod tests {
         // Numbers beyond what is tracked are counted apart, without growing the state.
         r.record(1, &p(MAX_PROBE_STREAMS, 0), 0);
         r.record(1, &p(0, 6 + MAX_PROBE_SEQ), 0);
-        assert_eq!(r.report().foreign, 2);
+        // A new stream's first number at the top of the range (it overflowed).
+        let top = ProbePayload {
+            stream: 7,
+            seq: u64::MAX,
+            sent_ns: 0,
+        };
+        r.record(1, &top, 0);
+        assert_eq!(r.report().foreign, 3);
         assert_eq!(r.report().received, 7);
         assert!(ProbePayload::decode(&[0u8; 40]).is_none());
     }

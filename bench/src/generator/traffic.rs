@@ -113,20 +113,19 @@ impl TrafficSpec {
         if self.flow_sizes.is_some() && !(self.load > 0.0 && self.load <= 1.0) {
             return Err(format!("load {}: must be above 0 and at most 1", self.load));
         }
-        if self.flow_sizes.is_some() {
+        if let Some(sizes) = self.flow_sizes {
             // The load counts the flows' payload; their packets' headers and the wire's
             // overhead come on top, and must still fit the link.
-            let header = 42.0 + 12.0 * self.tcp_share;
-            let payload = self.packet_sizes.mean_payload(header);
-            let wire = self.packet_sizes.mean() + WIRE_OVERHEAD as f64;
-            let on_wire = self.load * wire / payload;
+            let per_payload = self.wire_per_payload(sizes);
+            let on_wire = self.load * per_payload;
             if on_wire > 1.0 {
                 return Err(format!(
-                    "load {}: a packet of this packet size carries {payload:.0} payload bytes \
-                     in {wire:.0} on the wire, so the link would have to carry {on_wire:.2} \
-                     times its rate: at most load {:.3}, or larger packets",
+                    "load {}: the flows' packets of this size take {per_payload:.2} bytes on \
+                     the wire per payload byte (headers, the short last packet of each flow), \
+                     so the link would have to carry {on_wire:.2} times its rate: at most \
+                     load {:.3}, or larger packets",
                     self.load,
-                    payload / wire
+                    1.0 / per_payload
                 ));
             }
         }
@@ -156,6 +155,29 @@ impl TrafficSpec {
             }
         }
         Ok(())
+    }
+
+    /// Bytes on the wire per payload byte of flows of `sizes`, in the packets this spec
+    /// cuts them into (full packets of the mean payload, a last one with the rest, padded to
+    /// the minimum frame; each with its headers and the wire's overhead), over the
+    /// distribution's quantiles.
+    fn wire_per_payload(&self, sizes: FlowSizes) -> f64 {
+        let header = 42.0 + 12.0 * self.tcp_share;
+        let full = self.packet_sizes.mean_payload(header);
+        let per_packet = header + WIRE_OVERHEAD as f64;
+        let wire = |s: f64| {
+            let n = (s / full).ceil().max(1.0);
+            let last = s - (n - 1.0) * full;
+            s + n * per_packet + (60.0 - header - last).max(0.0)
+        };
+        const STEPS: u32 = 1000;
+        let (mut payload, mut on_wire) = (0.0, 0.0);
+        for i in 0..STEPS {
+            let s = sizes.quantile((f64::from(i) + 0.5) / f64::from(STEPS)) as f64;
+            payload += s;
+            on_wire += wire(s);
+        }
+        on_wire / payload
     }
 
     /// The pool's 5-tuples (flows from `src_net` to the destination networks, by default
@@ -557,11 +579,23 @@ mod tests {
             packet_sizes: PacketSizes::Fixed(size),
             ..TrafficSpec::default()
         };
-        // 18 payload bytes in 84 on the wire: at most a load of 0.214.
+        // 18 payload bytes in 84 on the wire: at most a load of about 0.21.
         let err = Traffic::new(spec(0.5, 60)).unwrap_err();
-        assert!(err.contains("load 0.5") && err.contains("0.214"), "{err}");
+        assert!(
+            err.contains("load 0.5") && err.contains("at most load 0.21"),
+            "{err}"
+        );
         assert!(Traffic::new(spec(0.2, 60)).is_ok());
         assert!(Traffic::new(spec(0.9, 1514)).is_ok());
+        // Flows of 100 bytes in one packet each: 166 bytes on the wire (42 of headers, 24
+        // of the wire's) per 100 of payload, however large the packets may be.
+        let small = |load| TrafficSpec {
+            flow_sizes: Some(FlowSizes::Fixed(100)),
+            ..spec(load, 1514)
+        };
+        let err = Traffic::new(small(0.9)).unwrap_err();
+        assert!(err.contains("1.66 bytes on the wire"), "{err}");
+        assert!(Traffic::new(small(0.6)).is_ok());
     }
 
     #[test]

@@ -111,6 +111,7 @@ pub fn run(
     std::fs::create_dir_all(&opts.dir)
         .with_context(|| format!("creating {}", opts.dir.display()))?;
     let dir = opts.dir.canonicalize()?;
+    prepare_run_dir(&dir)?;
     let cpus = cpus();
     let Some((&main_lcore, rest)) = cpus.split_first().filter(|(_, r)| !r.is_empty()) else {
         anyhow::bail!("a lab needs at least two CPUs (a switch's control thread and its worker)");
@@ -167,6 +168,42 @@ fn is_previous_output(name: &str) -> bool {
         "report.json" | "report.html" | "events.jsonl" | "flows.jsonl"
     ) || (name.starts_with("switch-") && name.ends_with(".json"))
         || is_lab_socket(name)
+}
+
+/// The file that marks a directory as a lab's run directory: only such a directory has an
+/// earlier run's files removed.
+const RUN_DIR_MARK: &str = ".pint-lab-run";
+
+/// Makes `dir` this run's: a new or empty directory is marked as a run directory; one
+/// marked before has the earlier run's files removed (the sink appends its lines; a switch
+/// writes its summary only when it exits, so one killed at its stop would lend this run the
+/// earlier one's); any other is refused, so that nothing of another program's is removed
+/// or mistaken for the lab's.
+fn prepare_run_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    let mark = dir.join(RUN_DIR_MARK);
+    if mark.exists() {
+        remove_matching(dir, is_previous_output);
+        if let Some(left) = std::fs::read_dir(dir)?
+            .flatten()
+            .find(|e| e.file_name().to_str().is_some_and(is_previous_output))
+        {
+            anyhow::bail!(
+                "cannot remove {} from an earlier run",
+                left.path().display()
+            );
+        }
+    } else if std::fs::read_dir(dir)?.next().is_some() {
+        anyhow::bail!(
+            "{} holds files and is not a lab's run directory (it has no {RUN_DIR_MARK}): give \
+             --out a new or empty directory",
+            dir.display()
+        );
+    }
+    std::fs::write(
+        &mark,
+        "a pint-lab run directory: its files are replaced by the next run\n",
+    )
+    .with_context(|| format!("writing {}", mark.display()))
 }
 
 /// Removes the files in `dir` whose names `select` picks.
@@ -276,18 +313,6 @@ fn run_inner(
         worker_lcores,
     };
     let sink_args = sink_args(lab, &probe);
-    // A run directory used before must not lend this run its files (the sink appends its
-    // lines; a switch writes its summary only when it exits).
-    remove_matching(dir, is_previous_output);
-    if let Some(left) = std::fs::read_dir(dir)?
-        .flatten()
-        .find(|e| e.file_name().to_str().is_some_and(is_previous_output))
-    {
-        anyhow::bail!(
-            "cannot remove {} from an earlier run",
-            left.path().display()
-        );
-    }
     let mut sink = Proc::start(
         "pint-sink",
         &programs.sink,
@@ -552,10 +577,9 @@ impl Status {
             return;
         }
         self.last = Some(Instant::now());
-        let (Ok(sw), Ok(health), Ok(events)) = (
+        let (Ok(sw), Ok(health)) = (
             get_json(http, "/api/switches"),
             get_json(http, "/api/health"),
-            get_json(http, "/api/events?n=10000"),
         ) else {
             return;
         };
@@ -590,7 +614,7 @@ impl Status {
             line.push_str(&format!(
                 "digests {:.0}/s  events {}  kpps:",
                 digests.saturating_sub(*pd) as f64 / dt,
-                events.as_array().map_or(0, Vec::len)
+                health["events"].as_u64().unwrap_or(0)
             ));
             for (id, r) in &rx {
                 let before = prx.iter().find(|(i, _)| i == id).map_or(0, |p| p.1);
@@ -627,8 +651,9 @@ mod tests {
         assert!(super::parse_sink_line("pint-sink listening on x").is_none());
     }
 
-    /// A lab removes its own sockets and earlier outputs from its run directory, never
-    /// other files (a run in /tmp removed every socket there, other programs' too).
+    /// A lab removes its own sockets and earlier outputs from a run directory of its own,
+    /// never other files, and takes no directory of another program's (a run in /tmp
+    /// removed every socket there, other programs' too).
     #[test]
     fn only_the_labs_own_files_are_removed() {
         let dir = std::env::temp_dir().join(format!("pint-lab-clean-{}", std::process::id()));
@@ -650,13 +675,27 @@ mod tests {
         for f in ours.iter().chain(&theirs) {
             std::fs::write(dir.join(f), "x").unwrap();
         }
-        super::remove_matching(&dir, super::is_previous_output);
+        // Not marked as a run directory: refused, and nothing removed.
+        let err = super::prepare_run_dir(&dir).unwrap_err();
+        assert!(
+            err.to_string().contains("not a lab's run directory"),
+            "{err}"
+        );
+        assert!(ours.iter().all(|f| dir.join(f).exists()));
+        // Marked: the earlier run's files go, and only they.
+        std::fs::write(dir.join(super::RUN_DIR_MARK), "").unwrap();
+        super::prepare_run_dir(&dir).unwrap();
         for f in ours {
             assert!(!dir.join(f).exists(), "{f} left");
         }
         for f in theirs {
             assert!(dir.join(f).exists(), "{f} removed");
         }
+        // A new directory is marked.
+        let new = dir.join("new");
+        std::fs::create_dir(&new).unwrap();
+        super::prepare_run_dir(&new).unwrap();
+        assert!(new.join(super::RUN_DIR_MARK).exists());
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -301,7 +301,11 @@ impl State {
         if meta.udp_payload_at != 0
             && let Some(probe) = m
                 .data()
-                .get(usize::from(meta.udp_payload_at)..)
+                // Within the IP packet: the frame's padding is no probe.
+                .get(
+                    usize::from(meta.udp_payload_at)
+                        ..usize::from(meta.l3) + usize::from(meta.ip_len),
+                )
                 .and_then(ProbePayload::decode)
         {
             let p = ProbeRecord {

@@ -226,7 +226,7 @@ impl State {
             if let Some(ports) = l4.first_chunk::<4>() {
                 sport = u16::from_be_bytes([ports[0], ports[1]]);
                 dport = u16::from_be_bytes([ports[2], ports[3]]);
-                if proto == protocol::UDP {
+                if proto == protocol::UDP && l4.len() >= 8 {
                     meta.udp_payload_at = (l3 + header_len + 8) as u16;
                 }
                 if proto == protocol::TCP
