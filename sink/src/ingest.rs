@@ -147,9 +147,15 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     let mut gaps = 0u64;
     let mut batches: Vec<DigestBuffers> = vec![Default::default(); ing.shards.len()];
     let mut scratch = Vec::new();
+    let mut raised = false;
     let result: Result<(), Close> = loop {
         if ing.stop.load(Relaxed) {
             break Ok(());
+        }
+        // Past its hello, a connection's frames may be as large as the protocol allows.
+        if entry.is_some() && !raised {
+            src.set_max_frame(telemetry::protocol::MAX_FRAME);
+            raised = true;
         }
         // A buffer the decode threads are done with, for the next digest frame.
         if !session.has_spare()

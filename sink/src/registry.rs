@@ -182,7 +182,9 @@ pub struct Registry {
     switches: RwLock<BTreeMap<u32, Arc<SwitchEntry>>>,
     plans: RwLock<FxHashMap<u32, Arc<SinkPlan>>>,
     /// Plans that failed to compile, with the reason.
-    bad_plans: Mutex<BTreeMap<u32, String>>,
+    /// Plans that did not compile, by version and text (another switch may send the same
+    /// version's good text).
+    bad_plans: Mutex<BTreeMap<(u32, u64), String>>,
     owners: RwLock<FxHashMap<u32, u32>>,
     ids: RwLock<Arc<Vec<u32>>>,
     /// Connections closed before a hello (not attributable to a switch).
@@ -279,17 +281,13 @@ impl Registry {
             c.last_frame_ms.store(now, Relaxed);
             c.connected.store(true, Relaxed);
             let generation = c.generation.fetch_add(1, Relaxed) + 1;
-            (Arc::clone(e), generation)
+            let entry = Arc::clone(e);
+            // Under the map's lock: two hellos at once must not leave the list of the
+            // first for good.
+            *self.ids.write().expect("registry lock") = Arc::new(map.keys().copied().collect());
+            (entry, generation)
         };
         entry.counters.connections.fetch_add(1, Relaxed);
-        let ids: Vec<u32> = self
-            .switches
-            .read()
-            .expect("registry lock")
-            .keys()
-            .copied()
-            .collect();
-        *self.ids.write().expect("registry lock") = Arc::new(ids);
         Ok((entry, generation))
     }
 
@@ -338,7 +336,8 @@ impl Registry {
         if let Some(p) = self.plan(version) {
             return Ok(p);
         }
-        if let Some(e) = self.bad_plans.lock().expect("plans lock").get(&version) {
+        let key = (version, text_hash(text));
+        if let Some(e) = self.bad_plans.lock().expect("plans lock").get(&key) {
             return Err(e.clone());
         }
         match SinkPlan::compile(version, text) {
@@ -355,7 +354,7 @@ impl Registry {
                 // is compiled again when named again.
                 let mut bad = self.bad_plans.lock().expect("plans lock");
                 if bad.len() < MAX_BAD_PLANS {
-                    bad.insert(version, e.clone());
+                    bad.insert(key, e.clone());
                 }
                 Err(e)
             }
@@ -465,6 +464,14 @@ impl Registry {
     }
 }
 
+/// A hash of a plan's text (to tell texts of one version apart).
+fn text_hash(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,6 +492,54 @@ mod tests {
         assert_eq!(r.add_plan(v ^ 1, PAPER).unwrap_err(), e);
         assert!(r.add_plan(7, "not toml [").is_err());
         assert_eq!(r.plans().len(), 1);
+    }
+
+    /// A version's text that does not compile (a stray or broken sender) does not keep
+    /// that version's good text from compiling for every switch.
+    #[test]
+    fn a_bad_text_does_not_block_its_versions_good_one() {
+        let r = Registry::default();
+        let v = Plan::compile(&QueryFile::from_toml(PAPER).unwrap())
+            .unwrap()
+            .version;
+        assert!(r.add_plan(v, "not toml [").is_err());
+        assert!(r.add_plan(v, PAPER).is_ok());
+    }
+
+    /// Switches saying hello at once are all in the list of IDs (a list taken after the
+    /// lock could leave one out for good).
+    #[test]
+    fn switches_saying_hello_at_once_are_all_listed() {
+        for _ in 0..20 {
+            let r = Arc::new(Registry::default());
+            let threads: Vec<_> = (1..=16u32)
+                .map(|id| {
+                    let r = Arc::clone(&r);
+                    std::thread::spawn(move || {
+                        let fs = telemetry::flowradar::FlowSet::new(
+                            &telemetry::flowradar::FlowSetConfig::for_flows(100, id),
+                        );
+                        let hello = telemetry::protocol::Hello {
+                            switch_id: id,
+                            session: 1,
+                            epoch_ns: 10_000_000,
+                            shim_ethertype: 0x88b5,
+                            shape: telemetry::flowradar::wire::Shape::of(&fs),
+                            filter_seed: telemetry::flowradar::flowset::FILTER_SEED,
+                            table_seeds: vec![fs.table_seed()],
+                            max_digests: 1024,
+                            ports: Vec::new(),
+                            plan: None,
+                        };
+                        assert!(r.connect(&hello, "peer", 0).is_ok());
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert_eq!(r.ids().len(), 16);
+        }
     }
 
     #[test]

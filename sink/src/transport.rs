@@ -7,7 +7,7 @@ use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use telemetry::protocol::{ProtocolError, frame_len};
+use telemetry::protocol::{MAX_HELLO_FRAME, ProtocolError, frame_len};
 
 /// What a source yields next.
 #[derive(Debug)]
@@ -37,6 +37,9 @@ pub trait FrameSource: Send + 'static {
     fn peer(&self) -> String;
     /// The next frame, waiting a short while at most.
     fn next_frame(&mut self) -> Result<Next<'_>, SourceError>;
+    /// Refuses frames longer than `max` bytes from now on (a source starts at
+    /// [`MAX_HELLO_FRAME`]: nothing before a hello is larger; the hello raises it).
+    fn set_max_frame(&mut self, _max: usize) {}
 }
 
 /// Where sources come from.
@@ -52,8 +55,13 @@ pub struct TcpTransport {
     listener: TcpListener,
 }
 
-/// How long a read or accept waits before reporting idle.
+/// How long a read or accept waits before reporting idle; a frame arriving slowly is
+/// reported idle after as long, so that its reader checks its deadlines.
 const POLL: Duration = Duration::from_millis(100);
+/// Receive buffer kept between frames; one grown past [`SHRINK_ABOVE`] for a large frame
+/// goes back to it once that frame is read.
+const BUFFER: usize = 1 << 16;
+const SHRINK_ABOVE: usize = 1 << 20;
 
 impl TcpTransport {
     /// Listens on `addr`.
@@ -81,9 +89,10 @@ impl Transport for TcpTransport {
                 Ok(Some(TcpSource {
                     stream,
                     peer,
-                    buf: vec![0; 1 << 16],
+                    buf: vec![0; BUFFER],
                     start: 0,
                     end: 0,
+                    max_frame: MAX_HELLO_FRAME,
                 }))
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -103,6 +112,8 @@ pub struct TcpSource {
     /// Unread bytes are `buf[start..end]`.
     start: usize,
     end: usize,
+    /// Longest frame taken (see [`FrameSource::set_max_frame`]).
+    max_frame: usize,
 }
 
 impl FrameSource for TcpSource {
@@ -110,27 +121,46 @@ impl FrameSource for TcpSource {
         self.peer.to_string()
     }
 
+    fn set_max_frame(&mut self, max: usize) {
+        self.max_frame = max;
+    }
+
     fn next_frame(&mut self) -> Result<Next<'_>, SourceError> {
+        let called = std::time::Instant::now();
         loop {
-            if let Some(len) = frame_len(&self.buf[self.start..self.end])?
-                && self.end - self.start >= len
-            {
-                let at = self.start;
-                self.start += len;
-                return Ok(Next::Frame(&self.buf[at..at + len]));
+            let pending = frame_len(&self.buf[self.start..self.end])?;
+            if let Some(len) = pending {
+                if len > self.max_frame {
+                    return Err(ProtocolError::BadLength(len).into());
+                }
+                if self.end - self.start >= len {
+                    let at = self.start;
+                    self.start += len;
+                    return Ok(Next::Frame(&self.buf[at..at + len]));
+                }
             }
             // Make room: move what is left to the front; for a large frame (its length was
-            // checked against the protocol's cap) grow as its bytes arrive, doubling, so
-            // that memory follows what a peer sent, not what it declared.
-            let need = frame_len(&self.buf[self.start..self.end])?.unwrap_or(4);
+            // checked against the caps) grow as its bytes arrive, doubling, so that memory
+            // follows what a peer sent, not what it declared; once it is read, go back to
+            // the usual size.
+            let need = pending.unwrap_or(4);
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
                 self.end -= self.start;
                 self.start = 0;
             }
+            if self.buf.len() > SHRINK_ABOVE && self.end <= BUFFER && need <= BUFFER {
+                self.buf.truncate(BUFFER);
+                self.buf.shrink_to_fit();
+            }
             if self.end == self.buf.len() && self.buf.len() < need {
                 let grown = need.min(self.buf.len().saturating_mul(2));
                 self.buf.resize(grown, 0);
+            }
+            // A frame arriving a few bytes at a time still lets its reader check its
+            // deadlines (a peer that trickles would otherwise hold it for good).
+            if called.elapsed() >= POLL {
+                return Ok(Next::Idle);
             }
             match self.stream.read(&mut self.buf[self.end..]) {
                 Ok(0) => return Ok(Next::Closed),
@@ -202,11 +232,106 @@ mod tests {
                 break s;
             }
         };
+        // As after a hello: frames up to the protocol's cap.
+        src.set_max_frame(telemetry::protocol::MAX_FRAME);
         for _ in 0..5 {
             assert!(matches!(src.next_frame().unwrap(), Next::Idle));
         }
         assert_eq!(src.end, 100_000, "everything sent was read");
         assert!(src.buf.len() <= 1 << 18, "{} bytes held", src.buf.len());
+    }
+
+    /// The error `src` ends in (panics on a frame or a close).
+    fn first_error(src: &mut TcpSource) -> SourceError {
+        loop {
+            match src.next_frame() {
+                Err(e) => break e,
+                Ok(Next::Idle) => {}
+                Ok(other) => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// The source that `addr`'s listener accepts next.
+    fn accepted(t: &mut TcpTransport) -> TcpSource {
+        loop {
+            if let Some(s) = t.accept().unwrap() {
+                break s;
+            }
+        }
+    }
+
+    /// Before a hello, a frame longer than any hello is refused at once (a peer that
+    /// never says hello made the sink hold up to 64 MiB for it); after one, a large frame
+    /// is taken and its memory given back once it is read.
+    #[test]
+    fn frames_are_bounded_by_the_hello_and_large_ones_give_their_memory_back() {
+        let mut t = TcpTransport::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = t.local_addr().unwrap();
+        let mut s = TcpStream::connect(addr).unwrap();
+        let big = encode_frame(FrameType::Stats, 0, &vec![7; 8 << 20]);
+        s.write_all(&big[..4]).unwrap();
+        let mut src = accepted(&mut t);
+        let e = first_error(&mut src);
+        assert!(matches!(e, SourceError::Framing(_)), "{e}");
+        assert!(src.buf.len() <= BUFFER);
+
+        let mut s = TcpStream::connect(addr).unwrap();
+        let small = encode_frame(FrameType::Stats, 1, &[1; 100]);
+        let writer = std::thread::spawn(move || {
+            s.write_all(&big).unwrap();
+            s.write_all(&small).unwrap();
+        });
+        let mut src = accepted(&mut t);
+        src.set_max_frame(telemetry::protocol::MAX_FRAME);
+        let mut sizes = Vec::new();
+        while sizes.len() < 2 {
+            if let Next::Frame(f) = src.next_frame().unwrap() {
+                sizes.push(f.len());
+            }
+        }
+        writer.join().unwrap();
+        assert_eq!(sizes, [(8 << 20) + 16, 116]);
+        // Asked once more (nothing left): the buffer is back to its usual size.
+        assert!(matches!(
+            src.next_frame().unwrap(),
+            Next::Idle | Next::Closed
+        ));
+        assert_eq!(src.buf.len(), BUFFER);
+    }
+
+    /// A peer that sends a frame a byte at a time, never stopping for a whole poll, still
+    /// hands its reader back control every poll (it held it for good: no deadline, no stop,
+    /// no shutdown).
+    #[test]
+    fn a_peer_that_trickles_does_not_hold_its_reader() {
+        let mut t = TcpTransport::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = t.local_addr().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        let writer = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&(1000u32).to_be_bytes()).unwrap();
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                if s.write_all(&[0]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let mut src = accepted(&mut t);
+        let mut idle = 0;
+        let t0 = std::time::Instant::now();
+        while idle < 5 && t0.elapsed() < Duration::from_secs(60) {
+            match src.next_frame().unwrap() {
+                Next::Idle => idle += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(src);
+        writer.join().unwrap();
+        assert_eq!(idle, 5, "next_frame returned {idle} times in a minute");
     }
 
     #[test]
@@ -220,13 +345,7 @@ mod tests {
                 break s;
             }
         };
-        let e = loop {
-            match src.next_frame() {
-                Err(e) => break e,
-                Ok(Next::Idle) => {}
-                Ok(other) => panic!("{other:?}"),
-            }
-        };
+        let e = first_error(&mut src);
         assert!(matches!(e, SourceError::Framing(_)), "{e}");
     }
 }

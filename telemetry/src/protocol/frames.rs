@@ -4,7 +4,9 @@ use crate::flowradar::wire::{self, EpochFlowSet, Shape};
 use crate::wire::MacAddr;
 use crate::wire::bytes::Reader;
 
-use super::{MAX_BATCH, MAX_PLAN_TEXT, MAX_PORTS, MAX_STATS, MAX_WORKERS, ProtocolError};
+use super::{
+    MAX_BATCH, MAX_EPOCH_NS, MAX_PLAN_TEXT, MAX_PORTS, MAX_STATS, MAX_WORKERS, ProtocolError,
+};
 
 /// A plan in force at the switch: its version, digest length and query file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +140,9 @@ impl Hello {
         }
         let session = r.u64()?;
         let epoch_ns = r.u64()?;
-        if epoch_ns == 0 {
+        // A switch's epochs are 1 ms to 1 min (`telemetry.epoch_ms`); anything else would
+        // overflow the sink's epoch arithmetic.
+        if !(1_000_000..=MAX_EPOCH_NS).contains(&epoch_ns) {
             return Err(ProtocolError::BadField("epoch length"));
         }
         let shim_ethertype = r.u16()?;

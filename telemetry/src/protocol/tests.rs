@@ -255,6 +255,32 @@ fn every_frame_round_trips() {
     );
 }
 
+/// A hello's epoch length is one a switch can have (1 ms to a minute): anything else
+/// would overflow the sink's epoch arithmetic (twice it, an epoch's end).
+#[test]
+fn a_hello_with_an_epoch_no_switch_has_is_refused() {
+    for epoch_ns in [0, 999_999, MAX_EPOCH_NS + 1, u64::MAX] {
+        let h = Hello {
+            epoch_ns,
+            ..hello()
+        };
+        let f = encode_frame(FrameType::Hello, 0, &h.payload());
+        assert_eq!(
+            Session::default().decode(&f).unwrap_err(),
+            ProtocolError::BadField("epoch length"),
+            "{epoch_ns}"
+        );
+    }
+    for epoch_ns in [1_000_000, MAX_EPOCH_NS] {
+        let h = Hello {
+            epoch_ns,
+            ..hello()
+        };
+        let f = encode_frame(FrameType::Hello, 0, &h.payload());
+        assert!(Session::default().decode(&f).is_ok(), "{epoch_ns}");
+    }
+}
+
 #[test]
 fn frames_out_of_order_or_beyond_the_hello_are_rejected() {
     let mut s = Session::default();
