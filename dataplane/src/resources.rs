@@ -158,6 +158,56 @@ pub fn auto_memory_mb(mbufs: u32, data_room: u16, hugepages: bool) -> u32 {
     (total.div_ceil(64) * 64) as u32
 }
 
+/// What the switch takes of the machine, worked out and checked from its config before
+/// DPDK starts: `--check-config` runs the same checks as a start, so a config it passes does
+/// not fail on them.
+#[derive(Debug)]
+pub struct Preflight {
+    /// The control thread's lcore.
+    pub main_lcore: u32,
+    /// Mbufs in the pool.
+    pub mbufs: u32,
+    /// Each mbuf's data room, bytes.
+    pub room: u16,
+    /// EAL memory, MiB.
+    pub memory_mb: u32,
+    /// Warnings to print (captures and config).
+    pub warnings: Vec<String>,
+}
+
+/// Checks `config` against the machine (lcores, capture files, mbufs for the captures held
+/// in memory) and sizes the pool and EAL memory.
+pub fn preflight(config: &Config) -> anyhow::Result<Preflight> {
+    let cpus = available_cpus();
+    let main_lcore = check_lcores(config, &cpus)?;
+    let Captures {
+        held: captures,
+        warnings,
+    } = check_captures(config)?;
+    let held = captures.frames;
+    let auto_mbufs = auto_mbufs(config, held);
+    let mbufs = config.dataplane.mbufs.unwrap_or(auto_mbufs);
+    let minimum = minimum_mbufs(config, held);
+    if u64::from(mbufs) < minimum {
+        anyhow::bail!(
+            "config key `dataplane.mbufs`: {mbufs} mbufs are too few: infinite_rx captures keep {held} packets in memory and the workers need {} more to run (at least {minimum}; {auto_mbufs} recommended; leave the key out to size it automatically)",
+            minimum - held
+        );
+    }
+    let room = data_room(config, &captures);
+    let memory_mb = config
+        .eal
+        .memory_mb
+        .unwrap_or_else(|| auto_memory_mb(mbufs, room, config.eal.hugepages));
+    Ok(Preflight {
+        main_lcore,
+        mbufs,
+        room,
+        memory_mb,
+        warnings: warnings.into_iter().chain(config.warnings()).collect(),
+    })
+}
+
 /// The CPUs this process may run on.
 pub fn available_cpus() -> Vec<u32> {
     core_affinity::get_core_ids()

@@ -36,30 +36,16 @@ pub struct RunOptions {
 
 /// Runs the switch until a signal, the duration, or idleness stops it.
 pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
-    let cpus = resources::available_cpus();
-    let main_lcore = resources::check_lcores(config, &cpus)?;
-    let resources::Captures {
-        held: captures,
+    let resources::Preflight {
+        main_lcore,
+        mbufs,
+        room,
+        memory_mb,
         warnings,
-    } = resources::check_captures(config)?;
-    for w in warnings.iter().chain(&config.warnings()) {
+    } = resources::preflight(config)?;
+    for w in &warnings {
         eprintln!("pint-switch: warning: {w}");
     }
-    let held = captures.frames;
-    let auto_mbufs = resources::auto_mbufs(config, held);
-    let mbufs = config.dataplane.mbufs.unwrap_or(auto_mbufs);
-    let minimum = resources::minimum_mbufs(config, held);
-    if u64::from(mbufs) < minimum {
-        anyhow::bail!(
-            "config key `dataplane.mbufs`: {mbufs} mbufs are too few: infinite_rx captures keep {held} packets in memory and the workers need {} more to run (at least {minimum}; {auto_mbufs} recommended; leave the key out to size it automatically)",
-            minimum - held
-        );
-    }
-    let room = resources::data_room(config, &captures);
-    let memory_mb = config
-        .eal
-        .memory_mb
-        .unwrap_or_else(|| resources::auto_memory_mb(mbufs, room, config.eal.hugepages));
     let eal_args = opts
         .eal_args
         .clone()

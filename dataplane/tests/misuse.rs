@@ -37,6 +37,22 @@ fn expect_error(dir: &Scratch, config: &str, needles: &[&str]) {
     }
 }
 
+/// [`expect_error`], and the same error from `--check-config`: what a start checks before
+/// DPDK, the check does too (it passed configs that then failed at start).
+fn expect_error_checked(dir: &Scratch, config: &str, needles: &[&str]) {
+    expect_error(dir, config, needles);
+    let cfg = dir.path("bad.toml");
+    let out = run_switch(
+        &["--config", cfg.to_str().unwrap(), "--check-config"],
+        Duration::from_secs(60),
+    );
+    let t = text(&out);
+    assert!(!out.status.success(), "--check-config should fail:\n{t}");
+    for n in needles {
+        assert!(t.contains(n), "expected `{n}` from --check-config in:\n{t}");
+    }
+}
+
 #[test]
 fn missing_config_file() {
     let out = run_switch(
@@ -98,7 +114,7 @@ fn a_driver_failure_without_a_reason_says_so() {
 #[test]
 fn lcore_that_does_not_exist() {
     let dir = setup("badlcore");
-    expect_error(
+    expect_error_checked(
         &dir,
         &base(&dir, "", "net_null0,no-rx=1", 4000),
         &["workers[0].lcore", "lcore 4000 does not exist"],
@@ -114,7 +130,7 @@ fn too_few_mbufs_for_the_capture() {
         "net_null0,no-rx=1",
         worker_lcore(),
     );
-    expect_error(&dir, &cfg, &["dataplane.mbufs", "2000 packets"]);
+    expect_error_checked(&dir, &cfg, &["dataplane.mbufs", "2000 packets"]);
 }
 
 #[test]

@@ -74,10 +74,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Config::from_file(path)?
     };
     if cli.check_config {
-        // The capture files too: a missing or unreadable one is an error here as at start.
-        let captures = dataplane::resources::check_captures(&config)?;
+        // What a start checks before DPDK (lcores, capture files, mbufs for them) fails
+        // here as it would there.
+        let pre = dataplane::resources::preflight(&config)?;
         print!("{}", config.to_toml());
-        for w in captures.warnings.iter().chain(&config.warnings()) {
+        for w in &pre.warnings {
             eprintln!("pint-switch: warning: {w}");
         }
         return Ok(());
