@@ -256,10 +256,9 @@ fn start_receiver(sock: &Path, tag: &str, args: &[&str]) -> std::process::Child 
     receiver
 }
 
-/// A sender whose peer goes away mid-run (the port takes nothing more) stops: at the end of
-/// its --duration, or at once when it has a --count it can no longer reach, with what the
-/// port never took left out of what it sent (it waited for the port for good, until
-/// Ctrl-C).
+/// A sender whose peer goes away mid-run (the port takes nothing more, its link goes down)
+/// stops, with a --duration or with a --count it can no longer reach, with what the port
+/// never took left out of what it sent (it waited for the port for good, until Ctrl-C).
 #[test]
 fn a_sender_whose_peer_goes_away_stops() {
     for (case, until) in [

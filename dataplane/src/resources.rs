@@ -171,19 +171,20 @@ pub struct Preflight {
     pub room: u16,
     /// EAL memory, MiB.
     pub memory_mb: u32,
-    /// Warnings to print (captures and config).
-    pub warnings: Vec<String>,
 }
 
-/// Checks `config` against the machine (lcores, capture files, mbufs for the captures held
-/// in memory) and sizes the pool and EAL memory.
+/// Checks `config` against this machine (capture files, lcores, mbufs for the captures held
+/// in memory) and sizes the pool and EAL memory. Warnings (the captures', the config's)
+/// are printed first: they often explain an error that follows.
 pub fn preflight(config: &Config) -> anyhow::Result<Preflight> {
-    let cpus = available_cpus();
-    let main_lcore = check_lcores(config, &cpus)?;
     let Captures {
         held: captures,
         warnings,
     } = check_captures(config)?;
+    for w in warnings.iter().chain(&config.warnings()) {
+        eprintln!("pint-switch: warning: {w}");
+    }
+    let main_lcore = check_lcores(config, &available_cpus())?;
     let held = captures.frames;
     let auto_mbufs = auto_mbufs(config, held);
     let mbufs = config.dataplane.mbufs.unwrap_or(auto_mbufs);
@@ -204,7 +205,6 @@ pub fn preflight(config: &Config) -> anyhow::Result<Preflight> {
         mbufs,
         room,
         memory_mb,
-        warnings: warnings.into_iter().chain(config.warnings()).collect(),
     })
 }
 

@@ -41,11 +41,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
         mbufs,
         room,
         memory_mb,
-        warnings,
     } = resources::preflight(config)?;
-    for w in &warnings {
-        eprintln!("pint-switch: warning: {w}");
-    }
     let eal_args = opts
         .eal_args
         .clone()

@@ -65,9 +65,18 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
-                    // Out of file descriptors, most likely: wait rather than spin.
+                    // Out of file descriptors or memory: wait rather than spin (but not
+                    // past a stop). Other errors are one connection's.
                     tracing::warn!("http: accept: {e}");
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                    ) {
+                        tokio::select! {
+                            _ = &mut shutdown => break,
+                            _ = tokio::time::sleep(ACCEPT_BACKOFF) => {}
+                        }
+                    }
                     continue;
                 }
             },

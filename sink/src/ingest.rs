@@ -90,10 +90,17 @@ enum Close {
     /// No frame for a long while: the switch is gone without the connection closing.
     #[error("no frame for {0:?}")]
     Silent(Duration),
+    /// A frame still arriving after the time one may take (a peer sending it a few bytes
+    /// at a time).
+    #[error("a frame took over {0:?} to arrive")]
+    SlowFrame(Duration),
 }
 
 /// How long a connection may take to say hello.
 const HELLO_WITHIN: Duration = Duration::from_secs(10);
+
+/// How long one frame may take to arrive (64 MiB, the largest, at under 5 Mbit/s).
+const FRAME_WITHIN: Duration = Duration::from_secs(120);
 
 /// How long a switch may send nothing before its connection is taken for dead: it sends a
 /// flowset per worker every epoch.
@@ -124,6 +131,7 @@ impl Close {
             Close::Duplicate(_) => "duplicate_switch_id",
             Close::NoHello(_) => "no_hello",
             Close::Silent(_) => "silent",
+            Close::SlowFrame(_) => "slow_frame",
         }
     }
 }
@@ -175,8 +183,17 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 if entry.is_none() && opened.elapsed() >= HELLO_WITHIN {
                     break Err(Close::NoHello(HELLO_WITHIN));
                 }
-                if entry.is_some() && last_frame.elapsed() >= silent_limit {
+                // Silent: no byte for the limit (a large frame arriving slowly is not);
+                // too slow: a frame still arriving after the time one may take.
+                let heard = src.last_read().map_or(last_frame, |r| r.max(last_frame));
+                if entry.is_some() && heard.elapsed() >= silent_limit {
                     break Err(Close::Silent(silent_limit));
+                }
+                if src
+                    .frame_since()
+                    .is_some_and(|t| t.elapsed() >= FRAME_WITHIN)
+                {
+                    break Err(Close::SlowFrame(FRAME_WITHIN));
                 }
                 continue;
             }

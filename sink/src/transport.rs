@@ -5,7 +5,7 @@
 
 use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use telemetry::protocol::{MAX_HELLO_FRAME, ProtocolError, frame_len};
 
@@ -40,6 +40,15 @@ pub trait FrameSource: Send + 'static {
     /// Refuses frames longer than `max` bytes from now on (a source starts at
     /// [`MAX_HELLO_FRAME`]: nothing before a hello is larger; the hello raises it).
     fn set_max_frame(&mut self, _max: usize) {}
+    /// When bytes last arrived, if it knows (a large frame arriving slowly is no silence).
+    fn last_read(&self) -> Option<Instant> {
+        None
+    }
+    /// Since when the frame under way has been arriving, if one is (a peer that sends a
+    /// frame a few bytes at a time is not silent, but too slow).
+    fn frame_since(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// Where sources come from.
@@ -58,10 +67,12 @@ pub struct TcpTransport {
 /// How long a read or accept waits before reporting idle; a frame arriving slowly is
 /// reported idle after as long, so that its reader checks its deadlines.
 const POLL: Duration = Duration::from_millis(100);
-/// Receive buffer kept between frames; one grown past [`SHRINK_ABOVE`] for a large frame
-/// goes back to it once that frame is read.
+/// Receive buffer kept between frames; one grown past [`SHRINK_ABOVE`] for large frames
+/// goes back to it once none has come for [`SHRINK_AFTER`] (a switch that sends a large
+/// flowset every epoch keeps its buffer).
 const BUFFER: usize = 1 << 16;
 const SHRINK_ABOVE: usize = 1 << 20;
+const SHRINK_AFTER: Duration = Duration::from_secs(10);
 
 impl TcpTransport {
     /// Listens on `addr`.
@@ -93,6 +104,9 @@ impl Transport for TcpTransport {
                     start: 0,
                     end: 0,
                     max_frame: MAX_HELLO_FRAME,
+                    last_read: None,
+                    frame_since: None,
+                    large_at: Instant::now(),
                 }))
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -114,6 +128,12 @@ pub struct TcpSource {
     end: usize,
     /// Longest frame taken (see [`FrameSource::set_max_frame`]).
     max_frame: usize,
+    /// When bytes last arrived.
+    last_read: Option<Instant>,
+    /// When the first bytes of the frame under way arrived (None: none under way).
+    frame_since: Option<Instant>,
+    /// When the last frame larger than [`BUFFER`] was read.
+    large_at: Instant,
 }
 
 impl FrameSource for TcpSource {
@@ -123,6 +143,14 @@ impl FrameSource for TcpSource {
 
     fn set_max_frame(&mut self, max: usize) {
         self.max_frame = max;
+    }
+
+    fn last_read(&self) -> Option<Instant> {
+        self.last_read
+    }
+
+    fn frame_since(&self) -> Option<Instant> {
+        self.frame_since
     }
 
     fn next_frame(&mut self) -> Result<Next<'_>, SourceError> {
@@ -136,6 +164,10 @@ impl FrameSource for TcpSource {
                 if self.end - self.start >= len {
                     let at = self.start;
                     self.start += len;
+                    self.frame_since = (self.start < self.end).then(Instant::now);
+                    if len > BUFFER {
+                        self.large_at = Instant::now();
+                    }
                     return Ok(Next::Frame(&self.buf[at..at + len]));
                 }
             }
@@ -149,7 +181,11 @@ impl FrameSource for TcpSource {
                 self.end -= self.start;
                 self.start = 0;
             }
-            if self.buf.len() > SHRINK_ABOVE && self.end <= BUFFER && need <= BUFFER {
+            if self.buf.len() > SHRINK_ABOVE
+                && self.end <= BUFFER
+                && need <= BUFFER
+                && self.large_at.elapsed() >= SHRINK_AFTER
+            {
                 self.buf.truncate(BUFFER);
                 self.buf.shrink_to_fit();
             }
@@ -164,7 +200,12 @@ impl FrameSource for TcpSource {
             }
             match self.stream.read(&mut self.buf[self.end..]) {
                 Ok(0) => return Ok(Next::Closed),
-                Ok(n) => self.end += n,
+                Ok(n) => {
+                    let now = Instant::now();
+                    self.end += n;
+                    self.last_read = Some(now);
+                    self.frame_since.get_or_insert(now);
+                }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     return Ok(Next::Idle);
                 }
@@ -241,12 +282,13 @@ mod tests {
         assert!(src.buf.len() <= 1 << 18, "{} bytes held", src.buf.len());
     }
 
-    /// The error `src` ends in (panics on a frame or a close).
+    /// The error `src` ends in (panics on a frame, a close, or none within a minute).
     fn first_error(src: &mut TcpSource) -> SourceError {
+        let t0 = Instant::now();
         loop {
             match src.next_frame() {
                 Err(e) => break e,
-                Ok(Next::Idle) => {}
+                Ok(Next::Idle) => assert!(t0.elapsed() < Duration::from_secs(60), "no error"),
                 Ok(other) => panic!("{other:?}"),
             }
         }
@@ -292,11 +334,14 @@ mod tests {
         }
         writer.join().unwrap();
         assert_eq!(sizes, [(8 << 20) + 16, 116]);
-        // Asked once more (nothing left): the buffer is back to its usual size.
-        assert!(matches!(
-            src.next_frame().unwrap(),
-            Next::Idle | Next::Closed
-        ));
+        // Asked once more (nothing left): the buffer stays while large frames may come,
+        // and goes back to its usual size once none has for a while.
+        let idle =
+            |src: &mut TcpSource| matches!(src.next_frame().unwrap(), Next::Idle | Next::Closed);
+        assert!(idle(&mut src));
+        assert!(src.buf.len() > SHRINK_ABOVE);
+        src.large_at -= SHRINK_AFTER;
+        assert!(idle(&mut src));
         assert_eq!(src.buf.len(), BUFFER);
     }
 

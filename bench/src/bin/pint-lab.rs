@@ -146,6 +146,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("pint-lab: warning: {w}");
             }
             std::fs::create_dir_all(&out)?;
+            // A run directory, which `run --out` then takes.
+            bench::lab::run::prepare_run_dir(&out)?;
             let at = bench::lab::plan::Endpoints {
                 dir: out.canonicalize()?,
                 sink_listen: sink::config::DEFAULT_LISTEN.parse()?,

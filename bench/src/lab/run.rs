@@ -179,7 +179,7 @@ const RUN_DIR_MARK: &str = ".pint-lab-run";
 /// writes its summary only when it exits, so one killed at its stop would lend this run the
 /// earlier one's); any other is refused, so that nothing of another program's is removed
 /// or mistaken for the lab's.
-fn prepare_run_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+pub fn prepare_run_dir(dir: &std::path::Path) -> anyhow::Result<()> {
     let mark = dir.join(RUN_DIR_MARK);
     if mark.exists() {
         remove_matching(dir, is_previous_output);

@@ -74,13 +74,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Config::from_file(path)?
     };
     if cli.check_config {
-        // What a start checks before DPDK (lcores, capture files, mbufs for them) fails
-        // here as it would there.
-        let pre = dataplane::resources::preflight(&config)?;
+        // What a start checks before DPDK (capture files, lcores on this machine, mbufs
+        // for the captures) fails here as it would there.
+        dataplane::resources::preflight(&config)?;
         print!("{}", config.to_toml());
-        for w in &pre.warnings {
-            eprintln!("pint-switch: warning: {w}");
-        }
         return Ok(());
     }
     let duration = match (cli.duration, cli.demo) {

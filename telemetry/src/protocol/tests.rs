@@ -255,6 +255,33 @@ fn every_frame_round_trips() {
     );
 }
 
+/// A hello with every field at its cap (plan text, workers, ports and their names) fits
+/// the frame a connection may send before its hello.
+#[test]
+fn the_largest_hello_fits_the_first_frame() {
+    let fs = FlowSet::new(&flowset_config());
+    let h = Hello {
+        table_seeds: vec![fs.table_seed(); MAX_WORKERS],
+        ports: (0..MAX_PORTS)
+            .map(|i| PortInfo {
+                name: format!("{i:0>255}"),
+                edge: false,
+                capacity_bps: u64::MAX,
+                mac: MacAddr([2, 0, 0, 0, 0, i as u8]),
+            })
+            .collect(),
+        plan: Some(PlanText {
+            version: 1,
+            digest_bytes: 8,
+            text: "#".repeat(MAX_PLAN_TEXT),
+        }),
+        ..hello()
+    };
+    let f = encode_frame(FrameType::Hello, 0, &h.payload());
+    assert!(f.len() <= MAX_HELLO_FRAME, "{} bytes", f.len());
+    assert!(Session::default().decode(&f).is_ok());
+}
+
 /// A hello's epoch length is one a switch can have (1 ms to a minute): anything else
 /// would overflow the sink's epoch arithmetic (twice it, an epoch's end).
 #[test]
