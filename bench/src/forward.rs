@@ -383,8 +383,9 @@ const STRAY_SHARE: u64 = 100;
 /// Whether a switch run measured what `variant` says: it received packets, forwarded them
 /// (drops are a set-up fault here, and a switch that drops is cheaper), did its role's
 /// telemetry work on about every one (a shim the switch does not know, say, is forwarded
-/// without encoding, which is cheaper too), and has a steady rate.
-pub fn check_run(variant: Variant, s: &Summary) -> anyhow::Result<()> {
+/// without encoding, which is cheaper too), and has a steady rate, which it returns (Mpps
+/// received).
+pub fn check_run(variant: Variant, s: &Summary) -> anyhow::Result<f64> {
     use pipeline::TelemetryEvent as E;
     let rx = s.rx_packets;
     if rx == 0 {
@@ -422,15 +423,27 @@ pub fn check_run(variant: Variant, s: &Summary) -> anyhow::Result<()> {
                 .collect::<Vec<_>>()
         );
     }
-    let steady: Vec<f64> = s.intervals.iter().map(|i| i.rx_mpps).collect();
-    if median(steady_rates(&steady)) <= 0.0 {
+    let rate = steady_median(s, |i| i.rx_mpps);
+    if rate <= 0.0 {
         anyhow::bail!(
             "{}: no steady rate in {} statistics intervals",
             variant.label(),
             s.intervals.len()
         );
     }
-    Ok(())
+    Ok(rate)
+}
+
+/// The median of a testpmd run's per-second rates once forwarding (an error when it has
+/// none: a ratio to 0 is no figure).
+pub(crate) fn reference_rate(mode: &str, rx_mpps: &[f64]) -> anyhow::Result<f64> {
+    let rate = median(forwarding(rx_mpps));
+    if rate <= 0.0 {
+        anyhow::bail!(
+            "dpdk-testpmd --forward-mode={mode} gave no steady rate ({rx_mpps:?} Mpps a second)"
+        );
+    }
+    Ok(rate)
 }
 
 /// The switch's per-interval rates past its first interval (its warm-up).
@@ -491,8 +504,7 @@ pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
                 opts.seconds,
             )?;
             let got = sink.map(|c| c.stop());
-            check_run(r.variant, &s)?;
-            let sw = steady_median(&s, |i| i.rx_mpps);
+            let sw = check_run(r.variant, &s)?;
             let ev = &s.telemetry.events;
             if sw > r.switch_mpps {
                 r.switch_mpps = sw;
@@ -523,14 +535,7 @@ pub fn run(opts: &ForwardOptions) -> anyhow::Result<ForwardResult> {
         );
         let rr = capture_reference(&capture, &opts.reference_mode, opts.seconds, opts.hugepages)
             .run()?;
-        let rf = median(forwarding(&rr.rx_mpps));
-        if rf <= 0.0 {
-            anyhow::bail!(
-                "dpdk-testpmd --forward-mode={} gave no steady rate ({:?} Mpps a second)",
-                opts.reference_mode,
-                rr.rx_mpps
-            );
-        }
+        let rf = reference_rate(&opts.reference_mode, &rr.rx_mpps)?;
         eprintln!(
             "round {}: {} Mpps, reference {rf:.2} Mpps",
             round + 1,

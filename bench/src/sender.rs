@@ -669,9 +669,15 @@ fn take_back_unsent(io: &mut Io<'_>, sent: &mut SendReport) -> bool {
 
 /// Whether a frame is one of the generator's probes.
 fn is_probe(frame: &[u8]) -> bool {
-    Transport::parse(frame).is_some_and(|t| {
-        !t.tcp && t.dport == PROBE_PORT && ProbePayload::decode(&frame[t.payload_at..]).is_some()
-    })
+    Transport::parse(frame).is_some_and(|t| probe_of(&t, frame).is_some())
+}
+
+/// The probe a frame with transport `t` carries, if it is one.
+fn probe_of(t: &Transport, frame: &[u8]) -> Option<ProbePayload> {
+    if t.tcp || t.dport != PROBE_PORT {
+        return None;
+    }
+    ProbePayload::decode(&frame[t.payload_at..])
 }
 
 /// Counts what arrives.
@@ -760,14 +766,10 @@ impl Receiver {
             };
             self.packets += 1;
             self.bytes += m.pkt_len() as u64;
-            let payload = &data[t.payload_at..];
-            if !t.tcp
-                && t.dport == PROBE_PORT
-                && let Some(p) = ProbePayload::decode(payload)
-            {
+            if let Some(p) = probe_of(&t, data) {
                 self.probes
                     .record(t.src, &p, *wall.get_or_insert_with(wall_ns));
-            } else if let Some(tag) = FlowTag::decode(payload) {
+            } else if let Some(tag) = FlowTag::decode(&data[t.payload_at..]) {
                 self.flows.record(t.src, tag);
             }
         }

@@ -30,7 +30,7 @@ use serde::Serialize;
 use crate::forward::{
     SWITCH_MAC, bench_capture, capture_reference, lcores, run_switch, switch_config,
 };
-use crate::stats::{forwarding, median, steady};
+use crate::stats::{median, steady};
 use crate::testpmd::TestpmdRun;
 
 /// Options.
@@ -380,13 +380,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
         if has(Topology::Capture) {
             for mode in ["io", "5tswap"] {
                 let r = capture_reference(&capture, mode, opts.seconds, opts.hugepages).run()?;
-                let rate = median(forwarding(&r.rx_mpps));
-                if rate <= 0.0 {
-                    anyhow::bail!(
-                        "dpdk-testpmd --forward-mode={mode} gave no steady rate ({:?} Mpps a second)",
-                        r.rx_mpps
-                    );
-                }
+                let rate = crate::forward::reference_rate(mode, &r.rx_mpps)?;
                 tally.record(&format!("dpdk-testpmd {mode}"), "capture", rate);
             }
             let s = run_switch(
@@ -394,11 +388,7 @@ pub fn run(opts: &ThroughputOptions) -> anyhow::Result<ThroughputResult> {
                 &switch_config(&capture, worker, main, opts.hugepages),
                 opts.seconds,
             )?;
-            crate::forward::check_run(crate::forward::Variant::Off, &s)?;
-            let sw = median(steady(
-                &s.intervals.iter().map(|i| i.rx_mpps).collect::<Vec<_>>(),
-                1,
-            ));
+            let sw = crate::forward::check_run(crate::forward::Variant::Off, &s)?;
             if sw > best_switch {
                 best_switch = sw;
                 switch_drops = s.dropped();

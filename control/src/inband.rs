@@ -389,15 +389,10 @@ impl TelemetryControl {
                     // flowset did not, that this one was dropped, not late: it then takes
                     // the epoch's counts here as short, not the flows' packets as lost.
                     let dropped = ex.stats.flowsets_dropped.load(Relaxed);
-                    ex.send(Outgoing {
-                        ty: FrameType::Stats,
-                        payload: Stats {
-                            counters: vec![("flowsets_dropped".to_owned(), dropped)],
-                        }
-                        .payload(),
-                        digests: 0,
-                        flowsets: 0,
-                    });
+                    self.send_stats(vec![(
+                        telemetry::protocol::FLOWSETS_DROPPED.to_owned(),
+                        dropped,
+                    )]);
                 }
             }
             self.counts.flowsets_exported += 1;

@@ -84,7 +84,10 @@ fn stats_counters(t: &LocalCounters, export: &ControlCounts) -> Vec<(String, u64
         ("digests_exported".to_owned(), e.digests_sent()),
         ("digests_dropped".to_owned(), e.digests_dropped),
         ("flowsets_exported".to_owned(), e.flowsets_sent()),
-        ("flowsets_dropped".to_owned(), e.flowsets_dropped),
+        (
+            telemetry::protocol::FLOWSETS_DROPPED.to_owned(),
+            e.flowsets_dropped,
+        ),
     ];
     v.extend(t.drops.nonzero().map(|(r, n)| (format!("drop_{r}"), n)));
     v.extend(t.telemetry.nonzero().map(|(e, n)| (e.name().to_owned(), n)));

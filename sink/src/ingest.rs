@@ -155,15 +155,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     let mut gaps = 0u64;
     let mut batches: Vec<DigestBuffers> = vec![Default::default(); ing.shards.len()];
     let mut scratch = Vec::new();
-    let mut raised = false;
     let result: Result<(), Close> = loop {
         if ing.stop.load(Relaxed) {
             break Ok(());
-        }
-        // Past its hello, a connection's frames may be as large as the protocol allows.
-        if entry.is_some() && !raised {
-            src.set_max_frame(telemetry::protocol::MAX_FRAME);
-            raised = true;
         }
         // A buffer the decode threads are done with, for the next digest frame.
         if !session.has_spare()
@@ -245,6 +239,8 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     generation = Some(g);
                     flowset_bytes = bytes;
                     silent_limit = silent_after(h.epoch_ns);
+                    // Past its hello, frames may be as large as the protocol allows.
+                    src.set_max_frame(telemetry::protocol::MAX_FRAME);
                 }
                 Err((held_by, e)) => {
                     // Counted at the switch that holds the ID.
@@ -323,7 +319,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 for (name, v) in s.counters {
                     let at = info.stats.iter().position(|(n, _)| *n == name);
                     let old = at.map_or(0, |i| info.stats[i].1);
-                    if name == "flowsets_dropped" && v > old {
+                    if name == telemetry::protocol::FLOWSETS_DROPPED && v > old {
                         e.note_lost();
                     }
                     match at {

@@ -48,6 +48,9 @@ pub const MAX_PORTS: usize = 64;
 pub const MAX_WORKERS: usize = 256;
 /// Most counters in a stats frame.
 pub const MAX_STATS: usize = 1024;
+/// The stats counter of flowsets a switch dropped at its export queue: the sink reads it
+/// (a flowset dropped there is short counts, not lost packets).
+pub const FLOWSETS_DROPPED: &str = "flowsets_dropped";
 /// Longest epoch a hello may declare, ns (a minute, as `telemetry.epoch_ms` allows).
 pub const MAX_EPOCH_NS: u64 = 60_000_000_000;
 /// Longest hello frame: its plan text, seeds and port names at their caps fit well within.

@@ -226,13 +226,12 @@ impl State {
             if let Some(ports) = l4.first_chunk::<4>() {
                 sport = u16::from_be_bytes([ports[0], ports[1]]);
                 dport = u16::from_be_bytes([ports[2], ports[3]]);
-                if proto == protocol::UDP && l4.len() >= 8 {
-                    meta.udp_payload_at = (l3 + header_len + 8) as u16;
-                }
-                if proto == protocol::TCP
-                    && let Some(t) = l4.first_chunk::<8>()
-                {
-                    seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
+                if let Some(t) = l4.first_chunk::<8>() {
+                    if proto == protocol::UDP {
+                        meta.udp_payload_at = (l3 + header_len + 8) as u16;
+                    } else {
+                        seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
+                    }
                 }
             }
         }
