@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -168,16 +169,20 @@ impl Proc {
     }
 
     /// Waits until its stdout has a line for which `ready` says yes (returns it), or it
-    /// exits, or `timeout` passes.
+    /// exits, or `timeout` passes, or `stop` is set (Ctrl-C: `Stopped::Interrupted`).
     pub fn wait_for(
         &mut self,
         timeout: Duration,
+        stop: &AtomicBool,
         ready: impl Fn(&str) -> bool,
     ) -> anyhow::Result<String> {
         let t0 = Instant::now();
         loop {
             if let Some(line) = self.stdout().lines().find(|l| ready(l)) {
                 return Ok(line.to_owned());
+            }
+            if stop.load(Ordering::Relaxed) {
+                return Err(super::run::Stopped::Interrupted.into());
             }
             if let Some(st) = self.exited() {
                 // Everything it printed before it exited, for the message.
@@ -262,6 +267,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_wait_ends_at_ctrl_c() {
+        let dir = crate::scratch::Scratch::new("proc-interrupt").unwrap();
+        let sh = Program {
+            path: "/bin/sh".into(),
+            lead: vec!["-c".into()],
+        };
+        let mut p = Proc::start("sink", &sh, &["sleep 300".into()], &dir.path("p.log")).unwrap();
+        let stop = AtomicBool::new(true);
+        let err = p
+            .wait_for(Duration::from_secs(120), &stop, |l| l == "ready")
+            .unwrap_err();
+        assert!(
+            matches!(
+                err.downcast_ref::<super::super::run::Stopped>(),
+                Some(super::super::run::Stopped::Interrupted)
+            ),
+            "{err}"
+        );
+        p.stop(Duration::from_secs(5));
+    }
+
+    #[test]
     fn a_dying_process_shows_its_error_not_its_backtrace() {
         let dir = crate::scratch::Scratch::new("proc-backtrace").unwrap();
         let log = dir.path("p.log");
@@ -274,7 +301,9 @@ mod tests {
                       echo '             at src/x.rs:1:1' >&2; done; exit 1";
         let mut p = Proc::start("sink", &sh, &[script.into()], &log).unwrap();
         let err = p
-            .wait_for(Duration::from_secs(20), |l| l == "ready")
+            .wait_for(Duration::from_secs(20), &AtomicBool::new(false), |l| {
+                l == "ready"
+            })
             .unwrap_err()
             .to_string();
         assert!(err.contains("sink exited"), "{err}");

@@ -319,7 +319,7 @@ fn run_inner(
         &sink_args,
         &dir.join("sink.log"),
     )?;
-    let line = sink.wait_for(Duration::from_secs(60), |l| {
+    let line = sink.wait_for(Duration::from_secs(60), stop, |l| {
         l.starts_with("pint-sink listening on")
     })?;
     procs.sink = Some(sink);
@@ -375,7 +375,7 @@ fn run_inner(
         // A memif client's port does not start without its server, and every switch is a
         // client only of lower-numbered ones: each waits for the one before.
         let (_, p, _) = procs.switches.last_mut().expect("just pushed");
-        p.wait_for(Duration::from_secs(60), |l| l.starts_with("routes:"))?;
+        p.wait_for(Duration::from_secs(60), stop, |l| l.starts_with("routes:"))?;
         check_stop(stop, procs, false)?;
     }
     // 3. The generators, all sending from one moment on.
@@ -474,11 +474,19 @@ fn run_inner(
         .collect();
     // The sink may still be decoding what the switches sent last (a lab on few cores falls
     // behind): its view is read once it has applied everything it received.
-    if let Err(left) = wait_for_sink(http, SINK_SETTLE) {
-        crate::say_err!(
-            "pint-lab: warning: the sink had not caught up {} s after the switches stopped ({left}): the report misses that work",
-            SINK_SETTLE.as_secs()
-        );
+    // A Ctrl-C that ended the hold does not cut this wait short (a second one exits).
+    let interrupt = (!stop.load(Ordering::Relaxed)).then_some(&**stop);
+    if let Err(left) = wait_for_sink(http, SINK_SETTLE, interrupt) {
+        if interrupt.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            crate::say_err!(
+                "pint-lab: warning: interrupted before the sink had caught up ({left}): the report misses that work"
+            );
+        } else {
+            crate::say_err!(
+                "pint-lab: warning: the sink had not caught up {} s after the switches stopped ({left}): the report misses that work",
+                SINK_SETTLE.as_secs()
+            );
+        }
     }
     let view = super::report::SinkView::read(http, opts.top)?;
     if let Some(s) = &mut procs.sink {
@@ -501,11 +509,16 @@ fn run_inner(
 const SINK_SETTLE: Duration = Duration::from_secs(120);
 
 /// Waits until the sink has no switch connected and nothing left to apply
-/// (`/api/health`'s `backlog`, docs/api.md), up to `limit`; otherwise says what is left.
-fn wait_for_sink(http: std::net::SocketAddr, limit: Duration) -> Result<(), String> {
+/// (`/api/health`'s `backlog`, docs/api.md), up to `limit` or until `interrupt` is set
+/// (Ctrl-C: the report is then made of what the sink has); otherwise says what is left.
+fn wait_for_sink(
+    http: std::net::SocketAddr,
+    limit: Duration,
+    interrupt: Option<&AtomicBool>,
+) -> Result<(), String> {
     let until = Instant::now() + limit;
     let mut left = String::from("no answer from its API");
-    while Instant::now() < until {
+    while Instant::now() < until && !interrupt.is_some_and(|s| s.load(Ordering::Relaxed)) {
         if let Ok(h) = get_json(http, "/api/health") {
             let n = |v: &serde_json::Value| v.as_u64().unwrap_or(u64::MAX);
             let (connected, flowsets, messages) = (

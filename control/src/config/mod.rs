@@ -534,6 +534,12 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
         if mac.is_multicast() {
             return Err(key_err(k("mac"), format!("{mac} is a multicast address")));
         }
+        if mac == MacAddr([0; 6]) {
+            return Err(key_err(
+                k("mac"),
+                "00:00:00:00:00:00 is no station's address",
+            ));
+        }
         let mtu = p.mtu.unwrap_or(1500);
         if !(68..=u32::from(MAX_MTU)).contains(&mtu) {
             return Err(key_err(

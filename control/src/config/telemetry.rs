@@ -165,6 +165,16 @@ fn ethertype(raw: Option<RawNumber>) -> Result<u16, ConfigError> {
             format!("{ty:#06x} is already in use by another protocol"),
         ));
     }
+    // Frames of these types end at the NIC or a link-layer agent (pause frames, LACP,
+    // LLDP, 802.1X, MACsec), and 0x9100 is an old QinQ tag: a shim of them never arrives.
+    if [0x8808, 0x8809, 0x88cc, 0x888e, 0x88e5, 0x9100].contains(&ty) {
+        return Err(key_err(
+            key,
+            format!(
+                "{ty:#06x} is a link-layer protocol that NICs or their agents take for themselves"
+            ),
+        ));
+    }
     Ok(ty)
 }
 

@@ -109,6 +109,11 @@ fn bad_values_name_their_key() {
             "mac = \"01:00:5e:00:00:01\"",
             "ports[0].mac",
         ),
+        (
+            "mac = \"02:00:00:00:00:01\"",
+            "mac = \"00:00:00:00:00:00\"",
+            "ports[0].mac",
+        ),
         ("mtu = 9000", "mtu = 20", "ports[1].mtu"),
         (
             "capacity = \"40G\"",
@@ -217,6 +222,8 @@ fn bad_telemetry_values_name_their_key() {
         ("shim_ethertype = 0x0800", "telemetry.shim_ethertype"),
         ("shim_ethertype = \"zz\"", "telemetry.shim_ethertype"),
         ("shim_ethertype = 12", "telemetry.shim_ethertype"),
+        ("shim_ethertype = 0x8808", "telemetry.shim_ethertype"),
+        ("shim_ethertype = \"0x88cc\"", "telemetry.shim_ethertype"),
         ("epoch_ms = 0", "telemetry.epoch_ms"),
         ("sink = \"nowhere\"", "telemetry.sink"),
         ("sink = \"host:0\"", "telemetry.sink"),
