@@ -191,6 +191,8 @@ struct SwitchView {
     flowsets_dropped: u64,
     probes: u64,
     probes_dropped: u64,
+    /// How long after its epochs' end the last flowset arrived, ms ([`crate::registry::FlowsetLag`]).
+    flowset_lag_ms: Option<i64>,
 }
 
 async fn switches(State(s): St) -> Json<Vec<SwitchView>> {
@@ -218,6 +220,7 @@ async fn switches(State(s): St) -> Json<Vec<SwitchView>> {
                     flowsets_dropped: c.flowsets_dropped.load(Relaxed),
                     probes: c.probes.load(Relaxed),
                     probes_dropped: c.probes_dropped.load(Relaxed),
+                    flowset_lag_ms: c.flowset_lag.get(),
                 }
             })
             .collect(),

@@ -17,7 +17,7 @@ use telemetry::protocol::{
 };
 
 use crate::epochs::{FlowSetIn, Held, HeldTotals};
-use crate::registry::{Registry, SwitchEntry, unix_ms};
+use crate::registry::{FlowsetLag, Registry, SwitchEntry, unix_ms};
 use crate::shard::{DigestBuffers, Shard, ShardMsg, shard_of};
 use crate::transport::{FrameSource, Next, SourceError, Transport};
 
@@ -153,6 +153,8 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     // What one of its flowsets takes in memory, from its hello.
     let mut flowset_bytes = 0usize;
     let mut gaps = 0u64;
+    // Whether this connection has been warned of a clock far from the sink's.
+    let mut clock_warned = false;
     let mut batches: Vec<DigestBuffers> = vec![Default::default(); ing.shards.len()];
     let mut scratch = Vec::new();
     let result: Result<(), Close> = loop {
@@ -290,8 +292,31 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 }
             }
             Frame::FlowSet(f) => {
-                e.counters.flowsets.fetch_add(1, Relaxed);
                 let epoch_ns = e.info.lock().expect("switch lock").epoch_ns;
+                let end_ns = f
+                    .flowset
+                    .epoch
+                    .saturating_add(u64::from(f.epochs.max(1)))
+                    .saturating_mul(epoch_ns);
+                let lag = e.counters.flowset_lag.note(end_ns, unix_ms());
+                if lag.abs() > FlowsetLag::WARN_MS && !clock_warned {
+                    clock_warned = true;
+                    let why = if lag < 0 {
+                        "its clock runs ahead of the sink's"
+                    } else {
+                        "its clock lags the sink's, or its frames are held on the way"
+                    };
+                    tracing::warn!(
+                        switch = e.info_id(),
+                        lag_ms = lag,
+                        "flowset of epoch {} arrived {} ms {} its end: {why}; epochs are matched across switches by number, so its flowsets are late or its epochs finished without it",
+                        f.flowset.epoch,
+                        lag.unsigned_abs(),
+                        if lag < 0 { "before" } else { "after" },
+                    );
+                }
+                // Counted after the lag is noted, so that a reader of the count sees it.
+                e.counters.flowsets.fetch_add(1, Relaxed);
                 // Reserved before decoding (a flowset frame only decodes after a hello).
                 let Some(held) = reserved else {
                     e.counters.flowsets_dropped.fetch_add(1, Relaxed);

@@ -79,6 +79,10 @@ fn describe() {
         "pint_sink_flowsets_dropped_total",
         "Flowsets dropped undecoded: the epoch assembler's queue was full, or the flowsets held took --flowset-memory-mb."
     );
+    describe_gauge!(
+        "pint_sink_flowset_lag_seconds",
+        "How long after the end of its epochs (the switch's clock) its last flowset arrived (the sink's): negative when the switch's clock runs ahead."
+    );
     describe_counter!("pint_sink_probes_total", "Probe arrivals received.");
     describe_counter!(
         "pint_sink_probes_dropped_total",
@@ -265,6 +269,9 @@ impl SinkMetrics {
                 counter!("pint_sink_flowsets_total", &l).absolute(c.flowsets.load(Relaxed));
                 counter!("pint_sink_flowsets_dropped_total", &l)
                     .absolute(c.flowsets_dropped.load(Relaxed));
+                if let Some(lag) = c.flowset_lag.get() {
+                    gauge!("pint_sink_flowset_lag_seconds", &l).set(lag as f64 / 1000.0);
+                }
                 counter!("pint_sink_probes_total", &l).absolute(c.probes.load(Relaxed));
                 counter!("pint_sink_probes_dropped_total", &l)
                     .absolute(c.probes_dropped.load(Relaxed));

@@ -4,7 +4,7 @@
 //! address is the one its traffic enters by).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -102,6 +102,44 @@ pub struct SwitchCounters {
     pub generation: AtomicU64,
     /// When the current connection last delivered a frame, Unix ms.
     pub last_frame_ms: AtomicU64,
+    /// How long after the end of its epochs the switch's last flowset arrived.
+    pub flowset_lag: FlowsetLag,
+}
+
+/// How long after the end of its epochs (by the switch's clock) a switch's last flowset
+/// arrived (by the sink's), ms: a few ms when both clocks agree, negative when the switch's
+/// runs ahead, large when it lags or its frames are held on the way. Epochs are matched
+/// across switches by their number, so a switch whose clock is off has its flowsets late or
+/// its epochs finished without it; this is how an operator sees why.
+#[derive(Debug)]
+pub struct FlowsetLag(AtomicI64);
+
+impl Default for FlowsetLag {
+    fn default() -> Self {
+        FlowsetLag(AtomicI64::new(i64::MIN))
+    }
+}
+
+impl FlowsetLag {
+    /// Beyond this (either way) the sink warns, once per connection.
+    pub const WARN_MS: i64 = 1000;
+
+    /// Notes a flowset ending at `end_unix_ns` (the switch's clock) that arrived at
+    /// `now_unix_ms` (the sink's); returns the lag, ms.
+    pub fn note(&self, end_unix_ns: u64, now_unix_ms: u64) -> i64 {
+        let end_ms = i64::try_from(end_unix_ns / 1_000_000).unwrap_or(i64::MAX);
+        let lag = i64::try_from(now_unix_ms)
+            .unwrap_or(i64::MAX)
+            .saturating_sub(end_ms)
+            .max(i64::MIN + 1);
+        self.0.store(lag, Relaxed);
+        lag
+    }
+
+    /// The last flowset's lag, ms, if one came.
+    pub fn get(&self) -> Option<i64> {
+        Some(self.0.load(Relaxed)).filter(|v| *v != i64::MIN)
+    }
 }
 
 /// A 64-bit value as 16 hex digits.

@@ -319,6 +319,19 @@ fn unusable_plans_and_oversized_flowsets_are_refused() {
     sw.send(FrameType::FlowSet, &encode_flowset(0, 1, 3, 42, &fs));
     wait_for("flowset", || e.counters.flowsets.load(Relaxed) == 1);
     assert_eq!(e.counters.rejected.load(Relaxed), 0);
+    // Epoch 42 of 10 ms ended in 1970: a clock that far behind shows as the lag.
+    let now_ms = sink::registry::unix_ms() as i64;
+    let lag = e.counters.flowset_lag.get().expect("a flowset came");
+    assert!(
+        lag > now_ms - 1000 && lag <= now_ms,
+        "{lag} against {now_ms}"
+    );
+    // One whose epoch is an hour ahead of the sink's clock lags by about minus an hour.
+    let ahead = (now_ms as u64 + 3_600_000) / 10;
+    sw.send(FrameType::FlowSet, &encode_flowset(0, 1, 3, ahead, &fs));
+    wait_for("second flowset", || e.counters.flowsets.load(Relaxed) == 2);
+    let lag = e.counters.flowset_lag.get().unwrap();
+    assert!((-3_600_010..-3_500_000).contains(&lag), "{lag}");
 }
 
 /// The binary: starts on free ports, says where, serves the API, stops on SIGTERM; a bad flag
