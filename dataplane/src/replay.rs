@@ -11,18 +11,18 @@ const LINKTYPE_ETHERNET: i32 = 1;
 /// What a capture file holds, as far as the switch's start-up needs to know.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CaptureScan {
-    /// Frames libpcap reads (all the driver replays).
+    /// Frames libpcap reads before its first fault (all an `infinite_rx` device replays).
     pub frames: u64,
     /// Bytes of the longest frame, as captured.
     pub largest: usize,
     /// Frames captured shorter than they were on the wire (a snap length): the switch
-    /// drops them as `truncated`.
+    /// drops those whose IPv4 packet was cut as `truncated`.
     pub cut_frames: u64,
     /// The link type when it is not Ethernet, as `NAME (number)`.
     pub foreign_link: Option<String>,
     /// Why libpcap stopped before the end of the file (a record cut short by a capture
-    /// stopped mid-write, a corrupt record header, an interface of another link type): the
-    /// driver replays the frames before it and none after.
+    /// stopped mid-write, a corrupt record header, an interface of another link type): an
+    /// `infinite_rx` device replays the frames before it and none after; another reads on.
     pub stopped: Option<String>,
 }
 

@@ -76,17 +76,25 @@ pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
                 }
                 if scan.cut_frames > 0 {
                     out.warnings.push(format!(
-                        "{key}: {} of its {} frames were captured shorter than they were on the wire (a snap length): the switch drops them as `truncated`",
+                        "{key}: {} of its {} frames were captured shorter than they were on the wire (a snap length): the switch drops those whose IPv4 packet was cut as `truncated`",
                         scan.cut_frames, scan.frames
                     ));
                 }
+                let infinite = infinite.iter().any(|f| f == file);
                 if let Some(why) = &scan.stopped {
-                    out.warnings.push(format!(
-                        "{key}: libpcap stops reading it after {} frames ({why}): only those are replayed",
-                        scan.frames
-                    ));
+                    out.warnings.push(if infinite {
+                        format!(
+                            "{key}: libpcap stops reading it after {} frames ({why}): only those are replayed",
+                            scan.frames
+                        )
+                    } else {
+                        format!(
+                            "{key}: libpcap stops reading it after {} frames ({why}); the device reads on past the fault, and what it finds there depends on it (later frames, or bytes taken for frames)",
+                            scan.frames
+                        )
+                    });
                 }
-                if infinite.iter().any(|f| f == file) {
+                if infinite {
                     if scan.largest > MAX_DATA_ROOM {
                         anyhow::bail!(
                             "{key} holds a frame of {} bytes; with infinite_rx each frame must fit one mbuf, at most {MAX_DATA_ROOM} bytes",
@@ -96,8 +104,12 @@ pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
                     if scan.frames == 0 {
                         // DPDK's pcap driver takes a burst of mbufs from the pool on every
                         // poll of such a port and gives none back: the pool runs dry.
+                        let why = scan
+                            .stopped
+                            .as_ref()
+                            .map_or(String::new(), |w| format!(" libpcap can read ({w})"));
                         anyhow::bail!(
-                            "{key} holds no frames: with infinite_rx there is nothing to replay (drop infinite_rx=1 to run with an empty capture)"
+                            "{key} holds no frames{why}: with infinite_rx there is nothing to replay (drop infinite_rx=1 to run with an empty capture)"
                         );
                     }
                     out.held.frames += scan.frames;

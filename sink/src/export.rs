@@ -80,7 +80,11 @@ impl Outputs {
     }
 
     fn add(&mut self, r: FlowExport) {
-        if let Some(x) = &mut self.ipfix {
+        // A flow's end with nothing new (its last packets went in an active-timeout record)
+        // is a JSON line only: collectors count each IPFIX record as a flow.
+        if let Some(x) = &mut self.ipfix
+            && r.packets > 0
+        {
             x.add(r);
         }
         if let Some(j) = &mut self.json {

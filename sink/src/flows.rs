@@ -104,6 +104,9 @@ pub struct SwitchCount {
     /// Start of the first epoch counted since the last record, Unix ms (the next record's
     /// start: a record's counts and times cover the same span).
     since_ms: u64,
+    /// Whether a record saying the flow ended went (a flow kept because another switch's
+    /// record had to wait sends it once).
+    end_sent: bool,
 }
 
 /// The loss one flow contributes to one link.
@@ -339,8 +342,11 @@ pub struct ShardStats {
     pub path_resets: u64,
     /// FlowRadar counters applied (flow, switch, epoch).
     pub counts_applied: u64,
-    /// Export records dropped (exporter queue full).
+    /// Export records lost: the exporter's queue stayed full at the sink's stop.
     pub exports_dropped: u64,
+    /// Export records put off to a later sweep because the exporter's queue was full
+    /// (their counts go in the next record that does go).
+    pub exports_deferred: u64,
     /// Probe arrivals left out of detection: sent more than a second after they arrived.
     pub probes_refused: u64,
 }
@@ -667,6 +673,7 @@ impl FlowTable {
                         exported: (0, 0),
                         exported_at: now,
                         since_ms: epoch_ms.0,
+                        end_sent: false,
                     });
                     flow.counts.last_mut().expect("pushed")
                 }
@@ -901,7 +908,8 @@ impl FlowTable {
     }
 
     /// Exports counters due (the active timeout passed) and forgets flows idle for
-    /// `idle`; records go to `out` (a full queue drops them, counted).
+    /// `idle`; records go to `out`. A record `out` refuses (its queue is full) waits for a
+    /// later sweep, counted, its flow kept until it goes.
     pub fn sweep(
         &mut self,
         idle: Duration,
@@ -925,11 +933,13 @@ impl FlowTable {
         let now_s = unix_ms() as f64 / 1e3;
         let mut gone = Vec::new();
         let mut dropped = 0;
+        let mut deferred = 0;
+        // At the stop a record that cannot go is lost (counted); otherwise it waits: its
+        // counts stay unexported (and an ended flow in the table) until a sweep with room.
+        let lose = ending == EndReason::ForcedEnd;
+        let mut full = false;
         for (key, flow) in &mut self.flows {
             let ended = now.duration_since(flow.touched) >= idle;
-            if ended {
-                gone.push(*key);
-            }
             // Detection: windows that time has passed close; an ending flow's close all.
             for (det, series) in [
                 (&mut flow.latency_detector, "latency"),
@@ -955,13 +965,14 @@ impl FlowTable {
                     u16::from(p.egress_port),
                 )
             });
+            let mut all_sent = true;
             for c in &mut flow.counts {
                 let delta = (c.packets - c.exported.0, c.bytes - c.exported.1);
                 // An ending flow always says so, its last packets already in an active-timeout
                 // record or not (collectors wait for the end); a going one when there is
                 // something new and the active timeout has passed.
                 let due = if ended {
-                    c.packets > 0
+                    c.packets > 0 && (delta.0 > 0 || !c.end_sent)
                 } else {
                     delta.0 > 0 && now.duration_since(c.exported_at) >= active
                 };
@@ -988,14 +999,28 @@ impl FlowTable {
                         EndReason::ActiveTimeout
                     },
                 };
-                if !out(rec) {
-                    dropped += 1;
+                // Once the queue is full, the sweep's other records wait too.
+                let sent = if lose { out(rec) } else { !full && out(rec) };
+                if !sent {
+                    full = true;
+                    if lose {
+                        dropped += 1;
+                    } else {
+                        deferred += 1;
+                        all_sent = false;
+                        continue;
+                    }
                 }
                 c.exported = (c.packets, c.bytes);
                 c.exported_at = now;
+                c.end_sent |= ended;
+            }
+            if ended && all_sent {
+                gone.push(*key);
             }
         }
         self.stats.exports_dropped += dropped;
+        self.stats.exports_deferred += deferred;
         for k in gone {
             self.flows.remove(&k);
             self.stats.flows_evicted += 1;
@@ -1919,6 +1944,78 @@ mod tests {
         // Room again.
         t.add_digests(&cx, 9, &[digest(v, 77, 0)], &FlowRuns::default());
         assert_eq!(t.len(), 1);
+    }
+
+    /// Records the export queue has no room for wait for a later sweep: their counts are
+    /// not lost (they were, for good, and later records left them out too), an ended flow
+    /// stays until its records go, and a switch whose end went does not send it twice.
+    #[test]
+    fn records_that_find_the_queue_full_go_later_with_their_counts() {
+        let (cx, v) = context();
+        let mut t = FlowTable::new(10);
+        let d = digest(v, 3, 0);
+        t.add_digests(&cx, 9, &[d], &FlowRuns::default());
+        t.add_counts(
+            &cx,
+            1,
+            (1000, 10),
+            &[(d.key, 9, 5, 500), (d.key, 8, 5, 500)],
+            &[],
+            &[],
+        );
+        // The queue full: nothing goes.
+        t.sweep(Duration::from_secs(60), Duration::ZERO, None, |_| false);
+        assert_eq!(t.stats.exports_deferred, 2);
+        assert_eq!(t.stats.exports_dropped, 0);
+        t.add_counts(
+            &cx,
+            2,
+            (1010, 10),
+            &[(d.key, 9, 1, 100), (d.key, 8, 1, 100)],
+            &[],
+            &[],
+        );
+        let mut out = Vec::new();
+        // Room for one record only, then the flow ends: switch 9's (or 8's) waits again.
+        let mut room = 1;
+        t.sweep(Duration::ZERO, Duration::ZERO, None, |r| {
+            if room == 0 {
+                return false;
+            }
+            room -= 1;
+            out.push(r);
+            true
+        });
+        assert_eq!(t.len(), 1, "an ended flow stays until its records go");
+        t.sweep(Duration::ZERO, Duration::ZERO, None, |r| {
+            out.push(r);
+            true
+        });
+        assert_eq!(t.len(), 0);
+        let mut got: Vec<_> = out
+            .iter()
+            .map(|r| (r.switch, r.packets, r.bytes, r.start_ms, r.end_ms, r.ended))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [(8, 6, 600, 1000, 1020, true), (9, 6, 600, 1000, 1020, true)],
+            "every packet in one record per switch, none twice"
+        );
+        assert_eq!(t.stats.exports_dropped, 0);
+    }
+
+    /// At the sink's stop a record that finds the queue full is lost, and counted.
+    #[test]
+    fn records_that_find_the_queue_full_at_the_stop_are_counted_lost() {
+        let (cx, v) = context();
+        let mut t = FlowTable::new(10);
+        let d = digest(v, 3, 0);
+        t.add_digests(&cx, 9, &[d], &FlowRuns::default());
+        t.add_counts(&cx, 1, (1000, 10), &[(d.key, 9, 5, 500)], &[], &[]);
+        t.flush(None, |_| false);
+        assert_eq!(t.stats.exports_dropped, 1);
+        assert_eq!(t.len(), 0);
     }
 
     /// A flow whose last packets already went in an active-timeout record still gets an

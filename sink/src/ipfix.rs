@@ -281,16 +281,9 @@ impl IpfixExporter {
             if !wait.is_zero() {
                 std::thread::sleep(wait);
             }
-            match socket.send(m) {
-                Ok(_) => {
-                    sent.messages += 1;
-                    true
-                }
-                Err(_) => {
-                    sent.errors += 1;
-                    false
-                }
-            }
+            let ok = socket.send(m).is_ok();
+            sent.messages += u64::from(ok);
+            ok
         };
         let due = d
             .template_at
@@ -303,6 +296,8 @@ impl IpfixExporter {
             let m = message(domain, d.sequence, &[&template_set()]);
             if send(&m, &mut sent) || send(&m, &mut sent) {
                 d.template_at = Some(now);
+            } else {
+                sent.errors += 1;
             }
         }
         for (slot, (id, len)) in [
@@ -321,8 +316,22 @@ impl IpfixExporter {
                     put_record(&mut set, r);
                 }
                 debug_assert_eq!(set.len(), set_len);
-                if send(&message(domain, d.sequence, &[&set]), &mut sent) {
+                let m = message(domain, d.sequence, &[&set]);
+                // Refused: often an earlier datagram's port unreachable, reported now, from a
+                // collector that may be back (without templates): templates, then the
+                // records once more. Still refused, the collector is down: counted, and
+                // its sequence numbers tell it what it missed.
+                let ok = send(&m, &mut sent) || {
+                    let t = message(domain, d.sequence, &[&template_set()]);
+                    send(&t, &mut sent) && {
+                        d.template_at = Some(now);
+                        send(&m, &mut sent)
+                    }
+                };
+                if ok {
                     sent.records += chunk.len() as u64;
+                } else {
+                    sent.errors += 1;
                 }
                 d.sequence = d.sequence.wrapping_add(chunk.len() as u32);
             }
@@ -520,5 +529,35 @@ mod tests {
         }
         assert_eq!(sets.first(), Some(&2), "templates first: {sets:?}");
         assert!(sets.contains(&TEMPLATE_ID), "{sets:?}");
+    }
+
+    /// Records whose send is refused for an earlier datagram's port unreachable go again,
+    /// after the templates, and reach a collector that is back: they were lost.
+    #[test]
+    fn records_refused_for_an_earlier_datagram_go_again() {
+        let port = {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.local_addr().unwrap().port()
+        };
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut ex = IpfixExporter::new(addr, Duration::from_secs(3600)).unwrap();
+        // A datagram nobody took; its port unreachable is reported by the next send. The
+        // collector comes up meanwhile; templates are not due.
+        ex.socket.send(b"refused").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let rx = UdpSocket::bind(addr).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        ex.add(record(true));
+        ex.domains.get_mut(&7).unwrap().template_at = Some(Instant::now());
+        ex.flush();
+        let mut buf = [0u8; 2048];
+        let mut sets = Vec::new();
+        while let Ok(_n) = rx.recv(&mut buf) {
+            sets.push(u16::from_be_bytes([buf[16], buf[17]]));
+            rx.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+        }
+        assert_eq!(sets, [2, TEMPLATE_ID], "templates, then the record");
+        assert_eq!((ex.errors, ex.records), (0, 1), "nothing lost");
     }
 }

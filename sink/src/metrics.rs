@@ -168,7 +168,11 @@ fn describe() {
     );
     describe_counter!(
         "pint_sink_export_records_dropped_total",
-        "Per-flow records dropped because the export queue was full."
+        "Per-flow records lost: the export queue stayed full at the sink's stop."
+    );
+    describe_counter!(
+        "pint_sink_export_records_deferred_total",
+        "Per-flow records put off to a later sweep because the export queue was full (their counts go in a later record)."
     );
     describe_counter!(
         "pint_sink_events_total",
@@ -191,6 +195,7 @@ fn sum_stats(shared: &Shared) -> (ShardStats, usize) {
         total.path_resets += x.path_resets;
         total.counts_applied += x.counts_applied;
         total.exports_dropped += x.exports_dropped;
+        total.exports_deferred += x.exports_deferred;
         total.probes_refused += x.probes_refused;
     }
     (total, flows)
@@ -330,6 +335,7 @@ impl SinkMetrics {
                 .absolute(x.json_errors.load(Relaxed));
             counter!("pint_sink_ipfix_messages_total").absolute(x.ipfix_messages.load(Relaxed));
             counter!("pint_sink_export_records_dropped_total").absolute(stats.exports_dropped);
+            counter!("pint_sink_export_records_deferred_total").absolute(stats.exports_deferred);
             for ((kind, label), n) in shared.events.counts() {
                 counter!("pint_sink_events_total", "kind" => kind.name(), "label" => label.name())
                     .absolute(n);

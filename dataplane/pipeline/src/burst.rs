@@ -14,10 +14,12 @@ use crate::inband::{Inband, Received};
 /// hold the largest port MTU's frames. Such a frame is over every MTU (its IPv4 packet, or
 /// its trailer, is): dropped as `mtu_exceeded`, since the pipeline reads only the first
 /// buffer and a NIC's tx path without the multi-segment offload sends only that and leaks
-/// the rest.
+/// the rest. A packet shorter than its first buffer is as far over every MTU: DPDK's pcap
+/// device cuts the length of a record of 64 KiB or more to 16 bits (a capture's
+/// GRO-coalesced frames), and read as it stands it would make the parse's lengths wrap.
 #[inline(always)]
 pub(crate) fn chained(len: usize, frame: &[u8]) -> bool {
-    len > frame.len()
+    len != frame.len()
 }
 
 /// Largest burst the pipeline takes at once.

@@ -7,10 +7,11 @@ mod common;
 
 use pipeline::{BurstVerdicts, DROPPED, DropReason, PacketBuf, VecFrame};
 
-/// A frame whose first buffer holds `first` and whose later buffers hold `more` bytes.
+/// A frame whose first buffer holds `first` and whose later buffers hold `more` bytes (or
+/// whose packet length is `-more` short of its buffer: a length that wrapped).
 struct Chain {
     first: VecFrame,
-    more: usize,
+    more: isize,
 }
 
 impl PacketBuf for Chain {
@@ -21,7 +22,7 @@ impl PacketBuf for Chain {
         self.first.data_mut()
     }
     fn pkt_len(&self) -> usize {
-        self.first.pkt_len() + self.more
+        self.first.pkt_len().wrapping_add_signed(self.more)
     }
     fn headroom(&self) -> usize {
         self.first.headroom()
@@ -71,5 +72,18 @@ fn a_chained_frame_is_dropped_as_over_the_mtu() {
         );
         assert_eq!(p.counters.drops.get(DropReason::MtuExceeded), 1);
         assert_eq!(chained[0].first.data(), &frame[..], "left as it came");
+        // A 65549-byte frame whose length the pcap device cut to 16 bits (13), its first
+        // buffer full: dropped the same, not parsed with lengths that wrap.
+        let mut wrapped = [Chain {
+            first: VecFrame::new(&frame),
+            more: 13 - frame.len() as isize,
+        }];
+        p.process_burst(port, &mut wrapped, 1_000, || 3_500, &mut out);
+        assert_eq!(
+            out.verdicts[0],
+            DROPPED | DropReason::MtuExceeded as u16,
+            "telemetry {telemetry}"
+        );
+        assert_eq!(p.counters.drops.get(DropReason::MtuExceeded), 2);
     }
 }
