@@ -154,10 +154,12 @@ fn pick_paths(
     rng: &mut SimRng,
 ) -> BTreeMap<usize, Vec<Vec<u32>>> {
     let mut by_len: BTreeMap<usize, Vec<(u32, u32)>> = BTreeMap::new();
-    let ends: Vec<u32> = if t.name.starts_with("fattree:") {
-        let k: u32 = t.name["fattree:".len()..].parse().unwrap_or(8);
-        Topology::fat_tree_edges(k)
-    } else if t.name.starts_with("line:") {
+    // What `Topology::load` generated, by the spec it was given (a file's name or its own
+    // `name` may read the same).
+    let spec = opts.topology.as_str();
+    let ends: Vec<u32> = if let Some(k) = spec.strip_prefix("fattree:") {
+        Topology::fat_tree_edges(k.parse().expect("a loaded fat tree's k"))
+    } else if spec.starts_with("line:") {
         vec![0, t.len() as u32 - 1]
     } else {
         (0..t.len() as u32).collect()
@@ -401,9 +403,9 @@ pub fn run(opts: &PathOptions) -> anyhow::Result<PathResult> {
     let t = Topology::load(&opts.topology)?;
     let mut rng = SimRng::new(opts.seed);
     let d = opts.d.unwrap_or_else(|| {
-        if t.name.starts_with("line:") {
+        if opts.topology.starts_with("line:") {
             t.len() as u32
-        } else if t.name.starts_with("fattree:") {
+        } else if opts.topology.starts_with("fattree:") {
             5
         } else {
             10
@@ -586,5 +588,24 @@ mod tests {
         o.routes = Routes::Walk;
         let e = run(&o).unwrap_err().to_string();
         assert!(e.contains("not a shortest one"), "{e}");
+    }
+
+    /// A topology file whose name reads like a generated topology's is a file: its ends
+    /// are all its switches (a fat tree's edge switches were taken from its name, past its
+    /// nodes: a panic).
+    #[test]
+    fn a_files_name_does_not_make_it_a_generated_topology() {
+        let dir = crate::scratch::Scratch::new("pint-path-name").unwrap();
+        let path = dir.path("t.toml");
+        std::fs::write(
+            &path,
+            "name = \"fattree:4\"\nlinks = [[1, 2], [2, 3], [3, 4], [4, 5], [5, 6]]\n",
+        )
+        .unwrap();
+        let mut o = opts(path.to_str().unwrap());
+        o.lengths = vec![6];
+        let r = run(&o).unwrap();
+        assert_eq!(r.rows.len(), 1);
+        assert!(r.rows[0].runs > 0 && r.rows[0].wrong == 0);
     }
 }

@@ -218,6 +218,9 @@ where
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Err(e) = crate::limits::raise_open_files() {
+        tracing::warn!("cannot raise the limit on open files: {e}");
+    }
     let a = cli.run;
     let defaults = SinkConfig::default();
     let config = SinkConfig {

@@ -21,6 +21,7 @@ pub mod http;
 pub mod ingest;
 pub mod ipfix;
 pub mod layout;
+pub mod limits;
 pub mod live;
 pub mod metrics;
 pub mod page;

@@ -102,6 +102,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .map_or(0, |d| d.as_secs());
                 PathBuf::from("target/pint-lab").join(format!("{}-{t}", lab.name))
             });
+            // Three descriptors per process the lab runs: a large one passes 1024.
+            if let Err(e) = sink::limits::raise_open_files() {
+                eprintln!("pint-lab: warning: cannot raise the limit on open files: {e}");
+            }
             let stop = Arc::new(AtomicBool::new(false));
             // The lab's processes are in groups of their own (a Ctrl-C or a closed terminal
             // reaches the lab, which stops them in order).

@@ -104,7 +104,7 @@ pub const MAX_SOCKET_PATH: usize = 107;
 
 /// Fails, naming the longest, when a memif socket of a lab of `nodes` switches in `dir`
 /// would not fit a Unix socket address (DPDK would refuse it, or cut it short into
-/// another link's).
+/// another link's), or when `dir` cannot be written in DPDK device arguments.
 fn check_socket_paths(dir: &Path, nodes: u32) -> anyhow::Result<()> {
     let n = nodes.max(2);
     let longest = [link_socket(dir, n - 2, n - 1), host_socket(dir, n - 1)]
@@ -114,9 +114,17 @@ fn check_socket_paths(dir: &Path, nodes: u32) -> anyhow::Result<()> {
     let len = longest.as_os_str().len();
     anyhow::ensure!(
         len <= MAX_SOCKET_PATH,
-        "the run directory {} is too long for the lab's memif sockets: {} is {len} bytes, a          Unix socket path at most {MAX_SOCKET_PATH}; choose a shorter one with --out",
+        "the run directory {} is too long for the lab's memif sockets: {} is {len} bytes, a Unix socket path at most {MAX_SOCKET_PATH}; choose a shorter one with --out",
         dir.display(),
         longest.display()
+    );
+    // The sockets' paths go into DPDK device arguments (`key=value,...`), which have no
+    // quoting.
+    let text = dir.to_str().filter(|t| !t.contains([',', '=']));
+    anyhow::ensure!(
+        text.is_some(),
+        "the run directory {} cannot be written in DPDK device arguments (a `,` or `=`, or not UTF-8); choose another with --out",
+        dir.display()
     );
     Ok(())
 }
@@ -539,6 +547,21 @@ mod tests {
         };
         let e = e.to_string();
         assert!(e.contains("link-3-4.sock is 108 bytes"), "{e}");
+    }
+
+    /// A run directory with a `,` or `=` (DPDK's device arguments split on them) is refused
+    /// before anything starts.
+    #[test]
+    fn a_run_directory_that_device_arguments_cannot_hold_is_refused() {
+        let lab = lab();
+        let mut at = at();
+        for dir in ["/tmp/lab,1", "/tmp/a=b"] {
+            at.dir = PathBuf::from(dir);
+            let Err(e) = LabPlan::new(&lab, &at) else {
+                panic!("{dir} not refused")
+            };
+            assert!(e.to_string().contains("device arguments"), "{e}");
+        }
     }
 
     /// Every lab shipped in `configs/labs` reads, plans, and impairs a link that flows

@@ -290,7 +290,7 @@ impl Lab {
             }
             None => None,
         };
-        let (topology, default_hosts, left_out) = topology(&raw.topology, base)?;
+        let (topology, default_hosts, left_out, own_ids) = topology(&raw.topology, base)?;
         // A switch by its name, or by a label (a Topology Zoo place name) no other has.
         let node_of = |name: &str, key: &str| -> Result<u32, LabError> {
             // Last, in a file that gives switch IDs (a TOML adjacency file, whose switches
@@ -299,7 +299,7 @@ impl Lab {
                 name.trim()
                     .parse::<u32>()
                     .ok()
-                    .filter(|_| topology.has_own_ids())
+                    .filter(|_| own_ids)
                     .and_then(|id| topology.node(id))
             };
             topology
@@ -728,7 +728,10 @@ type LeftOut = Vec<(String, Option<String>)>;
 
 /// The topology of a `[topology]` table, the default hosts, and the names of a file's
 /// switches on no link (left out).
-fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut), LabError> {
+/// The lab's topology, its default host switches, the switches of a file left out (on no
+/// link), and whether its file gave switch IDs of its own (a TOML adjacency file: a number
+/// may then name a switch by its ID).
+fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut, bool), LabError> {
     let need = |v: Option<u32>, key: &str, range: std::ops::RangeInclusive<u32>| {
         let v = v.ok_or_else(|| key_err(format!("topology.{key}"), "missing"))?;
         if !range.contains(&v) {
@@ -748,6 +751,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                 Topology::from_edges(&format!("chain:{n}"), names, &edges),
                 vec![0, n - 1],
                 Vec::new(),
+                false,
             ))
         }
         "leaf-spine" => {
@@ -762,6 +766,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                 Topology::from_edges(&format!("leaf-spine:{s}x{l}"), names, &edges),
                 (s..s + l).collect(),
                 Vec::new(),
+                false,
             ))
         }
         "fat-tree" => {
@@ -773,6 +778,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                 Topology::fat_tree(k),
                 Topology::fat_tree_edges(k),
                 Vec::new(),
+                false,
             ))
         }
         "file" => {
@@ -812,7 +818,9 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
             } else {
                 (0..topo.len() as u32).collect()
             };
-            Ok((topo, hosts, left_out))
+            // Renumbered without the switches on no link, a topology keeps its IDs as
+            // given: only the file's own (a TOML adjacency file's) make numbers names.
+            Ok((topo, hosts, left_out, whole.has_own_ids()))
         }
         "links" => {
             let links = t
@@ -852,6 +860,12 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                 edges.push(e);
             }
             let n = names.len() as u32;
+            if n > 256 {
+                return Err(key_err(
+                    "topology.links",
+                    format!("{n} switches: a lab runs 2 to 256"),
+                ));
+            }
             let topo = Topology::from_edges("links", names, &edges);
             if (0..n).any(|v| topo.bfs(0).0[v as usize] == u32::MAX) {
                 return Err(key_err(
@@ -865,7 +879,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
             } else {
                 (0..n).collect()
             };
-            Ok((topo, hosts, Vec::new()))
+            Ok((topo, hosts, Vec::new(), false))
         }
         other => Err(key_err(
             "topology.kind",
@@ -1212,6 +1226,25 @@ mod tests {
         let e = lab("hosts = [\"a\", \"lone\"]\n").unwrap_err();
         assert!(e.to_string().contains("on no link"), "{e}");
         assert_eq!(key(e), "topology.hosts");
+        // A number is a node's name in a GML file, never a switch ID: the left-out node
+        // `2` is not switch 2 (node `1`), nor is `4`, which names no node, switch 4.
+        std::fs::write(
+            dir.path("n.gml"),
+            "graph [ node [ id 0 ] node [ id 1 ] node [ id 2 ] node [ id 3 ]\n\
+             edge [ source 0 target 1 ] edge [ source 1 target 3 ] ]\n",
+        )
+        .unwrap();
+        let gml = |hosts: &str| {
+            parse_in(
+                &dir,
+                &format!("[topology]\nkind = \"file\"\npath = \"n.gml\"\nhosts = {hosts}\n"),
+            )
+        };
+        let e = gml("[\"0\", \"2\"]").unwrap_err();
+        assert!(e.to_string().contains("`2` is on no link"), "{e}");
+        let e = gml("[\"0\", \"4\"]").unwrap_err();
+        assert!(e.to_string().contains("no switch is called `4`"), "{e}");
+        assert_eq!(gml("[\"0\", \"3\"]").unwrap().hosts, vec![0, 2]);
         // Too few switches on a link.
         std::fs::write(
             dir.path("t.graphml"),

@@ -13,7 +13,7 @@
 use quick_xml::events::Event;
 
 use super::Topology;
-use super::text::line_of;
+use super::text::Lines;
 
 /// A node label being read: its node, the element it is the text of, the text so far, and
 /// whether it is only a name (a label wins over it).
@@ -43,7 +43,8 @@ impl Topology {
         let mut open_nodes: Vec<usize> = Vec::new();
         let mut reading: Option<Reading> = None;
         // The line of a byte of the text, for errors (whatever the file's encoding was).
-        let line = |pos: u64| line_of(text, usize::try_from(pos).unwrap_or(usize::MAX));
+        let mut lines = Lines::new(text);
+        let mut line = |pos: u64| lines.at(usize::try_from(pos).unwrap_or(usize::MAX));
         loop {
             let at = line(reader.buffer_position());
             match reader.read_event() {

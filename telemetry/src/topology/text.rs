@@ -28,6 +28,41 @@ pub(super) fn line_of(text: &str, pos: usize) -> usize {
         .count()
 }
 
+/// Lines of a text counted as a reader moves through it: [`line_of`] for each position
+/// in turn without counting from the start each time (a few MB of GraphML has tens of
+/// thousands of elements).
+pub(super) struct Lines<'a> {
+    text: &'a [u8],
+    pos: usize,
+    line: usize,
+}
+
+impl<'a> Lines<'a> {
+    /// At the start of `text`.
+    pub(super) fn new(text: &'a str) -> Lines<'a> {
+        Lines {
+            text: text.as_bytes(),
+            pos: 0,
+            line: 1,
+        }
+    }
+
+    /// The line (from 1) of byte `pos`.
+    pub(super) fn at(&mut self, pos: usize) -> usize {
+        let pos = pos.min(self.text.len());
+        if pos < self.pos {
+            self.pos = 0;
+            self.line = 1;
+        }
+        self.line += self.text[self.pos..pos]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        self.pos = pos;
+        self.line
+    }
+}
+
 fn latin1_unless_utf8(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
         Ok(s) => s.to_owned(),
@@ -58,7 +93,7 @@ fn utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::decode;
+    use super::{Lines, decode, line_of};
 
     #[test]
     fn utf8_utf16_and_latin1() {
@@ -87,5 +122,14 @@ mod tests {
         // After a character of two units, the byte is the file's.
         let e = decode(b"\xFF\xFE\x3D\xD8\x00\xDE\x00\xD8a\x00").unwrap_err();
         assert!(e.ends_with("at byte 6"), "{e}");
+    }
+
+    #[test]
+    fn lines_counted_on_the_way_agree_with_counting_from_the_start() {
+        let text = "a\nbc\n\nd\n";
+        let mut lines = Lines::new(text);
+        for pos in [0, 1, 2, 4, 5, 6, 9, 20, 3, 7] {
+            assert_eq!(lines.at(pos), line_of(text, pos), "byte {pos}");
+        }
     }
 }
