@@ -273,7 +273,8 @@ mod tests {
             path: "/bin/sh".into(),
             lead: vec!["-c".into()],
         };
-        let mut p = Proc::start("sink", &sh, &["sleep 300".into()], &dir.path("p.log")).unwrap();
+        let mut p =
+            Proc::start("sink", &sh, &["exec sleep 300".into()], &dir.path("p.log")).unwrap();
         let stop = AtomicBool::new(true);
         let err = p
             .wait_for(Duration::from_secs(120), &stop, |l| l == "ready")

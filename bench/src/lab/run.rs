@@ -7,6 +7,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -62,7 +63,7 @@ pub enum Stopped {
     #[error("interrupted")]
     Interrupted,
     /// A process died.
-    #[error("{name} died ({status}); its last output:\n{tail}")]
+    #[error("{name} died ({status}){also}; its last output:\n{tail}")]
     Died {
         /// Which.
         name: String,
@@ -70,6 +71,9 @@ pub enum Stopped {
         status: String,
         /// What it said last.
         tail: String,
+        /// The others found dead at the same look (one may have died of another's death:
+        /// a memif peer gone), as `; also ended: a (status), b (status)`, or empty.
+        also: String,
     },
 }
 
@@ -261,33 +265,39 @@ impl Procs {
         }
     }
 
-    /// The first process that exited when it should not have.
+    /// The processes that exited when they should not have: the first found (sink, then
+    /// switches, then generators) with its output, the others named.
     fn casualty(&mut self, reports_due: bool) -> Option<Stopped> {
-        let died = |p: &mut Proc| {
-            p.exited().map(|st| Stopped::Died {
-                name: p.name.clone(),
-                status: st.to_string(),
-                tail: p.tail(),
-            })
-        };
-        if let Some(s) = self.sink.as_mut()
-            && let Some(d) = died(s)
-        {
-            return Some(d);
-        }
-        for (_, p, _) in self.switches.iter_mut() {
-            if let Some(d) = died(p) {
-                return Some(d);
+        let mut dead: Vec<(&mut Proc, ExitStatus)> = Vec::new();
+        let procs = self
+            .sink
+            .iter_mut()
+            .chain(self.switches.iter_mut().map(|(_, p, _)| p));
+        for p in procs {
+            if let Some(st) = p.exited() {
+                dead.push((p, st));
             }
         }
         for (_, g) in self.generators.iter_mut() {
             // A generator may end once it has reported.
             let reported = reports_due && g.stdout().contains("\n}");
-            if !reported && let Some(d) = died(g) {
-                return Some(d);
+            if !reported && let Some(st) = g.exited() {
+                dead.push((g, st));
             }
         }
-        None
+        let mut dead = dead.into_iter();
+        let (first, status) = dead.next()?;
+        let others: Vec<String> = dead.map(|(p, st)| format!("{} ({st})", p.name)).collect();
+        Some(Stopped::Died {
+            name: first.name.clone(),
+            status: status.to_string(),
+            tail: first.tail(),
+            also: if others.is_empty() {
+                String::new()
+            } else {
+                format!("; also ended: {}", others.join(", "))
+            },
+        })
     }
 }
 
@@ -655,6 +665,56 @@ impl Status {
 
 #[cfg(test)]
 mod tests {
+    /// Every process found dead is named, the first with its output: one that died of
+    /// another's death is not the only one told.
+    #[test]
+    fn every_process_found_dead_is_named() {
+        let dir = crate::scratch::Scratch::new("lab-casualty").unwrap();
+        let sh = super::Program {
+            path: "/bin/sh".into(),
+            lead: vec!["-c".into()],
+        };
+        let start = |name: &str, script: &str| {
+            super::Proc::start(
+                name,
+                &sh,
+                &[script.into()],
+                &dir.path(&format!("{name}.log")),
+            )
+            .unwrap()
+        };
+        let mut procs = super::Procs::default();
+        for (n, script) in [
+            (1, "exec sleep 300"),
+            (2, "echo gone; exit 3"),
+            (3, "exit 4"),
+        ] {
+            let p = start(&format!("switch s{n}"), script);
+            procs.switches.push((n, p, dir.path("s.json")));
+        }
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let died = loop {
+            let both = procs
+                .switches
+                .iter_mut()
+                .skip(1)
+                .all(|(_, p, _)| p.exited().is_some());
+            if both || std::time::Instant::now() > until {
+                break procs.casualty(false).map(|d| d.to_string());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        procs.teardown();
+        let died = died.expect("two died");
+        assert!(died.starts_with("switch s2 died"), "{died}");
+        assert!(
+            died.contains("also ended: switch s3 (exit status: 4)"),
+            "{died}"
+        );
+        assert!(!died.contains("s1"), "{died}");
+        assert!(died.contains("gone"), "{died}");
+    }
+
     #[test]
     fn the_sink_line_gives_both_addresses() {
         let (a, b) =
