@@ -26,7 +26,7 @@ use crate::detect::online::Detector;
 use crate::detect::{Params, Sample};
 use crate::events::EventLog;
 use crate::registry::{Registry, SinkPlan};
-use crate::summary::CodeSummary;
+use crate::summary::RecentSummary;
 
 /// Quantiles reported for latency.
 pub const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 1.0];
@@ -358,7 +358,7 @@ pub struct FlowTable {
     capacity: usize,
     links: FxHashMap<(u32, u32), LinkStats>,
     /// Per (switch, plan version, query): samples of the hops decoded to the switch.
-    switch_samples: Vec<((u32, u32, u16), CodeSummary)>,
+    switch_samples: Vec<((u32, u32, u16), RecentSummary)>,
     /// Where each (switch, plan version, query) is in `switch_samples`.
     summary_index: FxHashMap<(u32, u32, u16), u32>,
     plans: FxHashMap<u32, Arc<SinkPlan>>,
@@ -931,6 +931,9 @@ impl FlowTable {
     ) {
         let now = Instant::now();
         let now_s = unix_ms() as f64 / 1e3;
+        for (_, summary) in &mut self.switch_samples {
+            summary.rotate(now);
+        }
         let mut gone = Vec::new();
         let mut dropped = 0;
         let mut deferred = 0;
@@ -1054,7 +1057,7 @@ impl FlowTable {
     }
 
     /// Per (switch, plan version, query) samples.
-    pub fn switch_samples(&self) -> impl Iterator<Item = (&(u32, u32, u16), &CodeSummary)> {
+    pub fn switch_samples(&self) -> impl Iterator<Item = (&(u32, u32, u16), &RecentSummary)> {
         self.switch_samples.iter().map(|(k, v)| (k, v))
     }
 
@@ -1072,7 +1075,7 @@ fn summary_slot(
     p: &mut PintState,
     space: Space<'_>,
     (query, hop): (usize, usize),
-    switch_samples: &mut Vec<((u32, u32, u16), CodeSummary)>,
+    switch_samples: &mut Vec<((u32, u32, u16), RecentSummary)>,
     summary_index: &mut FxHashMap<(u32, u32, u16), u32>,
 ) -> Option<u32> {
     let k = p.record.k();
@@ -1087,7 +1090,7 @@ fn summary_slot(
     let next = switch_samples.len() as u32;
     let slot = *summary_index.entry(key).or_insert(next);
     if slot == next {
-        switch_samples.push((key, CodeSummary::new(compression)));
+        switch_samples.push((key, RecentSummary::new(compression)));
     }
     // Only decoded hops keep their switch: cache them.
     if state.is_decoded() && (1..=k).contains(&hop) {

@@ -18,7 +18,7 @@ use telemetry::pint::query::ValueKind;
 
 use crate::app::Shared;
 use crate::flows::{LinkStats, ShardStats};
-use crate::summary::CodeSummary;
+use crate::summary::RecentSummary;
 
 /// The sink's recorder.
 pub struct SinkMetrics {
@@ -218,11 +218,11 @@ pub fn links(shared: &Shared) -> Vec<((u32, u32), LinkStats)> {
 }
 
 /// One switch's samples of one query: (switch, plan version, query), merged summary.
-pub type SwitchLatency = ((u32, u32, u16), CodeSummary);
+pub type SwitchLatency = ((u32, u32, u16), RecentSummary);
 
 /// Per (switch, plan version, query): the samples merged over the decode threads.
 pub fn switch_latency(shared: &Shared) -> Vec<SwitchLatency> {
-    let mut all: std::collections::BTreeMap<(u32, u32, u16), CodeSummary> = Default::default();
+    let mut all: std::collections::BTreeMap<(u32, u32, u16), RecentSummary> = Default::default();
     for s in &shared.shards {
         let t = s.table.lock().expect("flow table lock");
         for (k, v) in t.switch_samples() {

@@ -3,6 +3,8 @@
 //! bits or fewer: exact, and no decompression per sample), a KLL sketch of codes otherwise.
 //! Values are decompressed only when read.
 
+use std::time::{Duration, Instant};
+
 use datasketches::common::SearchCriteria;
 use datasketches::kll::KllSketch;
 use telemetry::pint::compress::LogCompressor;
@@ -114,9 +116,134 @@ impl CodeSummary {
     }
 }
 
+/// How long samples count in a [`RecentSummary`]'s quantiles: from one to two of these.
+pub const RECENT_WINDOW: Duration = Duration::from_secs(300);
+
+/// A [`CodeSummary`] whose quantiles follow the recent samples (the last 5 to 10 minutes,
+/// as Prometheus client summaries do) while its count and sum cover all of them (a
+/// summary's `_count` and `_sum` are counters): a lifetime summary's quantiles stop moving
+/// after hours of samples, however the latency changes.
+#[derive(Clone)]
+pub struct RecentSummary {
+    current: CodeSummary,
+    previous: CodeSummary,
+    /// Count and sum of the samples rotated out.
+    retired: (u64, f64),
+    since: Instant,
+    compressor: LogCompressor,
+}
+
+/// The samples, without the window's start time (two summaries of the same samples read
+/// the same).
+impl std::fmt::Debug for RecentSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecentSummary")
+            .field("current", &self.current)
+            .field("previous", &self.previous)
+            .field("retired", &self.retired)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RecentSummary {
+    /// An empty summary for the codes of `c`.
+    pub fn new(c: &LogCompressor) -> RecentSummary {
+        RecentSummary {
+            current: CodeSummary::new(c),
+            previous: CodeSummary::new(c),
+            retired: (0, 0.0),
+            since: Instant::now(),
+            compressor: c.clone(),
+        }
+    }
+
+    /// Adds a sample.
+    #[inline]
+    pub fn add(&mut self, code: u32) {
+        self.current.add(code);
+    }
+
+    /// Starts a new window once the current one is [`RECENT_WINDOW`] old (at `now`): the
+    /// samples of the one before leave the quantiles.
+    pub fn rotate(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.since) < RECENT_WINDOW {
+            return;
+        }
+        let fresh = CodeSummary::new(&self.compressor);
+        let old = std::mem::replace(
+            &mut self.previous,
+            std::mem::replace(&mut self.current, fresh),
+        );
+        self.retired.0 += old.count();
+        self.retired.1 += old.sum(&self.compressor);
+        self.since = now;
+    }
+
+    /// Adds another summary of the same query (another decode thread's).
+    pub fn merge(&mut self, other: &RecentSummary) {
+        self.current.merge(&other.current);
+        self.previous.merge(&other.previous);
+        self.retired.0 += other.retired.0;
+        self.retired.1 += other.retired.1;
+    }
+
+    /// Samples, all time.
+    pub fn count(&self) -> u64 {
+        self.retired.0 + self.previous.count() + self.current.count()
+    }
+
+    /// Sum of the values, all time.
+    pub fn sum(&self, c: &LogCompressor) -> f64 {
+        self.retired.1 + self.previous.sum(c) + self.current.sum(c)
+    }
+
+    /// The `q`-quantile (0 to 1) of the recent values.
+    pub fn quantile(&self, q: f64, c: &LogCompressor) -> Option<f64> {
+        let mut recent = self.previous.clone();
+        recent.merge(&self.current);
+        recent.quantile(q, c)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Quantiles follow the last windows' samples; count and sum keep every sample.
+    #[test]
+    fn recent_quantiles_follow_the_latency_and_counts_keep_everything() {
+        let c = LogCompressor::with_epsilon(0.025, 8);
+        let mut s = RecentSummary::new(&c);
+        let t0 = Instant::now();
+        let code = |v: u64| c.compress(v, 0);
+        for _ in 0..1000 {
+            s.add(code(1000));
+        }
+        let low = s.quantile(0.5, &c).unwrap();
+        assert!((low - 1000.0).abs() < 50.0, "{low}");
+        // Two windows later the latency is ten times higher: the median says so.
+        s.rotate(t0 + RECENT_WINDOW);
+        for _ in 0..10 {
+            s.add(code(10_000));
+        }
+        s.rotate(t0 + 2 * RECENT_WINDOW);
+        for _ in 0..10 {
+            s.add(code(10_000));
+        }
+        let high = s.quantile(0.5, &c).unwrap();
+        assert!((high - 10_000.0).abs() < 500.0, "{high}");
+        assert_eq!(s.count(), 1020);
+        let sum = s.sum(&c);
+        assert!(
+            (sum - 1000.0 * 1000.0 - 20.0 * 10_000.0).abs() < 0.05 * sum,
+            "{sum}"
+        );
+        // Merged with another thread's, both count.
+        let mut m = RecentSummary::new(&c);
+        m.add(code(10_000));
+        m.merge(&s);
+        assert_eq!(m.count(), 1021);
+    }
 
     #[test]
     fn counted_and_sketched_codes_agree_with_the_truth() {
