@@ -731,8 +731,16 @@ async fn events(State(s): St, Params(q): Params<EventsQuery>) -> Response {
     Json(s.shared.events.latest(q.n.unwrap_or(50).min(10_000), kind)).into_response()
 }
 
+/// The live page, built off the server's one thread (it reads every flow table): other
+/// requests (Prometheus scrapes, the API) go on meanwhile.
 async fn index(State(s): St) -> Response {
-    axum::response::Html(crate::page::render(&crate::live::page(&s.shared))).into_response()
+    let built =
+        tokio::task::spawn_blocking(move || crate::page::render(&crate::live::page(&s.shared)))
+            .await;
+    match built {
+        Ok(html) => axum::response::Html(html).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
 }
 
 /// The `n` largest flows by bytes: each flow's summary and detail as the API serves them.

@@ -52,6 +52,9 @@ pub struct Shared {
     pub flowsets_held: Arc<HeldTotals>,
     /// The topology, if given.
     pub topology: Option<Arc<Topology>>,
+    /// Where the live page draws the topology's switches (`crate::layout`), worked out for
+    /// the first page.
+    pub layout: std::sync::OnceLock<Vec<(String, f64, f64)>>,
     /// When the sink started.
     pub started: Instant,
     /// The settings.
@@ -197,6 +200,7 @@ impl Sink {
             counts_dropped: AtomicU64::new(0),
             http_refused: Arc::default(),
             topology,
+            layout: Default::default(),
             started: Instant::now(),
             config: config.clone(),
         });

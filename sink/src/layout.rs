@@ -17,7 +17,13 @@ pub fn layout(
     name: impl Fn(u32) -> String,
 ) -> Vec<(String, f64, f64)> {
     let n = topology.len();
-    let is_host = |v: u32| hosts.contains(&v);
+    let mut host = vec![false; n];
+    for &h in hosts {
+        if let Some(x) = host.get_mut(h as usize) {
+            *x = true;
+        }
+    }
+    let is_host = |v: u32| host[v as usize];
     let from_hosts = !hosts.is_empty()
         && !hosts
             .iter()
@@ -28,11 +34,14 @@ pub fn layout(
     }
     while let Some(v) = layer.iter().position(|&l| l == u32::MAX) {
         let part = reachable(topology, v as u32);
-        let centre = part
-            .iter()
-            .copied()
-            .min_by_key(|&c| (eccentricity(topology, c), c))
-            .expect("a part holds its first switch");
+        let centre = if part.len() <= EXACT_CENTRE_UP_TO {
+            part.iter()
+                .copied()
+                .min_by_key(|&c| (eccentricity(topology, c), c))
+                .expect("a part holds its first switch")
+        } else {
+            middle_of_a_longest_path(topology, v as u32)
+        };
         spread(topology, &[centre], &mut layer);
     }
     let rows = order_rows(topology, &layer);
@@ -50,6 +59,30 @@ pub fn layout(
         }
     }
     out
+}
+
+/// Largest part whose centre is found exactly (a breadth-first search from each switch);
+/// a larger one is drawn from the middle of a longest shortest path found by two searches
+/// (a tree's exact centre; near it otherwise).
+const EXACT_CENTRE_UP_TO: usize = 1000;
+
+/// The switch halfway along a long shortest path of `v`'s part: from the farthest switch
+/// from `v` to the farthest from that one.
+fn middle_of_a_longest_path(topology: &Topology, v: u32) -> u32 {
+    let farthest = |dist: &[u32]| -> u32 {
+        (0..dist.len() as u32)
+            .filter(|&w| dist[w as usize] != u32::MAX)
+            .max_by_key(|&w| (dist[w as usize], std::cmp::Reverse(w)))
+            .expect("the part holds its first switch")
+    };
+    let (dist, _) = topology.bfs(v);
+    let a = farthest(&dist);
+    let (dist, parent) = topology.bfs(a);
+    let mut at = farthest(&dist);
+    for _ in 0..dist[at as usize] / 2 {
+        at = parent[at as usize];
+    }
+    at
 }
 
 /// Gives every switch not yet layered that `roots` reach its hops from the nearest root
@@ -196,6 +229,24 @@ mod tests {
             r[0].contains(&"4".to_owned()) && r[0].contains(&"0".to_owned()),
             "{r:?}"
         );
+    }
+
+    /// A part too large to find its centre exactly is drawn from the middle of a longest
+    /// path: a long ring of switches that all have hosts, drawn from one switch, in half its
+    /// length of rows.
+    #[test]
+    fn a_large_part_is_drawn_from_near_its_centre() {
+        let n = 3 * EXACT_CENTRE_UP_TO as u32;
+        let edges: Vec<(u32, u32)> = (0..n).map(|i| (i, (i + 1) % n)).collect();
+        let ring = graph(&edges);
+        let line = Topology::line(n);
+        let all: Vec<u32> = (0..n).collect();
+        let r = rows(&layout(&ring, &all, |n| n.to_string()));
+        assert_eq!(r.len() as u32, n / 2 + 1);
+        assert_eq!(r[0].len(), 1);
+        // A line's middle switch is its centre.
+        let r = rows(&layout(&line, &all, |n| n.to_string()));
+        assert_eq!(r[0], [((n - 1) / 2).to_string()]);
     }
 
     #[test]

@@ -75,9 +75,10 @@ pub fn page(shared: &Shared) -> Page {
             let edge: Vec<u32> = (0..t.len() as u32)
                 .filter(|&n| t.neighbours(n).len() == min)
                 .collect();
+            let heard: std::collections::HashSet<u32> = switches.iter().map(|s| s.id).collect();
             for n in 0..t.len() as u32 {
                 let id = t.switch_id(n);
-                if !switches.iter().any(|s| s.id == id) {
+                if !heard.contains(&id) {
                     switches.push(SwitchRow {
                         name: t_name(topo, n),
                         id,
@@ -95,7 +96,11 @@ pub fn page(shared: &Shared) -> Page {
                     });
                 }
             }
-            layout(t, &edge, |n| t_name(topo, n))
+            // The same for every page of this topology: worked out once.
+            shared
+                .layout
+                .get_or_init(|| layout(t, &edge, |n| t_name(topo, n)))
+                .clone()
         }
         None => switches
             .iter()
@@ -128,13 +133,19 @@ pub fn page(shared: &Shared) -> Page {
         .collect();
     // Every link of the topology, those no decoded path crosses too.
     if let Some(t) = topo {
+        let shown: std::collections::HashSet<(String, String)> = links
+            .iter()
+            .flat_map(|l| {
+                [
+                    (l.from.clone(), l.to.clone()),
+                    (l.to.clone(), l.from.clone()),
+                ]
+            })
+            .collect();
         for a in 0..t.len() as u32 {
             for &b in t.neighbours(a).iter().filter(|&&b| b > a) {
                 let (x, y) = (t_name(topo, a), t_name(topo, b));
-                if !links
-                    .iter()
-                    .any(|l| (l.from == x && l.to == y) || (l.from == y && l.to == x))
-                {
+                if !shown.contains(&(x.clone(), y.clone())) {
                     links.push(row(x, y));
                 }
             }

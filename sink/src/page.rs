@@ -448,21 +448,30 @@ fn topology_svg(r: &Page) -> String {
     let hgt = (layers.len().saturating_sub(1) as f64 * 40.0 + top + pad)
         .max(360.0)
         .ceil();
+    let placed: std::collections::HashMap<&str, (f64, f64)> = r
+        .layout
+        .iter()
+        .rev()
+        .map(|(n, x, y)| (n.as_str(), (*x, *y)))
+        .collect();
     let pos = |name: &str| {
-        r.layout
-            .iter()
-            .find(|(n, _, _)| n == name)
-            .map_or((w / 2.0, hgt / 2.0), |(_, x, y)| {
-                (pad + x * (w - 2.0 * pad), top + y * (hgt - top - pad))
-            })
+        placed.get(name).map_or((w / 2.0, hgt / 2.0), |(x, y)| {
+            (pad + x * (w - 2.0 * pad), top + y * (hgt - top - pad))
+        })
     };
+    let by_ends: std::collections::HashMap<(&str, &str), &LinkRow> = r
+        .links
+        .iter()
+        .rev()
+        .map(|l| ((l.from.as_str(), l.to.as_str()), l))
+        .collect();
     let mut s = format!(
         "<svg id=\"topology\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{hgt}\" viewBox=\"0 0 {w} {hgt}\" role=\"img\" aria-label=\"topology\">"
     );
     // Each link once, coloured by the worse of its two directions (either of which may be
     // all there is).
     for l in &r.links {
-        let back = r.links.iter().find(|b| b.from == l.to && b.to == l.from);
+        let back = by_ends.get(&(l.to.as_str(), l.from.as_str())).copied();
         if l.from > l.to && back.is_some() {
             continue;
         }
