@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use telemetry::pint::coding::{PathCoding, Scheme};
+use telemetry::pint::coding::{MAX_HOPS, PathCoding, Scheme};
 use telemetry::pint::path_decoder::{PathDecoder, Space};
 use telemetry::sim_rng::SimRng;
 use telemetry::topology::Topology;
@@ -214,8 +214,15 @@ fn pick_paths(
 /// shortest path between them: a depth-first search with random neighbour order and a budget
 /// of steps, from random starts.
 fn random_walk(t: &Topology, ends: &[u32], len: usize, rng: &mut SimRng) -> Option<Vec<u32>> {
+    let mut is_end = vec![false; t.len()];
+    for &e in ends {
+        is_end[e as usize] = true;
+    }
     for _ in 0..200 {
         let start = ends[rng.below(ends.len() as u64) as usize];
+        // Hops from the start, for whether a walk is a shortest path: one search per start,
+        // not one per walk found.
+        let dist = t.bfs(start).0;
         let mut path = vec![start];
         let mut on_path = vec![false; t.len()];
         on_path[start as usize] = true;
@@ -228,9 +235,8 @@ fn random_walk(t: &Topology, ends: &[u32], len: usize, rng: &mut SimRng) -> Opti
                 break;
             }
             if path.len() == len {
-                let (s, d) = (path[0], path[len - 1]);
-                let shortest = t.bfs(s).0[d as usize] as usize + 1;
-                if shortest < len && ends.contains(&d) {
+                let d = path[len - 1];
+                if is_end[d as usize] && (dist[d as usize] as usize) + 1 < len {
                     return Some(path);
                 }
                 on_path[d as usize] = false;
@@ -419,7 +425,21 @@ pub fn run(opts: &PathOptions) -> anyhow::Result<PathResult> {
     if opts.no_topology {
         coding = coding.with_raw_values();
     }
-    let paths = pick_paths(&t, opts, &mut rng);
+    let mut paths = pick_paths(&t, opts, &mut rng);
+    // A hop index counts at most 255 switches (the decoder's bound too).
+    let too_long: Vec<usize> = paths.keys().copied().filter(|&l| l > MAX_HOPS).collect();
+    if let (Some(lo), Some(hi)) = (too_long.first(), too_long.last()) {
+        eprintln!(
+            "pint-path: {}: paths of {lo} to {hi} switches left out: a path is at most {MAX_HOPS} switches",
+            t.name
+        );
+        paths.retain(|&l, _| l <= MAX_HOPS);
+        anyhow::ensure!(
+            !paths.is_empty(),
+            "{}: every path asked for is longer than {MAX_HOPS} switches, so there is nothing to trace",
+            t.name
+        );
+    }
     if paths.values().all(Vec::is_empty) {
         let which = if opts.lengths.is_empty() {
             String::new()
@@ -583,6 +603,9 @@ mod tests {
         o.lengths = vec![9];
         let e = run(&o).unwrap_err().to_string();
         assert!(e.contains("lengths asked for ([9])"), "{e}");
+        // A line longer than a path can be: refused, not a panic.
+        let e = run(&opts("line:300")).unwrap_err().to_string();
+        assert!(e.contains("longer than 255 switches"), "{e}");
         // A line has no path that is not a shortest one.
         o.lengths.clear();
         o.routes = Routes::Walk;

@@ -366,9 +366,17 @@ pub struct FlowTable {
     /// The indices of a batch taken as it is.
     identity: Vec<u32>,
     owners: Vec<(u32, u32)>,
+    /// New flow records with their last hop pinned to a reporter, by (plan version,
+    /// reporter, path length): pinning spreads candidates hop by hop over the topology (a
+    /// third of a millisecond on a graph of hundreds of switches), the same for every flow
+    /// the reporter delivers, so each new flow (or path restart) copies one.
+    pinned: FxHashMap<(u32, u32, usize), FlowRecord>,
     /// Counters.
     pub stats: ShardStats,
 }
+
+/// Most pinned records kept ([`FlowTable`]'s `pinned`); past it they are worked out anew.
+const PINNED_RECORDS: usize = 1024;
 
 /// Unix time in ms.
 pub fn unix_ms() -> u64 {
@@ -390,6 +398,7 @@ impl FlowTable {
             samples: Vec::new(),
             identity: Vec::new(),
             owners: Vec::new(),
+            pinned: FxHashMap::default(),
             stats: ShardStats::default(),
         }
     }
@@ -497,7 +506,8 @@ impl FlowTable {
                     flow.path_resets += 1;
                     self.stats.path_resets += 1;
                 }
-                flow.pint = Some(new_pint(plan, space, k, reporter, d));
+                let record = pinned_record(&mut self.pinned, plan, space, k, reporter).clone();
+                flow.pint = Some(new_pint(plan, record, reporter, d));
                 flow.pint_since = flow.digests - 1;
                 flow.decode_digests = None;
             }
@@ -567,8 +577,13 @@ impl FlowTable {
                 // cannot decode (a switch missing from the topology or the sink) conflicts
                 // again and again, and kept none of them when each conflict started the
                 // whole record over.
-                p.record.restart_paths();
-                p.record.pin(&p.plan.plan, space, k, reporter);
+                p.record.restart_paths_from(pinned_record(
+                    &mut self.pinned,
+                    plan,
+                    space,
+                    k,
+                    reporter,
+                ));
                 p.first_pinned = k == 1;
                 p.first_pin = None;
                 p.summary_slots.clear();
@@ -1178,15 +1193,28 @@ fn flow_entry<'a>(
     }
 }
 
-fn new_pint(
-    plan: &Arc<SinkPlan>,
+/// A new flow record of `plan` for paths of `k` hops, the last pinned to `reporter`, from
+/// `pinned` (worked out there once).
+fn pinned_record<'p>(
+    pinned: &'p mut FxHashMap<(u32, u32, usize), FlowRecord>,
+    plan: &SinkPlan,
     space: Space<'_>,
     k: usize,
     reporter: u32,
-    d: &WireDigest,
-) -> PintState {
-    let mut record = FlowRecord::new(&plan.plan, k);
-    record.pin(&plan.plan, space, k, reporter);
+) -> &'p FlowRecord {
+    let key = (plan.version, reporter, k);
+    if pinned.len() >= PINNED_RECORDS && !pinned.contains_key(&key) {
+        pinned.clear();
+    }
+    pinned.entry(key).or_insert_with(|| {
+        let mut record = FlowRecord::new(&plan.plan, k);
+        record.pin(&plan.plan, space, k, reporter);
+        record
+    })
+}
+
+fn new_pint(plan: &Arc<SinkPlan>, record: FlowRecord, reporter: u32, d: &WireDigest) -> PintState {
+    let k = record.k();
     PintState {
         plan: Arc::clone(plan),
         record,

@@ -609,6 +609,18 @@ impl FlowRecord {
         }
     }
 
+    /// Starts the path queries' decoding over from `fresh`'s: a new record of the same plan
+    /// and path length, pinned as this one is to be (what [`FlowRecord::restart_paths`] and
+    /// then [`FlowRecord::pin`] give, without working the pins out again).
+    pub fn restart_paths_from(&mut self, fresh: &FlowRecord) {
+        debug_assert_eq!(self.k, fresh.k);
+        for (slot, from) in self.slots.iter_mut().zip(&fresh.slots) {
+            if let (Slot::Path(p), Slot::Path(q)) = (slot, from) {
+                p.clone_from(q);
+            }
+        }
+    }
+
     /// Starts the dynamic queries' sketches and the per-packet statistics over under `plan`
     /// (the record's), keeping the path queries' state: the route changed, and the hops'
     /// values so far were partly the old route's.
@@ -758,6 +770,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A path restarted from a fresh pinned record is where restarting and pinning again
+    /// leave it, the values' sketches kept.
+    #[test]
+    fn a_restart_from_a_fresh_record_is_a_restart_and_a_pin() {
+        let file = crate::pint::query::QueryFile::from_toml(include_str!(
+            "../../../configs/queries/paper.toml"
+        ))
+        .expect("the paper's query file");
+        let plan = Plan::compile(&file).expect("the paper's plan");
+        let t = crate::topology::Topology::fat_tree(8);
+        let space = Space::Topology(&t);
+        let (k, reporter) = (
+            5,
+            t.switch_id(crate::topology::Topology::fat_tree_edges(8)[3]),
+        );
+        let mut fresh = FlowRecord::new(&plan, k);
+        fresh.pin(&plan, space, k, reporter);
+        let mut a = FlowRecord::new(&plan, k);
+        a.pin(&plan, space, k, reporter);
+        for n in 0..300u64 {
+            let digest = u64::from(hash32(8, &[n])) & 0xffff;
+            a.record(&plan, space, hash32(7, &[n]), digest);
+        }
+        let mut b = a.clone();
+        a.restart_paths();
+        a.pin(&plan, space, k, reporter);
+        b.restart_paths_from(&fresh);
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        assert_ne!(format!("{a:?}"), format!("{fresh:?}"), "the values stay");
     }
 
     /// Utilization reads as U (1.0 = line rate) whatever the query's aggregation: the switch

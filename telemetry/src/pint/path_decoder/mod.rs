@@ -482,7 +482,18 @@ impl PathState {
             }
             (all, first) = (true, 0);
         }
+        let was = self.decoded;
         self.decoded = !self.conflict && self.decoded_hops() == self.k;
+        if self.decoded && !was {
+            // Decoded, a path is checked against its hops alone: the room its candidate
+            // sets and XOR digests took (kilobytes on a large topology) goes back.
+            for c in &mut self.cands {
+                if let Cands::Set(s) = c {
+                    s.shrink_to_fit();
+                }
+            }
+            self.equations = Vec::new();
+        }
     }
 
     /// Keeps at hop `i` only neighbours of hop `j`'s candidates (`scratch`: room for a

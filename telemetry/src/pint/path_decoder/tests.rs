@@ -88,6 +88,31 @@ fn fat_tree_paths_with_one_bit() {
     }
 }
 
+/// A decoded path holds a switch per hop and nothing else: what decoding took (candidate
+/// sets of hundreds on a large topology, XOR digests) goes back.
+#[test]
+fn a_decoded_path_gives_back_what_decoding_took() {
+    let t = Topology::fat_tree(16);
+    let edges = Topology::fat_tree_edges(16);
+    let coding = PathCoding::for_diameter(Scheme::Interleaved, 8, 1, 5);
+    let mut rng = SimRng::new(4);
+    let nodes = t.shortest_path(edges[0], edges[100]).unwrap();
+    let path: Vec<u32> = nodes.iter().map(|&n| t.switch_id(n)).collect();
+    let k = path.len();
+    let mut d = PathDecoder::new(k, &coding, Space::Topology(&t));
+    d.pin(k, path[k - 1]);
+    let mut most = 0;
+    while !d.is_decoded() && d.packets() < 10_000 {
+        let pid = rng.next_u32();
+        d.feed(pid, &encode(&coding, pid, &path));
+        most = most.max(d.state.heap_bytes());
+    }
+    assert_eq!(d.path().unwrap(), path);
+    let per_hop = std::mem::size_of::<Cands>() + 4;
+    assert!(most > k * per_hop, "decoding took room: {most}");
+    assert_eq!(d.state.heap_bytes(), k * per_hop);
+}
+
 #[test]
 fn pinned_endpoints_and_conflicts() {
     let t = Topology::line(5);
