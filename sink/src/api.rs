@@ -29,6 +29,8 @@ use crate::registry::SwitchInfo;
 struct ApiState {
     shared: Arc<Shared>,
     metrics: SinkMetrics,
+    /// Held while the live page is built: one build at a time, however many viewers.
+    page_build: std::sync::Mutex<()>,
 }
 
 type St = State<Arc<ApiState>>;
@@ -48,6 +50,7 @@ pub fn serve(
     let state = Arc::new(ApiState {
         shared,
         metrics: SinkMetrics::new(),
+        page_build: std::sync::Mutex::new(()),
     });
     let t = std::thread::Builder::new()
         .name("http".into())
@@ -734,9 +737,11 @@ async fn events(State(s): St, Params(q): Params<EventsQuery>) -> Response {
 /// The live page, built off the server's one thread (it reads every flow table): other
 /// requests (Prometheus scrapes, the API) go on meanwhile.
 async fn index(State(s): St) -> Response {
-    let built =
-        tokio::task::spawn_blocking(move || crate::page::render(&crate::live::page(&s.shared)))
-            .await;
+    let built = tokio::task::spawn_blocking(move || {
+        let _one = s.page_build.lock().unwrap_or_else(|e| e.into_inner());
+        crate::page::render(&crate::live::page(&s.shared))
+    })
+    .await;
     match built {
         Ok(html) => axum::response::Html(html).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),

@@ -105,8 +105,10 @@ pub struct SwitchCount {
     /// start: a record's counts and times cover the same span).
     since_ms: u64,
     /// Whether a record saying the flow ended went (a flow kept because another switch's
-    /// record had to wait sends it once).
+    /// record had to wait sends it once), since the last counts.
     end_sent: bool,
+    /// Whether its next record is waiting for room in the export queue (counted once).
+    deferred: bool,
 }
 
 /// The loss one flow contributes to one link.
@@ -374,6 +376,10 @@ pub struct FlowTable {
     /// Counters.
     pub stats: ShardStats,
 }
+
+/// How long an ended flow's records may wait for room in the export queue before they are
+/// dropped (counted) and the flow forgotten.
+const EXPORT_WAIT: Duration = Duration::from_secs(10);
 
 /// Most pinned records kept ([`FlowTable`]'s `pinned`); past it they are worked out anew.
 const PINNED_RECORDS: usize = 1024;
@@ -689,6 +695,7 @@ impl FlowTable {
                         exported_at: now,
                         since_ms: epoch_ms.0,
                         end_sent: false,
+                        deferred: false,
                     });
                     flow.counts.last_mut().expect("pushed")
                 }
@@ -700,6 +707,8 @@ impl FlowTable {
             };
             c.packets = c.packets.saturating_add(packets);
             c.bytes = c.bytes.saturating_add(bytes);
+            // New packets of a flow kept for its records: it goes on, and ends again.
+            c.end_sent &= packets == 0;
             c.epochs += 1;
             c.first_ms = c.first_ms.min(epoch_ms.0);
             c.last_ms = c.last_ms.max(epoch_ms.0 + epoch_ms.1);
@@ -953,11 +962,16 @@ impl FlowTable {
         let mut dropped = 0;
         let mut deferred = 0;
         // At the stop a record that cannot go is lost (counted); otherwise it waits: its
-        // counts stay unexported (and an ended flow in the table) until a sweep with room.
-        let lose = ending == EndReason::ForcedEnd;
+        // counts stay unexported (and an ended flow in the table) until a sweep with room,
+        // an ended flow's for [`EXPORT_WAIT`] at most, and not while the table is nearly
+        // full (a flow kept for its records would take a new flow's place).
+        let at_stop = ending == EndReason::ForcedEnd;
+        let crowded = self.flows.len() >= self.capacity - self.capacity / 16;
         let mut full = false;
         for (key, flow) in &mut self.flows {
             let ended = now.duration_since(flow.touched) >= idle;
+            let lose = at_stop
+                || (ended && (crowded || now.duration_since(flow.touched) >= idle + EXPORT_WAIT));
             // Detection: windows that time has passed close; an ending flow's close all.
             for (det, series) in [
                 (&mut flow.latency_detector, "latency"),
@@ -1024,7 +1038,9 @@ impl FlowTable {
                     if lose {
                         dropped += 1;
                     } else {
-                        deferred += 1;
+                        // Counted once however many sweeps it waits.
+                        deferred += u64::from(!c.deferred);
+                        c.deferred = true;
                         all_sent = false;
                         continue;
                     }
@@ -1032,6 +1048,7 @@ impl FlowTable {
                 c.exported = (c.packets, c.bytes);
                 c.exported_at = now;
                 c.end_sent |= ended;
+                c.deferred = false;
             }
             if ended && all_sent {
                 gone.push(*key);
@@ -1996,7 +2013,8 @@ mod tests {
         );
         // The queue full: nothing goes.
         t.sweep(Duration::from_secs(60), Duration::ZERO, None, |_| false);
-        assert_eq!(t.stats.exports_deferred, 2);
+        t.sweep(Duration::from_secs(60), Duration::ZERO, None, |_| false);
+        assert_eq!(t.stats.exports_deferred, 2, "each record counted once");
         assert_eq!(t.stats.exports_dropped, 0);
         t.add_counts(
             &cx,
@@ -2034,6 +2052,21 @@ mod tests {
             "every packet in one record per switch, none twice"
         );
         assert_eq!(t.stats.exports_dropped, 0);
+    }
+
+    /// An ended flow is not kept for its records while the table is nearly full: they are
+    /// dropped (counted) and the flow makes room, as it did before records could wait.
+    #[test]
+    fn a_full_table_keeps_no_flow_for_its_records() {
+        let (cx, v) = context();
+        let mut t = FlowTable::new(10);
+        let ds: Vec<WireDigest> = (0..10).map(|f| digest(v, f, 0)).collect();
+        t.add_digests(&cx, 9, &ds, &FlowRuns::default());
+        let counts: Vec<(FlowKey, u32, u64, u64)> = ds.iter().map(|d| (d.key, 9, 5, 500)).collect();
+        t.add_counts(&cx, 1, (1000, 10), &counts, &[], &[]);
+        t.sweep(Duration::ZERO, Duration::from_secs(60), None, |_| false);
+        assert_eq!(t.len(), 0);
+        assert_eq!((t.stats.exports_dropped, t.stats.exports_deferred), (10, 0));
     }
 
     /// At the sink's stop a record that finds the queue full is lost, and counted.

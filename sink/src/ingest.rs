@@ -5,7 +5,8 @@
 //! grows without bound.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -315,8 +316,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                         if lag < 0 { "before" } else { "after" },
                     );
                 }
-                // Counted after the lag is noted, so that a reader of the count sees it.
-                e.counters.flowsets.fetch_add(1, Relaxed);
+                // Counted after the lag is noted (Release), so that a reader of the count
+                // (Acquire) sees it.
+                e.counters.flowsets.fetch_add(1, Release);
                 // Reserved before decoding (a flowset frame only decodes after a hello).
                 let Some(held) = reserved else {
                     e.counters.flowsets_dropped.fetch_add(1, Relaxed);

@@ -300,6 +300,7 @@ impl IpfixExporter {
                 sent.errors += 1;
             }
         }
+        let mut retried = false;
         for (slot, (id, len)) in [
             (TEMPLATE_ID, RECORD_LEN),
             (TEMPLATE_NO_PORTS_ID, RECORD_LEN_NO_PORTS),
@@ -321,13 +322,17 @@ impl IpfixExporter {
                 // collector that may be back (without templates): templates, then the
                 // records once more. Still refused, the collector is down: counted, and
                 // its sequence numbers tell it what it missed.
-                let ok = send(&m, &mut sent) || {
-                    let t = message(domain, d.sequence, &[&template_set()]);
-                    send(&t, &mut sent) && {
-                        d.template_at = Some(now);
-                        send(&m, &mut sent)
-                    }
-                };
+                // Once per call: with the collector down each try is refused again, and
+                // the pacer would spend three sends on every message.
+                let ok = send(&m, &mut sent)
+                    || (!retried && {
+                        retried = true;
+                        let t = message(domain, d.sequence, &[&template_set()]);
+                        send(&t, &mut sent) && {
+                            d.template_at = Some(now);
+                            send(&m, &mut sent)
+                        }
+                    });
                 if ok {
                     sent.records += chunk.len() as u64;
                 } else {

@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
 use sink::{Sink, SinkConfig};
@@ -317,7 +317,7 @@ fn unusable_plans_and_oversized_flowsets_are_refused() {
     let mut fs = flowset(3);
     fs.update(&digest(0, 1).key, 100);
     sw.send(FrameType::FlowSet, &encode_flowset(0, 1, 3, 42, &fs));
-    wait_for("flowset", || e.counters.flowsets.load(Relaxed) == 1);
+    wait_for("flowset", || e.counters.flowsets.load(Acquire) == 1);
     assert_eq!(e.counters.rejected.load(Relaxed), 0);
     // Epoch 42 of 10 ms ended in 1970: a clock that far behind shows as the lag.
     let now_ms = sink::registry::unix_ms() as i64;
@@ -329,7 +329,7 @@ fn unusable_plans_and_oversized_flowsets_are_refused() {
     // One whose epoch is an hour ahead of the sink's clock lags by about minus an hour.
     let ahead = (now_ms as u64 + 3_600_000) / 10;
     sw.send(FrameType::FlowSet, &encode_flowset(0, 1, 3, ahead, &fs));
-    wait_for("second flowset", || e.counters.flowsets.load(Relaxed) == 2);
+    wait_for("second flowset", || e.counters.flowsets.load(Acquire) == 2);
     let lag = e.counters.flowset_lag.get().unwrap();
     assert!((-3_600_010..-3_500_000).contains(&lag), "{lag}");
 }

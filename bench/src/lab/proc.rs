@@ -246,7 +246,8 @@ impl Proc {
         self.finish(timeout)
     }
 
-    fn join_readers(&mut self) {
+    /// Waits until everything it printed is read (after it exited).
+    pub(crate) fn join_readers(&mut self) {
         for r in self.readers.drain(..) {
             let _ = r.join();
         }

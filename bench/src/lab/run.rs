@@ -287,6 +287,8 @@ impl Procs {
         }
         let mut dead = dead.into_iter();
         let (first, status) = dead.next()?;
+        // All it printed before it died, for the message.
+        first.join_readers();
         let others: Vec<String> = dead.map(|(p, st)| format!("{} ({st})", p.name)).collect();
         Some(Stopped::Died {
             name: first.name.clone(),
