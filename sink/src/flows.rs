@@ -1950,15 +1950,21 @@ mod tests {
         assert!(last[0].ended);
     }
 
-    /// Idle flows are exported (their remaining counters) and forgotten, making room.
-    #[test]
-    fn idle_flows_are_exported_and_forgotten() {
+    /// A full table of 10 flows, each counted 5 packets at switch 9.
+    fn ten_flows_of_five_packets() -> FlowTable {
         let (cx, v) = context();
         let mut t = FlowTable::new(10);
         let ds: Vec<WireDigest> = (0..10).map(|f| digest(v, f, 0)).collect();
         t.add_digests(&cx, 9, &ds, &FlowRuns::default());
         let counts: Vec<(FlowKey, u32, u64, u64)> = ds.iter().map(|d| (d.key, 9, 5, 500)).collect();
         t.add_counts(&cx, 1, (1000, 10), &counts, &[], &[]);
+        t
+    }
+
+    /// Idle flows are exported (their remaining counters) and forgotten, making room.
+    #[test]
+    fn idle_flows_are_exported_and_forgotten() {
+        let mut t = ten_flows_of_five_packets();
         let mut out = Vec::new();
         // Not idle yet, and the active timeout has not passed: nothing.
         t.sweep(
@@ -1990,6 +1996,7 @@ mod tests {
             assert_eq!((r.start_ms, r.end_ms), (1000, 1010));
         }
         // Room again.
+        let (cx, v) = context();
         t.add_digests(&cx, 9, &[digest(v, 77, 0)], &FlowRuns::default());
         assert_eq!(t.len(), 1);
     }
@@ -2058,12 +2065,7 @@ mod tests {
     /// dropped (counted) and the flow makes room, as it did before records could wait.
     #[test]
     fn a_full_table_keeps_no_flow_for_its_records() {
-        let (cx, v) = context();
-        let mut t = FlowTable::new(10);
-        let ds: Vec<WireDigest> = (0..10).map(|f| digest(v, f, 0)).collect();
-        t.add_digests(&cx, 9, &ds, &FlowRuns::default());
-        let counts: Vec<(FlowKey, u32, u64, u64)> = ds.iter().map(|d| (d.key, 9, 5, 500)).collect();
-        t.add_counts(&cx, 1, (1000, 10), &counts, &[], &[]);
+        let mut t = ten_flows_of_five_packets();
         t.sweep(Duration::ZERO, Duration::from_secs(60), None, |_| false);
         assert_eq!(t.len(), 0);
         assert_eq!((t.stats.exports_dropped, t.stats.exports_deferred), (10, 0));
