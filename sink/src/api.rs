@@ -369,21 +369,39 @@ async fn flows(State(s): St, Params(q): Params<FlowsQuery>) -> Response {
         Ok(p) => p,
         Err(e) => return bad_request(format!("prefix: {e}")),
     };
-    let mut all: Vec<(u64, FlowSummary)> = Vec::new();
-    with_space(&s.shared, |space| {
-        for shard in &s.shared.shards {
-            let t = shard.table.lock().expect("flow table lock");
-            let wanted = t
-                .iter()
-                .filter(|f| prefix.is_none_or(|p| p.contains(f.key.src) || p.contains(f.key.dst)));
-            for (k, f) in largest(wanted, key, top) {
-                all.push((k, summary(f, space)));
+    let found = off_thread(move || {
+        let mut all: Vec<(u64, FlowSummary)> = Vec::new();
+        with_space(&s.shared, |space| {
+            for shard in &s.shared.shards {
+                let t = shard.table.lock().expect("flow table lock");
+                let wanted = t.iter().filter(|f| {
+                    prefix.is_none_or(|p| p.contains(f.key.src) || p.contains(f.key.dst))
+                });
+                for (k, f) in largest(wanted, key, top) {
+                    all.push((k, summary(f, space)));
+                }
             }
-        }
-    });
-    all.sort_by_key(|(k, _)| std::cmp::Reverse(*k));
-    all.truncate(top);
-    Json(all.into_iter().map(|(_, f)| f).collect::<Vec<_>>()).into_response()
+        });
+        all.sort_by_key(|(k, _)| std::cmp::Reverse(*k));
+        all.truncate(top);
+        all.into_iter().map(|(_, f)| f).collect::<Vec<_>>()
+    })
+    .await;
+    match found {
+        Ok(flows) => Json(flows).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// Runs `f` off the server's one thread: work that reads every flow table (the largest
+/// flows, the live page, a scrape) would hold every other request, Prometheus scrapes and
+/// the API, while it runs.
+async fn off_thread<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response())
 }
 
 #[derive(Deserialize)]
@@ -737,14 +755,14 @@ async fn events(State(s): St, Params(q): Params<EventsQuery>) -> Response {
 /// The live page, built off the server's one thread (it reads every flow table): other
 /// requests (Prometheus scrapes, the API) go on meanwhile.
 async fn index(State(s): St) -> Response {
-    let built = tokio::task::spawn_blocking(move || {
+    let built = off_thread(move || {
         let _one = s.page_build.lock().unwrap_or_else(|e| e.into_inner());
         crate::page::render(&crate::live::page(&s.shared))
     })
     .await;
     match built {
         Ok(html) => axum::response::Html(html).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(r) => r,
     }
 }
 
@@ -770,9 +788,8 @@ pub(crate) fn top_flows(shared: &Shared, n: usize) -> Vec<(serde_json::Value, se
 }
 
 async fn metrics(State(s): St) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(&s.shared),
-    )
-        .into_response()
+    match off_thread(move || s.metrics.render(&s.shared)).await {
+        Ok(text) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response(),
+        Err(r) => r,
+    }
 }

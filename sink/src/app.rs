@@ -316,6 +316,7 @@ impl Sink {
         for t in self.shard_threads.drain(..) {
             let _ = t.join();
         }
+        self.shared.events.flush_lines();
         if let Some(t) = self.exporter.take() {
             let _ = t.join();
         }

@@ -71,15 +71,23 @@ impl EventLog {
                 event,
                 key,
             };
+            // Flushed by `flush_lines` (after each sweep, at the stop), not per event: a
+            // sweep that closes many flows' windows writes as many events.
             if let Some(w) = lines.as_mut() {
                 let _ = serde_json::to_writer(&mut *w, &fe);
                 let _ = w.write_all(b"\n");
-                let _ = w.flush();
             }
             if recent.len() >= EVENTS_KEPT {
                 recent.pop_front();
             }
             recent.push_back(fe);
+        }
+    }
+
+    /// Writes the event lines buffered so far to their file.
+    pub fn flush_lines(&self) {
+        if let Some(w) = self.lines.lock().expect("event lines lock").as_mut() {
+            let _ = w.flush();
         }
     }
 

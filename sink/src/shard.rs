@@ -168,6 +168,7 @@ pub fn run(
                 Some(&cx.events),
                 send,
             );
+            cx.events.flush_lines();
         }
     }
     // At the stop every flow's record goes, more at once than the queue holds while the
