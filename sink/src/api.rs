@@ -29,8 +29,10 @@ use crate::registry::SwitchInfo;
 struct ApiState {
     shared: Arc<Shared>,
     metrics: SinkMetrics,
-    /// Held while the live page is built: one build at a time, however many viewers.
-    page_build: std::sync::Mutex<()>,
+    /// Held while work that reads every flow table runs off the server's thread (the live
+    /// page, the largest flows, a scrape): one at a time, however many clients; a client
+    /// that leaves while waiting for it leaves no work behind.
+    heavy: Arc<tokio::sync::Semaphore>,
 }
 
 type St = State<Arc<ApiState>>;
@@ -50,7 +52,7 @@ pub fn serve(
     let state = Arc::new(ApiState {
         shared,
         metrics: SinkMetrics::new(),
-        page_build: std::sync::Mutex::new(()),
+        heavy: Arc::new(tokio::sync::Semaphore::new(1)),
     });
     let t = std::thread::Builder::new()
         .name("http".into())
@@ -80,6 +82,8 @@ pub fn serve(
                 )
                 .await;
             });
+            // Work already handed to a blocking thread is not waited for long at the stop.
+            rt.shutdown_timeout(std::time::Duration::from_secs(5));
         })?;
     Ok((addr, (t, tx)))
 }
@@ -369,7 +373,7 @@ async fn flows(State(s): St, Params(q): Params<FlowsQuery>) -> Response {
         Ok(p) => p,
         Err(e) => return bad_request(format!("prefix: {e}")),
     };
-    let found = off_thread(move || {
+    let found = off_thread(&Arc::clone(&s), move || {
         let mut all: Vec<(u64, FlowSummary)> = Vec::new();
         with_space(&s.shared, |space| {
             for shard in &s.shared.shards {
@@ -397,11 +401,20 @@ async fn flows(State(s): St, Params(q): Params<FlowsQuery>) -> Response {
 /// flows, the live page, a scrape) would hold every other request, Prometheus scrapes and
 /// the API, while it runs.
 async fn off_thread<T: Send + 'static>(
+    s: &ApiState,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Response> {
-    tokio::task::spawn_blocking(f)
+    let internal = |e: String| (StatusCode::INTERNAL_SERVER_ERROR, e).into_response();
+    let permit = Arc::clone(&s.heavy)
+        .acquire_owned()
         .await
-        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response())
+        .map_err(|e| internal(e.to_string()))?;
+    tokio::task::spawn_blocking(move || {
+        let _one = permit;
+        f()
+    })
+    .await
+    .map_err(|e| internal(e.to_string()))
 }
 
 #[derive(Deserialize)]
@@ -755,8 +768,7 @@ async fn events(State(s): St, Params(q): Params<EventsQuery>) -> Response {
 /// The live page, built off the server's one thread (it reads every flow table): other
 /// requests (Prometheus scrapes, the API) go on meanwhile.
 async fn index(State(s): St) -> Response {
-    let built = off_thread(move || {
-        let _one = s.page_build.lock().unwrap_or_else(|e| e.into_inner());
+    let built = off_thread(&Arc::clone(&s), move || {
         crate::page::render(&crate::live::page(&s.shared))
     })
     .await;
@@ -788,7 +800,7 @@ pub(crate) fn top_flows(shared: &Shared, n: usize) -> Vec<(serde_json::Value, se
 }
 
 async fn metrics(State(s): St) -> Response {
-    match off_thread(move || s.metrics.render(&s.shared)).await {
+    match off_thread(&Arc::clone(&s), move || s.metrics.render(&s.shared)).await {
         Ok(text) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response(),
         Err(r) => r,
     }

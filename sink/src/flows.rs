@@ -933,7 +933,8 @@ impl FlowTable {
 
     /// Exports counters due (the active timeout passed) and forgets flows idle for
     /// `idle`; records go to `out`. A record `out` refuses (its queue is full) waits for a
-    /// later sweep, counted, its flow kept until it goes.
+    /// later sweep, counted, an ended flow kept for it [`EXPORT_WAIT`] at most and not while
+    /// the table is nearly full (then it is dropped, counted).
     pub fn sweep(
         &mut self,
         idle: Duration,

@@ -300,7 +300,8 @@ impl IpfixExporter {
                 sent.errors += 1;
             }
         }
-        let mut retried = false;
+        // The templates, due and refused twice, were this call's try.
+        let mut retried = due && d.template_at != Some(now);
         for (slot, (id, len)) in [
             (TEMPLATE_ID, RECORD_LEN),
             (TEMPLATE_NO_PORTS_ID, RECORD_LEN_NO_PORTS),

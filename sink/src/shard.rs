@@ -187,6 +187,7 @@ pub fn run(
         .lock()
         .expect("flow table lock")
         .flush(Some(&cx.events), until_room);
+    cx.events.flush_lines();
 }
 
 #[cfg(test)]

@@ -252,6 +252,17 @@ impl Proc {
             let _ = r.join();
         }
     }
+
+    /// [`Proc::join_readers`] for at most `limit`: a process of its own that kept the pipes
+    /// open would hold them for good. Readers still going are left to finish on their own.
+    pub(crate) fn join_readers_within(&mut self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while self.readers.iter().any(|r| !r.is_finished()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // The finished ones are done (all they read is in); the others stay.
+        self.readers.retain(|r| !r.is_finished());
+    }
 }
 
 impl Drop for Proc {

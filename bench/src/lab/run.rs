@@ -288,7 +288,7 @@ impl Procs {
         let mut dead = dead.into_iter();
         let (first, status) = dead.next()?;
         // All it printed before it died, for the message.
-        first.join_readers();
+        first.join_readers_within(Duration::from_secs(2));
         let others: Vec<String> = dead.map(|(p, st)| format!("{} ({st})", p.name)).collect();
         Some(Stopped::Died {
             name: first.name.clone(),
