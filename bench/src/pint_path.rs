@@ -153,6 +153,16 @@ fn pick_paths(
     opts: &PathOptions,
     rng: &mut SimRng,
 ) -> BTreeMap<usize, Vec<Vec<u32>>> {
+    pick_paths_keeping(t, opts, rng, MAX_PAIRS_KEPT)
+}
+
+/// [`pick_paths`], sampling as the pairs go by past `max_pairs` of them.
+fn pick_paths_keeping(
+    t: &Topology,
+    opts: &PathOptions,
+    rng: &mut SimRng,
+    max_pairs: usize,
+) -> BTreeMap<usize, Vec<Vec<u32>>> {
     let mut by_len: BTreeMap<usize, Vec<(u32, u32)>> = BTreeMap::new();
     // What `Topology::load` generated, by the spec it was given (a file's name or its own
     // `name` may read the same).
@@ -164,14 +174,31 @@ fn pick_paths(
     } else {
         (0..t.len() as u32).collect()
     };
+    // Every pair kept, then shuffled, up to a few million pairs (Kdl has 0.57 M); past
+    // that, a uniform sample of each length kept as the pairs go by (a 10,000-switch
+    // topology has 10^8 pairs: about a gigabyte kept).
+    let sampled = ends.len() * ends.len() > max_pairs;
+    let mut seen: BTreeMap<usize, u64> = BTreeMap::new();
     for &s in &ends {
         let (dist, _) = t.bfs(s);
         for &d in &ends {
             if d != s && dist[d as usize] != u32::MAX {
-                by_len
-                    .entry(dist[d as usize] as usize + 1)
-                    .or_default()
-                    .push((s, d));
+                let len = dist[d as usize] as usize + 1;
+                let pairs = by_len.entry(len).or_default();
+                if !sampled {
+                    pairs.push((s, d));
+                    continue;
+                }
+                let n = seen.entry(len).or_default();
+                *n += 1;
+                if pairs.len() < opts.paths_per_length as usize {
+                    pairs.push((s, d));
+                } else {
+                    let at = rng.below(*n) as usize;
+                    if at < pairs.len() {
+                        pairs[at] = (s, d);
+                    }
+                }
             }
         }
     }
@@ -209,6 +236,9 @@ fn pick_paths(
     }
     out
 }
+
+/// Most pairs of switches [`pick_paths`] keeps before sampling them (16 M: 128 MB).
+const MAX_PAIRS_KEPT: usize = 1 << 24;
 
 /// A random simple path of exactly `len` switches between two of `ends` that is not a
 /// shortest path between them: a depth-first search with random neighbour order and a budget
@@ -611,6 +641,29 @@ mod tests {
         o.routes = Routes::Walk;
         let e = run(&o).unwrap_err().to_string();
         assert!(e.contains("not a shortest one"), "{e}");
+    }
+
+    /// Past the pairs it keeps, each length's paths are a sample taken as the pairs go by:
+    /// as many as asked, each a shortest path of its length.
+    #[test]
+    fn many_pairs_are_sampled_as_they_go_by() {
+        let t = Topology::fat_tree(8);
+        let mut o = opts("fattree:8");
+        o.paths_per_length = 3;
+        let kept = pick_paths(&t, &o, &mut SimRng::new(5));
+        let sampled = pick_paths_keeping(&t, &o, &mut SimRng::new(5), 100);
+        assert_eq!(
+            kept.keys().collect::<Vec<_>>(),
+            sampled.keys().collect::<Vec<_>>()
+        );
+        for (len, paths) in &sampled {
+            assert_eq!(paths.len(), 3, "length {len}");
+            for p in paths {
+                assert_eq!(p.len(), *len);
+                let (a, b) = (t.node(p[0]).unwrap(), t.node(p[len - 1]).unwrap());
+                assert_eq!(t.bfs(a).0[b as usize] as usize + 1, *len, "a shortest path");
+            }
+        }
     }
 
     /// A topology file whose name reads like a generated topology's is a file: its ends
