@@ -344,7 +344,8 @@ pub struct ShardStats {
     pub path_resets: u64,
     /// FlowRadar counters applied (flow, switch, epoch).
     pub counts_applied: u64,
-    /// Export records lost: the exporter's queue stayed full at the sink's stop.
+    /// Export records lost to the exporter's full queue: at the sink's stop, after an ended
+    /// flow's [`EXPORT_WAIT`], or at once while the table is nearly full.
     pub exports_dropped: u64,
     /// Export records put off to a later sweep because the exporter's queue was full
     /// (their counts go in the next record that does go).

@@ -168,7 +168,7 @@ fn describe() {
     );
     describe_counter!(
         "pint_sink_export_records_dropped_total",
-        "Per-flow records lost: the export queue stayed full at the sink's stop."
+        "Per-flow records lost to the full export queue: at the sink's stop, after an ended flow's 10 s of waiting, or at once while the flow table is nearly full."
     );
     describe_counter!(
         "pint_sink_export_records_deferred_total",
