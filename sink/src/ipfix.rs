@@ -499,14 +499,20 @@ mod tests {
         assert!((0..1000).all(|_| free.wait(t0).is_zero()));
     }
 
-    #[test]
-    fn a_refused_template_is_sent_again() {
+    /// An exporter to a loopback port nobody listens on (yet), templates hourly.
+    fn exporter_to_nobody() -> (SocketAddr, IpfixExporter) {
         let port = {
             let s = UdpSocket::bind("127.0.0.1:0").unwrap();
             s.local_addr().unwrap().port()
         };
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut ex = IpfixExporter::new(addr, Duration::from_secs(3600)).unwrap();
+        let ex = IpfixExporter::new(addr, Duration::from_secs(3600)).unwrap();
+        (addr, ex)
+    }
+
+    #[test]
+    fn a_refused_template_is_sent_again() {
+        let (addr, mut ex) = exporter_to_nobody();
         // Nobody listens: the port-unreachable makes a later send fail.
         for _ in 0..20 {
             ex.add(record(true));
@@ -541,12 +547,7 @@ mod tests {
     /// after the templates, and reach a collector that is back: they were lost.
     #[test]
     fn records_refused_for_an_earlier_datagram_go_again() {
-        let port = {
-            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-            s.local_addr().unwrap().port()
-        };
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut ex = IpfixExporter::new(addr, Duration::from_secs(3600)).unwrap();
+        let (addr, mut ex) = exporter_to_nobody();
         // A datagram nobody took; its port unreachable is reported by the next send. The
         // collector comes up meanwhile; templates are not due.
         ex.socket.send(b"refused").unwrap();

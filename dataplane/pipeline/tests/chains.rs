@@ -60,30 +60,22 @@ fn a_chained_frame_is_dropped_as_over_the_mtu() {
         }];
         p.process_burst(port, &mut whole, 1_000, || 3_500, &mut out);
         assert_eq!(out.verdicts[0] & DROPPED, 0, "telemetry {telemetry}");
-        let mut chained = [Chain {
-            first: VecFrame::new(&frame),
-            more: 3000,
-        }];
-        p.process_burst(port, &mut chained, 1_000, || 3_500, &mut out);
-        assert_eq!(
-            out.verdicts[0],
-            DROPPED | DropReason::MtuExceeded as u16,
-            "telemetry {telemetry}"
-        );
-        assert_eq!(p.counters.drops.get(DropReason::MtuExceeded), 1);
-        assert_eq!(chained[0].first.data(), &frame[..], "left as it came");
-        // A 65549-byte frame whose length the pcap device cut to 16 bits (13), its first
-        // buffer full: dropped the same, not parsed with lengths that wrap.
-        let mut wrapped = [Chain {
-            first: VecFrame::new(&frame),
-            more: 13 - frame.len() as isize,
-        }];
-        p.process_burst(port, &mut wrapped, 1_000, || 3_500, &mut out);
-        assert_eq!(
-            out.verdicts[0],
-            DROPPED | DropReason::MtuExceeded as u16,
-            "telemetry {telemetry}"
-        );
-        assert_eq!(p.counters.drops.get(DropReason::MtuExceeded), 2);
+        // A chain (3000 bytes more in a second buffer), then a 65549-byte frame whose
+        // length the pcap device cut to 16 bits (13), its first buffer full: each dropped
+        // and left as it came, neither parsed (the wrapped one's lengths would wrap).
+        for (n, more) in [(1, 3000), (2, 13 - frame.len() as isize)] {
+            let mut odd = [Chain {
+                first: VecFrame::new(&frame),
+                more,
+            }];
+            p.process_burst(port, &mut odd, 1_000, || 3_500, &mut out);
+            assert_eq!(
+                out.verdicts[0],
+                DROPPED | DropReason::MtuExceeded as u16,
+                "telemetry {telemetry}, {more} bytes more"
+            );
+            assert_eq!(p.counters.drops.get(DropReason::MtuExceeded), n);
+            assert_eq!(odd[0].first.data(), &frame[..], "left as it came");
+        }
     }
 }

@@ -721,15 +721,20 @@ mod tests {
     use super::*;
     use crate::hash::hash32;
 
-    /// Recording reads every digest as the plan's own readings say: each sample at the hop
-    /// and with the code [`Plan::readings`] gives, each aggregate with its value.
-    #[test]
-    fn recording_follows_the_plans_readings() {
+    /// The paper's plan (configs/queries/paper.toml).
+    fn paper_plan() -> Plan {
         let file = crate::pint::query::QueryFile::from_toml(include_str!(
             "../../../configs/queries/paper.toml"
         ))
         .expect("the paper's query file");
-        let plan = Plan::compile(&file).expect("the paper's plan");
+        Plan::compile(&file).expect("the paper's plan")
+    }
+
+    /// Recording reads every digest as the plan's own readings say: each sample at the hop
+    /// and with the code [`Plan::readings`] gives, each aggregate with its value.
+    #[test]
+    fn recording_follows_the_plans_readings() {
+        let plan = paper_plan();
         let ids: Vec<u32> = (1..=20).collect();
         for k in [1usize, 3, 5, 9] {
             let mut rec = FlowRecord::new(&plan, k);
@@ -776,11 +781,7 @@ mod tests {
     /// leave it, the values' sketches kept.
     #[test]
     fn a_restart_from_a_fresh_record_is_a_restart_and_a_pin() {
-        let file = crate::pint::query::QueryFile::from_toml(include_str!(
-            "../../../configs/queries/paper.toml"
-        ))
-        .expect("the paper's query file");
-        let plan = Plan::compile(&file).expect("the paper's plan");
+        let plan = paper_plan();
         let t = crate::topology::Topology::fat_tree(8);
         let space = Space::Topology(&t);
         let (k, reporter) = (
