@@ -17,6 +17,7 @@ pub mod promtool;
 pub mod scratch;
 pub mod sender;
 pub mod sink_bench;
+pub mod sink_sweep;
 pub mod stats;
 pub mod switch_cmd;
 pub mod testpmd;

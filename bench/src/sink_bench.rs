@@ -46,6 +46,8 @@ pub struct SinkBenchOptions {
     pub threads: Vec<usize>,
     /// Flows per flowset for the FlowRadar part.
     pub flowset_flows: Vec<u32>,
+    /// Flows in the table of the sweep part (0: left out).
+    pub sweep_flows: u32,
 }
 
 /// One ingest run.
@@ -119,6 +121,8 @@ pub struct SinkBenchResult {
     pub one_core: Vec<OneCoreRow>,
     /// FlowRadar sizes.
     pub flowsets: Vec<FlowsetRow>,
+    /// A decode thread's sweeps.
+    pub sweeps: Vec<crate::sink_sweep::SweepRow>,
 }
 
 /// CPU seconds so far of this process's threads whose name starts with `prefix`.
@@ -434,6 +438,10 @@ pub fn run_bench(opts: &SinkBenchOptions) -> anyhow::Result<SinkBenchResult> {
             one_core(&rec, opts.rounds, false)?,
         ],
         flowsets: opts.flowset_flows.iter().map(|&f| flowsets(f)).collect(),
+        sweeps: match opts.sweep_flows {
+            0 => Vec::new(),
+            n => crate::sink_sweep::sweeps(n)?,
+        },
     })
 }
 
@@ -499,5 +507,8 @@ pub fn print_table(r: &SinkBenchResult) {
             "{:>8} {:>11} {:>12.0} {:>22.1}",
             x.flows, x.wire_bytes, x.micros, x.per_epoch
         );
+    }
+    if !r.sweeps.is_empty() {
+        crate::sink_sweep::print_table(&r.sweeps);
     }
 }

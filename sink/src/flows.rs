@@ -26,6 +26,7 @@ use crate::detect::online::Detector;
 use crate::detect::{Params, Sample};
 use crate::events::EventLog;
 use crate::registry::{Registry, SinkPlan};
+use crate::schedule::{Now, Schedule, UNSCHEDULED};
 use crate::summary::RecentSummary;
 
 /// Quantiles reported for latency.
@@ -182,6 +183,72 @@ pub struct FlowState {
     pub probes: u64,
     /// Online detection on the flow's probes (sequence numbers, one-way delay).
     probe_detector: Option<Box<Detector>>,
+    /// The earliest time (Unix s) at which one of its detectors may close a window (see
+    /// [`Detector::next_close`]; never later than that): a sweep before it and before the
+    /// flow's timeouts passes the flow by.
+    detect_due_s: f64,
+    /// The second of the table's [`Schedule`] it is listed in ([`UNSCHEDULED`] if none).
+    due: u32,
+}
+
+impl FlowState {
+    /// Whether a sweep at `now` (`now_s` Unix s) has anything to do for the flow: it ended,
+    /// a count's active timeout passed, or a detector's window may close. Otherwise a sweep
+    /// would change nothing, and it is passed by without a look at its counts or detectors
+    /// (a sweep of every flow took about 400 ns a flow, most of it cache misses: 200 ms a
+    /// second per decode thread at half a million flows).
+    fn sweep_due(&self, now: Instant, now_s: f64, idle: Duration, active: Duration) -> bool {
+        now.duration_since(self.touched) >= idle
+            || self
+                .unexported_since()
+                .is_some_and(|t| now.duration_since(t) >= active)
+            // A millisecond early: a tick's floor of the same sum may round the other way.
+            || now_s >= self.detect_due_s - 1e-3
+    }
+
+    /// Takes `det`'s next window close into [`FlowState::detect_due_s`], after it was fed.
+    fn note_detector(detect_due_s: &mut f64, det: &Detector) {
+        if let Some(t) = det.next_close() {
+            *detect_due_s = detect_due_s.min(t);
+        }
+    }
+
+    /// The second of `schedule` in which a sweep is next due to look at the flow (see
+    /// [`FlowState::sweep_due`]); [`UNSCHEDULED`] before the first sweep says the timeouts.
+    fn deadline(&self, schedule: &Schedule, now: Now) -> u32 {
+        let Some((idle, active)) = schedule.timeouts() else {
+            return UNSCHEDULED;
+        };
+        let idle_at = schedule.second(self.touched.checked_add(idle));
+        let active_at = self
+            .unexported_since()
+            .map_or(UNSCHEDULED, |t| schedule.second(t.checked_add(active)));
+        let detect_at = schedule.second_of_wall(self.detect_due_s - 1e-3, now);
+        idle_at.min(active_at).min(detect_at)
+    }
+
+    /// The earliest `exported_at` of its counts with packets not yet in a record: the
+    /// active timeout runs from it.
+    fn unexported_since(&self) -> Option<Instant> {
+        self.counts
+            .iter()
+            .filter(|c| c.packets > c.exported.0)
+            .map(|c| c.exported_at)
+            .min()
+    }
+
+    /// Works out [`FlowState::detect_due_s`] again (after a sweep closed windows).
+    fn reschedule(&mut self) {
+        self.detect_due_s = [
+            &self.latency_detector,
+            &self.loss_detector,
+            &self.probe_detector,
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.next_close())
+        .fold(f64::INFINITY, f64::min);
+    }
 }
 
 /// Loss on one link (from switch, to switch) over all flows whose path crosses it.
@@ -352,6 +419,9 @@ pub struct ShardStats {
     pub exports_deferred: u64,
     /// Probe arrivals left out of detection: sent more than a second after they arrived.
     pub probes_refused: u64,
+    /// Flows the sweeps looked at (ended, an active timeout passed, or a detection window
+    /// due to close); the others were passed by.
+    pub flows_swept: u64,
 }
 
 /// The flows of one decode thread.
@@ -374,6 +444,8 @@ pub struct FlowTable {
     /// third of a millisecond on a graph of hundreds of switches), the same for every flow
     /// the reporter delivers, so each new flow (or path restart) copies one.
     pinned: FxHashMap<(u32, u32, usize), FlowRecord>,
+    /// When each flow is next due for a sweep.
+    schedule: Schedule,
     /// Counters.
     pub stats: ShardStats,
 }
@@ -406,6 +478,7 @@ impl FlowTable {
             identity: Vec::new(),
             owners: Vec::new(),
             pinned: FxHashMap::default(),
+            schedule: Schedule::default(),
             stats: ShardStats::default(),
         }
     }
@@ -435,7 +508,7 @@ impl FlowTable {
             Some(t) => Space::Topology(t),
             None => Space::Ids(&ids),
         };
-        let now = Instant::now();
+        let now = Now::read();
         self.owners.clear();
         // The plan of the digest before (a batch's digests mostly share one).
         let mut current: Option<Arc<SinkPlan>> = None;
@@ -459,7 +532,7 @@ impl FlowTable {
         cx: &ShardContext,
         space: Space<'_>,
         reporter: u32,
-        now: Instant,
+        now: Now,
         mut run: impl Iterator<Item = &'d WireDigest>,
         current: &mut Option<Arc<SinkPlan>>,
     ) -> Option<FlowKey> {
@@ -486,7 +559,10 @@ impl FlowTable {
             self.stats.flows_refused += refused as u64;
             return None;
         };
-        flow.touched = now;
+        flow.touched = now.at;
+        // A run brings the flow's deadline nearer only by a detection window (a later touch
+        // puts its idle timeout off): listed again only then, or when new.
+        let detect_due_before = flow.detect_due_s;
         let mut place_loss = false;
         let mut samples = std::mem::take(&mut self.samples);
         let mut last_ns = 0;
@@ -569,6 +645,7 @@ impl FlowTable {
                     delay_ms: a.last / 1e6,
                 });
                 cx.events.record(d.key, "latency", det.take_events());
+                FlowState::note_detector(&mut flow.detect_due_s, det);
             }
             if path_read && p.record.conflict() {
                 // The digests no longer fit one path: the route changed, or the switch
@@ -651,6 +728,12 @@ impl FlowTable {
         }
         self.samples = samples;
         flow.last_ms = flow.last_ms.max(last_ns / 1_000_000);
+        if (flow.due == UNSCHEDULED && self.schedule.timeouts().is_some())
+            || flow.detect_due_s < detect_due_before
+        {
+            let due = flow.deadline(&self.schedule, now);
+            self.schedule.put(first.key, &mut flow.due, due);
+        }
         place_loss.then_some(first.key)
     }
 
@@ -666,7 +749,7 @@ impl FlowTable {
         unsure: &[u32],
         missing: &[u32],
     ) {
-        let now = Instant::now();
+        let now = Now::read();
         let mut touched: Vec<FlowKey> = Vec::with_capacity(counts.len());
         for &(key, switch, packets, bytes) in counts {
             let Some(flow) = flow_entry(
@@ -679,7 +762,7 @@ impl FlowTable {
                 self.stats.flows_refused += 1;
                 continue;
             };
-            flow.touched = now;
+            flow.touched = now.at;
             flow.last_ms = flow.last_ms.max(epoch_ms.0 + epoch_ms.1);
             let c = match flow.counts.iter_mut().position(|c| c.switch == switch) {
                 Some(i) => &mut flow.counts[i],
@@ -693,7 +776,7 @@ impl FlowTable {
                         last_ms: epoch_ms.0,
                         last_epoch: (epoch, 0, 0),
                         exported: (0, 0),
-                        exported_at: now,
+                        exported_at: now.at,
                         since_ms: epoch_ms.0,
                         end_sent: false,
                         deferred: false,
@@ -722,13 +805,17 @@ impl FlowTable {
         for key in touched {
             self.update_loss(cx, key, unsure);
             self.detect_loss(cx, key, epoch, epoch_ms, unsure, missing);
+            if let Some(flow) = self.flows.get_mut(&key) {
+                let due = flow.deadline(&self.schedule, now);
+                self.schedule.put(key, &mut flow.due, due);
+            }
         }
     }
 
     /// Records probe arrivals: each probe stream's samples (sequence number, send time,
     /// one-way delay = arrival at the last switch less send time) go to its flow's detector.
     pub fn add_probes(&mut self, cx: &ShardContext, probes: &[telemetry::protocol::WireProbe]) {
-        let now = Instant::now();
+        let now = Now::read();
         for p in probes {
             let Some(flow) = flow_entry(
                 &mut self.flows,
@@ -740,13 +827,15 @@ impl FlowTable {
                 self.stats.flows_refused += 1;
                 continue;
             };
-            flow.touched = now;
+            flow.touched = now.at;
             flow.probes += 1;
             flow.last_ms = flow.last_ms.max(p.recv_ns / 1_000_000);
             // Sent more than a second after it arrived: a clock stepped, or not a probe. Its
             // send time would close every window and open one far ahead.
             if p.sent_ns > p.recv_ns.saturating_add(PROBE_CLOCK_SLACK_NS) {
                 self.stats.probes_refused += 1;
+                let due = flow.deadline(&self.schedule, now);
+                self.schedule.put(p.key, &mut flow.due, due);
                 continue;
             }
             // A stream that starts again from 0 (its sender restarted) is a new series: the
@@ -767,6 +856,9 @@ impl FlowTable {
                 delay_ms: (p.recv_ns as i128 - p.sent_ns as i128) as f64 / 1e6,
             });
             cx.events.record(p.key, "probes", det.take_events());
+            FlowState::note_detector(&mut flow.detect_due_s, det);
+            let due = flow.deadline(&self.schedule, now);
+            self.schedule.put(p.key, &mut flow.due, due);
         }
     }
 
@@ -816,6 +908,7 @@ impl FlowTable {
             // it falls in are judged for loss only while few of their epochs are left out.
             if let Some(det) = flow.loss_detector.as_mut() {
                 det.push_unsure(epoch_ms.0 as f64 / 1e3);
+                FlowState::note_detector(&mut flow.detect_due_s, det);
             }
             return;
         }
@@ -828,6 +921,7 @@ impl FlowTable {
             .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
         det.push_loss(epoch_ms.0 as f64 / 1e3, lost, sent);
         cx.events.record(key, "counters", det.take_events());
+        FlowState::note_detector(&mut flow.detect_due_s, det);
     }
 
     /// Recomputes a flow's loss on each link of its decoded path and adds the change to the
@@ -946,118 +1040,75 @@ impl FlowTable {
         self.sweep_as(idle, active, EndReason::IdleTimeout, events_log, out);
     }
 
-    /// [`FlowTable::sweep`], the records of flows that end saying `ending`.
+    /// [`FlowTable::sweep`], the records of flows that end saying `ending`. The flows looked
+    /// at are those due by the schedule; every flow when the timeouts are new (the first
+    /// sweep, or others than the last's: the schedule is worked out again) and at the stop.
     fn sweep_as(
         &mut self,
         idle: Duration,
         active: Duration,
         ending: EndReason,
         events_log: Option<&EventLog>,
-        mut out: impl FnMut(FlowExport) -> bool,
+        out: impl FnMut(FlowExport) -> bool,
     ) {
-        let now = Instant::now();
-        let now_s = unix_ms() as f64 / 1e3;
+        let now = Now::read();
         for (_, summary) in &mut self.switch_samples {
-            summary.rotate(now);
+            summary.rotate(now.at);
         }
-        let mut gone = Vec::new();
-        let mut dropped = 0;
-        let mut deferred = 0;
         // At the stop a record that cannot go is lost (counted); otherwise it waits: its
         // counts stay unexported (and an ended flow in the table) until a sweep with room,
         // an ended flow's for [`EXPORT_WAIT`] at most, and not while the table is nearly
         // full (a flow kept for its records would take a new flow's place).
         let at_stop = ending == EndReason::ForcedEnd;
-        let crowded = self.flows.len() >= self.capacity - self.capacity / 16;
-        let mut full = false;
-        for (key, flow) in &mut self.flows {
-            let ended = now.duration_since(flow.touched) >= idle;
-            let lose = at_stop
-                || (ended && (crowded || now.duration_since(flow.touched) >= idle + EXPORT_WAIT));
-            // Detection: windows that time has passed close; an ending flow's close all.
-            for (det, series) in [
-                (&mut flow.latency_detector, "latency"),
-                (&mut flow.loss_detector, "counters"),
-                (&mut flow.probe_detector, "probes"),
-            ] {
-                let events = match det {
-                    Some(d) if ended => det.take().map(|d| d.finish().events).unwrap_or_default(),
-                    Some(d) => {
-                        d.tick(now_s);
-                        d.take_events()
-                    }
-                    None => Vec::new(),
-                };
-                if let Some(log) = &events_log {
-                    log.record(*key, series, events);
-                }
-            }
-            let ports = flow.pint.as_ref().map(|p| {
-                (
-                    p.reporter,
-                    u16::from(p.ingress_port),
-                    u16::from(p.egress_port),
-                )
-            });
-            let mut all_sent = true;
-            for c in &mut flow.counts {
-                let delta = (c.packets - c.exported.0, c.bytes - c.exported.1);
-                // An ending flow always says so, its last packets already in an active-timeout
-                // record or not (collectors wait for the end); a going one when there is
-                // something new and the active timeout has passed.
-                let due = if ended {
-                    c.packets > 0 && (delta.0 > 0 || !c.end_sent)
+        let mut sweep = Sweep {
+            now: now.at,
+            now_s: now.unix_s,
+            idle,
+            active,
+            ending,
+            at_stop,
+            crowded: self.flows.len() >= self.capacity - self.capacity / 16,
+            events_log,
+            out,
+            full: false,
+            dropped: 0,
+            deferred: 0,
+            swept: 0,
+        };
+        let mut gone = Vec::new();
+        if at_stop || self.schedule.timeouts() != Some((idle, active)) {
+            self.schedule.reset((idle, active));
+            for (key, flow) in &mut self.flows {
+                flow.due = UNSCHEDULED;
+                if sweep.look_at(key, flow) {
+                    gone.push(*key);
                 } else {
-                    delta.0 > 0 && now.duration_since(c.exported_at) >= active
-                };
-                if !due {
-                    continue;
+                    let due = flow.deadline(&self.schedule, now);
+                    self.schedule.put(*key, &mut flow.due, due);
                 }
-                let (ingress, egress) = match ports {
-                    Some((r, i, e)) if r == c.switch => (Some(i), Some(e)),
-                    _ => (None, None),
-                };
-                let rec = FlowExport {
-                    key: *key,
-                    switch: c.switch,
-                    packets: delta.0,
-                    bytes: delta.1,
-                    start_ms: if delta.0 == 0 { c.last_ms } else { c.since_ms },
-                    end_ms: c.last_ms,
-                    ingress,
-                    egress,
-                    ended,
-                    end_reason: if ended {
-                        ending
-                    } else {
-                        EndReason::ActiveTimeout
-                    },
-                };
-                // Once the queue is full, the sweep's other records wait too.
-                let sent = if lose { out(rec) } else { !full && out(rec) };
-                if !sent {
-                    full = true;
-                    if lose {
-                        dropped += 1;
-                    } else {
-                        // Counted once however many sweeps it waits.
-                        deferred += u64::from(!c.deferred);
-                        c.deferred = true;
-                        all_sent = false;
+            }
+        } else {
+            for (second, keys) in self.schedule.take_due(now.at) {
+                for key in keys {
+                    // Forgotten since, or listed for another second since.
+                    let Some(flow) = self.flows.get_mut(&key).filter(|f| f.due == second) else {
                         continue;
+                    };
+                    flow.due = UNSCHEDULED;
+                    if sweep.look_at(&key, flow) {
+                        gone.push(key);
+                    } else {
+                        // A second taken already (a flow not quite due yet, or one whose
+                        // records wait) is listed again for the next sweep.
+                        let due = flow.deadline(&self.schedule, now);
+                        self.schedule.put(key, &mut flow.due, due);
                     }
                 }
-                c.exported = (c.packets, c.bytes);
-                c.exported_at = now;
-                c.end_sent |= ended;
-                c.deferred = false;
-            }
-            if ended && all_sent {
-                gone.push(*key);
             }
         }
-        self.stats.exports_dropped += dropped;
-        self.stats.exports_deferred += deferred;
+        self.stats.flows_swept += sweep.swept;
+        self.stats.exports_dropped += sweep.dropped;
+        self.stats.exports_deferred += sweep.deferred;
         for k in gone {
             self.flows.remove(&k);
             self.stats.flows_evicted += 1;
@@ -1100,6 +1151,130 @@ impl FlowTable {
         self.flows.capacity()
             * (std::mem::size_of::<FlowKey>() + std::mem::size_of::<FlowState>() + 8)
             + self.flows.values().map(flow_heap_bytes).sum::<usize>()
+            + self.schedule.memory_bytes()
+    }
+}
+
+/// One sweep's moment, timeouts and tallies, and where its records go.
+struct Sweep<'a, F> {
+    now: Instant,
+    now_s: f64,
+    idle: Duration,
+    active: Duration,
+    ending: EndReason,
+    at_stop: bool,
+    /// The table is nearly full: an ended flow's records that cannot go are dropped.
+    crowded: bool,
+    events_log: Option<&'a EventLog>,
+    out: F,
+    /// The export queue refused a record: the sweep's other records wait too.
+    full: bool,
+    dropped: u64,
+    deferred: u64,
+    swept: u64,
+}
+
+impl<F: FnMut(FlowExport) -> bool> Sweep<'_, F> {
+    /// Looks at one flow, if anything is due for it: closes its detection windows that
+    /// time has passed, sends its records due. Returns whether the flow ended and has
+    /// nothing left to send (to be forgotten).
+    fn look_at(&mut self, key: &FlowKey, flow: &mut FlowState) -> bool {
+        let (now, now_s, idle, active) = (self.now, self.now_s, self.idle, self.active);
+        let (ending, at_stop, crowded) = (self.ending, self.at_stop, self.crowded);
+        if !at_stop && !flow.sweep_due(now, now_s, idle, active) {
+            return false;
+        }
+        self.swept += 1;
+        let ended = now.duration_since(flow.touched) >= idle;
+        let lose = at_stop
+            || (ended && (crowded || now.duration_since(flow.touched) >= idle + EXPORT_WAIT));
+        // Detection: windows that time has passed close; an ending flow's close all.
+        for (det, series) in [
+            (&mut flow.latency_detector, "latency"),
+            (&mut flow.loss_detector, "counters"),
+            (&mut flow.probe_detector, "probes"),
+        ] {
+            let events = match det {
+                Some(d) if ended => det.take().map(|d| d.finish().events).unwrap_or_default(),
+                Some(d) => {
+                    d.tick(now_s);
+                    d.take_events()
+                }
+                None => Vec::new(),
+            };
+            if let Some(log) = self.events_log {
+                log.record(*key, series, events);
+            }
+        }
+        let ports = flow.pint.as_ref().map(|p| {
+            (
+                p.reporter,
+                u16::from(p.ingress_port),
+                u16::from(p.egress_port),
+            )
+        });
+        let mut all_sent = true;
+        for c in &mut flow.counts {
+            let delta = (c.packets - c.exported.0, c.bytes - c.exported.1);
+            // An ending flow always says so, its last packets already in an active-timeout
+            // record or not (collectors wait for the end); a going one when there is
+            // something new and the active timeout has passed.
+            let due = if ended {
+                c.packets > 0 && (delta.0 > 0 || !c.end_sent)
+            } else {
+                delta.0 > 0 && now.duration_since(c.exported_at) >= active
+            };
+            if !due {
+                continue;
+            }
+            let (ingress, egress) = match ports {
+                Some((r, i, e)) if r == c.switch => (Some(i), Some(e)),
+                _ => (None, None),
+            };
+            let rec = FlowExport {
+                key: *key,
+                switch: c.switch,
+                packets: delta.0,
+                bytes: delta.1,
+                start_ms: if delta.0 == 0 { c.last_ms } else { c.since_ms },
+                end_ms: c.last_ms,
+                ingress,
+                egress,
+                ended,
+                end_reason: if ended {
+                    ending
+                } else {
+                    EndReason::ActiveTimeout
+                },
+            };
+            // Once the queue is full, the sweep's other records wait too.
+            let sent = if lose {
+                (self.out)(rec)
+            } else {
+                !self.full && (self.out)(rec)
+            };
+            if !sent {
+                self.full = true;
+                if lose {
+                    self.dropped += 1;
+                } else {
+                    // Counted once however many sweeps it waits.
+                    self.deferred += u64::from(!c.deferred);
+                    c.deferred = true;
+                    all_sent = false;
+                    continue;
+                }
+            }
+            c.exported = (c.packets, c.bytes);
+            c.exported_at = now;
+            c.end_sent |= ended;
+            c.deferred = false;
+        }
+        let gone = ended && all_sent;
+        if !gone {
+            flow.reschedule();
+        }
+        gone
     }
 }
 
@@ -1207,6 +1382,8 @@ fn flow_entry<'a>(
                 probes: 0,
                 probe_detector: None,
                 owner_doubted: None,
+                detect_due_s: f64::INFINITY,
+                due: UNSCHEDULED,
             }))
         }
     }
@@ -1961,6 +2138,69 @@ mod tests {
         let counts: Vec<(FlowKey, u32, u64, u64)> = ds.iter().map(|d| (d.key, 9, 5, 500)).collect();
         t.add_counts(&cx, 1, (1000, 10), &counts, &[], &[]);
         t
+    }
+
+    /// A sweep looks at the flows with something due and passes the others by: after the
+    /// first sweep (every flow), only flows given new counts are looked at when the active
+    /// timeout is zero, and their records carry just the new counts.
+    #[test]
+    fn a_sweep_looks_only_at_flows_due() {
+        let (cx, _) = context();
+        let mut t = ten_flows_of_five_packets();
+        let mut out = Vec::new();
+        let mut sweep = |t: &mut FlowTable| {
+            out.clear();
+            t.sweep(Duration::from_secs(60), Duration::ZERO, None, |r| {
+                out.push(r);
+                true
+            });
+            out.iter()
+                .map(|r| (r.key.src_port, r.packets))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sweep(&mut t).len(), 10);
+        assert_eq!(t.stats.flows_swept, 10);
+        assert!(sweep(&mut t).is_empty());
+        assert_eq!(t.stats.flows_swept, 10, "nothing new: no flow looked at");
+        let key = |f: u32| digest(0, f, 0).key;
+        t.add_counts(
+            &cx,
+            2,
+            (1010, 10),
+            &[(key(3), 9, 2, 200), (key(7), 9, 4, 400)],
+            &[],
+            &[],
+        );
+        let mut got = sweep(&mut t);
+        got.sort_unstable();
+        assert_eq!(got, [(3, 2), (7, 4)]);
+        assert_eq!(t.stats.flows_swept, 12);
+        assert_eq!(t.len(), 10);
+    }
+
+    /// Detection windows close on time in sweeps that look only at the flows due: a probe
+    /// stream that stops with windows open (no later probe closes them) has them closed by
+    /// the next sweep, and its flow is not looked at again after.
+    #[test]
+    fn a_sweep_closes_detection_windows_on_time() {
+        let (cx, _) = context();
+        let mut t = FlowTable::new(10);
+        let timeouts = (Duration::from_secs(600), Duration::from_secs(600));
+        t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
+        // 20 s of probes at 20 a second, long ago: windows of 5 s, the last two still open.
+        t.add_probes(&cx, &probes((0..400u64).map(|s| (s, s as f64 / 20.0))));
+        let key = digest(0, 7, 0).key;
+        let closed_until = |t: &FlowTable| {
+            let det = t.flows[&key].probe_detector.as_ref().expect("a detector");
+            det.last_window.as_ref().map(|w| w.end - 1_796_000_000.0)
+        };
+        assert_eq!(closed_until(&t), Some(10.0));
+        t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
+        assert_eq!(closed_until(&t), Some(20.0));
+        assert_eq!(t.stats.flows_swept, 1);
+        t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
+        assert_eq!(t.stats.flows_swept, 1, "its windows closed: nothing due");
+        assert_eq!(t.len(), 1);
     }
 
     /// Idle flows are exported (their remaining counters) and forgotten, making room.

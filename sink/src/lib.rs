@@ -26,6 +26,7 @@ pub mod live;
 pub mod metrics;
 pub mod page;
 pub mod registry;
+pub mod schedule;
 pub mod shard;
 pub mod summary;
 pub mod transport;

@@ -167,6 +167,10 @@ fn describe() {
         "Probe arrivals left out of detection: sent more than a second after they arrived."
     );
     describe_counter!(
+        "pint_sink_flows_swept_total",
+        "Flows the decode threads' once-a-second sweeps looked at (ended, an active timeout passed, or a detection window due to close); the others were passed by."
+    );
+    describe_counter!(
         "pint_sink_export_records_dropped_total",
         "Per-flow records lost to the full export queue: at the sink's stop, after an ended flow's 10 s of waiting, or at once while the flow table is nearly full."
     );
@@ -197,6 +201,7 @@ fn sum_stats(shared: &Shared) -> (ShardStats, usize) {
         total.exports_dropped += x.exports_dropped;
         total.exports_deferred += x.exports_deferred;
         total.probes_refused += x.probes_refused;
+        total.flows_swept += x.flows_swept;
     }
     (total, flows)
 }
@@ -301,6 +306,7 @@ impl SinkMetrics {
             counter!("pint_sink_flows_refused_total").absolute(stats.flows_refused);
             counter!("pint_sink_path_resets_total").absolute(stats.path_resets);
             counter!("pint_sink_probes_refused_total").absolute(stats.probes_refused);
+            counter!("pint_sink_flows_swept_total").absolute(stats.flows_swept);
             let ec = &shared.epochs.counters;
             counter!("pint_sink_epochs_total", "mode" => "single")
                 .absolute(ec.single.load(Relaxed));

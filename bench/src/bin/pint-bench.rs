@@ -225,7 +225,8 @@ enum Cmd {
         json: bool,
     },
     /// The sink: ingest rate (recorded exports replayed over loopback TCP into 1 and 2 decode
-    /// threads), FlowRadar decoding per epoch, memory per tracked flow.
+    /// threads), FlowRadar decoding per epoch, memory per tracked flow, a decode thread's
+    /// sweep.
     Sink {
         /// Flows in the recorded traffic (K = 4 fat tree, the paper's plan).
         #[arg(long, default_value_t = 2000)]
@@ -242,6 +243,9 @@ enum Cmd {
         /// Flows per flowset for the FlowRadar part (comma-separated).
         #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
         flowset_flows: Vec<u32>,
+        /// Flows in one decode thread's table for the sweep part (0: left out).
+        #[arg(long, default_value_t = 200_000)]
+        sweep_flows: u32,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -501,6 +505,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rounds,
             threads,
             flowset_flows,
+            sweep_flows,
             json,
         } => {
             if flows == 0 || packets == 0 || rounds == 0 || threads.contains(&0) {
@@ -512,6 +517,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 rounds,
                 threads,
                 flowset_flows,
+                sweep_flows,
             })?;
             emit(json, &r, bench::sink_bench::print_table)?;
         }

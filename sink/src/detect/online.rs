@@ -256,6 +256,18 @@ impl Detector {
         }
     }
 
+    /// The earliest time (send-time clock) at which [`Detector::tick`] may close a window,
+    /// or minus infinity while events wait to be taken: until then a tick changes nothing,
+    /// so that a caller with many detectors ticks only those due. `None` when no window is
+    /// open.
+    pub fn next_close(&self) -> Option<f64> {
+        if !self.report.events.is_empty() {
+            return Some(f64::NEG_INFINITY);
+        }
+        let (t0, front) = (self.t0?, self.open.front()?);
+        Some(t0 + (front.index + 2) as f64 * self.p.window_s)
+    }
+
     /// The highest sequence number seen so far, if any.
     pub fn highest_seq(&self) -> Option<u64> {
         let open = self.open.iter().filter_map(|w| w.seqs.max).max();
