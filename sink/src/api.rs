@@ -715,7 +715,7 @@ struct EpochsQuery {
 }
 
 #[derive(Serialize)]
-struct EpochsView {
+struct EpochsView<'a> {
     epochs: u64,
     network: u64,
     incomplete: u64,
@@ -723,13 +723,19 @@ struct EpochsView {
     late_flowsets: u64,
     duplicate_flowsets: u64,
     flowsets: u64,
-    latest: Vec<EpochReport>,
+    latest: Vec<&'a EpochReport>,
 }
 
-async fn epochs(State(s): St, Params(q): Params<EpochsQuery>) -> Json<EpochsView> {
+/// The latest epochs' reports: taken (shared) under the epoch log's lock, which the epoch
+/// assembler takes for each epoch, and serialised after it (512 epochs of a large topology
+/// are hundreds of thousands of switch parts).
+async fn epochs(State(s): St, Params(q): Params<EpochsQuery>) -> Response {
     let c = &s.shared.epochs.counters;
-    let reports = s.shared.epochs.reports.lock().expect("epoch log lock");
-    let n = q.n.unwrap_or(20).min(reports.len());
+    let latest: Vec<Arc<EpochReport>> = {
+        let reports = s.shared.epochs.reports.lock().expect("epoch log lock");
+        let n = q.n.unwrap_or(20).min(reports.len());
+        reports.iter().rev().take(n).cloned().collect()
+    };
     let (epochs, network) = c.finished();
     Json(EpochsView {
         epochs,
@@ -739,8 +745,9 @@ async fn epochs(State(s): St, Params(q): Params<EpochsQuery>) -> Json<EpochsView
         late_flowsets: c.late_flowsets.load(Relaxed),
         duplicate_flowsets: c.duplicate_flowsets.load(Relaxed),
         flowsets: c.flowsets.load(Relaxed),
-        latest: reports.iter().rev().take(n).cloned().collect(),
+        latest: latest.iter().map(|r| &**r).collect(),
     })
+    .into_response()
 }
 
 #[derive(Deserialize)]

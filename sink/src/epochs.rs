@@ -180,8 +180,9 @@ pub const REPORTS_KEPT: usize = 512;
 /// The epoch assembler's shared state: reports and counters.
 #[derive(Debug, Default)]
 pub struct EpochLog {
-    /// The latest reports, oldest first.
-    pub reports: Mutex<VecDeque<EpochReport>>,
+    /// The latest reports, oldest first (shared: a reader takes them under the lock at the
+    /// cost of a count each, and serialises them after).
+    pub reports: Mutex<VecDeque<Arc<EpochReport>>>,
     /// Counters.
     pub counters: EpochCounters,
 }
@@ -376,7 +377,7 @@ fn keep(log: &EpochLog, r: EpochReport) {
     if reports.len() >= REPORTS_KEPT {
         reports.pop_front();
     }
-    reports.push_back(r);
+    reports.push_back(Arc::new(r));
 }
 
 /// Whether each of switch `s`'s `workers` workers is in `delivered`.
@@ -652,7 +653,13 @@ mod tests {
             Duration::from_secs(60),
             &mut |c: EpochCounts| counted.push((c.epoch, c.counts, c.unsure)),
         );
-        let reports = log.reports.lock().unwrap().iter().cloned().collect();
+        let reports = log
+            .reports
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| (**r).clone())
+            .collect();
         (reports, counted, log)
     }
 
@@ -767,7 +774,13 @@ mod tests {
             &mut |c: EpochCounts| counted.push((c.epoch, c.counts, c.unsure)),
         );
         sender.join().unwrap();
-        let reports: Vec<EpochReport> = log.reports.lock().unwrap().iter().cloned().collect();
+        let reports: Vec<EpochReport> = log
+            .reports
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| (**r).clone())
+            .collect();
         let seven = reports.iter().find(|r| r.epoch == 7 && !r.late).unwrap();
         assert_eq!(seven.missing, vec![2, 3]);
         assert_eq!(seven.unsure, vec![2]);
