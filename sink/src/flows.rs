@@ -103,8 +103,13 @@ pub struct SwitchCount {
     exported: (u64, u64),
     exported_at: Instant,
     /// Start of the first epoch counted since the last record, Unix ms (the next record's
-    /// start: a record's counts and times cover the same span).
+    /// start: a record's counts and times cover the same span), never before the last
+    /// record's end.
     since_ms: u64,
+    /// End of the last record sent, Unix ms (0 before any): a late flowset of an epoch
+    /// before it goes in the next record, which starts there (one flow's records at one
+    /// switch follow each other in time, as active-timeout records do at any exporter).
+    recorded_to_ms: u64,
     /// Whether a record saying the flow ended went (a flow kept because another switch's
     /// record had to wait sends it once), since the last counts.
     end_sent: bool,
@@ -206,11 +211,12 @@ impl FlowState {
             || now_s >= self.detect_due_s - 1e-3
     }
 
-    /// Takes `det`'s next window close into [`FlowState::detect_due_s`], after it was fed.
-    fn note_detector(detect_due_s: &mut f64, det: &Detector) {
-        if let Some(t) = det.next_close() {
-            *detect_due_s = detect_due_s.min(t);
-        }
+    /// Takes `det`'s next window close into [`FlowState::detect_due_s`], after it was fed:
+    /// as it is when `det` is the flow's one detector (a feed that closed windows puts it
+    /// off: a flow fed all along is then seldom due), the nearer of the two otherwise.
+    fn note_detector(detect_due_s: &mut f64, det: &Detector, alone: bool) {
+        let t = det.next_close().unwrap_or(f64::INFINITY);
+        *detect_due_s = if alone { t } else { detect_due_s.min(t) };
     }
 
     /// The second of `schedule` in which a sweep is next due to look at the flow (see
@@ -645,7 +651,8 @@ impl FlowTable {
                     delay_ms: a.last / 1e6,
                 });
                 cx.events.record(d.key, "latency", det.take_events());
-                FlowState::note_detector(&mut flow.detect_due_s, det);
+                let alone = flow.loss_detector.is_none() && flow.probe_detector.is_none();
+                FlowState::note_detector(&mut flow.detect_due_s, det, alone);
             }
             if path_read && p.record.conflict() {
                 // The digests no longer fit one path: the route changed, or the switch
@@ -778,6 +785,7 @@ impl FlowTable {
                         exported: (0, 0),
                         exported_at: now.at,
                         since_ms: epoch_ms.0,
+                        recorded_to_ms: 0,
                         end_sent: false,
                         deferred: false,
                     });
@@ -788,7 +796,8 @@ impl FlowTable {
                 epoch_ms.0
             } else {
                 c.since_ms.min(epoch_ms.0)
-            };
+            }
+            .max(c.recorded_to_ms);
             c.packets = c.packets.saturating_add(packets);
             c.bytes = c.bytes.saturating_add(bytes);
             // New packets of a flow kept for its records: it goes on, and ends again.
@@ -856,7 +865,8 @@ impl FlowTable {
                 delay_ms: (p.recv_ns as i128 - p.sent_ns as i128) as f64 / 1e6,
             });
             cx.events.record(p.key, "probes", det.take_events());
-            FlowState::note_detector(&mut flow.detect_due_s, det);
+            let alone = flow.latency_detector.is_none() && flow.loss_detector.is_none();
+            FlowState::note_detector(&mut flow.detect_due_s, det, alone);
             let due = flow.deadline(&self.schedule, now);
             self.schedule.put(p.key, &mut flow.due, due);
         }
@@ -906,9 +916,10 @@ impl FlowTable {
             }
             // Packets in flight into or out of it are counted at one end only: the windows
             // it falls in are judged for loss only while few of their epochs are left out.
+            let alone = flow.latency_detector.is_none() && flow.probe_detector.is_none();
             if let Some(det) = flow.loss_detector.as_mut() {
                 det.push_unsure(epoch_ms.0 as f64 / 1e3);
-                FlowState::note_detector(&mut flow.detect_due_s, det);
+                FlowState::note_detector(&mut flow.detect_due_s, det, alone);
             }
             return;
         }
@@ -921,7 +932,8 @@ impl FlowTable {
             .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
         det.push_loss(epoch_ms.0 as f64 / 1e3, lost, sent);
         cx.events.record(key, "counters", det.take_events());
-        FlowState::note_detector(&mut flow.detect_due_s, det);
+        let alone = flow.latency_detector.is_none() && flow.probe_detector.is_none();
+        FlowState::note_detector(&mut flow.detect_due_s, det, alone);
     }
 
     /// Recomputes a flow's loss on each link of its decoded path and adds the change to the
@@ -1041,8 +1053,9 @@ impl FlowTable {
     }
 
     /// [`FlowTable::sweep`], the records of flows that end saying `ending`. The flows looked
-    /// at are those due by the schedule; every flow when the timeouts are new (the first
-    /// sweep, or others than the last's: the schedule is worked out again) and at the stop.
+    /// at are those the schedule lists as due; when the timeouts are new (the first sweep, or
+    /// others than the last's), at the stop, and after a wall-clock step, every flow is
+    /// checked and listed again.
     fn sweep_as(
         &mut self,
         idle: Duration,
@@ -1076,8 +1089,10 @@ impl FlowTable {
             swept: 0,
         };
         let mut gone = Vec::new();
-        if at_stop || self.schedule.timeouts() != Some((idle, active)) {
-            self.schedule.reset((idle, active));
+        // Every flow listed again when the timeouts are new, at the stop, and when the wall
+        // clock stepped (detection deadlines were placed by the clocks' old offset).
+        if at_stop || !self.schedule.holds_for((idle, active), now) {
+            self.schedule.reset((idle, active), now);
             for (key, flow) in &mut self.flows {
                 flow.due = UNSCHEDULED;
                 if sweep.look_at(key, flow) {
@@ -1088,9 +1103,11 @@ impl FlowTable {
                 }
             }
         } else {
+            let mut again = Vec::new();
             for (second, keys) in self.schedule.take_due(now.at) {
                 for key in keys {
-                    // Forgotten since, or listed for another second since.
+                    // Forgotten since, listed for another second since, or looked at
+                    // already in this sweep (listed twice in the seconds taken).
                     let Some(flow) = self.flows.get_mut(&key).filter(|f| f.due == second) else {
                         continue;
                     };
@@ -1098,11 +1115,16 @@ impl FlowTable {
                     if sweep.look_at(&key, flow) {
                         gone.push(key);
                     } else {
-                        // A second taken already (a flow not quite due yet, or one whose
-                        // records wait) is listed again for the next sweep.
-                        let due = flow.deadline(&self.schedule, now);
-                        self.schedule.put(key, &mut flow.due, due);
+                        again.push(key);
                     }
+                }
+            }
+            // Listed again once the seconds taken are done; one whose deadline is a second
+            // taken already (not quite due yet, or its records wait) for the next sweep.
+            for key in again {
+                if let Some(flow) = self.flows.get_mut(&key) {
+                    let due = flow.deadline(&self.schedule, now);
+                    self.schedule.put(key, &mut flow.due, due);
                 }
             }
         }
@@ -1267,6 +1289,7 @@ impl<F: FnMut(FlowExport) -> bool> Sweep<'_, F> {
             }
             c.exported = (c.packets, c.bytes);
             c.exported_at = now;
+            c.recorded_to_ms = c.last_ms;
             c.end_sent |= ended;
             c.deferred = false;
         }
@@ -2013,7 +2036,15 @@ mod tests {
     /// Probe arrivals of one stream of flow 7 at 20 Hz from `t0` s: (sequence number, send
     /// time offset in s) each, 1 ms one-way delay.
     fn probes(seqs: impl Iterator<Item = (u64, f64)>) -> Vec<telemetry::protocol::WireProbe> {
-        let t0 = 1_796_000_000.0;
+        probes_from(1_796_000_000.0, seqs)
+    }
+
+    /// Flow 7's probes (sequence number, send time after `t0` Unix s), each received a
+    /// millisecond after it was sent.
+    fn probes_from(
+        t0: f64,
+        seqs: impl Iterator<Item = (u64, f64)>,
+    ) -> Vec<telemetry::protocol::WireProbe> {
         seqs.map(|(seq, t)| {
             let sent_ns = ((t0 + t) * 1e9) as u64;
             telemetry::protocol::WireProbe {
@@ -2114,6 +2145,17 @@ mod tests {
                 (3, 300, 1020, 1040, EndReason::ActiveTimeout)
             ]
         );
+        // A late flowset of an epoch before the last record's end: its packets go in the next
+        // record, which starts where the last ended (it started at the late epoch, inside
+        // the span of the record before).
+        t.add_counts(&cx, 2, (1010, 10), &[(d.key, 9, 4, 400)], &[], &[]);
+        let late = sweep(&mut t);
+        assert_eq!(
+            late.iter()
+                .map(|r| (r.packets, r.start_ms, r.end_ms))
+                .collect::<Vec<_>>(),
+            [(4, 1040, 1040)]
+        );
         // The sink stopping: what is left goes as a forced end.
         t.add_counts(&cx, 5, (1040, 10), &[(d.key, 9, 1, 100)], &[], &[]);
         let mut last = Vec::new();
@@ -2187,12 +2229,17 @@ mod tests {
         let mut t = FlowTable::new(10);
         let timeouts = (Duration::from_secs(600), Duration::from_secs(600));
         t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
-        // 20 s of probes at 20 a second, long ago: windows of 5 s, the last two still open.
-        t.add_probes(&cx, &probes((0..400u64).map(|s| (s, s as f64 / 20.0))));
+        // 20 s of probes at 20 a second, sent a minute ago: windows of 5 s, the last two
+        // still open.
+        let t0 = (Now::read().unix_s - 80.0).floor();
+        t.add_probes(
+            &cx,
+            &probes_from(t0, (0..400u64).map(|s| (s, s as f64 / 20.0))),
+        );
         let key = digest(0, 7, 0).key;
         let closed_until = |t: &FlowTable| {
             let det = t.flows[&key].probe_detector.as_ref().expect("a detector");
-            det.last_window.as_ref().map(|w| w.end - 1_796_000_000.0)
+            det.last_window.as_ref().map(|w| w.end - t0)
         };
         assert_eq!(closed_until(&t), Some(10.0));
         t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
@@ -2201,6 +2248,77 @@ mod tests {
         t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
         assert_eq!(t.stats.flows_swept, 1, "its windows closed: nothing due");
         assert_eq!(t.len(), 1);
+    }
+
+    /// A detection window that closes after its flow was listed (a deadline ahead, placed
+    /// from the wall clock onto the schedule's seconds) closes in the first sweep after its
+    /// time, not later.
+    #[test]
+    fn a_detection_window_due_later_closes_when_its_time_comes() {
+        let (mut cx, _) = context();
+        cx.detection.window_s = 0.2;
+        let mut t = FlowTable::new(10);
+        let timeouts = (Duration::from_secs(600), Duration::from_secs(600));
+        t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
+        // A tenth of a second of probes ending now: one window, closing 0.3 s from now.
+        let t0 = Now::read().unix_s - 0.1;
+        t.add_probes(
+            &cx,
+            &probes_from(t0, (0..20u64).map(|s| (s, s as f64 / 200.0))),
+        );
+        let key = digest(0, 7, 0).key;
+        let closed = |t: &FlowTable| {
+            let det = t.flows[&key].probe_detector.as_ref().expect("a detector");
+            det.last_window.as_ref().map(|w| w.end - t0)
+        };
+        assert_eq!(closed(&t), None);
+        std::thread::sleep(Duration::from_millis(600));
+        t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
+        let end = closed(&t).expect("the window closed");
+        assert!((end - 0.2).abs() < 1e-6, "{end}");
+    }
+
+    /// A flow listed in two of the seconds one sweep takes (its idle deadline, and a nearer
+    /// detection window) is looked at once in that sweep, also when its records wait and it
+    /// is listed again for a second already taken.
+    #[test]
+    fn a_flow_listed_twice_is_looked_at_once_a_sweep() {
+        let (cx, v) = context();
+        let mut t = FlowTable::new(10);
+        t.sweep(Duration::ZERO, Duration::ZERO, None, |_| true);
+        // Its idle deadline a second after the schedule's start, so in a second of its own.
+        std::thread::sleep(Duration::from_millis(1100));
+        let d = digest(v, 7, 0);
+        t.add_digests(&cx, 9, &[d], &FlowRuns::default());
+        t.add_counts(&cx, 1, (1000, 10), &[(d.key, 9, 5, 500)], &[], &[]);
+        // Probes of the same flow long ago: a window due at once, a second of its own.
+        t.add_probes(&cx, &probes((0..10u64).map(|s| (s, s as f64 / 20.0))));
+        for sweeps in 1..=2 {
+            t.sweep(Duration::ZERO, Duration::ZERO, None, |_| false);
+            assert_eq!(t.stats.flows_swept, sweeps);
+        }
+        assert_eq!((t.stats.exports_deferred, t.len()), (1, 1));
+    }
+
+    /// A flow whose loss series is fed all along is not due for its detection windows:
+    /// each feed that closes a window puts the next close off, so a sweep has nothing to
+    /// look at it for (it was looked at once a window, about every 5 s, for nothing).
+    #[test]
+    fn a_flow_fed_all_along_is_not_due_for_detection() {
+        let mut t = FlowTable::new(10);
+        let (cx, key) = two_hop_flow(&mut t);
+        let long = Duration::from_secs(600);
+        t.sweep(long, long, None, |_| true);
+        // 12 s of epochs up to now: the first two windows closed by the feeds themselves.
+        let start = unix_ms() - 12_000;
+        for e in 0..1200 {
+            let counts = [(key, 1, 10, 1000), (key, 2, 10, 1000)];
+            t.add_counts(&cx, e, (start + 10 * e, 10), &counts, &[], &[]);
+        }
+        let det = t.flows[&key].loss_detector.as_ref().expect("a loss series");
+        assert!(det.last_window.is_some(), "windows closed by the feeds");
+        t.sweep(long, long, None, |_| true);
+        assert_eq!(t.stats.flows_swept, 0);
     }
 
     /// Idle flows are exported (their remaining counters) and forgotten, making room.

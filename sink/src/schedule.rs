@@ -42,6 +42,8 @@ pub struct Schedule {
     seconds: BTreeMap<u32, Vec<FlowKey>>,
     entries: usize,
     timeouts: Option<(Duration, Duration)>,
+    /// The wall clock less the monotonic one when the schedule was last worked out, s.
+    offset_s: f64,
 }
 
 impl Default for Schedule {
@@ -51,6 +53,7 @@ impl Default for Schedule {
             seconds: BTreeMap::new(),
             entries: 0,
             timeouts: None,
+            offset_s: 0.0,
         }
     }
 }
@@ -63,12 +66,25 @@ impl Schedule {
         self.timeouts
     }
 
-    /// Forgets every listing, for deadlines worked out for `timeouts` from now on (the
-    /// caller lists every flow again).
-    pub fn reset(&mut self, timeouts: (Duration, Duration)) {
+    /// Whether its listings hold for a sweep with `timeouts` at `now`: they were worked out
+    /// for those timeouts, and the wall clock has not stepped (by more than a second against
+    /// the monotonic clock) since, which would have moved the wall-clock deadlines.
+    pub fn holds_for(&self, timeouts: (Duration, Duration), now: Now) -> bool {
+        self.timeouts == Some(timeouts) && (self.offset(now) - self.offset_s).abs() <= 1.0
+    }
+
+    /// Forgets every listing, for deadlines worked out for `timeouts` and `now`'s clocks
+    /// from now on (the caller lists every flow again).
+    pub fn reset(&mut self, timeouts: (Duration, Duration), now: Now) {
         self.seconds.clear();
         self.entries = 0;
         self.timeouts = Some(timeouts);
+        self.offset_s = self.offset(now);
+    }
+
+    /// The wall clock less the schedule's monotonic one at `now`, s.
+    fn offset(&self, now: Now) -> f64 {
+        now.unix_s - now.at.saturating_duration_since(self.origin).as_secs_f64()
     }
 
     /// The second `at` falls in; [`UNSCHEDULED`] for `None` (a deadline past the clock's
@@ -83,7 +99,7 @@ impl Schedule {
     /// The second in which wall-clock time `unix_s` comes, by `now`'s reading of both
     /// clocks (a time before the schedule's start, or minus infinity, is second 0).
     pub fn second_of_wall(&self, unix_s: f64, now: Now) -> u32 {
-        let s = unix_s - now.unix_s + now.at.saturating_duration_since(self.origin).as_secs_f64();
+        let s = unix_s - self.offset(now);
         if s.is_nan() {
             return 0;
         }
@@ -138,8 +154,8 @@ mod tests {
     #[test]
     fn sooner_seconds_list_a_flow_and_due_ones_come_out_once() {
         let mut s = Schedule::default();
-        s.reset((Duration::from_secs(60), Duration::from_secs(60)));
         let now = Now::read();
+        s.reset((Duration::from_secs(60), Duration::from_secs(60)), now);
         let (mut a, mut b) = (UNSCHEDULED, UNSCHEDULED);
         s.put(key(1), &mut a, 100);
         s.put(key(1), &mut a, 200);
@@ -155,6 +171,32 @@ mod tests {
         assert_eq!(listed, [(0, key(1)), (s.second(Some(now.at)), key(2))]);
         assert!(s.take_due(now.at).is_empty());
         assert_eq!(s.entries, 1, "second 100 stays");
+    }
+
+    /// The listings hold for the timeouts they were worked out for while the wall clock
+    /// keeps pace with the monotonic one; not for other timeouts, nor after a step of the
+    /// wall clock either way.
+    #[test]
+    fn a_wall_clock_step_or_new_timeouts_make_the_listings_stale() {
+        let mut s = Schedule::default();
+        let t = (Duration::from_secs(60), Duration::from_secs(60));
+        let now = Now::read();
+        assert!(!s.holds_for(t, now), "nothing worked out yet");
+        s.reset(t, now);
+        assert!(s.holds_for(t, now));
+        assert!(!s.holds_for((t.0, Duration::ZERO), now));
+        let later = Now {
+            at: now.at + Duration::from_secs(30),
+            unix_s: now.unix_s + 30.2,
+        };
+        assert!(s.holds_for(t, later), "a slewed clock");
+        for step in [-5.0, 5.0] {
+            let stepped = Now {
+                unix_s: later.unix_s + step,
+                ..later
+            };
+            assert!(!s.holds_for(t, stepped), "stepped by {step} s");
+        }
     }
 
     /// A wall-clock deadline lands in the second the monotonic clock reaches it; one long
