@@ -211,12 +211,19 @@ impl FlowState {
             || now_s >= self.detect_due_s - 1e-3
     }
 
-    /// Takes `det`'s next window close into [`FlowState::detect_due_s`], after it was fed:
-    /// as it is when `det` is the flow's one detector (a feed that closed windows puts it
-    /// off: a flow fed all along is then seldom due), the nearer of the two otherwise.
-    fn note_detector(detect_due_s: &mut f64, det: &Detector, alone: bool) {
-        let t = det.next_close().unwrap_or(f64::INFINITY);
-        *detect_due_s = if alone { t } else { detect_due_s.min(t) };
+    /// [`FlowState::detect_due_s`] worked out from the flow's detectors (after one was fed
+    /// or ticked: a feed that closed windows puts it off, so a flow fed all along is seldom
+    /// due). Takes the fields, so that it can be called while others are borrowed.
+    fn detect_due(
+        latency: &Option<Box<Detector>>,
+        loss: &Option<Box<Detector>>,
+        probes: &Option<Box<Detector>>,
+    ) -> f64 {
+        [latency, loss, probes]
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d.next_close())
+            .fold(f64::INFINITY, f64::min)
     }
 
     /// The second of `schedule` in which a sweep is next due to look at the flow (see
@@ -245,15 +252,11 @@ impl FlowState {
 
     /// Works out [`FlowState::detect_due_s`] again (after a sweep closed windows).
     fn reschedule(&mut self) {
-        self.detect_due_s = [
+        self.detect_due_s = FlowState::detect_due(
             &self.latency_detector,
             &self.loss_detector,
             &self.probe_detector,
-        ]
-        .into_iter()
-        .flatten()
-        .filter_map(|d| d.next_close())
-        .fold(f64::INFINITY, f64::min);
+        );
     }
 }
 
@@ -651,8 +654,11 @@ impl FlowTable {
                     delay_ms: a.last / 1e6,
                 });
                 cx.events.record(d.key, "latency", det.take_events());
-                let alone = flow.loss_detector.is_none() && flow.probe_detector.is_none();
-                FlowState::note_detector(&mut flow.detect_due_s, det, alone);
+                flow.detect_due_s = FlowState::detect_due(
+                    &flow.latency_detector,
+                    &flow.loss_detector,
+                    &flow.probe_detector,
+                );
             }
             if path_read && p.record.conflict() {
                 // The digests no longer fit one path: the route changed, or the switch
@@ -865,8 +871,11 @@ impl FlowTable {
                 delay_ms: (p.recv_ns as i128 - p.sent_ns as i128) as f64 / 1e6,
             });
             cx.events.record(p.key, "probes", det.take_events());
-            let alone = flow.latency_detector.is_none() && flow.loss_detector.is_none();
-            FlowState::note_detector(&mut flow.detect_due_s, det, alone);
+            flow.detect_due_s = FlowState::detect_due(
+                &flow.latency_detector,
+                &flow.loss_detector,
+                &flow.probe_detector,
+            );
             let due = flow.deadline(&self.schedule, now);
             self.schedule.put(p.key, &mut flow.due, due);
         }
@@ -916,10 +925,13 @@ impl FlowTable {
             }
             // Packets in flight into or out of it are counted at one end only: the windows
             // it falls in are judged for loss only while few of their epochs are left out.
-            let alone = flow.latency_detector.is_none() && flow.probe_detector.is_none();
             if let Some(det) = flow.loss_detector.as_mut() {
                 det.push_unsure(epoch_ms.0 as f64 / 1e3);
-                FlowState::note_detector(&mut flow.detect_due_s, det, alone);
+                flow.detect_due_s = FlowState::detect_due(
+                    &flow.latency_detector,
+                    &flow.loss_detector,
+                    &flow.probe_detector,
+                );
             }
             return;
         }
@@ -932,8 +944,11 @@ impl FlowTable {
             .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
         det.push_loss(epoch_ms.0 as f64 / 1e3, lost, sent);
         cx.events.record(key, "counters", det.take_events());
-        let alone = flow.latency_detector.is_none() && flow.probe_detector.is_none();
-        FlowState::note_detector(&mut flow.detect_due_s, det, alone);
+        flow.detect_due_s = FlowState::detect_due(
+            &flow.latency_detector,
+            &flow.loss_detector,
+            &flow.probe_detector,
+        );
     }
 
     /// Recomputes a flow's loss on each link of its decoded path and adds the change to the
@@ -2291,8 +2306,12 @@ mod tests {
         let d = digest(v, 7, 0);
         t.add_digests(&cx, 9, &[d], &FlowRuns::default());
         t.add_counts(&cx, 1, (1000, 10), &[(d.key, 9, 5, 500)], &[], &[]);
-        // Probes of the same flow long ago: a window due at once, a second of its own.
-        t.add_probes(&cx, &probes((0..10u64).map(|s| (s, s as f64 / 20.0))));
+        // Probes of the same flow a minute ago: a window due at once, a second of its own.
+        let t0 = Now::read().unix_s - 60.0;
+        t.add_probes(
+            &cx,
+            &probes_from(t0, (0..10u64).map(|s| (s, s as f64 / 20.0))),
+        );
         for sweeps in 1..=2 {
             t.sweep(Duration::ZERO, Duration::ZERO, None, |_| false);
             assert_eq!(t.stats.flows_swept, sweeps);
@@ -2309,7 +2328,8 @@ mod tests {
         let (cx, key) = two_hop_flow(&mut t);
         let long = Duration::from_secs(600);
         t.sweep(long, long, None, |_| true);
-        // 12 s of epochs up to now: the first two windows closed by the feeds themselves.
+        // 12 s of epochs up to now: the first window closed by the feeds themselves, the
+        // next closing 3 s from now.
         let start = unix_ms() - 12_000;
         for e in 0..1200 {
             let counts = [(key, 1, 10, 1000), (key, 2, 10, 1000)];
