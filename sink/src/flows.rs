@@ -1119,6 +1119,7 @@ impl FlowTable {
             }
         } else {
             let mut again = Vec::new();
+            let this_second = self.schedule.second(Some(now.at));
             for (second, keys) in self.schedule.take_due(now.at) {
                 for key in keys {
                     // Forgotten since, listed for another second since, or looked at
@@ -1129,13 +1130,19 @@ impl FlowTable {
                     flow.due = UNSCHEDULED;
                     if sweep.look_at(&key, flow) {
                         gone.push(key);
+                        continue;
+                    }
+                    let due = flow.deadline(&self.schedule, now);
+                    if due > this_second {
+                        self.schedule.put(key, &mut flow.due, due);
                     } else {
                         again.push(key);
                     }
                 }
             }
-            // Listed again once the seconds taken are done; one whose deadline is a second
-            // taken already (not quite due yet, or its records wait) for the next sweep.
+            // A flow whose deadline is a second taken already (not quite due yet, or its
+            // records wait) is listed again, for the next sweep, once the seconds taken are
+            // done: listed now, another listing of it among them would count.
             for key in again {
                 if let Some(flow) = self.flows.get_mut(&key) {
                     let due = flow.deadline(&self.schedule, now);
