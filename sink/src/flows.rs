@@ -1064,7 +1064,8 @@ impl FlowTable {
         events_log: Option<&EventLog>,
         out: impl FnMut(FlowExport) -> bool,
     ) {
-        self.sweep_as(idle, active, EndReason::IdleTimeout, events_log, out);
+        let now = Now::read();
+        self.sweep_as(now, idle, active, EndReason::IdleTimeout, events_log, out);
     }
 
     /// [`FlowTable::sweep`], the records of flows that end saying `ending`. The flows looked
@@ -1073,13 +1074,13 @@ impl FlowTable {
     /// checked and listed again.
     fn sweep_as(
         &mut self,
+        now: Now,
         idle: Duration,
         active: Duration,
         ending: EndReason,
         events_log: Option<&EventLog>,
         out: impl FnMut(FlowExport) -> bool,
     ) {
-        let now = Now::read();
         for (_, summary) in &mut self.switch_samples {
             summary.rotate(now.at);
         }
@@ -1162,6 +1163,7 @@ impl FlowTable {
     /// Exports every flow's remaining counters and events (at shutdown).
     pub fn flush(&mut self, events_log: Option<&EventLog>, out: impl FnMut(FlowExport) -> bool) {
         self.sweep_as(
+            Now::read(),
             Duration::ZERO,
             Duration::ZERO,
             EndReason::ForcedEnd,
@@ -2346,6 +2348,45 @@ mod tests {
         assert!(det.last_window.is_some(), "windows closed by the feeds");
         t.sweep(long, long, None, |_| true);
         assert_eq!(t.stats.flows_swept, 0);
+    }
+
+    /// A step of the wall clock lists every flow again: a detection window whose close was
+    /// placed seconds ahead by the clocks' old offset closes in the first sweep after the
+    /// wall clock passed it, not when the monotonic clock reaches the place.
+    #[test]
+    fn a_wall_clock_step_closes_windows_it_passed() {
+        let (cx, _) = context();
+        let mut t = FlowTable::new(10);
+        let long = Duration::from_secs(600);
+        let now = Now::read();
+        t.sweep_as(now, long, long, EndReason::IdleTimeout, None, |_| true);
+        // A second of probes up to now: one window, closing 9 s from now.
+        let t0 = now.unix_s - 1.0;
+        t.add_probes(
+            &cx,
+            &probes_from(t0, (0..20u64).map(|s| (s, s as f64 / 20.0))),
+        );
+        let key = digest(0, 7, 0).key;
+        let closed = |t: &FlowTable| {
+            let det = t.flows[&key].probe_detector.as_ref().expect("a detector");
+            det.last_window.is_some()
+        };
+        t.sweep_as(
+            Now::read(),
+            long,
+            long,
+            EndReason::IdleTimeout,
+            None,
+            |_| true,
+        );
+        assert!(!closed(&t), "not due yet");
+        // The wall clock steps 20 s ahead; the monotonic clock has barely moved.
+        let stepped = Now {
+            at: Instant::now(),
+            unix_s: Now::read().unix_s + 20.0,
+        };
+        t.sweep_as(stepped, long, long, EndReason::IdleTimeout, None, |_| true);
+        assert!(closed(&t), "the window the wall clock passed closed");
     }
 
     /// Idle flows are exported (their remaining counters) and forgotten, making room.
