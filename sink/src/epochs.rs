@@ -566,6 +566,12 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The epoch reports kept, oldest first.
+    fn reports_of(log: &EpochLog) -> Vec<EpochReport> {
+        let reports = log.reports.lock().unwrap();
+        reports.iter().map(|r| (**r).clone()).collect()
+    }
     use telemetry::flowradar::FlowSetConfig;
     use telemetry::flowradar::flowset::FILTER_SEED;
     use telemetry::flowradar::wire::Shape;
@@ -653,14 +659,7 @@ mod tests {
             Duration::from_secs(60),
             &mut |c: EpochCounts| counted.push((c.epoch, c.counts, c.unsure)),
         );
-        let reports = log
-            .reports
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|r| (**r).clone())
-            .collect();
-        (reports, counted, log)
+        (reports_of(&log), counted, log)
     }
 
     /// An epoch of many switches of two workers each is finished by its last flowset, not by
@@ -774,13 +773,7 @@ mod tests {
             &mut |c: EpochCounts| counted.push((c.epoch, c.counts, c.unsure)),
         );
         sender.join().unwrap();
-        let reports: Vec<EpochReport> = log
-            .reports
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|r| (**r).clone())
-            .collect();
+        let reports = reports_of(&log);
         let seven = reports.iter().find(|r| r.epoch == 7 && !r.late).unwrap();
         assert_eq!(seven.missing, vec![2, 3]);
         assert_eq!(seven.unsure, vec![2]);

@@ -251,7 +251,7 @@ impl FlowState {
     }
 
     /// Works out [`FlowState::detect_due_s`] again (after a sweep closed windows).
-    fn reschedule(&mut self) {
+    fn refresh_detect_due(&mut self) {
         self.detect_due_s = FlowState::detect_due(
             &self.latency_detector,
             &self.loss_detector,
@@ -1319,7 +1319,7 @@ impl<F: FnMut(FlowExport) -> bool> Sweep<'_, F> {
         }
         let gone = ended && all_sent;
         if !gone {
-            flow.reschedule();
+            flow.refresh_detect_due();
         }
         gone
     }
@@ -2082,6 +2082,16 @@ mod tests {
         .collect()
     }
 
+    /// Where flow 7's probe series has closed its windows up to (the last closed window's
+    /// end, Unix s), if it has closed one.
+    fn probes_closed_until(t: &FlowTable) -> Option<f64> {
+        let det = t.flows[&digest(0, 7, 0).key].probe_detector.as_ref();
+        det.expect("a probe series")
+            .last_window
+            .as_ref()
+            .map(|w| w.end)
+    }
+
     /// The kinds of the events found so far for flow 7's probes.
     fn probe_events(cx: &ShardContext) -> Vec<crate::detect::Kind> {
         cx.events
@@ -2260,11 +2270,7 @@ mod tests {
             &cx,
             &probes_from(t0, (0..400u64).map(|s| (s, s as f64 / 20.0))),
         );
-        let key = digest(0, 7, 0).key;
-        let closed_until = |t: &FlowTable| {
-            let det = t.flows[&key].probe_detector.as_ref().expect("a detector");
-            det.last_window.as_ref().map(|w| w.end - t0)
-        };
+        let closed_until = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);
         assert_eq!(closed_until(&t), Some(10.0));
         t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
         assert_eq!(closed_until(&t), Some(20.0));
@@ -2290,11 +2296,7 @@ mod tests {
             &cx,
             &probes_from(t0, (0..20u64).map(|s| (s, s as f64 / 200.0))),
         );
-        let key = digest(0, 7, 0).key;
-        let closed = |t: &FlowTable| {
-            let det = t.flows[&key].probe_detector.as_ref().expect("a detector");
-            det.last_window.as_ref().map(|w| w.end - t0)
-        };
+        let closed = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);
         assert_eq!(closed(&t), None);
         std::thread::sleep(Duration::from_millis(600));
         t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
@@ -2366,11 +2368,7 @@ mod tests {
             &cx,
             &probes_from(t0, (0..20u64).map(|s| (s, s as f64 / 20.0))),
         );
-        let key = digest(0, 7, 0).key;
-        let closed = |t: &FlowTable| {
-            let det = t.flows[&key].probe_detector.as_ref().expect("a detector");
-            det.last_window.is_some()
-        };
+        let closed = |t: &FlowTable| probes_closed_until(t).is_some();
         t.sweep_as(
             Now::read(),
             long,
