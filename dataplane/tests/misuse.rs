@@ -174,14 +174,26 @@ fn check_config_prints_resolved_defaults() {
     for n in [
         "switch_id = 4",
         "mtu = 1500",
-        "capacity_bps = 10000000000",
+        "capacity = 10000000000",
         "idle = \"poll\"",
-        "rx_queues = 1",
+        "rx = [\"in:0\"]",
         "prefix = \"10.1.0.0/16\"",
     ] {
         assert!(t.contains(n), "expected `{n}` in:\n{t}");
     }
     assert!(!t.contains("EAL"), "--check-config starts nothing:\n{t}");
+    // What it prints is a config the switch takes as it is, and prints back the same.
+    let printed = dir.path("printed.toml");
+    std::fs::write(&printed, &out.stdout).unwrap();
+    let again = run_switch(
+        &["--config", printed.to_str().unwrap(), "--check-config"],
+        Duration::from_secs(30),
+    );
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout),
+        String::from_utf8_lossy(&out.stdout)
+    );
     // The capture files are checked too: a missing one fails, naming its key.
     std::fs::remove_file(dir.path("in.pcap")).unwrap();
     let out = run_switch(

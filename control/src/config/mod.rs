@@ -144,7 +144,8 @@ pub struct PortConfig {
     pub mac: MacAddr,
     /// Largest IPv4 packet (L3 bytes) the port sends.
     pub mtu: u16,
-    /// Line rate in bit/s (used by utilisation telemetry).
+    /// Line rate in bit/s (used by utilisation telemetry); printed as the file's `capacity`.
+    #[serde(rename = "capacity")]
     pub capacity_bps: u64,
     /// Rx descriptors per queue.
     pub rx_descriptors: u16,
@@ -152,7 +153,9 @@ pub struct PortConfig {
     pub tx_descriptors: u16,
     /// Accept frames for any destination MAC (true) or only those sent to the port's MAC.
     pub promiscuous: bool,
-    /// Rx queues (derived from the workers: highest polled queue + 1, at least 1).
+    /// Rx queues (derived from the workers: highest polled queue + 1, at least 1); not a
+    /// key of the file, so not printed.
+    #[serde(skip)]
     pub rx_queues: u16,
     /// Loss, delay and reordering applied on transmit (None: none, at no cost).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -176,15 +179,21 @@ pub struct WorkerConfig {
 }
 
 /// A reference to one rx queue of a port.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RxQueueRef {
     /// Port name.
     pub port: String,
     /// Index of the port in [`Config::ports`].
-    #[serde(skip)]
     pub port_index: usize,
     /// Queue number.
     pub queue: u16,
+}
+
+/// Printed as the file writes it: `"port:queue"`.
+impl Serialize for RxQueueRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{}:{}", self.port, self.queue))
+    }
 }
 
 /// One IPv4 route.
@@ -251,9 +260,17 @@ impl Config {
         validate(raw, base)
     }
 
-    /// The resolved configuration as TOML (what `--check-config` prints).
+    /// The resolved configuration as TOML (what `--check-config` prints): a file in the
+    /// form the switch reads, every default written out, that configures the same switch
+    /// read from anywhere (a relative query file's path is printed absolute).
     pub fn to_toml(&self) -> String {
-        toml::to_string(self).unwrap_or_else(|e| format!("# cannot print configuration: {e}\n"))
+        let mut c = self.clone();
+        if let Some(q) = c.telemetry.queries.as_mut()
+            && let Ok(abs) = std::path::absolute(&*q)
+        {
+            *q = abs;
+        }
+        toml::to_string(&c).unwrap_or_else(|e| format!("# cannot print configuration: {e}\n"))
     }
 
     /// Index of the port called `name`.

@@ -38,7 +38,8 @@ pub struct TelemetryConfig {
     /// The query file as resolved (None: the built-in paper plan).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queries: Option<PathBuf>,
-    /// The EtherType that announces the shim.
+    /// The EtherType that announces the shim (printed in hex, as `"0x88b5"`).
+    #[serde(serialize_with = "hex_u16")]
     pub shim_ethertype: u16,
     /// Default path-length bound `d` for static per-flow queries that do not give one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -375,6 +376,11 @@ fn check_flowset_size(t: &TelemetryConfig) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
+}
+
+/// `v` as the file may write it: a string of four hex digits after `0x`.
+fn hex_u16<S: serde::Serializer>(v: &u16, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:#06x}"))
 }
 
 /// The `[metrics]` settings.

@@ -456,3 +456,48 @@ fn memif_ports_with_several_queues_are_warned_about() {
     assert_eq!(c.workers.len(), 1);
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 }
+
+#[test]
+fn a_printed_config_reads_back_as_the_same_switch() {
+    // Every optional key set, a query file given relative to the config's directory: what
+    // `--check-config` prints is a file that configures the same switch from anywhere.
+    let dir = std::env::temp_dir().join(format!("pint-config-print-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("q")).unwrap();
+    std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
+    std::fs::write(dir.join("q/good.toml"), telemetry::PAPER_QUERIES).unwrap();
+    let every_key = GOOD
+        .replacen(
+            "capacity = \"40G\"",
+            "capacity = \"40G\"\nrx_descriptors = 512\ntx_descriptors = 2048\npromiscuous = false\nimpair = { loss = 0.01, delay_us = 2000, jitter_us = 500, reorder = 0.001, limit = 100, from_s = 5, until_s = 15.5, seed = 9 }",
+            1,
+        )
+        .replacen(
+            "[stats]",
+            "[eal]\nargs = [\"-l\", \"0-2\", \"--no-huge\"]\nmain_lcore = 0\nmemory_mb = 512\nhugepages = true\n\n[dataplane]\nidle = \"sleep\"\nidle_sleep_us = 50\nidle_sleep_max_us = 400\nmbufs = 20000\nmbuf_cache = 128\necmp_seed = 12345\nprefetch = true\n\n[stats]",
+            1,
+        )
+        + "\n[telemetry]\nqueries = \"q/good.toml\"\nshim_ethertype = \"0x9000\"\npath_length_bound = 6\nepoch_ms = 20\nsink = \"localhost:7300\"\nbase_rtt_us = 25\ndigest_ring = 4096\nbatch_digests = 1000\nflowset_buffers = 4\nexport_queue_mb = 16\n[telemetry.flowradar]\nexpected_flows = 500\ncells_per_flow = 1.7\nhashes = 4\nfilter_bits_per_flow = 40.5\n[metrics]\nlisten = \"127.0.0.1:9400\"\n";
+    for (name, text) in [("minimal", GOOD.to_owned()), ("every key", every_key)] {
+        let cfg = dir.join("switch.toml");
+        std::fs::write(&cfg, &text).unwrap();
+        let c = Config::from_file(&cfg).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let printed = c.to_toml();
+        let again = dir.join("elsewhere/printed.toml");
+        std::fs::write(&again, &printed).unwrap();
+        let c2 = Config::from_file(&again).unwrap_or_else(|e| panic!("{name}: {e}\n{printed}"));
+        assert_eq!(format!("{c:?}"), format!("{c2:?}"), "{name}:\n{printed}");
+        assert_eq!(c2.to_toml(), printed, "{name}");
+    }
+    let c = Config::from_file(&dir.join("switch.toml")).unwrap();
+    let printed = c.to_toml();
+    for line in [
+        "capacity = 40000000000",
+        "rx = [\"in:0\", \"up0:1\"]",
+        "shim_ethertype = \"0x9000\"",
+        "seed = 9",
+    ] {
+        assert!(printed.contains(line), "expected `{line}` in:\n{printed}");
+    }
+    assert!(!printed.contains("rx_queues"), "{printed}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
