@@ -154,23 +154,32 @@ fn wireshark_decodes_the_exported_records() {
         .filter_map(|r| Some(format!("{} {} {}", r.switch, r.ingress? + 1, r.egress? + 1)))
         .collect();
     assert_eq!(got_ports, want_ports);
-    // Flow start and end in milliseconds since the epoch, as Wireshark shows them (UTC):
-    // record 1 of switch 3 starts at 1796000000001 ms and ends 1 s later.
-    let times = record_fields(&pcap, &["cflow.abstimestart", "cflow.abstimeend"]);
-    let first: Vec<Vec<&str>> = times
-        .lines()
-        .next()
-        .unwrap()
-        .split('\t')
-        .map(|c| c.split(';').collect())
+    // Flow start and end of every record, in milliseconds since the epoch as Wireshark
+    // shows them (UTC): the records start in the second 1796000000 (Nov 30, 2026 00:53:20)
+    // and end in the next.
+    let shown = |ms: u64| {
+        let second = match ms / 1000 {
+            1_796_000_000 => "Nov 30, 2026 00:53:20",
+            1_796_000_001 => "Nov 30, 2026 00:53:21",
+            other => panic!("a record's time outside the test's two seconds: {other}"),
+        };
+        format!("{second}.{:03}000000 UTC", ms % 1000)
+    };
+    let times = record_fields(
+        &pcap,
+        &["cflow.od_id", "cflow.abstimestart", "cflow.abstimeend"],
+    );
+    let mut got_times = Vec::new();
+    for line in times.lines() {
+        let cols: Vec<Vec<&str>> = line.split('\t').map(|c| c.split(';').collect()).collect();
+        for (start, end) in cols[1].iter().zip(&cols[2]) {
+            got_times.push(format!("{} {start} {end}", cols[0][0]));
+        }
+    }
+    let want_times: Vec<String> = sent
+        .iter()
+        .map(|r| format!("{} {} {}", r.switch, shown(r.start_ms), shown(r.end_ms)))
         .collect();
-    assert_eq!(
-        first[0][1], "Nov 30, 2026 00:53:20.001000000 UTC",
-        "{times}"
-    );
-    assert_eq!(
-        first[1][1], "Nov 30, 2026 00:53:21.001000000 UTC",
-        "{times}"
-    );
+    assert_eq!(got_times, want_times);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -121,6 +121,7 @@ impl Sink {
             config.ipfix,
             config.template_interval,
             config.ipfix_rate,
+            config.ipfix_message_bytes,
             config.json_lines.as_deref(),
             Arc::clone(&exports),
         )?;

@@ -81,6 +81,9 @@ struct Args {
     /// Most IPFIX messages a second (0: unpaced).
     #[arg(long, default_value_t = sink_default_rate())]
     ipfix_rate: u32,
+    /// Largest IPFIX message, bytes (the path's MTU less IP and UDP headers; 512 to 65507).
+    #[arg(long, default_value_t = crate::ipfix::MAX_MESSAGE)]
+    ipfix_message_bytes: usize,
     /// Seconds between IPFIX template resends.
     #[arg(long, default_value_t = 30.0)]
     template_interval: f64,
@@ -235,6 +238,7 @@ where
         active_timeout: secs("active-timeout", a.active_timeout)?,
         template_interval: secs("template-interval", a.template_interval)?,
         ipfix_rate: a.ipfix_rate,
+        ipfix_message_bytes: a.ipfix_message_bytes,
         json_lines: a.json_lines,
         max_flowset_bytes: a.max_flowset_mb.saturating_mul(1 << 20),
         flowset_memory_bytes: a.flowset_memory_mb.saturating_mul(1 << 20),

@@ -37,6 +37,9 @@ pub struct SinkConfig {
     /// Most IPFIX messages sent a second (0: as fast as the socket takes them): a burst of
     /// records (a sweep, the stop) otherwise overflows a collector's receive buffer.
     pub ipfix_rate: u32,
+    /// Largest IPFIX message, bytes: the path to the collector's MTU less its IP and UDP
+    /// headers (RFC 7011 wants messages that need no fragments).
+    pub ipfix_message_bytes: usize,
     /// The same records as JSON lines.
     pub json_lines: Option<PathBuf>,
     /// Largest flowset (in memory) a switch may declare.
@@ -66,6 +69,7 @@ impl Default for SinkConfig {
             active_timeout: Duration::from_secs(60),
             template_interval: Duration::from_secs(30),
             ipfix_rate: crate::ipfix::DEFAULT_RATE,
+            ipfix_message_bytes: crate::ipfix::MAX_MESSAGE,
             json_lines: None,
             max_flowset_bytes: 256 << 20,
             flowset_memory_bytes: 1 << 30,
@@ -110,6 +114,18 @@ impl SinkConfig {
         if self.template_interval.is_zero() {
             return bad("template-interval", "must be above zero");
         }
+        if !(crate::ipfix::MIN_MAX_MESSAGE..=crate::ipfix::MAX_MAX_MESSAGE)
+            .contains(&self.ipfix_message_bytes)
+        {
+            return bad(
+                "ipfix-message-bytes",
+                &format!(
+                    "must be {} to {} (a UDP datagram)",
+                    crate::ipfix::MIN_MAX_MESSAGE,
+                    crate::ipfix::MAX_MAX_MESSAGE
+                ),
+            );
+        }
         if self.epoch_grace.is_zero() || self.epoch_grace > Duration::from_secs(60) {
             return bad("epoch-grace-ms", "must be 1 ms to 60 s");
         }
@@ -139,7 +155,21 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_bad_values_name_their_flag() {
         SinkConfig::default().validate().unwrap();
-        let cases: [(&str, SinkConfig); 5] = [
+        let cases: [(&str, SinkConfig); 7] = [
+            (
+                "ipfix-message-bytes",
+                SinkConfig {
+                    ipfix_message_bytes: 511,
+                    ..Default::default()
+                },
+            ),
+            (
+                "ipfix-message-bytes",
+                SinkConfig {
+                    ipfix_message_bytes: 65_508,
+                    ..Default::default()
+                },
+            ),
             (
                 "flowset-memory-mb",
                 SinkConfig {

@@ -42,6 +42,7 @@ impl Outputs {
         ipfix: Option<SocketAddr>,
         template_interval: Duration,
         ipfix_rate: u32,
+        ipfix_message_bytes: usize,
         json_lines: Option<&Path>,
         counters: Arc<ExportCounters>,
     ) -> anyhow::Result<Outputs> {
@@ -49,7 +50,8 @@ impl Outputs {
             Some(a) => Some(
                 IpfixExporter::new(a, template_interval)
                     .map_err(|e| anyhow::anyhow!("--ipfix {a}: {e}"))?
-                    .with_rate(ipfix_rate),
+                    .with_rate(ipfix_rate)
+                    .with_max_message(ipfix_message_bytes),
             ),
             None => None,
         };

@@ -49,8 +49,13 @@ pub const PORT_FIELDS: [(u16, u16); 2] = [
 pub const RECORD_LEN_NO_PORTS: usize = 46;
 /// Bytes of one data record with ports (template 256).
 pub const RECORD_LEN: usize = RECORD_LEN_NO_PORTS + 8;
-/// Largest message (fits an Ethernet MTU with IPv4 or IPv6 and UDP headers).
+/// Largest message by default (fits an Ethernet MTU with IPv4 or IPv6 and UDP headers).
 pub const MAX_MESSAGE: usize = 1400;
+/// The smallest largest message an exporter takes: RFC 7011's size for a path whose MTU is
+/// not known (the templates take 116 bytes, a record with its headers 74).
+pub const MIN_MAX_MESSAGE: usize = 512;
+/// The largest: a UDP datagram over IPv4.
+pub const MAX_MAX_MESSAGE: usize = 65_507;
 const HEADER_LEN: usize = 16;
 const SET_HEADER_LEN: usize = 4;
 
@@ -62,12 +67,14 @@ const _: () = {
         i += 1;
     }
     assert!(n == RECORD_LEN_NO_PORTS);
-    assert!(MAX_MESSAGE <= u16::MAX as usize);
+    assert!(MAX_MAX_MESSAGE <= u16::MAX as usize);
+    assert!(MIN_MAX_MESSAGE <= MAX_MESSAGE && MAX_MESSAGE <= MAX_MAX_MESSAGE);
+    assert!(MIN_MAX_MESSAGE >= HEADER_LEN + SET_HEADER_LEN + 2 * 4 + 22 * 4);
 };
 
-/// Records of one template that fit one message.
-const fn per_message(record_len: usize) -> usize {
-    (MAX_MESSAGE - HEADER_LEN - SET_HEADER_LEN) / record_len
+/// Records of one template that fit a message of at most `max_message` bytes.
+const fn per_message(max_message: usize, record_len: usize) -> usize {
+    (max_message - HEADER_LEN - SET_HEADER_LEN) / record_len
 }
 
 fn unix_secs() -> u32 {
@@ -202,6 +209,8 @@ pub struct IpfixExporter {
     pacer: Pacer,
     domains: BTreeMap<u32, Domain>,
     template_interval: Duration,
+    /// Largest message, bytes.
+    max_message: usize,
     /// Messages sent.
     pub messages: u64,
     /// Records sent.
@@ -230,6 +239,7 @@ impl IpfixExporter {
             },
             domains: BTreeMap::new(),
             template_interval,
+            max_message: MAX_MESSAGE,
             messages: 0,
             records: 0,
             errors: 0,
@@ -239,6 +249,13 @@ impl IpfixExporter {
     /// Sends at most `messages` a second (0: unpaced).
     pub fn with_rate(mut self, messages: u32) -> Self {
         self.pacer.rate = messages;
+        self
+    }
+
+    /// Sends messages of at most `bytes` (the path to the collector's MTU less the IP and
+    /// UDP headers), within [`MIN_MAX_MESSAGE`] and [`MAX_MAX_MESSAGE`].
+    pub fn with_max_message(mut self, bytes: usize) -> Self {
+        self.max_message = bytes.clamp(MIN_MAX_MESSAGE, MAX_MAX_MESSAGE);
         self
     }
 
@@ -252,7 +269,7 @@ impl IpfixExporter {
         };
         let d = self.domains.entry(domain).or_default();
         d.pending[slot].push(r);
-        if d.pending[slot].len() >= per_message(len) {
+        if d.pending[slot].len() >= per_message(self.max_message, len) {
             self.send_domain(domain, Instant::now());
         }
     }
@@ -275,7 +292,7 @@ impl IpfixExporter {
             return;
         }
         let mut sent = Sent::default();
-        let (socket, pacer) = (&self.socket, &mut self.pacer);
+        let (socket, pacer, max_message) = (&self.socket, &mut self.pacer, self.max_message);
         let mut send = |m: &[u8], sent: &mut Sent| {
             let wait = pacer.wait(Instant::now());
             if !wait.is_zero() {
@@ -309,7 +326,7 @@ impl IpfixExporter {
         .into_iter()
         .enumerate()
         {
-            for chunk in d.pending[slot].chunks(per_message(len)) {
+            for chunk in d.pending[slot].chunks(per_message(max_message, len)) {
                 let set_len = SET_HEADER_LEN + chunk.len() * len;
                 let mut set = Vec::with_capacity(set_len);
                 set.extend_from_slice(&id.to_be_bytes());
@@ -462,16 +479,53 @@ mod tests {
     fn a_full_message_leaves_nothing_behind() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut ex = IpfixExporter::new(rx.local_addr().unwrap(), Duration::from_secs(60)).unwrap();
-        for _ in 0..per_message(RECORD_LEN) {
+        for _ in 0..per_message(MAX_MESSAGE, RECORD_LEN) {
             ex.add(record(true));
         }
         assert_eq!(ex.messages, 2, "templates and one full message");
-        assert_eq!(ex.records as usize, per_message(RECORD_LEN));
+        assert_eq!(ex.records as usize, per_message(MAX_MESSAGE, RECORD_LEN));
         ex.flush();
         assert_eq!(ex.messages, 2, "nothing left to send");
     }
 
-    /// After a refused send (no collector) the templates go again before the next records.
+    /// A smaller largest message (a path with a small MTU): every datagram within it, the
+    /// records split over more messages, none lost.
+    #[test]
+    fn messages_keep_to_the_largest_size_set() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut ex = IpfixExporter::new(rx.local_addr().unwrap(), Duration::from_secs(60))
+            .unwrap()
+            .with_max_message(512);
+        for i in 0..40 {
+            ex.add(record(i < 30));
+        }
+        ex.flush();
+        let mut buf = [0u8; 70_000];
+        let (mut records, mut data_messages) = (0, 0);
+        for _ in 0..ex.messages {
+            let n = rx.recv(&mut buf).unwrap();
+            assert!(n <= 512, "a message of {n} bytes");
+            assert_eq!(u16::from_be_bytes([buf[2], buf[3]]) as usize, n);
+            let len = match u16::from_be_bytes([buf[16], buf[17]]) {
+                2 => continue,
+                TEMPLATE_ID => RECORD_LEN,
+                _ => RECORD_LEN_NO_PORTS,
+            };
+            records += (n - 20) / len;
+            data_messages += 1;
+        }
+        assert_eq!(records, 40);
+        // 30 records with ports, 9 to a message; 10 without, 10 to a message.
+        assert_eq!(data_messages, 4 + 1);
+        // Out of range: kept within what a datagram and the templates allow.
+        let big = IpfixExporter::new(rx.local_addr().unwrap(), Duration::from_secs(60))
+            .unwrap()
+            .with_max_message(1 << 20);
+        assert_eq!(big.max_message, MAX_MAX_MESSAGE);
+    }
+
+    /// A burst of messages goes at once, then they are spaced to the rate.
     #[test]
     fn messages_are_paced_after_a_burst() {
         let mut p = Pacer {
@@ -510,6 +564,7 @@ mod tests {
         (addr, ex)
     }
 
+    /// After a refused send (no collector) the templates go again before the next records.
     #[test]
     fn a_refused_template_is_sent_again() {
         let (addr, mut ex) = exporter_to_nobody();
