@@ -185,6 +185,30 @@ pub struct Preflight {
     pub memory_mb: u32,
 }
 
+impl Preflight {
+    /// What a start works out where `config` leaves it out, as TOML comments naming the
+    /// keys that would fix each (`--check-config` prints them after the config).
+    pub fn worked_out(&self, config: &Config) -> String {
+        let mut lines = Vec::new();
+        if config.eal.main_lcore.is_none() {
+            lines.push(format!("# eal.main_lcore = {}", self.main_lcore));
+        }
+        if config.eal.memory_mb.is_none() {
+            lines.push(format!("# eal.memory_mb = {}", self.memory_mb));
+        }
+        if config.dataplane.mbufs.is_none() {
+            lines.push(format!("# dataplane.mbufs = {}", self.mbufs));
+        }
+        if lines.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\n# Worked out for this machine and these captures (left out above; set a key to fix it):\n{}\n",
+            lines.join("\n")
+        )
+    }
+}
+
 /// Checks `config` against this machine (capture files, lcores, mbufs for the captures held
 /// in memory) and sizes the pool and EAL memory. Warnings (the captures', the config's)
 /// are printed first: they often explain an error that follows.

@@ -262,7 +262,8 @@ impl Config {
 
     /// The resolved configuration as TOML (what `--check-config` prints): a file in the
     /// form the switch reads, every default written out, that configures the same switch
-    /// read from anywhere (a relative query file's path is printed absolute).
+    /// run from the same directory (a relative query file's path, read from the config
+    /// file's directory, is printed absolute).
     pub fn to_toml(&self) -> String {
         let mut c = self.clone();
         if let Some(q) = c.telemetry.queries.as_mut()
@@ -570,6 +571,15 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
             Some(RawCapacity::Bits(_)) => return Err(key_err(k("capacity"), "must be positive")),
             Some(RawCapacity::Text(t)) => {
                 types::parse_capacity(&t).map_err(|e| key_err(k("capacity"), e))?
+            }
+            Some(RawCapacity::Other(v)) => {
+                return Err(key_err(
+                    k("capacity"),
+                    format!(
+                        "{} is not a capacity: write bit/s as a positive integer or a string such as \"10G\" or \"2.5G\"",
+                        raw::shown(&v)
+                    ),
+                ));
             }
         };
         let desc = |v: Option<u32>, f: &str| -> Result<u16, ConfigError> {

@@ -60,12 +60,19 @@ pub(super) struct RawMetrics {
     pub listen: Option<String>,
 }
 
-/// An integer written as a number or as a string (`"0x88b5"`).
+/// An integer written as a number or as a string (`"0x88b5"`); anything else is kept for
+/// validation to name the key (an untagged enum's own error names only the enum).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub(super) enum RawNumber {
     Int(i64),
     Text(String),
+    Other(toml::Value),
+}
+
+/// A value of the wrong type as an error shows it: the value and its TOML type.
+pub(super) fn shown(v: &toml::Value) -> String {
+    format!("`{v}` (a TOML {})", v.type_str())
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -95,11 +102,14 @@ pub(super) struct RawStats {
     pub interval_ms: Option<u64>,
 }
 
+/// A capacity written as bit/s or as a string with a unit (`"10G"`); anything else is kept
+/// for validation to name the key.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub(super) enum RawCapacity {
     Bits(u64),
     Text(String),
+    Other(toml::Value),
 }
 
 #[derive(Debug, Deserialize)]

@@ -142,6 +142,15 @@ fn ethertype(raw: Option<RawNumber>) -> Result<u16, ConfigError> {
             };
             parsed.map_err(|_| key_err(key, format!("`{t}` is not a number (e.g. 0x88b5)")))?
         }
+        Some(RawNumber::Other(v)) => {
+            return Err(key_err(
+                key,
+                format!(
+                    "{} is not an EtherType: write an integer or a string such as \"0x88b5\"",
+                    super::raw::shown(&v)
+                ),
+            ));
+        }
     };
     let ty = u16::try_from(v)
         .ok()

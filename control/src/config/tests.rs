@@ -120,6 +120,15 @@ fn bad_values_name_their_key() {
             "capacity = \"40Q\"",
             "ports[1].capacity",
         ),
+        // Values of a type the key does not take are named by the key, not by the type
+        // that reads them.
+        ("capacity = \"40G\"", "capacity = -5", "ports[1].capacity"),
+        (
+            "capacity = \"40G\"",
+            "capacity = 2.5e9",
+            "ports[1].capacity",
+        ),
+        ("capacity = \"40G\"", "capacity = true", "ports[1].capacity"),
         ("name = \"up1\"", "name = \"up0\"", "ports[2].name"),
         (
             "device = \"0000:3b:00.1\"",
@@ -220,6 +229,8 @@ fn telemetry_is_off_without_its_table_and_on_with_it() {
 fn bad_telemetry_values_name_their_key() {
     let cases: &[(&str, &str)] = &[
         ("shim_ethertype = 0x0800", "telemetry.shim_ethertype"),
+        ("shim_ethertype = true", "telemetry.shim_ethertype"),
+        ("shim_ethertype = [1]", "telemetry.shim_ethertype"),
         ("shim_ethertype = \"zz\"", "telemetry.shim_ethertype"),
         ("shim_ethertype = 12", "telemetry.shim_ethertype"),
         ("shim_ethertype = 0x8808", "telemetry.shim_ethertype"),
@@ -500,4 +511,19 @@ fn a_printed_config_reads_back_as_the_same_switch() {
     }
     assert!(!printed.contains("rx_queues"), "{printed}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_value_of_the_wrong_type_is_shown_with_its_key() {
+    let e = err(&GOOD.replacen("capacity = \"40G\"", "capacity = true", 1));
+    assert_eq!(
+        e.to_string(),
+        "config key `ports[1].capacity`: `true` (a TOML boolean) is not a capacity: write bit/s as a positive integer or a string such as \"10G\" or \"2.5G\""
+    );
+    let e = err(&format!("{GOOD}\n[telemetry]\nshim_ethertype = 1.5\n"));
+    assert!(
+        e.to_string()
+            .starts_with("config key `telemetry.shim_ethertype`: `1.5` (a TOML float)"),
+        "{e}"
+    );
 }

@@ -76,8 +76,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if cli.check_config {
         // What a start checks before DPDK (capture files, lcores on this machine, mbufs
         // for the captures) fails here as it would there.
-        dataplane::resources::preflight(&config)?;
-        print!("{}", config.to_toml());
+        let worked_out = dataplane::resources::preflight(&config)?;
+        print!("{}{}", config.to_toml(), worked_out.worked_out(&config));
         return Ok(());
     }
     let duration = match (cli.duration, cli.demo) {
