@@ -174,7 +174,7 @@ async fn health(State(s): St) -> Json<Health> {
             .map(|x| x.table.lock().expect("flow table lock").len())
             .sum(),
         epochs: s.shared.epochs.counters.epochs.load(Relaxed),
-        events: s.shared.events.counts().values().sum(),
+        events: s.shared.events.total(),
         backlog: s.shared.backlog(),
     })
 }

@@ -32,11 +32,14 @@ pub struct FlowEvent {
     key: FlowKey,
 }
 
+/// Events by kind and label (an event with two labels under both), and events.
+type Counts = (BTreeMap<(Kind, Label), u64>, u64);
+
 /// The sink's events.
 #[derive(Debug, Default)]
 pub struct EventLog {
     recent: Mutex<VecDeque<FlowEvent>>,
-    counts: Mutex<BTreeMap<(Kind, Label), u64>>,
+    counts: Mutex<Counts>,
     lines: Mutex<Option<BufWriter<File>>>,
 }
 
@@ -58,9 +61,10 @@ impl EventLog {
             let mut c = self.counts.lock().expect("event counts lock");
             for e in &events {
                 for l in &e.labels {
-                    *c.entry((e.kind, *l)).or_default() += 1;
+                    *c.0.entry((e.kind, *l)).or_default() += 1;
                 }
             }
+            c.1 += events.len() as u64;
         }
         let mut recent = self.recent.lock().expect("events lock");
         let mut lines = self.lines.lock().expect("event lines lock");
@@ -115,8 +119,58 @@ impl EventLog {
             .collect()
     }
 
-    /// Events by kind and label since the start.
+    /// Events by kind and label since the start (an event with two labels counts under
+    /// both).
     pub fn counts(&self) -> BTreeMap<(Kind, Label), u64> {
-        self.counts.lock().expect("event counts lock").clone()
+        self.counts.lock().expect("event counts lock").0.clone()
+    }
+
+    /// Events since the start, each once.
+    pub fn total(&self) -> u64 {
+        self.counts.lock().expect("event counts lock").1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: Kind, labels: Vec<Label>) -> Event {
+        Event {
+            kind,
+            start: 1.0,
+            end: 2.0,
+            baseline_ms: None,
+            peak_ms: None,
+            loss_rate: 0.1,
+            reordering: 0.0,
+            labels,
+        }
+    }
+
+    #[test]
+    fn an_event_counts_once_in_all_and_under_each_label() {
+        let log = EventLog::default();
+        let key = FlowKey {
+            src: 1,
+            dst: 2,
+            src_port: 3,
+            dst_port: 4,
+            protocol: 17,
+        };
+        log.record(
+            key,
+            "counters",
+            vec![
+                event(Kind::Loss, vec![Label::DelayCorrelatedLoss, Label::Unknown]),
+                event(Kind::Delay, vec![Label::Unknown]),
+            ],
+        );
+        assert_eq!(log.total(), 2);
+        let c = log.counts();
+        assert_eq!(c.values().sum::<u64>(), 3);
+        assert_eq!(c[&(Kind::Loss, Label::DelayCorrelatedLoss)], 1);
+        assert_eq!(c[&(Kind::Loss, Label::Unknown)], 1);
+        assert_eq!(log.latest(10, None).len(), 2);
     }
 }

@@ -380,9 +380,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                             .entry(reason)
                             .or_default() += 1;
                     }
-                    None => {
-                        ing.registry.anonymous_rejects.fetch_add(1, Relaxed);
-                    }
+                    None => ing.registry.note_anonymous_reject(reason),
                 }
             }
             tracing::warn!(peer = %peer, switch = entry.as_ref().map(|e| e.info_id()), "connection closed: {c}");

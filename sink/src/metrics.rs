@@ -294,12 +294,14 @@ impl SinkMetrics {
                     .absolute(*n);
                 }
             }
-            counter!(
-                "pint_sink_frames_rejected_total",
-                "switch" => "none",
-                "reason" => "before_hello"
-            )
-            .absolute(shared.registry.anonymous_rejects.load(Relaxed));
+            for (reason, n) in shared.registry.anonymous_rejects() {
+                counter!(
+                    "pint_sink_frames_rejected_total",
+                    "switch" => "none",
+                    "reason" => reason
+                )
+                .absolute(n);
+            }
             gauge!("pint_sink_flows").set(flows as f64);
             counter!("pint_sink_digests_recorded_total").absolute(stats.digests);
             counter!("pint_sink_flows_evicted_total").absolute(stats.flows_evicted);

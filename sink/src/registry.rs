@@ -225,8 +225,9 @@ pub struct Registry {
     bad_plans: Mutex<BTreeMap<(u32, u64), String>>,
     owners: RwLock<FxHashMap<u32, u32>>,
     ids: RwLock<Arc<Vec<u32>>>,
-    /// Connections closed before a hello (not attributable to a switch).
-    pub anonymous_rejects: AtomicU64,
+    /// Connections closed without a switch the sink knows to count them at (before a
+    /// hello, or at a refused hello from a switch not seen before), by reason.
+    anonymous_rejects: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 fn unix_secs() -> u64 {
@@ -342,6 +343,24 @@ impl Registry {
         if let Some(e) = error {
             entry.info.lock().expect("switch lock").last_error = Some(e);
         }
+    }
+
+    /// Counts a connection closed for `reason` with no switch the sink knows to count it at.
+    pub fn note_anonymous_reject(&self, reason: &'static str) {
+        *self
+            .anonymous_rejects
+            .lock()
+            .expect("registry lock")
+            .entry(reason)
+            .or_default() += 1;
+    }
+
+    /// Connections closed with no switch the sink knows to count them at, by reason.
+    pub fn anonymous_rejects(&self) -> BTreeMap<&'static str, u64> {
+        self.anonymous_rejects
+            .lock()
+            .expect("registry lock")
+            .clone()
     }
 
     /// The switch `id`.

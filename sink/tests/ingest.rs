@@ -170,7 +170,7 @@ fn a_bad_frame_closes_only_its_own_connection() {
             .contains("unknown frame type 99")
     );
     wait_for("anonymous reject", || {
-        shared.registry.anonymous_rejects.load(Relaxed) == 1
+        shared.registry.anonymous_rejects().values().sum::<u64>() == 1
     });
     // The connection really is closed: reading gives end of file.
     bad.s
@@ -305,13 +305,25 @@ fn unusable_plans_and_oversized_flowsets_are_refused() {
     });
     assert!(shared.registry.plan(wrong.version).is_none());
 
+    // Beyond what the protocol carries: the hello does not decode; within it but above
+    // --max-flowset-mb: refused. Neither switch was seen before: both are counted apart
+    // from the switches, by reason.
     let mut big = hello(4, None);
     big.shape.cells_per_table = 1 << 23;
     let _sw = FakeSwitch::connect(sink.listen_addr(), &big);
     wait_for("switch 4 refused", || {
-        shared.registry.anonymous_rejects.load(Relaxed) == 1
+        shared.registry.anonymous_rejects().get("over_limit") == Some(&1)
+    });
+    let mut large = hello(6, None);
+    large.shape.cells_per_table =
+        (telemetry::flowradar::wire::MAX_CELLS / usize::from(large.shape.hashes)) as u32;
+    large.shape.filter_blocks = telemetry::flowradar::wire::MAX_FILTER_BLOCKS as u32;
+    let _sw6 = FakeSwitch::connect(sink.listen_addr(), &large);
+    wait_for("switch 6 refused", || {
+        shared.registry.anonymous_rejects().get("refused") == Some(&1)
     });
     assert!(shared.registry.switch(4).is_none());
+    assert!(shared.registry.switch(6).is_none());
 
     // A flowset frame of a declared worker that holds the right shape is taken.
     let mut fs = flowset(3);
