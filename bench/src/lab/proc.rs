@@ -55,10 +55,14 @@ fn is_backtrace_header(line: &str) -> bool {
 }
 
 /// What a process printed so far.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Output {
     tail: VecDeque<String>,
+    /// Its stdout, while [`Output::keep_stdout`] (the log has all of it).
     stdout: String,
+    /// Whether stdout is kept in memory: a switch prints statistics every second, for as
+    /// long as a lab is held (up to a week), and only its first lines are read here.
+    keep_stdout: bool,
 }
 
 /// A running child.
@@ -103,7 +107,11 @@ impl Proc {
         let mut child = cmd.spawn().map_err(|e| {
             anyhow::anyhow!("cannot start {name} ({}): {e}", program.path.display())
         })?;
-        let out = Arc::new(Mutex::new(Output::default()));
+        let out = Arc::new(Mutex::new(Output {
+            tail: VecDeque::new(),
+            stdout: String::new(),
+            keep_stdout: true,
+        }));
         let mut readers = Vec::new();
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
@@ -118,7 +126,7 @@ impl Proc {
                     let line = String::from_utf8_lossy(&line).into_owned();
                     let _ = writeln!(file.lock().expect("log lock"), "{line}");
                     let mut o = out.lock().expect("output lock");
-                    if is_stdout {
+                    if is_stdout && o.keep_stdout {
                         o.stdout.push_str(&line);
                         o.stdout.push('\n');
                     }
@@ -157,9 +165,22 @@ impl Proc {
         self.child.id()
     }
 
-    /// Everything it printed on stdout so far.
+    /// Everything it printed on stdout so far (until [`Proc::forget_stdout`]).
     pub fn stdout(&self) -> String {
         self.out.lock().expect("output lock").stdout.clone()
+    }
+
+    /// Whether its stdout so far holds `text`.
+    pub fn stdout_contains(&self, text: &str) -> bool {
+        self.out.lock().expect("output lock").stdout.contains(text)
+    }
+
+    /// Keeps its stdout from now on only in its log and its last lines: for a process
+    /// whose output is read only until it is ready.
+    pub fn forget_stdout(&self) {
+        let mut o = self.out.lock().expect("output lock");
+        o.keep_stdout = false;
+        o.stdout = String::new();
     }
 
     /// Its last lines of output.
@@ -326,5 +347,41 @@ mod tests {
         // The log keeps all of it.
         let logged = std::fs::read_to_string(&log).unwrap();
         assert!(logged.contains("  40: frame"));
+    }
+
+    #[test]
+    fn a_process_ready_keeps_its_output_in_its_log_only() {
+        let dir = crate::scratch::Scratch::new("proc-forget").unwrap();
+        let log = dir.path("p.log");
+        let sh = Program {
+            path: "/bin/sh".into(),
+            lead: vec!["-c".into()],
+        };
+        // Ready, then statistics until told to go on, then a last line.
+        let go = dir.path("go");
+        let script = format!(
+            "echo ready; while [ ! -e {} ]; do echo 'stats: rx 1 tx 1'; sleep 0.01; done; echo last",
+            go.display()
+        );
+        let mut p = Proc::start("switch", &sh, &[script], &log).unwrap();
+        p.wait_for(Duration::from_secs(20), &AtomicBool::new(false), |l| {
+            l == "ready"
+        })
+        .unwrap();
+        p.forget_stdout();
+        std::thread::sleep(Duration::from_millis(200));
+        std::fs::write(&go, "").unwrap();
+        let t0 = Instant::now();
+        while p.exited().is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "the script ends");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        p.join_readers();
+        assert_eq!(p.stdout(), "", "nothing kept after it was ready");
+        assert!(!p.stdout_contains("stats"));
+        assert!(p.tail().ends_with("last"), "{}", p.tail());
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(logged.starts_with("ready\nstats: rx 1 tx 1\n"), "{logged}");
+        assert!(logged.ends_with("last\n"), "{logged}");
     }
 }

@@ -280,7 +280,7 @@ impl Procs {
         }
         for (_, g) in self.generators.iter_mut() {
             // A generator may end once it has reported.
-            let reported = reports_due && g.stdout().contains("\n}");
+            let reported = reports_due && g.stdout_contains("\n}");
             if !reported && let Some(st) = g.exited() {
                 dead.push((g, st));
             }
@@ -334,6 +334,8 @@ fn run_inner(
     let line = sink.wait_for(Duration::from_secs(60), stop, |l| {
         l.starts_with("pint-sink listening on")
     })?;
+    // From here on its output is read in its log (and its last lines, should it die).
+    sink.forget_stdout();
     procs.sink = Some(sink);
     let (listen, http) = parse_sink_line(&line)
         .ok_or_else(|| anyhow::anyhow!("cannot read the sink's addresses from `{line}`"))?;
@@ -388,6 +390,9 @@ fn run_inner(
         // client only of lower-numbered ones: each waits for the one before.
         let (_, p, _) = procs.switches.last_mut().expect("just pushed");
         p.wait_for(Duration::from_secs(60), stop, |l| l.starts_with("routes:"))?;
+        // Its statistics every second stay in its log, not in memory, however long the
+        // lab is held.
+        p.forget_stdout();
         check_stop(stop, procs, false)?;
     }
     // 3. The generators, all sending from one moment on.
@@ -422,7 +427,7 @@ fn run_inner(
     let mut told_to_stop = false;
     loop {
         check_stop(stop, procs, unix_s() > start_at + lab.duration_s)?;
-        let has_reported = |g: &Proc| g.stdout().contains("\n}");
+        let has_reported = |g: &Proc| g.stdout_contains("\n}");
         if procs.generators.iter().all(|(_, g)| has_reported(g)) {
             break;
         }
