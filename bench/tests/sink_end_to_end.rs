@@ -100,6 +100,7 @@ fn drive(topology: &Topology, edges: &[u32], spec: &TrafficSpec, sink: &Sink) ->
             payload: e.payload,
             digests: 0,
             flowsets: 0,
+            probes: 0,
         });
         assert!(sent, "the exporter's queue takes everything");
     });

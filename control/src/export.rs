@@ -20,6 +20,11 @@ pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How long a write may block before the connection counts as broken.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long data written may stay unacknowledged, and an idle connection's peer silent,
+/// before the connection counts as broken: a sink host that died or was cut off is found
+/// in seconds, not after TCP's retransmissions give up (about a quarter of an hour).
+pub const DEAD_PEER_AFTER: Duration = Duration::from_secs(10);
+
 /// A connection that lasted this long resets the backoff when it breaks; one that broke
 /// sooner (a sink that refuses the hello, another service on the port) does not.
 const STABLE_AFTER: Duration = Duration::from_secs(2);
@@ -34,6 +39,8 @@ pub struct Outgoing {
     pub digests: u64,
     /// Flowsets it carries (for the drop count).
     pub flowsets: u64,
+    /// Probe records it carries (for the drop count).
+    pub probes: u64,
 }
 
 /// What the exporter announces on every connection.
@@ -60,6 +67,8 @@ pub struct ExportStats {
     pub digests_dropped: AtomicU64,
     /// Flowsets dropped (as above).
     pub flowsets_dropped: AtomicU64,
+    /// Probe records dropped (as above).
+    pub probes_dropped: AtomicU64,
     /// Digests written.
     pub digests_sent: AtomicU64,
     /// Flowsets written.
@@ -113,11 +122,19 @@ impl Exporter {
 
     /// Queues a frame; drops it (counted) when the queue is full. Returns whether queued.
     pub fn send(&self, o: Outgoing) -> bool {
-        let len = o.payload.len();
-        if self.queued.load(Ordering::Relaxed) + len > self.limit {
+        if self.queued.load(Ordering::Relaxed) + o.payload.len() > self.limit {
             self.count_drop(&o);
             return false;
         }
+        self.send_always(o)
+    }
+
+    /// Queues a frame however full the queue is: one the sink needs before the frames
+    /// after it (a reloaded plan, before digests of it; a few KiB a reload). Dropped, a
+    /// connection would carry digests of a plan its sink does not know, and the sink closes
+    /// it. Returns whether queued (false only once the exporter has stopped).
+    pub fn send_always(&self, o: Outgoing) -> bool {
+        let len = o.payload.len();
         self.queued.fetch_add(len, Ordering::Relaxed);
         match self.tx.try_send(o) {
             Ok(()) => true,
@@ -195,6 +212,7 @@ impl DigestSender {
             payload,
             digests: batch.len() as u64,
             flowsets: 0,
+            probes: 0,
         });
         if !sent {
             self.encoder.reset();
@@ -215,6 +233,7 @@ fn count_drop(stats: &ExportStats, o: &Outgoing) {
     stats
         .flowsets_dropped
         .fetch_add(o.flowsets, Ordering::Relaxed);
+    stats.probes_dropped.fetch_add(o.probes, Ordering::Relaxed);
 }
 
 fn connect(sink: &str) -> std::io::Result<TcpStream> {
@@ -226,6 +245,38 @@ fn connect(sink: &str) -> std::io::Result<TcpStream> {
         }
     }
     Err(last)
+}
+
+/// Makes the kernel break `stream` when data written stays unacknowledged for `after`
+/// (`TCP_USER_TIMEOUT`), and probe an idle peer so that a silent one is found within about
+/// `after` too (keepalive after half of it, three probes a sixth of it apart).
+fn find_dead_peers(stream: &TcpStream, after: Duration) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = stream.as_raw_fd();
+    let set = |level: libc::c_int, name: libc::c_int, value: libc::c_int| {
+        // SAFETY: `fd` is an open socket for the call; the value is a c_int of that size.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&raw const value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    let ms = after.as_millis().min(i32::MAX as u128) as libc::c_int;
+    let secs = (ms / 1000).max(6);
+    set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)?;
+    set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs / 2)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, secs / 6)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3)
 }
 
 /// An open connection and its next sequence number.
@@ -271,6 +322,7 @@ fn open(
     }
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let _ = find_dead_peers(&stream, DEAD_PEER_AFTER);
     let mut c = Connection { stream, seq: 0 };
     let a = ann.lock().map(|a| a.clone()).ok()?;
     if !c.write(FrameType::Hello, &a.hello.payload(), stats) {
@@ -378,6 +430,7 @@ mod tests {
             .payload(),
             digests: 0,
             flowsets: 0,
+            probes: 0,
         }
     }
 
@@ -569,6 +622,37 @@ mod tests {
         ex.finish(Duration::from_millis(100));
     }
 
+    /// The exporter's connections give up on a sink that stopped acknowledging, or went
+    /// silent, within [`DEAD_PEER_AFTER`].
+    #[test]
+    fn connections_find_a_dead_sink() {
+        use std::os::fd::AsRawFd;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        find_dead_peers(&s, DEAD_PEER_AFTER).unwrap();
+        let get = |level: libc::c_int, name: libc::c_int| {
+            let mut v: libc::c_int = -1;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: an open socket; `v` and `len` are valid for the call to fill.
+            let r = unsafe {
+                libc::getsockopt(
+                    s.as_raw_fd(),
+                    level,
+                    name,
+                    (&raw mut v).cast(),
+                    &raw mut len,
+                )
+            };
+            assert_eq!(r, 0);
+            v
+        };
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT), 10_000);
+        assert_eq!(get(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), 5);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL), 1);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPCNT), 3);
+    }
+
     #[test]
     fn a_full_queue_drops_and_counts() {
         // Nobody listens: nothing is ever sent.
@@ -585,8 +669,19 @@ mod tests {
             payload: vec![0; 200],
             digests: 7,
             flowsets: 0,
+            probes: 3,
         };
         assert!(!ex.send(big));
         assert_eq!(ex.stats.digests_dropped.load(Ordering::Relaxed), 7);
+        assert_eq!(ex.stats.probes_dropped.load(Ordering::Relaxed), 3);
+        // A frame the sink needs before what follows goes however full the queue is.
+        let plan = Outgoing {
+            ty: FrameType::Plan,
+            payload: vec![0; 200],
+            digests: 0,
+            flowsets: 0,
+            probes: 0,
+        };
+        assert!(ex.send_always(plan));
     }
 }

@@ -343,12 +343,15 @@ impl TelemetryControl {
                     .digests_dropped
                     .fetch_add((before - batch.len()) as u64, Relaxed);
             }
-            if !probes.is_empty() {
+            // At most the hello's batch size a frame: the sink refuses a larger one and
+            // closes the connection.
+            for chunk in probes.chunks(self.batch_max.max(1)) {
                 ex.send(Outgoing {
                     ty: FrameType::Probes,
-                    payload: encode_probes(w as u16, &probes),
+                    payload: encode_probes(w as u16, chunk),
                     digests: 0,
                     flowsets: 0,
+                    probes: chunk.len() as u64,
                 });
             }
             if !batch.is_empty() {
@@ -383,6 +386,7 @@ impl TelemetryControl {
                     payload,
                     digests: 0,
                     flowsets: 1,
+                    probes: 0,
                 });
                 if !queued {
                     // The sink hears at once, in a frame small enough to fit where the
@@ -409,6 +413,9 @@ impl TelemetryControl {
         self.counts.sink_frames = s.frames.load(Relaxed);
         self.counts.digests_dropped = s.digests_dropped.load(Relaxed);
         self.counts.flowsets_dropped = s.flowsets_dropped.load(Relaxed);
+        self.counts.probes_dropped = s.probes_dropped.load(Relaxed);
+        self.counts.digests_written = s.digests_sent.load(Relaxed);
+        self.counts.flowsets_written = s.flowsets_sent.load(Relaxed);
     }
 
     fn refresh_export_counts(&mut self) {
@@ -429,6 +436,7 @@ impl TelemetryControl {
                 payload: Stats { counters }.payload(),
                 digests: 0,
                 flowsets: 0,
+                probes: 0,
             });
         }
     }
@@ -481,11 +489,14 @@ impl TelemetryControl {
                     .map(|p| plan_text(p))
                     .collect();
             }
-            ex.send(Outgoing {
+            // Before any digest of the new plan, however full the queue (a connection made
+            // from here on announces it in its hello).
+            ex.send_always(Outgoing {
                 ty: FrameType::Plan,
                 payload: plan_text(&new).payload(),
                 digests: 0,
                 flowsets: 0,
+                probes: 0,
             });
         }
         let mut said = format!(
@@ -528,6 +539,7 @@ impl TelemetryControl {
             digests_dropped: c.digests_dropped,
             flowsets_exported: c.flowsets_sent(),
             flowsets_dropped: c.flowsets_dropped,
+            probes_dropped: c.probes_dropped,
             deadlines_missed: c.deadlines_missed,
             frames_sent: c.sink_frames,
             bytes_sent: c.sink_bytes,
@@ -542,21 +554,27 @@ mod tests {
     use pipeline::digest::RingDigest;
     use telemetry::flowradar::FlowKey;
 
-    /// A digest of a plan the control thread no longer keeps (as after reloads in quick
-    /// succession) is dropped and counted, never encoded at a guessed width; the batch's
-    /// other digests go.
-    #[test]
-    fn digests_of_a_plan_no_longer_kept_are_dropped_and_counted() {
+    /// The telemetry of a switch with one worker that exports to a listener (which the
+    /// caller keeps; `telemetry` adds keys to `[telemetry]`).
+    fn one_worker_towards_a_sink(telemetry: &str) -> (std::net::TcpListener, TelemetryStart) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let config = Config::from_toml(&format!(
             "switch_id = 3\n\
              [[ports]]\nname = \"p\"\ndevice = \"net_null0\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n\
              [[workers]]\nlcore = 0\nrx = [\"p\"]\n\
-             [telemetry]\nsink = \"{}\"\n",
+             [telemetry]\nsink = \"{}\"\n{telemetry}",
             listener.local_addr().unwrap()
         ))
         .unwrap();
-        let mut start = TelemetryStart::prepare(&config).unwrap().unwrap();
+        (listener, TelemetryStart::prepare(&config).unwrap().unwrap())
+    }
+
+    /// A digest of a plan the control thread no longer keeps (as after reloads in quick
+    /// succession) is dropped and counted, never encoded at a guessed width; the batch's
+    /// other digests go.
+    #[test]
+    fn digests_of_a_plan_no_longer_kept_are_dropped_and_counted() {
+        let (_listener, mut start) = one_worker_towards_a_sink("");
         let mut worker = start.workers.remove(0);
         let mut control = start.control;
         let kept = control.plan().version();
@@ -596,6 +614,88 @@ mod tests {
             ex.queued_bytes() > 0 || ex.stats.frames.load(Relaxed) > 0,
             "the rest went"
         );
+    }
+
+    /// Probe records go in frames of at most the hello's batch size (the sink refuses a
+    /// larger one and closes the connection), every one of them.
+    #[test]
+    fn probes_go_in_frames_the_sink_takes() {
+        use std::io::Read;
+        use telemetry::protocol::{Frame, Session, frame_len};
+        let (listener, mut start) = one_worker_towards_a_sink("batch_digests = 4\n");
+        let mut worker = start.workers.remove(0);
+        let mut control = start.control;
+        let (mut sink, _) = listener.accept().unwrap();
+        let t0 = Instant::now();
+        while !control
+            .exporter
+            .as_ref()
+            .unwrap()
+            .stats
+            .connected
+            .load(Relaxed)
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the exporter connects"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let key = FlowKey {
+            src: 0x0a00_0001,
+            dst: 0x0a00_0002,
+            src_port: 1000,
+            dst_port: 80,
+            protocol: 17,
+        };
+        let [w0, w1] = key.words();
+        let version = control.plan().version();
+        worker
+            .digests
+            .gather(RingDigest::new(w0, w1, 2, 0, 0, 1, version, 7, tsc()));
+        worker.digests.push_burst();
+        for seq in 0..10 {
+            assert!(worker.digests.push_probe(pipeline::digest::ProbeRecord {
+                key,
+                probe: telemetry::wire::probe::ProbePayload {
+                    stream: 1,
+                    seq,
+                    sent_ns: 1_700_000_000_000_000_000 + seq,
+                },
+                tsc: tsc(),
+            }));
+        }
+        control.poll(Instant::now(), Duration::ZERO);
+        std::thread::sleep(BATCH_AGE * 2);
+        control.poll(Instant::now(), Duration::ZERO);
+        // The sink's decoder holds each frame to the hello's limits.
+        sink.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let (mut session, mut buf, mut chunk) = (Session::default(), Vec::new(), [0u8; 4096]);
+        let mut seqs = Vec::new();
+        let mut frames = Vec::new();
+        while seqs.len() < 10 {
+            while let Ok(Some(len)) = frame_len(&buf) {
+                if buf.len() < len {
+                    break;
+                }
+                if let Frame::Probes(b) = session.decode(&buf[..len]).unwrap() {
+                    frames.push(b.probes.len());
+                    seqs.extend(b.probes.iter().map(|p| p.seq));
+                }
+                buf.drain(..len);
+            }
+            if seqs.len() >= 10 {
+                break;
+            }
+            let got = sink.read(&mut chunk).unwrap();
+            assert!(got > 0, "the switch closed the connection");
+            buf.extend_from_slice(&chunk[..got]);
+        }
+        assert_eq!(seqs, (0..10).collect::<Vec<u64>>());
+        assert_eq!(frames, [4, 4, 2]);
+        let ex = control.exporter.as_ref().unwrap();
+        assert_eq!(ex.stats.probes_dropped.load(Relaxed), 0);
     }
 
     /// A stall of the control thread counts the epochs it overran, once, however many

@@ -37,17 +37,24 @@ pub struct ControlCounts {
     pub digests_dropped: u64,
     /// Flowsets dropped on the way to the sink.
     pub flowsets_dropped: u64,
+    /// Digests written to the sink's connection.
+    pub digests_written: u64,
+    /// Flowsets written to the sink's connection.
+    pub flowsets_written: u64,
+    /// Probe records dropped on the way to the sink.
+    pub probes_dropped: u64,
 }
 
 impl ControlCounts {
-    /// Digests that went to the sink: drained and not dropped on the way.
+    /// Digests that went to the sink: written to its connection (those still on their way
+    /// are neither sent nor dropped yet, so the count never goes back).
     pub fn digests_sent(&self) -> u64 {
-        self.digests_drained - self.digests_dropped.min(self.digests_drained)
+        self.digests_written
     }
 
-    /// Flowsets that went to the sink: serialised and not dropped on the way.
+    /// Flowsets that went to the sink: written to its connection.
     pub fn flowsets_sent(&self) -> u64 {
-        self.flowsets_exported - self.flowsets_dropped.min(self.flowsets_exported)
+        self.flowsets_written
     }
 }
 
@@ -80,6 +87,7 @@ pub struct SwitchMetrics {
     sink_frames: Counter,
     digests_dropped: Counter,
     flowsets_dropped: Counter,
+    probes_dropped: Counter,
     plan: Option<(u32, Gauge)>,
 }
 
@@ -179,6 +187,11 @@ fn describe() {
         Unit::Count,
         "Flowsets dropped on the way to the sink (queue full or no connection)."
     );
+    describe_counter!(
+        "pint_switch_export_dropped_probes_total",
+        Unit::Count,
+        "Probe records dropped on the way to the sink (queue full or no connection)."
+    );
     describe_gauge!(
         "pint_switch_plan_info",
         Unit::Count,
@@ -251,6 +264,7 @@ impl SwitchMetrics {
             sink_frames: counter!("pint_switch_sink_frames_total"),
             digests_dropped: counter!("pint_switch_export_dropped_digests_total"),
             flowsets_dropped: counter!("pint_switch_export_dropped_flowsets_total"),
+            probes_dropped: counter!("pint_switch_export_dropped_probes_total"),
             plan: None,
         })
     }
@@ -285,6 +299,7 @@ impl SwitchMetrics {
         self.sink_frames.absolute(c.sink_frames);
         self.digests_dropped.absolute(c.digests_dropped);
         self.flowsets_dropped.absolute(c.flowsets_dropped);
+        self.probes_dropped.absolute(c.probes_dropped);
         if let Some(v) = plan
             && self.plan.as_ref().map(|p| p.0) != Some(v)
         {

@@ -76,14 +76,18 @@ pub struct TelemetrySummary {
     pub reloads_rejected: u64,
     /// The data plane's telemetry events, summed over workers.
     pub events: TelemetryCounts,
-    /// Digest records taken off the workers' rings.
+    /// Digest records written to the sink's connection.
     pub digests_exported: u64,
     /// Digest records dropped by the control thread (export queue full or no sink).
     pub digests_dropped: u64,
-    /// Flowsets (one per worker per epoch) serialised.
+    /// Flowsets (one per worker per epoch) written to the sink's connection.
     pub flowsets_exported: u64,
     /// Flowsets dropped (export queue full or no sink).
     pub flowsets_dropped: u64,
+    /// Probe records (a probe packet's sequence number and times at the edge) dropped on
+    /// the way to the sink (export queue full or no sink): the sink would read them as lost.
+    #[serde(default)]
+    pub probes_dropped: u64,
     /// Epoch deadlines the control thread missed (it woke up after the next epoch ended).
     pub deadlines_missed: u64,
     /// Frames written to the sink.
@@ -223,7 +227,7 @@ impl Summary {
         let t = &self.telemetry;
         if t.enabled {
             println!(
-                "telemetry: plan {} | {} | digests exported {} dropped {} | flowsets exported {} dropped {} | deadlines missed {} | sink: {} connections, {} frames, {} bytes",
+                "telemetry: plan {} | {} | digests exported {} dropped {} | flowsets exported {} dropped {}{} | deadlines missed {} | sink: {} connections, {} frames, {} bytes",
                 t.plan_version.as_deref().unwrap_or("none"),
                 t.events
                     .nonzero()
@@ -234,6 +238,11 @@ impl Summary {
                 t.digests_dropped,
                 t.flowsets_exported,
                 t.flowsets_dropped,
+                if t.probes_dropped > 0 {
+                    format!(" | probes dropped {}", t.probes_dropped)
+                } else {
+                    String::new()
+                },
                 t.deadlines_missed,
                 t.sink_connections,
                 t.frames_sent,

@@ -8,6 +8,7 @@ use serde::Serialize;
 use telemetry::flowradar::flowset::{DEFAULT_FILTER_BITS, MAX_HASHES};
 use telemetry::pint::plan::Plan;
 use telemetry::pint::query::{Aggregation, QueryFile};
+use telemetry::protocol::MAX_PLAN_TEXT;
 use telemetry::wire::EtherType;
 use telemetry::wire::shim::DEFAULT_ETHERTYPE;
 
@@ -126,6 +127,17 @@ pub fn load_queries(path: Option<&Path>, bound: Option<u32>) -> Result<(String, 
         }
     }
     let plan = Plan::compile(&file).map_err(|e| e.to_string())?;
+    // The sink gets the text in the hello; one longer than the protocol carries (long
+    // comments) goes as the queries alone, written anew.
+    if effective.len() > MAX_PLAN_TEXT {
+        effective = toml::to_string(&file).map_err(|e| format!("query file: {e}"))?;
+    }
+    if effective.len() > MAX_PLAN_TEXT {
+        return Err(format!(
+            "query file: its queries take {} bytes written out, above the {MAX_PLAN_TEXT} the switch can send the sink",
+            effective.len()
+        ));
+    }
     Ok((effective, plan))
 }
 

@@ -527,3 +527,32 @@ fn a_value_of_the_wrong_type_is_shown_with_its_key() {
         "{e}"
     );
 }
+
+#[test]
+fn a_query_file_longer_than_the_protocol_carries_goes_without_its_comments() {
+    let dir = std::env::temp_dir().join(format!("pint-config-long-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let long = format!(
+        "{}{}",
+        "# a comment line that explains the queries at length\n".repeat(2000),
+        telemetry::PAPER_QUERIES
+    );
+    assert!(long.len() > ::telemetry::protocol::MAX_PLAN_TEXT);
+    let path = dir.join("long.toml");
+    std::fs::write(&path, &long).unwrap();
+    let (text, plan) = telemetry::load_queries(Some(&path), None).unwrap();
+    assert!(
+        text.len() <= ::telemetry::protocol::MAX_PLAN_TEXT,
+        "{}",
+        text.len()
+    );
+    // What the sink compiles from it is the same plan.
+    let again = ::telemetry::pint::plan::Plan::compile(
+        &::telemetry::pint::query::QueryFile::from_toml(&text).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(again.version, plan.version);
+    let (_, paper) = telemetry::load_queries(None, None).unwrap();
+    assert_eq!(plan.version, paper.version);
+    let _ = std::fs::remove_dir_all(&dir);
+}
