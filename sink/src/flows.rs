@@ -322,6 +322,10 @@ fn ser_key<S: serde::Serializer>(k: &FlowKey, s: S) -> Result<S::Ok, S::Error> {
 /// hosts kept in step), ns.
 const PROBE_CLOCK_SLACK_NS: u64 = 1_000_000_000;
 
+/// The longest one-way delay a probe may show, ns: beyond it the send time is not of the
+/// clock the arrival is measured by.
+const PROBE_MAX_DELAY_NS: u64 = 60_000_000_000;
+
 /// Epochs whose loss input a flow remembers (a flowset later than this many epochs adds
 /// its counts as new).
 const LOSS_EPOCHS_KEPT: usize = 4;
@@ -846,8 +850,13 @@ impl FlowTable {
             flow.probes += 1;
             flow.last_ms = flow.last_ms.max(p.recv_ns / 1_000_000);
             // Sent more than a second after it arrived: a clock stepped, or not a probe. Its
-            // send time would close every window and open one far ahead.
-            if p.sent_ns > p.recv_ns.saturating_add(PROBE_CLOCK_SLACK_NS) {
+            // send time would close every window and open one far ahead. Sent more than a
+            // minute before: no path holds a packet that long; a capture replayed (its
+            // probes carry the send times of its making) or a clock far off, whose delays
+            // would be events of years.
+            if p.sent_ns > p.recv_ns.saturating_add(PROBE_CLOCK_SLACK_NS)
+                || p.sent_ns.saturating_add(PROBE_MAX_DELAY_NS) < p.recv_ns
+            {
                 self.stats.probes_refused += 1;
                 let due = flow.deadline(&self.schedule, now);
                 self.schedule.put(p.key, &mut flow.due, due);
@@ -2120,6 +2129,31 @@ mod tests {
         assert_eq!(t.stats.probes_refused, 1);
         let kinds = probe_events(&cx);
         assert!(kinds.contains(&crate::detect::Kind::Loss), "{kinds:?}");
+    }
+
+    /// Probes sent an hour before they arrived (a capture replayed, its probes carrying the
+    /// send times of its making; a sender's clock far off) are left out and counted: their
+    /// delays were events of years.
+    #[test]
+    fn probes_sent_long_before_they_arrived_are_left_out() {
+        let (cx, _) = context();
+        let mut t = FlowTable::new(10);
+        let mut old = probes((0..200).map(|s| (s, s as f64 / 20.0)));
+        for p in &mut old {
+            p.sent_ns -= 3_600_000_000_000;
+        }
+        t.add_probes(&cx, &old);
+        t.sweep(
+            Duration::from_secs(3600),
+            Duration::from_secs(3600),
+            Some(&cx.events),
+            |_| true,
+        );
+        assert_eq!(t.stats.probes_refused, 200);
+        assert!(probe_events(&cx).is_empty());
+        let flow = &t.flows[&digest(0, 7, 0).key];
+        assert!(flow.probe_detector.is_none(), "no series of them");
+        assert_eq!(flow.probes, 200, "counted as arrived");
     }
 
     /// A probe stream that starts again from 0 (its sender restarted) is a new series: no

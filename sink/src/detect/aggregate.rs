@@ -156,6 +156,12 @@ impl Aggregator {
         done
     }
 
+    /// The end of the last problem window of the event being built, if any: a window that
+    /// starts more than the merge gap after it cannot join the event.
+    pub fn building_until(&self) -> Option<f64> {
+        self.open.as_ref()?.windows.last().map(|w| w.end)
+    }
+
     /// Ends the event being built, if any (at the end of a series).
     pub fn close(&mut self, p: &Params) -> Option<Event> {
         let open = self.open.take()?;

@@ -121,6 +121,13 @@ impl Params {
         }
     }
 
+    /// When (send-time clock) an event whose last problem window ended at `end` is final
+    /// online: the last window that could join it (starting at most the merge gap later)
+    /// has closed by then, a window after its end.
+    pub fn event_final_at(&self, end: f64) -> f64 {
+        end + self.merge_gap_s + 2.0 * self.window_s
+    }
+
     /// The parameters of online detection in the sink: these, with events reported at
     /// least every [`ONLINE_MAX_EVENT_S`].
     pub fn online(s: Sensitivity) -> Params {

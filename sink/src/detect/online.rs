@@ -247,25 +247,49 @@ impl Detector {
         w.unsure_inputs = w.unsure_inputs.saturating_add(1);
     }
 
-    /// Closes the windows that time `now` (send-time clock) has left behind by a window.
+    /// Closes the windows that time `now` (send-time clock) has left behind by a window,
+    /// and the events no window still to close can join.
     pub fn tick(&mut self, now: f64) {
         let Some(t0) = self.t0 else { return };
         let idx = ((now - t0) / self.p.window_s).floor() as i64;
         while self.open.front().is_some_and(|f| idx >= f.index + 2) {
             self.close_oldest();
         }
+        // Every window that could join an event has closed by now, had it samples: one
+        // that did not come is a series gone quiet (a flow that ended, a probe stream
+        // that stopped), and the event ends here as the next window would have ended it.
+        for a in &mut self.aggregators {
+            if a.building_until()
+                .is_some_and(|end| now >= self.p.event_final_at(end))
+                && let Some(e) = a.close(&self.p)
+            {
+                self.report.events.push(e);
+            }
+        }
     }
 
-    /// The earliest time (send-time clock) at which [`Detector::tick`] may close a window,
-    /// or minus infinity while events wait to be taken: until then a tick changes nothing,
-    /// so that a caller with many detectors ticks only those due. `None` when no window is
-    /// open.
+    /// The earliest time (send-time clock) at which [`Detector::tick`] may close a window
+    /// or an event, or minus infinity while events wait to be taken: until then a tick
+    /// changes nothing, so that a caller with many detectors ticks only those due. `None`
+    /// when no window is open and no event being built.
     pub fn next_close(&self) -> Option<f64> {
         if !self.report.events.is_empty() {
             return Some(f64::NEG_INFINITY);
         }
-        let (t0, front) = (self.t0?, self.open.front()?);
-        Some(t0 + (front.index + 2) as f64 * self.p.window_s)
+        let window = self
+            .t0
+            .zip(self.open.front())
+            .map(|(t0, front)| t0 + (front.index + 2) as f64 * self.p.window_s);
+        let event = self
+            .aggregators
+            .iter()
+            .filter_map(Aggregator::building_until)
+            .map(|end| self.p.event_final_at(end))
+            .min_by(f64::total_cmp);
+        match (window, event) {
+            (Some(w), Some(e)) => Some(w.min(e)),
+            (w, e) => w.or(e),
+        }
     }
 
     /// The highest sequence number seen so far, if any.

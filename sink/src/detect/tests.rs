@@ -552,3 +552,36 @@ fn counted_loss_evens_out_across_a_window_boundary() {
         r.events
     );
 }
+
+/// A problem until the series stops (a flow that ended during it, a probe stream stopped):
+/// online, the event is reported once no window that could still join it can come, as a
+/// window after it would have ended it, not only when the detector is finished.
+#[test]
+fn an_event_of_a_series_gone_quiet_is_reported_online() {
+    let s = series(40.0, |t, r| raised(t, r, &[20.0..40.0]), |_| false);
+    let p = Params::online(Sensitivity::MEDIUM);
+    let mut d = online::Detector::new(p);
+    for x in &s {
+        d.push(*x);
+        assert!(d.take_events().is_empty(), "nothing before the series ends");
+    }
+    // The last problem window ends at 1040 s: it is final once a window starting up to
+    // the merge gap later would have closed.
+    let final_at = p.event_final_at(1040.0);
+    assert_eq!(final_at, 1055.0);
+    // Its windows close a window after their end; the event is still being built then.
+    assert_eq!(d.next_close(), Some(1040.0));
+    d.tick(1045.0);
+    assert!(d.take_events().is_empty(), "a window could still join it");
+    assert_eq!(d.next_close(), Some(final_at), "a sweep is due then");
+    d.tick(final_at - 0.1);
+    assert!(d.take_events().is_empty(), "not before");
+    d.tick(final_at);
+    let events = d.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].kind, Kind::Delay);
+    assert!((events[0].start - 1020.0).abs() < 1.0, "{events:?}");
+    assert_eq!(d.next_close(), None, "nothing left to close");
+    // Finished, nothing more: the event went once.
+    assert!(d.finish().events.is_empty());
+}
