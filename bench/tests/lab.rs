@@ -474,14 +474,12 @@ fn the_chain_and_the_fat_tree_labs_run() {
     }
 }
 
-#[test]
-fn a_switch_that_dies_stops_the_lab_and_nothing_is_left_behind() {
-    let _serial = serial();
-    let dir = Scratch::new("lab-dies").unwrap();
+/// The chain lab started with 60 s of traffic (its output piped), and its run directory.
+fn start_chain_lab(dir: &Scratch) -> (std::process::Child, PathBuf) {
     let text = std::fs::read_to_string(repo().join("configs/labs/chain.toml"))
         .unwrap()
         .replace("../queries/paper.toml", "QUERIES");
-    let lab_file = write_lab(&dir, "chain.toml", &text);
+    let lab_file = write_lab(dir, "chain.toml", &text);
     let run_dir = dir.path("run");
     let child = pint_lab(&["run", "--quiet", "--duration", "60", "--out"])
         .arg(&run_dir)
@@ -490,6 +488,65 @@ fn a_switch_that_dies_stops_the_lab_and_nothing_is_left_behind() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    (child, run_dir)
+}
+
+/// A Ctrl-C while the traffic runs stops it: the generators report what they sent, the
+/// lab stops in order and writes its report, which says the run was cut short.
+#[test]
+fn a_ctrl_c_during_the_traffic_stops_the_lab_with_a_report() {
+    let _serial = serial();
+    let dir = Scratch::new("lab-ctrl-c").unwrap();
+    let (child, run_dir) = start_chain_lab(&dir);
+    let t0 = Instant::now();
+    while !run_dir.join("gen-s3.log").exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the generators never started"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A few seconds into the traffic.
+    std::thread::sleep(Duration::from_secs(8));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("s into the traffic: stopping it"),
+        "{stdout}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(100),
+        "the lab stopped long before its 60 s of traffic ended"
+    );
+    assert_nothing_left(&run_dir);
+    let report: LabReport =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
+            .unwrap();
+    let cut = report
+        .checks
+        .iter()
+        .find(|c| c.name == "the traffic ran its course")
+        .expect("the report says the run was cut short");
+    assert!(!cut.ok && cut.detail.contains("interrupted"), "{cut:?}");
+    // The generators reported what they sent; the switches ended cleanly.
+    let processes = report
+        .checks
+        .iter()
+        .find(|c| c.name == "every process ended cleanly")
+        .unwrap();
+    assert!(processes.ok, "{processes:?}");
+    assert!(report.flows_decoded > 0, "the traffic sent was decoded");
+}
+
+#[test]
+fn a_switch_that_dies_stops_the_lab_and_nothing_is_left_behind() {
+    let _serial = serial();
+    let dir = Scratch::new("lab-dies").unwrap();
+    let (child, run_dir) = start_chain_lab(&dir);
     // Once the traffic runs, kill the middle switch.
     let config = run_dir.join("switch-s2.toml");
     let t0 = Instant::now();

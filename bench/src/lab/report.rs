@@ -109,6 +109,8 @@ pub struct Collected {
     pub plan: LabPlan,
     /// When the traffic started, Unix s.
     pub start_unix: f64,
+    /// When a Ctrl-C stopped the traffic, s after its start (None: it ran its course).
+    pub cut_short_at: Option<f64>,
     /// The whole run, s.
     pub wall_seconds: f64,
     /// Each switch's summary (None if it wrote none) and how it ended.
@@ -395,6 +397,16 @@ impl LabReport {
         };
         report.checks = checks(lab, &report);
         report.checks.push(processes_check(lab, &c));
+        if let Some(at) = c.cut_short_at {
+            report.checks.push(Check {
+                name: "the traffic ran its course".into(),
+                ok: false,
+                detail: format!(
+                    "interrupted {at:.1} s into its {} s (Ctrl-C): the counts are of what was sent until then",
+                    lab.duration_s
+                ),
+            });
+        }
         Ok(report)
     }
 
@@ -509,7 +521,7 @@ impl LabReport {
         if self.events.is_empty() {
             s.push_str("events: none\n");
         }
-        // Events grouped by kind and link: how many flows, over which span.
+        // Events grouped by kind and link: how many, of how many flows, over which span.
         let mut groups: BTreeMap<(String, String), EventGroup> = BTreeMap::new();
         for e in &self.events {
             let link = match e.place().as_str() {
@@ -521,19 +533,22 @@ impl LabReport {
                 f64::MAX,
                 f64::MIN,
                 BTreeSet::new(),
+                BTreeSet::new(),
             ));
             g.0 += 1;
             g.1 = g.1.min(e.start_s);
             g.2 = g.2.max(e.end_s);
             g.3.extend(e.labels.iter().cloned());
+            g.4.insert(e.flow.as_str());
         }
         let w = groups
             .keys()
             .map(|(_, link)| link.chars().count())
             .fold(24, usize::max);
-        for ((kind, link), (n, from, to, labels)) in &groups {
+        for ((kind, link), (n, from, to, labels, flows)) in &groups {
             s.push_str(&format!(
-                "event {kind:<10} on {link:<w$} {n:>3} flows, {from:.1} s to {to:.1} s ({})\n",
+                "event {kind:<10} on {link:<w$} {n:>3} events of {:>3} flows, {from:.1} s to {to:.1} s ({})\n",
+                flows.len(),
                 labels.iter().cloned().collect::<Vec<_>>().join(", ")
             ));
         }
@@ -558,7 +573,8 @@ impl LabReport {
 }
 
 /// Events of one kind on one link: how many, first start, last end, their labels.
-type EventGroup = (usize, f64, f64, BTreeSet<String>);
+/// A kind's events on one link: how many, first start, last end, labels, the flows.
+type EventGroup<'a> = (usize, f64, f64, BTreeSet<String>, BTreeSet<&'a str>);
 
 /// The events, each pointed at a link: loss at the link of the flow's path where its
 /// counters say the packets went missing (else as below); delay and reordering as
@@ -1022,6 +1038,7 @@ mod tests {
             dir: PathBuf::new(),
             plan: super::super::plan::LabPlan::new(&lab, &at).unwrap(),
             start_unix: 0.0,
+            cut_short_at: None,
             wall_seconds: 1.0,
             summaries,
             generators: vec![

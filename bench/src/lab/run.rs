@@ -425,9 +425,28 @@ fn run_inner(
     let mut status = Status::new(opts.status);
     let mut deadline = start_at + lab.duration_s + 60.0;
     let mut told_to_stop = false;
+    let mut cut_short_at = None;
     loop {
-        check_stop(stop, procs, unix_s() > start_at + lab.duration_s)?;
         let has_reported = |g: &Proc| g.stdout_contains("\n}");
+        if stop.load(Ordering::Relaxed) && cut_short_at.is_none() {
+            // Ctrl-C during the traffic: the generators stop and report what they sent,
+            // and the lab stops and reports as at the end, the run marked cut short.
+            let at = (unix_s() - start_at).max(0.0);
+            crate::say!(
+                "pint-lab: interrupted {at:.1} s into the traffic: stopping it; the report counts what was sent (a second Ctrl-C exits at once)"
+            );
+            for (_, g) in procs.generators.iter().filter(|(_, g)| !has_reported(g)) {
+                g.signal(libc::SIGINT);
+            }
+            cut_short_at = Some(at);
+            told_to_stop = true;
+            deadline = unix_s() + 15.0;
+        }
+        if let Some(d) =
+            procs.casualty(cut_short_at.is_some() || unix_s() > start_at + lab.duration_s)
+        {
+            return Err(d.into());
+        }
         if procs.generators.iter().all(|(_, g)| has_reported(g)) {
             break;
         }
@@ -514,6 +533,7 @@ fn run_inner(
         dir: dir.to_owned(),
         plan,
         start_unix: start_at,
+        cut_short_at,
         wall_seconds: t0.elapsed().as_secs_f64(),
         summaries,
         generators,
