@@ -470,6 +470,23 @@ fn the_chain_and_the_fat_tree_labs_run() {
                 .unwrap();
         assert_eq!(report.switches.len(), switches);
         assert!(report.flows_decoded > 0 && report.flows_matching == report.flows_decoded);
+        // Every switch's ports' driver counts add up to what it received, those of memif
+        // ports whose peer left before it stopped too.
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&run_dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !(name.starts_with("switch-") && name.ends_with(".json")) {
+                continue;
+            }
+            let summary: control::summary::Summary =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let by_ports: u64 = summary.ports.iter().map(|p| p.stats.rx_packets).sum();
+            assert_eq!(by_ports, summary.rx_packets, "{file}: {name}");
+            assert!(summary.rx_packets > 0, "{file}: {name}");
+            checked += 1;
+        }
+        assert_eq!(checked, switches, "{file}: every switch's summary");
         eprintln!("{file}: {:.0} s\n{stdout}", t0.elapsed().as_secs_f64());
     }
 }

@@ -69,6 +69,9 @@ pub struct ControlLoop<'a> {
     pub telemetry: Option<&'a mut TelemetryControl>,
     /// The Prometheus endpoint, when on.
     pub metrics: Option<&'a mut SwitchMetrics>,
+    /// Work done about once a second (the switch reads its ports' driver counters, so that
+    /// a driver that resets them loses at most a second of counts).
+    pub each_second: Option<&'a mut dyn FnMut()>,
 }
 
 /// The counters a switch reports to its sink: the workers' and the export's (what was sent
@@ -189,6 +192,9 @@ impl ControlLoop<'_> {
             }
             if now >= next_metrics {
                 next_metrics = now + metrics_every;
+                if let Some(f) = self.each_second.as_deref_mut() {
+                    f();
+                }
                 self.publish();
                 // Without stats intervals the sink still hears the counters once a second.
                 if interval.is_none()

@@ -45,6 +45,64 @@ pub struct PortStats {
     pub queue_tx_packets: Vec<u64>,
 }
 
+impl PortStats {
+    /// Field by field, `self` plus `other` (per-queue counts queue by queue).
+    fn plus(&self, other: &PortStats) -> PortStats {
+        let queues = |a: &[u64], b: &[u64]| -> Vec<u64> {
+            (0..a.len().max(b.len()))
+                .map(|i| a.get(i).copied().unwrap_or(0) + b.get(i).copied().unwrap_or(0))
+                .collect()
+        };
+        PortStats {
+            rx_packets: self.rx_packets + other.rx_packets,
+            rx_bytes: self.rx_bytes + other.rx_bytes,
+            tx_packets: self.tx_packets + other.tx_packets,
+            tx_bytes: self.tx_bytes + other.tx_bytes,
+            rx_missed: self.rx_missed + other.rx_missed,
+            rx_errors: self.rx_errors + other.rx_errors,
+            tx_errors: self.tx_errors + other.tx_errors,
+            rx_nombuf: self.rx_nombuf + other.rx_nombuf,
+            queue_rx_packets: queues(&self.queue_rx_packets, &other.queue_rx_packets),
+            queue_tx_packets: queues(&self.queue_tx_packets, &other.queue_tx_packets),
+        }
+    }
+
+    /// Whether a counter is below `before`'s: the driver counted from zero again.
+    fn went_back(&self, before: &PortStats) -> bool {
+        self.rx_packets < before.rx_packets
+            || self.rx_bytes < before.rx_bytes
+            || self.tx_packets < before.tx_packets
+            || self.tx_bytes < before.tx_bytes
+    }
+}
+
+/// A port's driver counters over the whole run, across the driver's resets: memif clears
+/// its counters when its peer leaves (in a lab, a switch's server side stops first), which
+/// left a switch's summary with zeros for ports that had carried its traffic. Read about
+/// once a second, what a reset takes is at most the packets since the reading before it.
+#[derive(Debug, Clone, Default)]
+pub struct PortTotals {
+    /// What the driver had counted before its last reset, summed.
+    before: PortStats,
+    /// The last reading.
+    last: PortStats,
+}
+
+impl PortTotals {
+    /// Takes a reading of the driver's counters.
+    pub fn observe(&mut self, now: PortStats) {
+        if now.went_back(&self.last) {
+            self.before = self.before.plus(&self.last);
+        }
+        self.last = now;
+    }
+
+    /// The counts over the run so far.
+    pub fn total(&self) -> PortStats {
+        self.before.plus(&self.last)
+    }
+}
+
 /// One port's final statistics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortSummary {
@@ -269,6 +327,29 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn port_counts_add_up_across_a_driver_reset() {
+        let reading = |rx: u64, tx: u64| PortStats {
+            rx_packets: rx,
+            rx_bytes: rx * 100,
+            tx_packets: tx,
+            tx_bytes: tx * 100,
+            queue_rx_packets: vec![rx],
+            queue_tx_packets: vec![tx],
+            ..Default::default()
+        };
+        let mut t = PortTotals::default();
+        t.observe(reading(10, 8));
+        t.observe(reading(20, 18));
+        // The peer left: the driver counts from zero again.
+        t.observe(reading(0, 0));
+        t.observe(reading(5, 4));
+        assert_eq!(t.total(), reading(25, 22));
+        // A reading that only grows adds nothing of its own.
+        t.observe(reading(7, 4));
+        assert_eq!(t.total(), reading(27, 22));
+    }
 
     #[test]
     fn a_summary_reads_back_from_its_json() {

@@ -205,6 +205,7 @@ fn run_with_eal(
         None => None,
     };
 
+    let mut port_totals = vec![control::summary::PortTotals::default(); ports.len()];
     let outcome = std::thread::scope(|s| -> anyhow::Result<control::runtime::LoopOutcome> {
         // However this closure ends (a worker that could not start, a panic), the workers
         // are told to stop: the scope waits for them.
@@ -244,6 +245,11 @@ fn run_with_eal(
             duration: opts.duration,
             until_idle: opts.until_idle,
         };
+        let mut read_ports = || {
+            for (t, p) in port_totals.iter_mut().zip(&ports) {
+                t.observe(p.stats());
+            }
+        };
         let result = ControlLoop {
             config,
             limits,
@@ -252,6 +258,7 @@ fn run_with_eal(
             reload,
             telemetry: telemetry.as_mut(),
             metrics: metrics.as_mut(),
+            each_second: Some(&mut read_ports),
         }
         .run(|| !handles.iter().any(|h| h.is_finished()));
         workers_stop.store(true, Ordering::SeqCst);
@@ -267,8 +274,10 @@ fn run_with_eal(
     let t = total(&shared);
     let mut port_summaries = Vec::with_capacity(ports.len());
     for (i, (p, driver)) in ports.iter_mut().zip(drivers).enumerate() {
-        // Read before stopping: some drivers (memif) clear their counters on stop.
-        let stats = p.stats();
+        // Read before stopping: some drivers (memif) clear their counters on stop, and
+        // when their peer leaves (the readings during the run keep what they had).
+        port_totals[i].observe(p.stats());
+        let stats = port_totals[i].total();
         p.stop();
         port_summaries.push(PortSummary {
             name: p.name().to_owned(),
