@@ -210,6 +210,17 @@ fn check_config_prints_resolved_defaults() {
     );
 }
 
+/// Where DPDK keeps the runtime files of the process with file prefix `prefix`.
+fn dpdk_runtime_dir(prefix: &str) -> std::path::PathBuf {
+    // SAFETY: geteuid has no preconditions.
+    let base = if unsafe { libc::geteuid() } == 0 {
+        std::path::PathBuf::from("/var/run")
+    } else {
+        std::env::var_os("XDG_RUNTIME_DIR").map_or_else(|| "/tmp".into(), Into::into)
+    };
+    base.join("dpdk").join(prefix)
+}
+
 #[test]
 fn sigterm_and_sigint_stop_cleanly_with_a_summary() {
     let dir = setup("signal");
@@ -225,11 +236,15 @@ fn sigterm_and_sigint_stop_cleanly_with_a_summary() {
         let start = Instant::now();
         // Let it start forwarding, then signal it.
         std::thread::sleep(Duration::from_millis(2500));
+        // EAL's runtime directory for this process, there while it runs, gone after.
+        let runtime = dpdk_runtime_dir(&format!("pint-switch-4-{}", child.id()));
+        assert!(runtime.is_dir(), "{}", runtime.display());
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, sig) };
         let out = child.wait_with_output().unwrap();
         let t = text(&out);
         assert!(out.status.success(), "signal {sig}: {t}");
+        assert!(!runtime.exists(), "{} left behind", runtime.display());
         assert!(t.contains("stopping on signal"), "{t}");
         assert!(t.contains("== summary"), "{t}");
         assert!(t.contains("port out"), "{t}");

@@ -113,14 +113,35 @@ impl Eal {
     }
 }
 
+/// The directory EAL made for this process's runtime files (`/var/run/dpdk/PREFIX` as
+/// root), if it says.
+fn runtime_dir() -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: EAL is initialised; the string is EAL's own, copied before cleanup.
+    unsafe {
+        let p = dpdk_sys::rte_eal_get_runtime_dir();
+        (!p.is_null()).then(|| {
+            std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+                std::ffi::CStr::from_ptr(p).to_bytes(),
+            ))
+        })
+    }
+}
+
 impl Drop for Eal {
     #[cold]
     fn drop(&mut self) {
-        if KEEP_MEMORY.load(Ordering::SeqCst) {
-            return;
+        let dir = runtime_dir();
+        if !KEEP_MEMORY.load(Ordering::SeqCst) {
+            // SAFETY: all DPDK objects borrow the Eal and are gone by now.
+            unsafe { dpdk_sys::rte_eal_cleanup() };
         }
-        // SAFETY: all DPDK objects borrow the Eal and are gone by now.
-        unsafe { dpdk_sys::rte_eal_cleanup() };
+        // EAL makes the directory even when it puts nothing in it (`--in-memory`,
+        // `--no-shconf`) and leaves it: one per process, thousands over time. Removed when
+        // empty (files another process of the same prefix shares keep it).
+        if let Some(d) = dir {
+            let _ = std::fs::remove_dir(d);
+        }
     }
 }
 
