@@ -512,8 +512,13 @@ impl TelemetryControl {
     }
 
     /// Final collection after the workers stopped: the last digests and flowsets go out,
-    /// then the exporter drains (for at most `linger`).
-    pub fn finish(mut self, linger: Duration) -> TelemetrySummary {
+    /// then the switch's final counters (`totals`, the workers' summed), then the exporter
+    /// drains (for at most `linger`).
+    pub fn finish(
+        mut self,
+        linger: Duration,
+        totals: &pipeline::LocalCounters,
+    ) -> TelemetrySummary {
         let now = Instant::now();
         let clock = self.clock.get();
         for w in 0..self.workers.len() {
@@ -521,6 +526,16 @@ impl TelemetryControl {
             self.flush_batch(w);
             self.collect(w);
         }
+        // The sink's view of the switch ends with its final counters (it kept the last
+        // interval's). Everything queued goes before them, so what is not dropped by now is
+        // exported by the time they arrive.
+        self.refresh_export_counts();
+        let mut last = self.counts;
+        last.digests_written =
+            last.digests_drained - last.digests_dropped.min(last.digests_drained);
+        last.flowsets_written =
+            last.flowsets_exported - last.flowsets_dropped.min(last.flowsets_exported);
+        self.send_stats(crate::runtime::stats_counters(totals, &last));
         if let Some(ex) = self.exporter.take() {
             let stats = Arc::clone(&ex.stats);
             ex.finish(linger);
@@ -616,16 +631,15 @@ mod tests {
         );
     }
 
-    /// Probe records go in frames of at most the hello's batch size (the sink refuses a
-    /// larger one and closes the connection), every one of them.
-    #[test]
-    fn probes_go_in_frames_the_sink_takes() {
-        use std::io::Read;
-        use telemetry::protocol::{Frame, Session, frame_len};
-        let (listener, mut start) = one_worker_towards_a_sink("batch_digests = 4\n");
-        let mut worker = start.workers.remove(0);
-        let mut control = start.control;
-        let (mut sink, _) = listener.accept().unwrap();
+    /// The sink's end of `start`'s connection to `listener` once the exporter is connected,
+    /// with the worker's and the control thread's ends.
+    fn connected(
+        listener: &std::net::TcpListener,
+        mut start: TelemetryStart,
+    ) -> (std::net::TcpStream, InbandSetup, TelemetryControl) {
+        let worker = start.workers.remove(0);
+        let control = start.control;
+        let (sink, _) = listener.accept().unwrap();
         let t0 = Instant::now();
         while !control
             .exporter
@@ -641,6 +655,17 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(5));
         }
+        (sink, worker, control)
+    }
+
+    /// Probe records go in frames of at most the hello's batch size (the sink refuses a
+    /// larger one and closes the connection), every one of them.
+    #[test]
+    fn probes_go_in_frames_the_sink_takes() {
+        use std::io::Read;
+        use telemetry::protocol::{Frame, Session, frame_len};
+        let (listener, start) = one_worker_towards_a_sink("batch_digests = 4\n");
+        let (mut sink, mut worker, mut control) = connected(&listener, start);
         let key = FlowKey {
             src: 0x0a00_0001,
             dst: 0x0a00_0002,
@@ -696,6 +721,61 @@ mod tests {
         assert_eq!(frames, [4, 4, 2]);
         let ex = control.exporter.as_ref().unwrap();
         assert_eq!(ex.stats.probes_dropped.load(Relaxed), 0);
+    }
+
+    /// At the stop the sink hears the switch's final counters, after everything else, with
+    /// what was exported counted in full.
+    #[test]
+    fn the_sink_hears_the_final_counters_last() {
+        use std::io::Read;
+        use telemetry::protocol::{Frame, Session, frame_len};
+        let (listener, start) = one_worker_towards_a_sink("");
+        let (mut sink, mut worker, mut control) = connected(&listener, start);
+        let [w0, w1] = FlowKey {
+            src: 0x0a00_0001,
+            dst: 0x0a00_0002,
+            src_port: 1000,
+            dst_port: 80,
+            protocol: 17,
+        }
+        .words();
+        let version = control.plan().version();
+        for i in 0..3 {
+            worker
+                .digests
+                .gather(RingDigest::new(w0, w1, 2, 0, 0, i, version, 7, tsc()));
+        }
+        worker.digests.push_burst();
+        control.poll(Instant::now(), Duration::ZERO);
+        let totals = pipeline::LocalCounters {
+            rx_packets: 123,
+            tx_packets: 120,
+            ..Default::default()
+        };
+        let summary = control.finish(Duration::from_secs(5), &totals);
+        assert_eq!(summary.digests_exported, 3);
+        sink.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut bytes = Vec::new();
+        sink.read_to_end(&mut bytes).unwrap();
+        let mut session = Session::default();
+        let mut frames = Vec::new();
+        let mut at = 0;
+        while let Ok(Some(len)) = frame_len(&bytes[at..]) {
+            frames.push(session.decode(&bytes[at..at + len]).unwrap());
+            at += len;
+        }
+        let Some(Frame::Stats(last)) = frames.last() else {
+            panic!(
+                "the last frame is not the counters: {} frames",
+                frames.len()
+            );
+        };
+        let get = |n: &str| last.counters.iter().find(|c| c.0 == n).map(|c| c.1);
+        assert_eq!(get("rx_packets"), Some(123));
+        assert_eq!(get("tx_packets"), Some(120));
+        assert_eq!(get("digests_exported"), Some(3));
+        assert_eq!(get("digests_dropped"), Some(0));
     }
 
     /// A stall of the control thread counts the epochs it overran, once, however many

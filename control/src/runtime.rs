@@ -76,7 +76,7 @@ pub struct ControlLoop<'a> {
 
 /// The counters a switch reports to its sink: the workers' and the export's (what was sent
 /// to the sink and dropped on the way, as the summary counts them).
-fn stats_counters(t: &LocalCounters, export: &ControlCounts) -> Vec<(String, u64)> {
+pub(crate) fn stats_counters(t: &LocalCounters, export: &ControlCounts) -> Vec<(String, u64)> {
     let e = export;
     let mut v = vec![
         ("rx_packets".to_owned(), t.rx_packets),

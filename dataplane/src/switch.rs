@@ -292,7 +292,7 @@ fn run_with_eal(
         // The last digests and flowsets go out before the summary.
         summary.telemetry = TelemetrySummary {
             events: t.telemetry,
-            ..tc.finish(Duration::from_secs(2))
+            ..tc.finish(Duration::from_secs(2), &t)
         };
     }
     summary.intervals = outcome.intervals;
