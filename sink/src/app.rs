@@ -266,7 +266,11 @@ impl Sink {
             }
             None => (None, None),
         };
-        tracing::info!(listen = %listen, http = ?http, "pint-sink running");
+        tracing::info!(
+            listen = %listen,
+            http = %http.map_or_else(|| "off".to_owned(), |a| a.to_string()),
+            "pint-sink running"
+        );
         Ok(Sink {
             shared,
             listen,

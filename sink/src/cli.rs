@@ -220,6 +220,8 @@ where
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a terminal: a log file (pint-lab's sink.log) gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     if let Err(e) = crate::limits::raise_open_files() {
         tracing::warn!("cannot raise the limit on open files: {e}");
