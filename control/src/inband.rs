@@ -305,6 +305,7 @@ impl TelemetryControl {
         let WorkerEnd {
             digests, probes, ..
         } = end;
+        let before = probes.len();
         digests.drain_probes(|p| {
             probes.push(WireProbe {
                 key: p.key,
@@ -314,6 +315,8 @@ impl TelemetryControl {
                 recv_ns: clock.unix_ns(p.tsc),
             })
         });
+        self.counts.probes_drained += (probes.len() - before) as u64;
+        let end = &mut self.workers[w];
         if end
             .batch_started
             .is_some_and(|s| now.duration_since(s) >= BATCH_AGE)
@@ -326,7 +329,7 @@ impl TelemetryControl {
         let end = &mut self.workers[w];
         end.batch_started = None;
         end.batch_plans.clear();
-        if end.batch.is_empty() {
+        if end.batch.is_empty() && end.probes.is_empty() {
             return;
         }
         let mut batch = std::mem::take(&mut end.batch);
@@ -425,6 +428,7 @@ impl TelemetryControl {
             // Nowhere to send: everything drained is dropped.
             self.counts.digests_dropped = self.counts.digests_drained;
             self.counts.flowsets_dropped = self.counts.flowsets_exported;
+            self.counts.probes_dropped = self.counts.probes_drained;
         }
     }
 
@@ -535,7 +539,20 @@ impl TelemetryControl {
             last.digests_drained - last.digests_dropped.min(last.digests_drained);
         last.flowsets_written =
             last.flowsets_exported - last.flowsets_dropped.min(last.flowsets_exported);
-        self.send_stats(crate::runtime::stats_counters(totals, &last));
+        // However full the queue: dropped, the sink would keep the counters of a second
+        // before.
+        if let Some(ex) = &self.exporter {
+            ex.send_always(Outgoing {
+                ty: FrameType::Stats,
+                payload: Stats {
+                    counters: crate::runtime::stats_counters(totals, &last),
+                }
+                .payload(),
+                digests: 0,
+                flowsets: 0,
+                probes: 0,
+            });
+        }
         if let Some(ex) = self.exporter.take() {
             let stats = Arc::clone(&ex.stats);
             ex.finish(linger);
@@ -776,6 +793,42 @@ mod tests {
         assert_eq!(get("tx_packets"), Some(120));
         assert_eq!(get("digests_exported"), Some(3));
         assert_eq!(get("digests_dropped"), Some(0));
+    }
+
+    /// Probes with nowhere to go (no sink) are counted dropped, those that came without a
+    /// digest in their batch too.
+    #[test]
+    fn probes_without_a_sink_are_counted_dropped() {
+        let config = Config::from_toml(
+            "switch_id = 3\n\
+             [[ports]]\nname = \"p\"\ndevice = \"net_null0\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n\
+             [[workers]]\nlcore = 0\nrx = [\"p\"]\n\
+             [telemetry]\n",
+        )
+        .unwrap();
+        let mut start = TelemetryStart::prepare(&config).unwrap().unwrap();
+        let mut worker = start.workers.remove(0);
+        let mut control = start.control;
+        for seq in 0..3 {
+            assert!(worker.digests.push_probe(pipeline::digest::ProbeRecord {
+                key: FlowKey {
+                    src: 1,
+                    dst: 2,
+                    src_port: 3,
+                    dst_port: 4,
+                    protocol: 17,
+                },
+                probe: telemetry::wire::probe::ProbePayload {
+                    stream: 0,
+                    seq,
+                    sent_ns: 1,
+                },
+                tsc: tsc(),
+            }));
+        }
+        control.poll(Instant::now(), Duration::ZERO);
+        let summary = control.finish(Duration::ZERO, &pipeline::LocalCounters::default());
+        assert_eq!(summary.probes_dropped, 3);
     }
 
     /// A stall of the control thread counts the epochs it overran, once, however many

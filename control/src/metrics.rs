@@ -43,6 +43,8 @@ pub struct ControlCounts {
     pub flowsets_written: u64,
     /// Probe records dropped on the way to the sink.
     pub probes_dropped: u64,
+    /// Probe records taken off the workers' probe rings.
+    pub probes_drained: u64,
 }
 
 impl ControlCounts {

@@ -191,19 +191,19 @@ impl Preflight {
     pub fn worked_out(&self, config: &Config) -> String {
         let mut lines = Vec::new();
         if config.eal.main_lcore.is_none() {
-            lines.push(format!("# eal.main_lcore = {}", self.main_lcore));
+            lines.push(format!("# [eal] main_lcore = {}", self.main_lcore));
         }
         if config.eal.memory_mb.is_none() {
-            lines.push(format!("# eal.memory_mb = {}", self.memory_mb));
+            lines.push(format!("# [eal] memory_mb = {}", self.memory_mb));
         }
         if config.dataplane.mbufs.is_none() {
-            lines.push(format!("# dataplane.mbufs = {}", self.mbufs));
+            lines.push(format!("# [dataplane] mbufs = {}", self.mbufs));
         }
         if lines.is_empty() {
             return String::new();
         }
         format!(
-            "\n# Worked out for this machine and these captures (left out above; set a key to fix it):\n{}\n",
+            "\n# Worked out for this machine and these captures (left out above; to fix one, set it in its table):\n{}\n",
             lines.join("\n")
         )
     }

@@ -247,7 +247,9 @@ fn run_with_eal(
         };
         let mut read_ports = || {
             for (t, p) in port_totals.iter_mut().zip(&ports) {
-                t.observe(p.stats());
+                if let Some(now) = p.stats() {
+                    t.observe(now);
+                }
             }
         };
         let result = ControlLoop {
@@ -276,7 +278,9 @@ fn run_with_eal(
     for (i, (p, driver)) in ports.iter_mut().zip(drivers).enumerate() {
         // Read before stopping: some drivers (memif) clear their counters on stop, and
         // when their peer leaves (the readings during the run keep what they had).
-        port_totals[i].observe(p.stats());
+        if let Some(now) = p.stats() {
+            port_totals[i].observe(now);
+        }
         let stats = port_totals[i].total();
         p.stop();
         port_summaries.push(PortSummary {

@@ -178,8 +178,8 @@ fn check_config_prints_resolved_defaults() {
         "idle = \"poll\"",
         "rx = [\"in:0\"]",
         "prefix = \"10.1.0.0/16\"",
-        "# dataplane.mbufs = ",
-        "# eal.memory_mb = ",
+        "# [dataplane] mbufs = ",
+        "# [eal] memory_mb = ",
     ] {
         assert!(t.contains(n), "expected `{n}` in:\n{t}");
     }

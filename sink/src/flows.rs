@@ -323,8 +323,10 @@ fn ser_key<S: serde::Serializer>(k: &FlowKey, s: S) -> Result<S::Ok, S::Error> {
 const PROBE_CLOCK_SLACK_NS: u64 = 1_000_000_000;
 
 /// The longest one-way delay a probe may show, ns: beyond it the send time is not of the
-/// clock the arrival is measured by.
-const PROBE_MAX_DELAY_NS: u64 = 60_000_000_000;
+/// clock the arrival is measured by. Two windows: the sweeps close a series' windows by the
+/// sink's clock, and a sender's clock further behind would have them closed before its
+/// probes came.
+const PROBE_MAX_DELAY_NS: u64 = 10_000_000_000;
 
 /// Epochs whose loss input a flow remembers (a flowset later than this many epochs adds
 /// its counts as new).
@@ -850,10 +852,10 @@ impl FlowTable {
             flow.probes += 1;
             flow.last_ms = flow.last_ms.max(p.recv_ns / 1_000_000);
             // Sent more than a second after it arrived: a clock stepped, or not a probe. Its
-            // send time would close every window and open one far ahead. Sent more than a
-            // minute before: no path holds a packet that long; a capture replayed (its
-            // probes carry the send times of its making) or a clock far off, whose delays
-            // would be events of years.
+            // send time would close every window and open one far ahead. Sent more than
+            // 10 s before: no path holds a packet that long; a capture replayed (its probes
+            // carry the send times of its making) or a clock far off, whose delays would be
+            // events of years, or whose windows the sweeps would close before they filled.
             if p.sent_ns > p.recv_ns.saturating_add(PROBE_CLOCK_SLACK_NS)
                 || p.sent_ns.saturating_add(PROBE_MAX_DELAY_NS) < p.recv_ns
             {

@@ -402,7 +402,7 @@ impl LabReport {
                 name: "the traffic ran its course".into(),
                 ok: false,
                 detail: format!(
-                    "interrupted {at:.1} s into its {} s (Ctrl-C): the counts are of what was sent until then",
+                    "interrupted {at:.1} s into its {} s (Ctrl-C or a signal): the counts are of what was sent until then",
                     lab.duration_s
                 ),
             });

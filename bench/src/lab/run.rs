@@ -426,25 +426,30 @@ fn run_inner(
     let mut deadline = start_at + lab.duration_s + 60.0;
     let mut told_to_stop = false;
     let mut cut_short_at = None;
+    let mut interrupted = false;
     loop {
         let has_reported = |g: &Proc| g.stdout_contains("\n}");
-        if stop.load(Ordering::Relaxed) && cut_short_at.is_none() {
-            // Ctrl-C during the traffic: the generators stop and report what they sent,
-            // and the lab stops and reports as at the end, the run marked cut short.
+        if stop.load(Ordering::Relaxed) && !interrupted {
+            // Ctrl-C (or SIGTERM, SIGHUP) during the traffic: the generators stop and report
+            // what they sent, and the lab stops and reports as at the end, the run marked
+            // cut short when its time had not run out.
+            interrupted = true;
             let at = (unix_s() - start_at).max(0.0);
-            crate::say!(
-                "pint-lab: interrupted {at:.1} s into the traffic: stopping it; the report counts what was sent (a second Ctrl-C exits at once)"
-            );
+            if at < lab.duration_s {
+                crate::say!(
+                    "pint-lab: interrupted {at:.1} s into the traffic: stopping it; the report counts what was sent (a second Ctrl-C exits at once)"
+                );
+                cut_short_at = Some(at);
+            }
             for (_, g) in procs.generators.iter().filter(|(_, g)| !has_reported(g)) {
                 g.signal(libc::SIGINT);
             }
-            cut_short_at = Some(at);
-            told_to_stop = true;
-            deadline = unix_s() + 15.0;
+            if !told_to_stop {
+                told_to_stop = true;
+                deadline = unix_s() + 15.0;
+            }
         }
-        if let Some(d) =
-            procs.casualty(cut_short_at.is_some() || unix_s() > start_at + lab.duration_s)
-        {
+        if let Some(d) = procs.casualty(interrupted || unix_s() > start_at + lab.duration_s) {
             return Err(d.into());
         }
         if procs.generators.iter().all(|(_, g)| has_reported(g)) {

@@ -310,15 +310,15 @@ impl<'eal> Port<'eal> {
         }
     }
 
-    /// The driver's counters.
-    pub fn stats(&self) -> PortStats {
+    /// The driver's counters (None when it cannot give them now).
+    pub fn stats(&self) -> Option<PortStats> {
         let mut s = dpdk_sys::rte_eth_stats::default();
         // SAFETY: valid port and out pointer.
         let ret = unsafe { dpdk_sys::rte_eth_stats_get(self.id, &mut s) };
         if ret < 0 {
-            return PortStats::default();
+            return None;
         }
-        PortStats {
+        Some(PortStats {
             rx_packets: s.ipackets,
             rx_bytes: s.ibytes,
             tx_packets: s.opackets,
@@ -329,7 +329,7 @@ impl<'eal> Port<'eal> {
             rx_nombuf: s.rx_nombuf,
             queue_rx_packets: s.q_ipackets[..usize::from(self.rx_queues.min(16))].to_vec(),
             queue_tx_packets: s.q_opackets[..usize::from(self.tx_queues.min(16))].to_vec(),
-        }
+        })
     }
 
     /// The rx queue `q`, for exactly one worker: a second request for the same queue fails.
