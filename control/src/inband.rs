@@ -590,15 +590,22 @@ mod tests {
     /// caller keeps; `telemetry` adds keys to `[telemetry]`).
     fn one_worker_towards_a_sink(telemetry: &str) -> (std::net::TcpListener, TelemetryStart) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let config = Config::from_toml(&format!(
+        let config = one_worker(&format!(
+            "sink = \"{}\"\n{telemetry}",
+            listener.local_addr().unwrap()
+        ));
+        (listener, TelemetryStart::prepare(&config).unwrap().unwrap())
+    }
+
+    /// A switch with one worker and telemetry on (`telemetry` adds keys to the table).
+    fn one_worker(telemetry: &str) -> Config {
+        Config::from_toml(&format!(
             "switch_id = 3\n\
              [[ports]]\nname = \"p\"\ndevice = \"net_null0\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n\
              [[workers]]\nlcore = 0\nrx = [\"p\"]\n\
-             [telemetry]\nsink = \"{}\"\n{telemetry}",
-            listener.local_addr().unwrap()
+             [telemetry]\n{telemetry}"
         ))
-        .unwrap();
-        (listener, TelemetryStart::prepare(&config).unwrap().unwrap())
+        .unwrap()
     }
 
     /// A digest of a plan the control thread no longer keeps (as after reloads in quick
@@ -799,13 +806,7 @@ mod tests {
     /// digest in their batch too.
     #[test]
     fn probes_without_a_sink_are_counted_dropped() {
-        let config = Config::from_toml(
-            "switch_id = 3\n\
-             [[ports]]\nname = \"p\"\ndevice = \"net_null0\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n\
-             [[workers]]\nlcore = 0\nrx = [\"p\"]\n\
-             [telemetry]\n",
-        )
-        .unwrap();
+        let config = one_worker("");
         let mut start = TelemetryStart::prepare(&config).unwrap().unwrap();
         let mut worker = start.workers.remove(0);
         let mut control = start.control;
@@ -835,13 +836,7 @@ mod tests {
     /// rounds then catch up (each counted: a 30 ms stall made 6 against a 50 ms one's 1).
     #[test]
     fn a_stall_counts_the_epochs_it_overran_once() {
-        let config = Config::from_toml(
-            "switch_id = 3\n\
-             [[ports]]\nname = \"p\"\ndevice = \"net_null0\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n\
-             [[workers]]\nlcore = 0\nrx = [\"p\"]\n\
-             [telemetry]\n",
-        )
-        .unwrap();
+        let config = one_worker("");
         let mut control = TelemetryStart::prepare(&config).unwrap().unwrap().control;
         assert_eq!(control.epoch(), Duration::from_millis(10));
         let tick = Duration::from_millis(1);
