@@ -98,6 +98,17 @@ fn session_id(switch_id: u32) -> u64 {
     mix64(now ^ (u64::from(std::process::id()) << 32) ^ u64::from(switch_id))
 }
 
+/// A frame of the switch's counters.
+fn stats_frame(counters: Vec<(String, u64)>) -> Outgoing {
+    Outgoing {
+        ty: FrameType::Stats,
+        payload: Stats { counters }.payload(),
+        digests: 0,
+        flowsets: 0,
+        probes: 0,
+    }
+}
+
 fn plan_text(p: &SwitchPlan) -> PlanText {
     PlanText {
         version: p.version(),
@@ -435,13 +446,7 @@ impl TelemetryControl {
     /// Sends the switch's counters to the sink.
     pub fn send_stats(&self, counters: Vec<(String, u64)>) {
         if let Some(ex) = &self.exporter {
-            ex.send(Outgoing {
-                ty: FrameType::Stats,
-                payload: Stats { counters }.payload(),
-                digests: 0,
-                flowsets: 0,
-                probes: 0,
-            });
+            ex.send(stats_frame(counters));
         }
     }
 
@@ -542,16 +547,7 @@ impl TelemetryControl {
         // However full the queue: dropped, the sink would keep the counters of a second
         // before.
         if let Some(ex) = &self.exporter {
-            ex.send_always(Outgoing {
-                ty: FrameType::Stats,
-                payload: Stats {
-                    counters: crate::runtime::stats_counters(totals, &last),
-                }
-                .payload(),
-                digests: 0,
-                flowsets: 0,
-                probes: 0,
-            });
+            ex.send_always(stats_frame(crate::runtime::stats_counters(totals, &last)));
         }
         if let Some(ex) = self.exporter.take() {
             let stats = Arc::clone(&ex.stats);
