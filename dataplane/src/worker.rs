@@ -173,6 +173,39 @@ fn send(
     }
 }
 
+/// A poll loop's busy time: one TSC read per loop, the time since the previous read
+/// counting as busy when the loop received packets (its rx, pipeline and tx work). A nap
+/// restarts the clock, so that with `idle = "sleep"` the sleep before a poll that finds
+/// packets is not counted as work.
+#[derive(Debug, Clone, Copy)]
+struct BusyClock {
+    /// The TSC at the end of the last loop or nap.
+    since: u64,
+}
+
+impl BusyClock {
+    fn starting(now: u64) -> BusyClock {
+        BusyClock { since: now }
+    }
+
+    /// Ends a loop at `now`: the cycles it was busy (0 when it received nothing).
+    #[inline(always)]
+    fn lap(&mut self, now: u64, received: bool) -> u64 {
+        let busy = if received {
+            now.saturating_sub(self.since)
+        } else {
+            0
+        };
+        self.since = now;
+        busy
+    }
+
+    /// The worker woke from a nap at `now`.
+    fn woke(&mut self, now: u64) {
+        self.since = now;
+    }
+}
+
 impl Worker<'_> {
     /// Polls until `stop` is set, publishing totals to `shared` every few bursts and when idle.
     pub fn run(
@@ -188,7 +221,7 @@ impl Worker<'_> {
         let mut idle_polls = 0u32;
         let mut nap = self.idle_sleep;
         let mut napped = Duration::ZERO;
-        let mut last = crate::dpdk::tsc();
+        let mut busy = BusyClock::starting(crate::dpdk::tsc());
         let mut bursts = 0u32;
         while !stop.load(Ordering::Relaxed) {
             let mut got = 0;
@@ -248,13 +281,8 @@ impl Worker<'_> {
                     shared.publish(c);
                 }
             }
-            // One TSC read per loop: the time since the previous read counts as busy when
-            // this loop received packets (so it includes the rx, pipeline and tx work).
             let now = crate::dpdk::tsc();
-            if got > 0 {
-                pipeline.counters.busy_cycles += now - last;
-            }
-            last = now;
+            pipeline.counters.busy_cycles += busy.lap(now, got > 0);
             if self.impaired != 0 {
                 self.release_impaired(now, &mut pipeline.counters);
             }
@@ -266,6 +294,7 @@ impl Worker<'_> {
                 idle_polls = idle_polls.saturating_add(1);
                 if self.idle == IdleMode::Sleep && idle_polls >= IDLE_POLLS_BEFORE_SLEEP {
                     std::thread::sleep(nap);
+                    busy.woke(crate::dpdk::tsc());
                     napped += nap;
                     // Packets in a delay line leave on time: no backing off while one holds any.
                     if napped >= BACKOFF_AFTER && !self.holding() {
@@ -313,5 +342,22 @@ impl Worker<'_> {
                 flush_impaired(e, &mut self.tx[e], &mut none, c, imp, u64::MAX);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BusyClock;
+
+    #[test]
+    fn busy_time_leaves_out_idle_polls_and_naps() {
+        let mut b = BusyClock::starting(1000);
+        assert_eq!(b.lap(1100, true), 100, "a loop with packets");
+        assert_eq!(b.lap(1150, false), 0, "an idle poll");
+        assert_eq!(b.lap(1180, true), 30, "counted from the idle poll's end");
+        // Idle, then a nap of a million cycles, then a poll that finds packets.
+        assert_eq!(b.lap(1200, false), 0);
+        b.woke(1_001_200);
+        assert_eq!(b.lap(1_001_250, true), 50, "the nap is not work");
     }
 }
