@@ -91,7 +91,7 @@ pub fn sweeps(flows: u32) -> anyhow::Result<Vec<SweepRow>> {
         table.sweep(
             Duration::from_secs(60),
             Duration::ZERO,
-            Some(&cx.events),
+            Some(&cx),
             |_| {
                 records += 1;
                 true

@@ -28,8 +28,27 @@ pub struct FlowEvent {
     /// The event.
     #[serde(flatten)]
     pub event: Event,
+    /// Where in the network it happened, as far as the sink knows.
+    #[serde(flatten)]
+    pub place: EventPlace,
     #[serde(skip)]
     key: FlowKey,
+}
+
+/// Where a flow's event happened: what an operator needs beside the flow to find the
+/// problem.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EventPlace {
+    /// The flow's decoded path when the event was reported (switch IDs, the first hop
+    /// first); absent until its digests decode it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<Vec<u32>>,
+    /// Loss events only: the link of that path (`[from, to]`, switch IDs) where the flow's
+    /// FlowRadar counters say the most of its packets went missing so far; absent when they
+    /// show no loss on any link (the counters may not have caught up, or the loss was
+    /// outside the switches: a host's link).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lossy_link: Option<[u32; 2]>,
 }
 
 /// Events by kind and label (an event with two labels under both), and events.
@@ -52,11 +71,19 @@ impl EventLog {
         }
     }
 
-    /// Records events of flow `key` found in `series`.
-    pub fn record(&self, key: FlowKey, series: &'static str, events: Vec<Event>) {
+    /// Records events of flow `key` found in `series`; `place` says where the flow is
+    /// (asked only when there are events).
+    pub fn record(
+        &self,
+        key: FlowKey,
+        series: &'static str,
+        events: Vec<Event>,
+        place: impl FnOnce() -> EventPlace,
+    ) {
         if events.is_empty() {
             return;
         }
+        let place = place();
         {
             let mut c = self.counts.lock().expect("event counts lock");
             for e in &events {
@@ -69,10 +96,15 @@ impl EventLog {
         let mut recent = self.recent.lock().expect("events lock");
         let mut lines = self.lines.lock().expect("event lines lock");
         for event in events {
+            let place = EventPlace {
+                path: place.path.clone(),
+                lossy_link: place.lossy_link.filter(|_| event.kind == Kind::Loss),
+            };
             let fe = FlowEvent {
                 flow: key.into(),
                 series,
                 event,
+                place,
                 key,
             };
             // Flushed by `flush_lines` (after each sweep, at the stop), not per event: a
@@ -165,8 +197,17 @@ mod tests {
                 event(Kind::Loss, vec![Label::DelayCorrelatedLoss, Label::Unknown]),
                 event(Kind::Delay, vec![Label::Unknown]),
             ],
+            || EventPlace {
+                path: Some(vec![4, 5, 6]),
+                lossy_link: Some([5, 6]),
+            },
         );
         assert_eq!(log.total(), 2);
+        // Both say the path; only the loss event names a lossy link.
+        let kept = log.of_flow(&key);
+        assert!(kept.iter().all(|e| e.place.path == Some(vec![4, 5, 6])));
+        assert_eq!(kept[0].place.lossy_link, Some([5, 6]));
+        assert_eq!(kept[1].place.lossy_link, None);
         let c = log.counts();
         assert_eq!(c.values().sum::<u64>(), 3);
         assert_eq!(c[&(Kind::Loss, Label::DelayCorrelatedLoss)], 1);

@@ -24,7 +24,7 @@ use telemetry::topology::Topology;
 
 use crate::detect::online::Detector;
 use crate::detect::{Params, Sample};
-use crate::events::EventLog;
+use crate::events::{EventLog, EventPlace};
 use crate::registry::{Registry, SinkPlan};
 use crate::schedule::{Now, Schedule, UNSCHEDULED};
 use crate::summary::RecentSummary;
@@ -579,6 +579,7 @@ impl FlowTable {
         // puts its idle timeout off): listed again only then, or when new.
         let detect_due_before = flow.detect_due_s;
         let mut place_loss = false;
+        let mut latency_events = Vec::new();
         let mut samples = std::mem::take(&mut self.samples);
         let mut last_ns = 0;
         // `first` has the current plan; a later digest whose plan is not the current one is
@@ -659,7 +660,7 @@ impl FlowTable {
                     send: d.time_ns as f64 / 1e9,
                     delay_ms: a.last / 1e6,
                 });
-                cx.events.record(d.key, "latency", det.take_events());
+                latency_events.extend(det.take_events());
                 flow.detect_due_s = FlowState::detect_due(
                     &flow.latency_detector,
                     &flow.loss_detector,
@@ -746,6 +747,9 @@ impl FlowTable {
             }
         }
         self.samples = samples;
+        cx.events.record(first.key, "latency", latency_events, || {
+            event_place(flow, space)
+        });
         flow.last_ms = flow.last_ms.max(last_ns / 1_000_000);
         if (flow.due == UNSCHEDULED && self.schedule.timeouts().is_some())
             || flow.detect_due_s < detect_due_before
@@ -871,7 +875,9 @@ impl FlowTable {
                     .probe_detector
                     .take_if(|d| d.highest_seq().is_some_and(|h| h >= RESTART_AFTER_SEQ))
             {
-                cx.events.record(p.key, "probes", old.finish().events);
+                let events = old.finish().events;
+                cx.events
+                    .record(p.key, "probes", events, || place_of(flow, cx));
             }
             let det = flow
                 .probe_detector
@@ -881,7 +887,9 @@ impl FlowTable {
                 send: p.sent_ns as f64 / 1e9,
                 delay_ms: (p.recv_ns as i128 - p.sent_ns as i128) as f64 / 1e6,
             });
-            cx.events.record(p.key, "probes", det.take_events());
+            let events = det.take_events();
+            cx.events
+                .record(p.key, "probes", events, || place_of(flow, cx));
             flow.detect_due_s = FlowState::detect_due(
                 &flow.latency_detector,
                 &flow.loss_detector,
@@ -954,7 +962,9 @@ impl FlowTable {
             .loss_detector
             .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
         det.push_loss(epoch_ms.0 as f64 / 1e3, lost, sent);
-        cx.events.record(key, "counters", det.take_events());
+        let events = det.take_events();
+        cx.events
+            .record(key, "counters", events, || event_place(flow, space));
         flow.detect_due_s = FlowState::detect_due(
             &flow.latency_detector,
             &flow.loss_detector,
@@ -1067,16 +1077,17 @@ impl FlowTable {
     /// Exports counters due (the active timeout passed) and forgets flows idle for
     /// `idle`; records go to `out`. A record `out` refuses (its queue is full) waits for a
     /// later sweep, counted, an ended flow kept for it [`EXPORT_WAIT`] at most and not while
-    /// the table is nearly full (then it is dropped, counted).
+    /// the table is nearly full (then it is dropped, counted). Events of the detection
+    /// windows it closes go to `cx`'s event log, when given.
     pub fn sweep(
         &mut self,
         idle: Duration,
         active: Duration,
-        events_log: Option<&EventLog>,
+        cx: Option<&ShardContext>,
         out: impl FnMut(FlowExport) -> bool,
     ) {
         let now = Now::read();
-        self.sweep_as(now, idle, active, EndReason::IdleTimeout, events_log, out);
+        self.sweep_as(now, idle, active, EndReason::IdleTimeout, cx, out);
     }
 
     /// [`FlowTable::sweep`], the records of flows that end saying `ending`. The flows looked
@@ -1089,7 +1100,7 @@ impl FlowTable {
         idle: Duration,
         active: Duration,
         ending: EndReason,
-        events_log: Option<&EventLog>,
+        cx: Option<&ShardContext>,
         out: impl FnMut(FlowExport) -> bool,
     ) {
         for (_, summary) in &mut self.switch_samples {
@@ -1108,7 +1119,7 @@ impl FlowTable {
             ending,
             at_stop,
             crowded: self.flows.len() >= self.capacity - self.capacity / 16,
-            events_log,
+            cx,
             out,
             full: false,
             dropped: 0,
@@ -1172,13 +1183,13 @@ impl FlowTable {
     }
 
     /// Exports every flow's remaining counters and events (at shutdown).
-    pub fn flush(&mut self, events_log: Option<&EventLog>, out: impl FnMut(FlowExport) -> bool) {
+    pub fn flush(&mut self, cx: Option<&ShardContext>, out: impl FnMut(FlowExport) -> bool) {
         self.sweep_as(
             Now::read(),
             Duration::ZERO,
             Duration::ZERO,
             EndReason::ForcedEnd,
-            events_log,
+            cx,
             out,
         );
     }
@@ -1222,7 +1233,8 @@ struct Sweep<'a, F> {
     at_stop: bool,
     /// The table is nearly full: an ended flow's records that cannot go are dropped.
     crowded: bool,
-    events_log: Option<&'a EventLog>,
+    /// Where detected events go, and what places them.
+    cx: Option<&'a ShardContext>,
     out: F,
     /// The export queue refused a record: the sweep's other records wait too.
     full: bool,
@@ -1246,11 +1258,12 @@ impl<F: FnMut(FlowExport) -> bool> Sweep<'_, F> {
         let lose = at_stop
             || (ended && (crowded || now.duration_since(flow.touched) >= idle + EXPORT_WAIT));
         // Detection: windows that time has passed close; an ending flow's close all.
-        for (det, series) in [
+        let found = [
             (&mut flow.latency_detector, "latency"),
             (&mut flow.loss_detector, "counters"),
             (&mut flow.probe_detector, "probes"),
-        ] {
+        ]
+        .map(|(det, series)| {
             let events = match det {
                 Some(d) if ended => det.take().map(|d| d.finish().events).unwrap_or_default(),
                 Some(d) => {
@@ -1259,8 +1272,14 @@ impl<F: FnMut(FlowExport) -> bool> Sweep<'_, F> {
                 }
                 None => Vec::new(),
             };
-            if let Some(log) = self.events_log {
-                log.record(*key, series, events);
+            (series, events)
+        });
+        if let Some(cx) = self.cx {
+            let mut place = None;
+            for (series, events) in found {
+                cx.events.record(*key, series, events, || {
+                    place.get_or_insert_with(|| place_of(flow, cx)).clone()
+                });
             }
         }
         let ports = flow.pint.as_ref().map(|p| {
@@ -1497,6 +1516,28 @@ pub fn flow_heap_bytes(f: &FlowState) -> usize {
         + f.pint.as_ref().map_or(0, |p| {
             p.record.memory_bytes() + p.summary_slots.capacity() * std::mem::size_of::<u32>()
         })
+}
+
+/// Where `flow`'s events happen: its decoded path, and the link of it where its counters
+/// lost the most packets.
+fn event_place(flow: &FlowState, space: Space<'_>) -> EventPlace {
+    EventPlace {
+        path: decoded_path(flow, space),
+        lossy_link: flow
+            .loss
+            .iter()
+            .filter(|l| l.lost > 0)
+            .max_by_key(|l| l.lost)
+            .map(|l| [l.link.0, l.link.1]),
+    }
+}
+
+/// [`event_place`] in the sink's space of switches.
+fn place_of(flow: &FlowState, cx: &ShardContext) -> EventPlace {
+    match &cx.topology {
+        Some(t) => event_place(flow, Space::Topology(t)),
+        None => event_place(flow, Space::Ids(&cx.registry.ids())),
+    }
 }
 
 /// The flow's decoded path (switch IDs), if its path query is decoded.
@@ -2037,7 +2078,7 @@ mod tests {
         for e in 6..1500 {
             t.add_counts(&cx, e, at(e), &[(key, 1, 2, 200)], &[], &[2]);
         }
-        t.flush(Some(&cx.events), |_| true);
+        t.flush(Some(&cx), |_| true);
         let loss = counter_losses(&cx, &key);
         assert!(loss.is_empty(), "{loss:?}");
     }
@@ -2058,7 +2099,7 @@ mod tests {
                 t.add_counts(&cx, e, at(e), &counts, &[], &[]);
             }
         }
-        t.flush(Some(&cx.events), |_| true);
+        t.flush(Some(&cx), |_| true);
         let loss = counter_losses(&cx, &key);
         assert!(!loss.is_empty(), "no loss event");
         assert!(
@@ -2066,6 +2107,29 @@ mod tests {
                 .all(|e| (0.15..0.25).contains(&e.event.loss_rate)),
             "{loss:?}"
         );
+    }
+
+    /// A loss event says where: the flow's decoded path and the link of it where its
+    /// counters lost the packets, in the event line too.
+    #[test]
+    fn a_loss_event_says_which_path_and_link() {
+        let mut t = FlowTable::new(10);
+        let (cx, key) = two_hop_flow(&mut t);
+        let at = |e: u64| (1_000_000 + 10 * e, 10);
+        for e in 1..800 {
+            let counts = [(key, 1, 10, 1000), (key, 2, 8, 800)];
+            t.add_counts(&cx, e, at(e), &counts, &[], &[]);
+        }
+        t.flush(Some(&cx), |_| true);
+        let loss = counter_losses(&cx, &key);
+        assert!(!loss.is_empty(), "no loss event");
+        for e in &loss {
+            assert_eq!(e.place.path.as_deref(), Some(&[1, 2][..]), "{e:?}");
+            assert_eq!(e.place.lossy_link, Some([1, 2]), "{e:?}");
+            let line = serde_json::to_value(e).unwrap();
+            assert_eq!(line["path"], serde_json::json!([1, 2]), "{line}");
+            assert_eq!(line["lossy_link"], serde_json::json!([1, 2]), "{line}");
+        }
     }
 
     /// Probe arrivals of one stream of flow 7 at 20 Hz from `t0` s: (sequence number, send
@@ -2148,7 +2212,7 @@ mod tests {
         t.sweep(
             Duration::from_secs(3600),
             Duration::from_secs(3600),
-            Some(&cx.events),
+            Some(&cx),
             |_| true,
         );
         assert_eq!(t.stats.probes_refused, 200);
@@ -2169,7 +2233,7 @@ mod tests {
         // Restarted within the same 5 s window; 60 of its probes 100 to 200 lost.
         let new = (0..600u64).filter(|s| !(100..160).contains(s));
         t.add_probes(&cx, &probes(new.map(|s| (s, 48.0 + s as f64 / 20.0))));
-        t.flush(Some(&cx.events), |_| true);
+        t.flush(Some(&cx), |_| true);
         let kinds = probe_events(&cx);
         assert!(
             !kinds.contains(&crate::detect::Kind::Reordering),
@@ -2298,7 +2362,7 @@ mod tests {
         let (cx, _) = context();
         let mut t = FlowTable::new(10);
         let timeouts = (Duration::from_secs(600), Duration::from_secs(600));
-        t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
+        t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
         // 20 s of probes at 20 a second, sent a minute ago: windows of 5 s, the last two
         // still open.
         let t0 = (Now::read().unix_s - 80.0).floor();
@@ -2308,10 +2372,10 @@ mod tests {
         );
         let closed_until = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);
         assert_eq!(closed_until(&t), Some(10.0));
-        t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
+        t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
         assert_eq!(closed_until(&t), Some(20.0));
         assert_eq!(t.stats.flows_swept, 1);
-        t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
+        t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
         assert_eq!(t.stats.flows_swept, 1, "its windows closed: nothing due");
         assert_eq!(t.len(), 1);
     }
@@ -2325,7 +2389,7 @@ mod tests {
         cx.detection.window_s = 0.2;
         let mut t = FlowTable::new(10);
         let timeouts = (Duration::from_secs(600), Duration::from_secs(600));
-        t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
+        t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
         // A tenth of a second of probes ending now: one window, closing 0.3 s from now.
         let t0 = Now::read().unix_s - 0.1;
         t.add_probes(
@@ -2335,7 +2399,7 @@ mod tests {
         let closed = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);
         assert_eq!(closed(&t), None);
         std::thread::sleep(Duration::from_millis(600));
-        t.sweep(timeouts.0, timeouts.1, Some(&cx.events), |_| true);
+        t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
         let end = closed(&t).expect("the window closed");
         assert!((end - 0.2).abs() < 1e-6, "{end}");
     }

@@ -176,7 +176,13 @@ pub fn page(shared: &Shared) -> Page {
         .events
         .latest(EVENTS, None)
         .iter()
-        .map(|e| event_row(&serde_json::to_value(e).unwrap_or(Value::Null), t0, None))
+        .map(|e| {
+            let link = e
+                .place
+                .lossy_link
+                .map(|[a, b]| (name(u64::from(a)), name(u64::from(b))));
+            event_row(&serde_json::to_value(e).unwrap_or(Value::Null), t0, link)
+        })
         .collect();
     let c = &shared.epochs.counters;
     let finished = c.finished();

@@ -165,7 +165,7 @@ pub fn run(
             table.lock().expect("flow table lock").sweep(
                 timeouts.idle,
                 timeouts.active,
-                Some(&cx.events),
+                Some(&cx),
                 send,
             );
             cx.events.flush_lines();
@@ -186,7 +186,7 @@ pub fn run(
     table
         .lock()
         .expect("flow table lock")
-        .flush(Some(&cx.events), until_room);
+        .flush(Some(&cx), until_room);
     cx.events.flush_lines();
 }
 
