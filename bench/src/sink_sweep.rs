@@ -88,15 +88,10 @@ pub fn sweeps(flows: u32) -> anyhow::Result<Vec<SweepRow>> {
         let before = table.stats.flows_swept;
         let mut records = 0u64;
         let t = Instant::now();
-        table.sweep(
-            Duration::from_secs(60),
-            Duration::ZERO,
-            Some(&cx),
-            |_| {
-                records += 1;
-                true
-            },
-        );
+        table.sweep(Duration::from_secs(60), Duration::ZERO, Some(&cx), |_| {
+            records += 1;
+            true
+        });
         rows.push(SweepRow {
             case,
             flows: table.len(),

@@ -163,7 +163,12 @@ pub struct SliceAllocator {
     word: u8,
     used: u8,
     first_word_bits: u8,
+    /// A slice was asked for past the tape's last word ([`MAX_TAPE_WORDS`]).
+    overflowed: bool,
 }
+
+/// Words a tape holds: a slice names its word in one byte.
+pub const MAX_TAPE_WORDS: u32 = 256;
 
 impl SliceAllocator {
     /// An allocator for the packet tape.
@@ -172,6 +177,7 @@ impl SliceAllocator {
             word: 0,
             used: 0,
             first_word_bits: 32,
+            overflowed: false,
         }
     }
 
@@ -181,10 +187,13 @@ impl SliceAllocator {
             word: 0,
             used: 0,
             first_word_bits: 64,
+            overflowed: false,
         }
     }
 
-    /// The next `width`-bit slice (1 to 32 bits).
+    /// The next `width`-bit slice (1 to 32 bits). Past the tape's last word it hands out
+    /// the last word's bits again and remembers it ([`SliceAllocator::overflowed`]): the
+    /// plan must then be refused, its queries' draws no longer independent.
     pub fn take(&mut self, width: u32) -> Slice {
         assert!((1..=32).contains(&width));
         let room = if self.word == 0 {
@@ -193,12 +202,20 @@ impl SliceAllocator {
             64
         };
         if u32::from(self.used) + width > u32::from(room) {
-            self.word += 1;
+            match self.word.checked_add(1) {
+                Some(w) => self.word = w,
+                None => self.overflowed = true,
+            }
             self.used = 0;
         }
         let s = Slice::new(self.word, self.used, width as u8);
         self.used += width as u8;
         s
+    }
+
+    /// Whether more slices were asked for than the tape holds.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
     }
 
     /// Words of the tape in use (the switch computes no more than these).
@@ -279,6 +296,19 @@ impl HopTape {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tape_asked_for_more_than_its_words_says_so() {
+        let mut a = SliceAllocator::hop();
+        for _ in 0..MAX_TAPE_WORDS * 2 {
+            a.take(32);
+        }
+        assert!(!a.overflowed(), "every word used, none past");
+        assert_eq!(a.words(), MAX_TAPE_WORDS);
+        a.take(1);
+        assert!(a.overflowed());
+        assert_eq!(a.words(), MAX_TAPE_WORDS);
+    }
 
     #[test]
     fn allocation_never_straddles_and_counts_words() {

@@ -50,6 +50,14 @@ pub enum PlanError {
         /// By how much.
         over: f64,
     },
+    /// The queries draw more random bits per packet than a tape holds.
+    #[error(
+        "the queries draw more random bits per packet than the encoding holds ({words} words of 64 bits per hop and per packet); use fewer queries or fewer instances"
+    )]
+    TooManyDraws {
+        /// Words a tape holds.
+        words: u32,
+    },
     /// A query could not be placed on its whole frequency.
     #[error(
         "query `{name}` ({width} bits) fits on only {placed:.4} of packets, short of its frequency {frequency:.4} by {short:.4}; lower its frequency or the others'"
@@ -327,6 +335,11 @@ impl CompiledQuery {
         let frequency = spec.frequency.value();
         if !(frequency > 0.0 && frequency <= 1.0) {
             return Err(bad(format!("frequency {frequency} must be in (0, 1]")));
+        }
+        if frequency < MIN_FREQUENCY {
+            return Err(bad(format!(
+                "frequency {frequency} is below 2^-32, the finest step a packet's draw takes: no packet would carry it"
+            )));
         }
         // Keys that do not apply to the query are refused, not ignored: each would promise
         // what no switch or sink does.
@@ -711,6 +724,10 @@ impl Stretch {
 
 const EPS: f64 = 1e-12;
 
+/// The smallest frequency a query may have: one step of the 32-bit draw that picks a
+/// packet's query set.
+const MIN_FREQUENCY: f64 = 1.0 / 4_294_967_296.0;
+
 /// The version of the per-packet encoding (tapes, slices, hashes, compression): part of
 /// every plan version, so switches and sinks of different encodings never mistake each
 /// other's digests. 2: a sum without a `unit` steps through its value's range (it stepped
@@ -735,6 +752,11 @@ impl Plan {
                 });
             }
             queries.push(CompiledQuery::compile(spec, g, &mut packet, &mut hop)?);
+        }
+        if packet.overflowed() || hop.overflowed() {
+            return Err(PlanError::TooManyDraws {
+                words: tape::MAX_TAPE_WORDS,
+            });
         }
         if queries.len() > usize::from(u16::MAX) {
             return Err(PlanError::BadQuery {

@@ -444,3 +444,41 @@ fn per_packet_aggregates_round_trip() {
         m(sum_prod)
     );
 }
+
+/// A plan whose queries draw more random bits than a tape holds is refused (the slice
+/// counter wrapped in release builds: later queries reused earlier ones' bits, their
+/// sampling no longer independent), as is a query too rare for any packet to carry.
+#[test]
+fn plans_beyond_the_tape_and_queries_below_one_draw_step_are_refused() {
+    let many = |n: usize| QueryFile {
+        global_bits: 16,
+        queries: (0..n)
+            .map(|i| {
+                spec(
+                    &format!("q{i}"),
+                    ValueKind::HopLatency,
+                    Aggregation::DynamicPerFlow,
+                    8,
+                    1e-6,
+                )
+            })
+            .collect(),
+    };
+    let ok = Plan::compile(&many(50)).expect("50 queries fit");
+    assert!(ok.hop_words <= tape::MAX_TAPE_WORDS);
+    let err = Plan::compile(&many(600)).unwrap_err();
+    assert!(matches!(err, PlanError::TooManyDraws { .. }), "{err}");
+    assert!(err.to_string().contains("fewer queries"), "{err}");
+    let rare = QueryFile {
+        global_bits: 16,
+        queries: vec![spec(
+            "rare",
+            ValueKind::HopLatency,
+            Aggregation::DynamicPerFlow,
+            8,
+            1e-10,
+        )],
+    };
+    let err = Plan::compile(&rare).unwrap_err();
+    assert!(err.to_string().contains("below 2^-32"), "{err}");
+}
