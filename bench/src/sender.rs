@@ -66,6 +66,10 @@ pub struct SendReport {
     pub seconds: f64,
     /// Packets per second.
     pub pps: f64,
+    /// Why sending stopped before the count or time asked for (the port's peer went away
+    /// or stopped reading), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<String>,
 }
 
 /// Receive-side totals.
@@ -521,6 +525,7 @@ fn run_phase(
             } else if watch.gone(io, took, now) {
                 // Its peer went away, or stopped reading: whatever the count or time left.
                 sending = false;
+                sent.cut_short = Some(why_gone(io));
             }
             if !sending {
                 // Flush what was built, while the port takes it (or may again: its link
@@ -536,6 +541,9 @@ fn run_phase(
                 }
                 // Sent up to the last time the port took something (not through a stall).
                 let end = if take_back_unsent(io, &mut sent) {
+                    if !stop.load(Ordering::Relaxed) && sent.cut_short.is_none() {
+                        sent.cut_short = Some(why_gone(io));
+                    }
                     watch.taken_ns
                 } else {
                     io.clock.ns()
@@ -652,6 +660,19 @@ impl PortWatch {
             return !io.port.link().up;
         }
         false
+    }
+}
+
+/// Why a port that stopped taking packets was given up on.
+#[cold]
+fn why_gone(io: &Io<'_>) -> String {
+    if io.port.link().up {
+        format!(
+            "the port took nothing for {} s (its peer stopped reading)",
+            STALL_NS / 1_000_000_000
+        )
+    } else {
+        "the port's link went down (its peer went away)".into()
     }
 }
 

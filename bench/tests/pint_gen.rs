@@ -82,8 +82,9 @@ fn capture_holds_the_flows_and_sizes_asked_for() {
     // IMIX frames, and 74-byte probes.
     assert_eq!(sizes, BTreeSet::from(["60", "590", "1514", "74"]));
     let flows: BTreeSet<Vec<&str>> = lines.iter().map(|l| l[1..].to_vec()).collect();
-    assert_eq!(flows.len() as u64, summary["flows_used"].as_u64().unwrap());
     assert_eq!(flows.len(), 43, "40 flows and 3 probe streams");
+    assert_eq!(summary["flows_used"].as_u64(), Some(40), "{summary}");
+    assert_eq!(summary["probe_streams_used"].as_u64(), Some(3), "{summary}");
     let tcp = flows.iter().filter(|f| f[2] == "6").count();
     assert!((8..=32).contains(&tcp), "about half TCP: {tcp}");
     // Every checksum verifies.
@@ -258,7 +259,8 @@ fn start_receiver(sock: &Path, tag: &str, args: &[&str]) -> std::process::Child 
 
 /// A sender whose port stops taking packets mid-run (its peer stops reading) gives up after
 /// a while, with a --duration or with a --count it can no longer reach, with what the port
-/// never took left out of what it sent (it waited for the port for good, until Ctrl-C). The
+/// never took left out of what it sent (it waited for the port for good, until Ctrl-C), and
+/// exits with an error saying why (it exited 0, as if it had sent all it was asked to). The
 /// peer is stopped rather than killed: DPDK's memif can fault in a process whose peer
 /// leaves while it polls (`docs/config.md`, memif peers that leave).
 #[test]
@@ -303,15 +305,15 @@ fn a_sender_whose_port_stops_taking_gives_up() {
             "{case}: the sender did not give up on a port that takes nothing"
         );
         let out = waiter.join().unwrap();
-        assert!(
-            out.status.success(),
-            "{case}: {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        // It says so, and fails: a script cannot take it for a whole run.
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{case}: {}: {err}", out.status);
+        assert!(err.contains("sending stopped after"), "{case}: {err}");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let sent = v["sent"]["packets"].as_u64().unwrap();
         assert!(sent > 0 && sent < 4_000_000_000, "{case}: {v}");
+        let why = v["sent"]["cut_short"].as_str().unwrap_or_default();
+        assert!(why.contains("took nothing"), "{case}: {v}");
         std::fs::remove_dir_all(&dir).ok();
     }
 }
@@ -794,7 +796,41 @@ fn bad_arguments_name_their_flag() {
         // A capture of receive mode would grow until the disk is full.
         (
             vec!["--write-pcap", pcap, "--mode", "receive"],
-            "say how much",
+            "--mode: only with --port",
+        ),
+        (vec!["--write-pcap", pcap], "say how much"),
+        // Options the run would ignore (they were taken without a word).
+        (
+            vec!["--write-pcap", pcap, "--count", "5", "--capture", pcap],
+            "--capture: only with --port",
+        ),
+        (
+            vec!["--port", "net_null0", "--mode", "receive", "--count", "5"],
+            "--count: a receiver",
+        ),
+        (
+            vec!["--port", "net_null0", "--count", "5", "--precision", "0.1"],
+            "--precision: only with --zero-loss",
+        ),
+        (
+            vec!["--port", "net_null0", "--zero-loss", "--until-idle", "0"],
+            "--until-idle 0",
+        ),
+        // Probes that would take every packet's place.
+        (
+            vec![
+                "--write-pcap",
+                pcap,
+                "--count",
+                "5",
+                "--rate",
+                "1pps",
+                "--probes",
+                "1",
+                "--probe-hz",
+                "10",
+            ],
+            "no room for data",
         ),
         (
             vec!["--write-pcap", pcap, "--rate", "0", "--count", "5"],

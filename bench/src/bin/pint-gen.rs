@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use pcap_file::TsResolution;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use serde::Serialize;
@@ -52,6 +53,7 @@ struct Cli {
     #[arg(long, default_value = "60")]
     packet_size: PacketSizes,
     /// Rate without --flow-sizes: max, or a number with pps or bps (e.g. 1Mpps, 5Gbps).
+    /// Probes are counted in it (they take data packets' places).
     #[arg(long, default_value = "max", value_parser = parse_rate)]
     rate: Rate,
     /// Stop after this many packets.
@@ -75,7 +77,8 @@ struct Cli {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Source network of flows and probes (default 10.0.0.0/16; probes 10.2.0.0/16).
+    /// Source network of flows (default 10.0.0.0/16), and of probes when --dst-net is given
+    /// (without it probes go from 10.2.0.0/16 to 10.3.0.0/16).
     #[arg(long)]
     src_net: Option<Ipv4Prefix>,
     /// Destination network (repeat for several: flow i goes to the i-th mod n); default
@@ -187,8 +190,11 @@ struct Summary {
     packets: u64,
     /// Frame bytes (without FCS).
     bytes: u64,
-    /// Distinct 5-tuples that sent at least one packet (probes included).
+    /// Data flows (pool 5-tuples) that sent at least one packet.
     flows_used: usize,
+    /// Probe streams that sent at least one probe.
+    probe_streams_used: usize,
+    /// Probes among the packets.
     probes: u64,
     /// Model time from the first packet to the last, seconds.
     seconds: f64,
@@ -206,8 +212,59 @@ fn main() {
     }
 }
 
+/// Options that only a run on a port takes (`--write-pcap` writes a capture without one).
+const PORT_ONLY: [&str; 11] = [
+    "capture",
+    "mode",
+    "until_idle",
+    "linger",
+    "start_at",
+    "idle_sleep_us",
+    "zero_loss",
+    "trial_seconds",
+    "precision",
+    "loss_tolerance",
+    "max_trials",
+];
+
+/// Refuses options given (`given(id)`) that this run would ignore, naming them.
+fn refuse_ignored_flags(cli: &Cli, given: impl Fn(&str) -> bool) -> anyhow::Result<()> {
+    let flag = |id: &str| format!("--{}", id.replace('_', "-"));
+    if cli.write_pcap.is_some()
+        && let Some(id) = PORT_ONLY.iter().find(|id| given(id))
+    {
+        bail!(
+            "{}: only with --port (--write-pcap writes a capture, with no port)",
+            flag(id)
+        );
+    }
+    if cli.mode == Mode::Receive && cli.port.is_some() && given("count") {
+        bail!("--count: a receiver takes what arrives until --until-idle (--count is for sending)");
+    }
+    if cli.zero_loss
+        && let Some(id) = ["capture", "start_at"].into_iter().find(|id| given(id))
+    {
+        bail!(
+            "{}: not with --zero-loss (its trials send and receive on their own)",
+            flag(id)
+        );
+    }
+    if !cli.zero_loss
+        && let Some(id) = ["trial_seconds", "precision", "loss_tolerance", "max_trials"]
+            .into_iter()
+            .find(|id| given(id))
+    {
+        bail!("{}: only with --zero-loss", flag(id));
+    }
+    Ok(())
+}
+
 fn run() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    refuse_ignored_flags(&cli, |id| {
+        matches.value_source(id) == Some(ValueSource::CommandLine)
+    })?;
     let unbounded = cli.count.is_none() && cli.duration.is_none();
     if unbounded && !cli.zero_loss && (cli.mode != Mode::Receive || cli.write_pcap.is_some()) {
         bail!("say how much: --count PACKETS or --duration SECONDS");
@@ -240,6 +297,7 @@ fn run() -> anyhow::Result<()> {
         return on_port(&cli, traffic);
     };
     let tuples = traffic.tuples().to_vec();
+    let spec_flows = traffic.spec().flows;
     let file = File::create(&pcap).with_context(|| format!("cannot create {}", pcap.display()))?;
     let header = PcapHeader {
         ts_resolution: TsResolution::NanoSecond,
@@ -293,7 +351,8 @@ fn run() -> anyhow::Result<()> {
     let s = Summary {
         packets,
         bytes,
-        flows_used: used.len(),
+        flows_used: used.iter().filter(|&&t| t < spec_flows).count(),
+        probe_streams_used: used.iter().filter(|&&t| t >= spec_flows).count(),
         probes,
         seconds,
         pps,
@@ -304,14 +363,15 @@ fn run() -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         println!(
-            "pint-gen: {} packets ({} bytes, {} flows, {} probes) over {:.6} s of traffic: {:.3} Mpps, {:.3} Gbit/s on the wire -> {}",
+            "pint-gen: {} packets ({} bytes, {} flows, {} probes of {} streams) over {:.6} s of traffic: {}, {} on the wire -> {}",
             s.packets,
             s.bytes,
             s.flows_used,
             s.probes,
+            s.probe_streams_used,
             s.seconds,
-            s.pps / 1e6,
-            s.wire_bps / 1e9,
+            rate_text(s.pps),
+            bits_text(s.wire_bps),
             s.capture.display()
         );
     }
@@ -377,7 +437,7 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
     let linger = seconds_flag("--linger", cli.linger)?;
     let until_idle = seconds_flag("--until-idle", cli.until_idle)?;
     let start_at = cli.start_at.map(start_time).transpose()?;
-    if cli.until_idle == 0.0 && cli.mode != Mode::Send && !cli.zero_loss {
+    if cli.until_idle == 0.0 && (cli.mode != Mode::Send || cli.zero_loss) {
         // 0 would stop receiving at the first moment between two bursts.
         bail!("--until-idle 0: receiving needs a quiet time above 0 seconds to stop on");
     }
@@ -404,9 +464,16 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
         return zero_loss(cli, &eal, &devargs, traffic, &opts, &stop);
     }
     // The summary is printed before the port lingers (see `--linger`).
-    bench::sender::run(&eal, &devargs, traffic, &opts, &stop, |r| {
+    let r = bench::sender::run(&eal, &devargs, traffic, &opts, &stop, |r| {
         print_run(cli.json, r)
     })?;
+    // A run that could not send what it was asked to is no success, whatever it printed.
+    if let Some(why) = r.sent.as_ref().and_then(|s| s.cut_short.as_ref()) {
+        bail!(
+            "sending stopped after {} packets, short of what was asked: {why}",
+            r.sent.as_ref().map_or(0, |s| s.packets)
+        );
+    }
     Ok(())
 }
 
@@ -416,21 +483,24 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
     } else {
         if let Some(s) = &r.sent {
             println!(
-                "pint-gen: sent {} packets ({} bytes, {} probes) in {:.3} s: {:.3} Mpps",
+                "pint-gen: sent {} packets ({} bytes, {} probes) in {:.3} s: {}{}",
                 s.packets,
                 s.bytes,
                 s.probes,
                 s.seconds,
-                s.pps / 1e6
+                rate_text(s.pps),
+                s.cut_short
+                    .as_ref()
+                    .map_or(String::new(), |w| format!(" (stopped early: {w})"))
             );
         }
         if let Some(x) = &r.received {
             println!(
-                "pint-gen: received {} packets ({} bytes) over {:.3} s: {:.3} Mpps",
+                "pint-gen: received {} packets ({} bytes) over {:.3} s: {}",
                 x.packets,
                 x.bytes,
                 x.seconds,
-                x.pps / 1e6
+                rate_text(x.pps)
             );
             if x.other > 0 {
                 println!(
@@ -447,8 +517,16 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
                         l[2] as f64 / 1e3
                     )
                 });
+                let other = if p.other_clock > 0 {
+                    format!(
+                        " ({} probes left out: timed by another clock, e.g. a replayed capture)",
+                        p.other_clock
+                    )
+                } else {
+                    String::new()
+                };
                 println!(
-                    "pint-gen: probes received {}, lost {}, reordered {}, duplicated {}, not of a tracked stream {}; one-way latency {lat}",
+                    "pint-gen: probes received {}, lost {}, reordered {}, duplicated {}, not of a tracked stream {}; one-way latency {lat}{other}",
                     p.received, p.lost, p.reordered, p.duplicates, p.foreign
                 );
             }
@@ -462,6 +540,28 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
     }
     std::io::Write::flush(&mut std::io::stdout())?;
     Ok(())
+}
+
+/// A bit rate in the unit that shows it: bit/s, kbit/s, Mbit/s or Gbit/s.
+fn bits_text(bps: f64) -> String {
+    match bps {
+        b if b >= 1e9 => format!("{:.3} Gbit/s", b / 1e9),
+        b if b >= 1e6 => format!("{:.3} Mbit/s", b / 1e6),
+        b if b >= 1e3 => format!("{:.3} kbit/s", b / 1e3),
+        b => format!("{b:.0} bit/s"),
+    }
+}
+
+/// A packet rate in the unit that shows it: pps, kpps or Mpps (a lab's hundreds of
+/// packets a second read `0.000 Mpps`).
+fn rate_text(pps: f64) -> String {
+    if pps >= 1e6 {
+        format!("{:.3} Mpps", pps / 1e6)
+    } else if pps >= 1e3 {
+        format!("{:.3} kpps", pps / 1e3)
+    } else {
+        format!("{pps:.1} pps")
+    }
 }
 
 fn print_flows(f: &bench::generator::FlowLossReport) {

@@ -82,6 +82,7 @@ pub struct ProbeReceiver {
     /// One-way latencies (ns): a KLL sketch, so that a long run keeps bounded memory.
     latencies: KllSketch<u64>,
     foreign: u64,
+    other_clock: u64,
 }
 
 impl Default for ProbeReceiver {
@@ -90,6 +91,7 @@ impl Default for ProbeReceiver {
             streams: PerSender::default(),
             latencies: KllSketch::new(LATENCY_SKETCH_K).expect("K in range"),
             foreign: 0,
+            other_clock: 0,
         }
     }
 }
@@ -103,6 +105,10 @@ pub const MAX_PROBE_STREAMS: u32 = 1024;
 /// (a jump further is not a probe of that stream); and the largest number a stream's first
 /// probe may have for the numbers below it to count as lost.
 const MAX_PROBE_SEQ: u64 = 1 << 24;
+/// The longest one-way latency a probe may show and be counted: a probe sent further
+/// before it arrived, or after, was timed by another clock (a capture written earlier and
+/// replayed, a sender on another host).
+const MAX_PROBE_LATENCY_NS: u64 = 10_000_000_000;
 
 /// What the receiver measured.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -122,6 +128,10 @@ pub struct ProbeReport {
     /// One-way latency in nanoseconds: min, median, p99, max (None without probes; the
     /// median and p99 from a sketch, within about 1% of rank).
     pub latency_ns: Option<[u64; 4]>,
+    /// Probes left out of the latency: sent after they arrived or more than 10 s before,
+    /// by the receiver's clock (timed by another clock: a replayed capture's, another
+    /// host's). Counted in `received`.
+    pub other_clock: u64,
 }
 
 impl ProbeReceiver {
@@ -142,7 +152,10 @@ impl ProbeReceiver {
             s.duplicates += 1;
             return;
         }
-        self.latencies.update(now_ns.saturating_sub(p.sent_ns));
+        match now_ns.checked_sub(p.sent_ns) {
+            Some(l) if l <= MAX_PROBE_LATENCY_NS => self.latencies.update(l),
+            _ => self.other_clock += 1,
+        }
     }
 
     /// The totals over all streams.
@@ -168,6 +181,7 @@ impl ProbeReceiver {
                 (Some(&min), Some(&max)) => Some([min, q(0.5), q(0.99), max]),
                 _ => None,
             },
+            other_clock: self.other_clock,
         }
     }
 }
@@ -254,6 +268,26 @@ mod tests {
         assert_eq!(rep.latency_ns, Some([50, 50, 50, 50]));
         let s = r.streams.iter().next().unwrap().1;
         assert_eq!(s.seen.len() as u64, SEEN_WINDOW / 64);
+    }
+
+    /// Probes timed by another clock (a replayed capture's send times start at 0; a sender
+    /// ahead of the receiver) are counted but left out of the latency (it read 57 years).
+    #[test]
+    fn probes_of_another_clock_are_left_out_of_the_latency() {
+        let mut r = ProbeReceiver::default();
+        let now = 1_796_000_000_000_000_000u64;
+        let probe = |seq, sent_ns| ProbePayload {
+            stream: 0,
+            seq,
+            sent_ns,
+        };
+        r.record(1, &probe(0, now - 2_000), now);
+        r.record(1, &probe(1, 1_000), now);
+        r.record(1, &probe(2, now + 5_000), now);
+        r.record(1, &probe(3, now - 3_000), now);
+        let rep = r.report();
+        assert_eq!((rep.received, rep.other_clock), (4, 2));
+        assert_eq!(rep.latency_ns, Some([2_000, 2_000, 3_000, 3_000]));
     }
 
     #[test]

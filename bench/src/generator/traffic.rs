@@ -24,6 +24,15 @@ use super::tag::{FlowTag, MAX_TRACKED_FLOWS, TAG_LEN};
 /// start delimiter 8, inter-frame gap 12.
 pub const WIRE_OVERHEAD: u64 = 24;
 
+/// A probe's frame length, bytes.
+const PROBE_FRAME_LEN: u64 = {
+    let l = 34 + UDP_LEN as u64 + PROBE_LEN as u64;
+    if l < 60 { 60 } else { l }
+};
+
+/// The longest mean time between flow arrivals a spec may ask for, s.
+const MAX_ARRIVAL_MEAN_S: f64 = 86_400.0;
+
 /// Sending rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Rate {
@@ -108,7 +117,10 @@ impl TrafficSpec {
             ));
         }
         if !(self.link_bps.is_finite() && self.link_bps > 0.0) {
-            return Err("link rate: must be above 0".into());
+            return Err(format!(
+                "link rate {}: must be a finite number of bits per second above 0",
+                self.link_bps
+            ));
         }
         if self.flow_sizes.is_some() && !(self.load > 0.0 && self.load <= 1.0) {
             return Err(format!("load {}: must be above 0 and at most 1", self.load));
@@ -131,15 +143,54 @@ impl TrafficSpec {
         }
         match self.rate {
             Rate::Pps(r) | Rate::Bps(r) if !(r.is_finite() && r > 0.0) => {
-                return Err("rate: must be above 0".into());
+                return Err(format!("rate {r}: must be a finite number above 0"));
             }
             _ => {}
+        }
+        if let Some(sizes) = self.flow_sizes {
+            // Flows start this far apart on average: beyond a day the run would wait for
+            // ever (an infinite mean made the generator queue flows without end).
+            let mean_s = 8.0 * sizes.mean() / (self.load * self.link_bps);
+            if !(mean_s.is_finite() && mean_s <= MAX_ARRIVAL_MEAN_S) {
+                return Err(format!(
+                    "load {} of a {} bit/s link: flows would start {mean_s:.3e} s apart on \
+                     average, more than a day: a higher load or link rate",
+                    self.load, self.link_bps
+                ));
+            }
         }
         if !(0.0..=1.0).contains(&self.tcp_share) {
             return Err(format!("tcp share {}: must be from 0 to 1", self.tcp_share));
         }
         if self.probe_streams > 0 && !(self.probe_hz.is_finite() && self.probe_hz > 0.0) {
             return Err("probe rate: must be above 0".into());
+        }
+        if self.probe_streams > 0 {
+            // Probes take their places among the packets (the rate counts them): at the
+            // rate or above it no data would go, and the probes would go at the data's
+            // pace, not theirs.
+            let probe_pps = f64::from(self.probe_streams) * self.probe_hz;
+            let probe_bps = probe_pps * (PROBE_FRAME_LEN + WIRE_OVERHEAD) as f64 * 8.0;
+            let (share, of) = match (self.flow_sizes, self.rate) {
+                (None, Rate::Pps(r)) => (probe_pps / r, format!("the rate ({r} packets/s)")),
+                (None, Rate::Bps(b)) => (probe_bps / b, format!("the rate ({b} bit/s)")),
+                (None, _) => (
+                    probe_bps / self.link_bps,
+                    format!("the link ({} bit/s)", self.link_bps),
+                ),
+                (Some(sizes), _) => (
+                    probe_bps / self.link_bps + self.load * self.wire_per_payload(sizes),
+                    format!("the link ({} bit/s) with the flows' load", self.link_bps),
+                ),
+            };
+            if share >= 1.0 {
+                return Err(format!(
+                    "{} probe streams at {} Hz ({probe_pps} packets/s) fill {of}: no room \
+                     for data (probes are counted in the rate); fewer probes, a lower probe \
+                     rate or a higher rate",
+                    self.probe_streams, self.probe_hz
+                ));
+            }
         }
         if self.ttl == 0 {
             return Err("ttl: must be at least 1".into());
@@ -393,7 +444,7 @@ impl Traffic {
         let seq = self.probe_seq[s];
         self.probe_seq[s] += 1;
         self.next_probe_ns[s] = t + 1e9 / self.spec.probe_hz;
-        let frame_len = (34 + UDP_LEN + PROBE_LEN).max(60) as u16;
+        let frame_len = PROBE_FRAME_LEN as u16;
         let p = GenPacket {
             time_ns: self.clock_ns as u64,
             tuple: self.spec.flows + s as u32,
@@ -430,7 +481,9 @@ impl Traffic {
             probe: None,
             flow_seq,
         };
-        *sent = sent.wrapping_add(payload as u32);
+        // The sequence moves by what the segment carries: a short last segment padded to
+        // the minimum frame carries its padding as payload (the IPv4 length counts it).
+        *sent = sent.wrapping_add(frame_len.saturating_sub(header) as u32);
         self.advance(p.frame_len);
         (p, payload)
     }
@@ -596,6 +649,70 @@ mod tests {
         let err = Traffic::new(small(0.9)).unwrap_err();
         assert!(err.contains("1.66 bytes on the wire"), "{err}");
         assert!(Traffic::new(small(0.6)).is_ok());
+    }
+
+    /// Probes that would take every packet's place (they went at the data's pace, and no
+    /// data went) and flows that would never start (the generator queued them without end)
+    /// are refused, saying why.
+    #[test]
+    fn probes_filling_the_rate_and_flows_that_never_start_are_refused() {
+        let probes = |rate, streams, hz| TrafficSpec {
+            rate,
+            probe_streams: streams,
+            probe_hz: hz,
+            ..TrafficSpec::default()
+        };
+        let err = Traffic::new(probes(Rate::Pps(1.0), 1, 10.0)).unwrap_err();
+        assert!(err.contains("no room for data"), "{err}");
+        assert!(Traffic::new(probes(Rate::Pps(100.0), 4, 50.0)).is_err());
+        assert!(Traffic::new(probes(Rate::Pps(1000.0), 4, 50.0)).is_ok());
+        // 1000 probes a second of 84 bytes on the wire: 672 kbit/s.
+        assert!(Traffic::new(probes(Rate::Bps(600e3), 10, 100.0)).is_err());
+        assert!(Traffic::new(probes(Rate::Bps(1e6), 10, 100.0)).is_ok());
+        let flows = |load, link_bps| TrafficSpec {
+            flow_sizes: Some(FlowSizes::Hadoop),
+            load,
+            link_bps,
+            packet_sizes: PacketSizes::Fixed(1514),
+            ..TrafficSpec::default()
+        };
+        let err = Traffic::new(flows(1e-310, 10e9)).unwrap_err();
+        assert!(err.contains("more than a day"), "{err}");
+        assert!(Traffic::new(flows(0.5, 10e9)).is_ok());
+        let err = Traffic::new(TrafficSpec {
+            probe_streams: 1000,
+            probe_hz: 10_000.0,
+            ..flows(0.5, 1e9)
+        })
+        .unwrap_err();
+        assert!(err.contains("with the flows' load"), "{err}");
+        let err = Traffic::new(probes(Rate::Pps(f64::INFINITY), 0, 10.0)).unwrap_err();
+        assert!(err.contains("finite"), "{err}");
+    }
+
+    /// Each TCP segment of a flow starts where the one before ended, a short last segment
+    /// padded to the minimum frame included (the sequence skipped its padding: overlaps).
+    #[test]
+    fn tcp_segments_follow_each_other() {
+        let mut t = Traffic::new(TrafficSpec {
+            flow_sizes: Some(FlowSizes::Fixed(1463)),
+            packet_sizes: PacketSizes::Fixed(1514),
+            tcp_share: 1.0,
+            flows: 50,
+            ..TrafficSpec::default()
+        })
+        .unwrap();
+        let mut next: std::collections::HashMap<u32, u32> = Default::default();
+        let mut short = 0;
+        for p in t.by_ref().take(2000) {
+            let carried = u32::from(p.frame_len) - 54;
+            if let Some(&want) = next.get(&p.tuple) {
+                assert_eq!(p.tcp_seq, want, "flow {} at {}", p.tuple, p.time_ns);
+            }
+            short += usize::from(p.frame_len == 60);
+            next.insert(p.tuple, p.tcp_seq.wrapping_add(carried));
+        }
+        assert!(short > 100, "{short} short last segments");
     }
 
     #[test]
