@@ -255,6 +255,7 @@ impl Sink {
                 flowsets_held: Arc::clone(&flowsets_held),
                 flowset_memory_bytes: config.flowset_memory_bytes,
                 max_flowset_bytes: config.max_flowset_bytes,
+                max_connections: config.max_connections,
                 stop: Arc::clone(&stop),
             },
         );

@@ -93,6 +93,10 @@ struct Args {
     /// Largest flowset a switch may declare, MiB.
     #[arg(long, default_value_t = 256)]
     max_flowset_mb: usize,
+    /// Most switch connections open at once (each has a thread); beyond it new ones are
+    /// closed at once and counted.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
     /// Most memory the flowsets waiting for their epoch may take together, MiB (beyond it
     /// new ones are dropped and counted).
     #[arg(long, default_value_t = 1024)]
@@ -243,6 +247,7 @@ where
         ipfix_message_bytes: a.ipfix_message_bytes,
         json_lines: a.json_lines,
         max_flowset_bytes: a.max_flowset_mb.saturating_mul(1 << 20),
+        max_connections: a.max_connections,
         flowset_memory_bytes: a.flowset_memory_mb.saturating_mul(1 << 20),
         queue_batches: a.queue_batches,
         sensitivity: crate::detect::Sensitivity::parse(&a.sensitivity)

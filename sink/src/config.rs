@@ -44,6 +44,8 @@ pub struct SinkConfig {
     pub json_lines: Option<PathBuf>,
     /// Largest flowset (in memory) a switch may declare.
     pub max_flowset_bytes: usize,
+    /// Most switch connections open at once.
+    pub max_connections: usize,
     /// Most memory the flowsets received and not yet decoded may take together (a
     /// flowset beyond it is dropped and counted, before it takes any).
     pub flowset_memory_bytes: usize,
@@ -72,6 +74,7 @@ impl Default for SinkConfig {
             ipfix_message_bytes: crate::ipfix::MAX_MESSAGE,
             json_lines: None,
             max_flowset_bytes: 256 << 20,
+            max_connections: 1024,
             flowset_memory_bytes: 1 << 30,
             queue_batches: 1024,
             sensitivity: crate::detect::Sensitivity::MEDIUM,
@@ -134,6 +137,9 @@ impl SinkConfig {
         }
         if self.flowset_memory_bytes < self.max_flowset_bytes {
             return bad("flowset-memory-mb", "must be at least --max-flowset-mb");
+        }
+        if self.max_connections == 0 {
+            return bad("max-connections", "must be at least 1");
         }
         if self.queue_batches == 0 {
             return bad("queue-batches", "must be at least 1");

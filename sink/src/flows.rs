@@ -1422,6 +1422,10 @@ fn plan_of(
         return Some(Arc::clone(p));
     }
     let p = cx.registry.plan(version)?;
+    // The registry lets spare plans go; so does this copy, all at once now and then.
+    if plans.len() >= 4 * crate::registry::MAX_SPARE_PLANS {
+        plans.clear();
+    }
     plans.insert(version, Arc::clone(&p));
     Some(p)
 }

@@ -37,6 +37,8 @@ pub struct Ingest {
     pub flowset_memory_bytes: usize,
     /// Largest flowset a switch may declare, bytes.
     pub max_flowset_bytes: usize,
+    /// Most connections open at once.
+    pub max_connections: usize,
     /// Set to stop.
     pub stop: Arc<AtomicBool>,
 }
@@ -47,11 +49,26 @@ pub fn serve<T: Transport>(mut transport: T, ingest: Ingest) -> JoinHandle<()> {
         .name("ingest".into())
         .spawn(move || {
             let mut threads: Vec<JoinHandle<()>> = Vec::new();
+            let mut refused = 0u64;
             while !ingest.stop.load(Relaxed) {
                 match transport.accept() {
                     Ok(Some(src)) => {
                         let i = ingest.clone();
                         threads.retain(|t| !t.is_finished());
+                        if threads.len() >= ingest.max_connections {
+                            // Closed at once (dropped): a peer opening connections without
+                            // end would take a thread and its memory each.
+                            refused += 1;
+                            if refused.is_power_of_two() {
+                                tracing::warn!(
+                                    "{} connections open, the most --max-connections allows: a new one closed ({refused} so far)",
+                                    threads.len()
+                                );
+                            }
+                            ingest.registry.note_anonymous_reject("too_many_connections");
+                            drop(src);
+                            continue;
+                        }
                         match std::thread::Builder::new()
                             .name("switch".into())
                             .spawn(move || connection(src, i))

@@ -58,6 +58,10 @@ fn describe() {
         "Frames refused (each closes its connection), by reason."
     );
     describe_counter!(
+        "pint_sink_plans_evicted_total",
+        "Plans no switch had in force let go, beyond the 64 spare ones kept."
+    );
+    describe_counter!(
         "pint_sink_sequence_gaps_total",
         "Frames the switch numbered but never sent (dropped on its side)."
     );
@@ -308,6 +312,7 @@ impl SinkMetrics {
             counter!("pint_sink_flows_refused_total").absolute(stats.flows_refused);
             counter!("pint_sink_path_resets_total").absolute(stats.path_resets);
             counter!("pint_sink_probes_refused_total").absolute(stats.probes_refused);
+            counter!("pint_sink_plans_evicted_total").absolute(shared.registry.plans_evicted());
             counter!("pint_sink_flows_swept_total").absolute(stats.flows_swept);
             let ec = &shared.epochs.counters;
             counter!("pint_sink_epochs_total", "mode" => "single")

@@ -211,6 +211,11 @@ impl SwitchEntry {
 /// Most plans that failed to compile whose reason is remembered.
 pub const MAX_BAD_PLANS: usize = 1024;
 
+/// Plans kept besides those some switch has in force: beyond, the one added first that no
+/// switch has in force is let go (any peer may send plans, each up to the protocol's 64 KiB
+/// of text and its compiled form).
+pub const MAX_SPARE_PLANS: usize = 64;
+
 /// Most host addresses whose delivering switch is remembered.
 pub const MAX_OWNERS: usize = 1 << 20;
 
@@ -219,6 +224,10 @@ pub const MAX_OWNERS: usize = 1 << 20;
 pub struct Registry {
     switches: RwLock<BTreeMap<u32, Arc<SwitchEntry>>>,
     plans: RwLock<FxHashMap<u32, Arc<SinkPlan>>>,
+    /// The plans' versions in the order they were added (the first let go first).
+    plan_order: Mutex<std::collections::VecDeque<u32>>,
+    /// Plans let go for [`MAX_SPARE_PLANS`].
+    plans_evicted: AtomicU64,
     /// Plans that failed to compile, with the reason.
     /// Plans that did not compile, by version and text (another switch may send the same
     /// version's good text).
@@ -400,10 +409,23 @@ impl Registry {
         match SinkPlan::compile(version, text) {
             Ok(p) => {
                 let p = Arc::new(p);
-                self.plans
-                    .write()
-                    .expect("plans lock")
-                    .insert(version, Arc::clone(&p));
+                let in_force = self.plans_in_force();
+                let mut order = self.plan_order.lock().expect("plans lock");
+                let mut plans = self.plans.write().expect("plans lock");
+                if plans.insert(version, Arc::clone(&p)).is_none() {
+                    order.push_back(version);
+                }
+                let spare = |o: &std::collections::VecDeque<u32>| {
+                    o.iter().filter(|v| !in_force.contains(v)).count()
+                };
+                while spare(&order) > MAX_SPARE_PLANS {
+                    let Some(at) = order.iter().position(|v| !in_force.contains(v)) else {
+                        break;
+                    };
+                    let old = order.remove(at).expect("a position found");
+                    plans.remove(&old);
+                    self.plans_evicted.fetch_add(1, Relaxed);
+                }
                 Ok(p)
             }
             Err(e) => {
@@ -416,6 +438,21 @@ impl Registry {
                 Err(e)
             }
         }
+    }
+
+    /// The plans switches have in force (as their hellos and plan frames said).
+    fn plans_in_force(&self) -> std::collections::BTreeSet<u32> {
+        self.switches
+            .read()
+            .expect("registry lock")
+            .values()
+            .filter_map(|e| e.info.lock().expect("switch lock").plan)
+            .collect()
+    }
+
+    /// Plans let go, beyond [`MAX_SPARE_PLANS`] of those no switch has in force.
+    pub fn plans_evicted(&self) -> u64 {
+        self.plans_evicted.load(Relaxed)
     }
 
     /// Plan `version`, if compiled.
@@ -597,6 +634,54 @@ mod tests {
             }
             assert_eq!(r.ids().len(), 16);
         }
+    }
+
+    /// Plans no switch has in force are kept up to a bound, the first added let go first
+    /// (a peer sending plan after plan grew the sink's memory without end); a plan in
+    /// force stays however old.
+    #[test]
+    fn spare_plans_are_bounded_and_plans_in_force_stay() {
+        let r = Registry::default();
+        let text = |i: usize| PAPER.replace("name = \"path\"", &format!("name = \"path{i}\""));
+        let version = |t: &str| {
+            Plan::compile(&QueryFile::from_toml(t).unwrap())
+                .unwrap()
+                .version
+        };
+        let first = text(0);
+        r.add_plan(version(&first), &first).unwrap();
+        let fs = telemetry::flowradar::FlowSet::new(
+            &telemetry::flowradar::FlowSetConfig::for_flows(100, 1),
+        );
+        let hello = telemetry::protocol::Hello {
+            switch_id: 1,
+            session: 1,
+            epoch_ns: 10_000_000,
+            shim_ethertype: 0x88b5,
+            shape: telemetry::flowradar::wire::Shape::of(&fs),
+            filter_seed: telemetry::flowradar::flowset::FILTER_SEED,
+            table_seeds: vec![fs.table_seed()],
+            max_digests: 1024,
+            ports: Vec::new(),
+            plan: Some(telemetry::protocol::PlanText {
+                version: version(&first),
+                digest_bytes: 2,
+                text: first.clone(),
+            }),
+        };
+        assert!(r.connect(&hello, "peer", 0).is_ok());
+        let n = MAX_SPARE_PLANS + 10;
+        let versions: Vec<u32> = (1..=n)
+            .map(|i| {
+                let t = text(i);
+                r.add_plan(version(&t), &t).unwrap().version
+            })
+            .collect();
+        assert_eq!(r.plans().len(), MAX_SPARE_PLANS + 1);
+        assert_eq!(r.plans_evicted(), 10);
+        assert!(r.plan(version(&first)).is_some(), "the plan in force stays");
+        assert!(versions[..10].iter().all(|&v| r.plan(v).is_none()));
+        assert!(versions[10..].iter().all(|&v| r.plan(v).is_some()));
     }
 
     #[test]

@@ -612,3 +612,53 @@ fn a_switchs_stats_reach_the_live_page() {
     let row = page.switches.iter().find(|s| s.id == 9).unwrap();
     assert_eq!((row.rx_packets, row.digests_exported), (1000, 700));
 }
+
+/// Connections beyond `--max-connections` are closed at once and counted (each took a
+/// thread, without end); once one of those open closes, a new one is taken again.
+#[test]
+fn connections_beyond_the_limit_are_closed_and_counted() {
+    let sink = Sink::start(SinkConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        http: None,
+        decode_threads: 1,
+        max_connections: 2,
+        ..SinkConfig::default()
+    })
+    .unwrap();
+    let shared = sink.shared().clone();
+    let a = FakeSwitch::connect(sink.listen_addr(), &hello(21, Some(paper())));
+    let _b = FakeSwitch::connect(sink.listen_addr(), &hello(22, Some(paper())));
+    wait_for("two switches", || {
+        shared.registry.switch(21).is_some() && shared.registry.switch(22).is_some()
+    });
+    let mut third = TcpStream::connect(sink.listen_addr()).unwrap();
+    assert!(closed_by_sink(&mut third), "a third connection is closed");
+    wait_for("counted", || {
+        shared
+            .registry
+            .anonymous_rejects()
+            .get("too_many_connections")
+            == Some(&1)
+    });
+    drop(a);
+    wait_for("switch 21 gone", || {
+        !shared
+            .registry
+            .switch(21)
+            .unwrap()
+            .counters
+            .connected
+            .load(Relaxed)
+    });
+    // Its thread ends just after: a connection at that moment may still find no room.
+    let mut kept = Vec::new();
+    wait_for("a new switch taken", || {
+        if let Ok(mut s) = TcpStream::connect(sink.listen_addr()) {
+            let h = hello(23, Some(paper()));
+            let _ = s.write_all(&encode_frame(FrameType::Hello, 0, &h.payload()));
+            kept.push(s);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        shared.registry.switch(23).is_some()
+    });
+}
