@@ -572,6 +572,25 @@ mod tests {
 
     const PAPER: &str = include_str!("../../configs/queries/paper.toml");
 
+    /// The hello of switch `id` (one worker, no ports) with `plan`.
+    fn hello(id: u32, plan: Option<telemetry::protocol::PlanText>) -> telemetry::protocol::Hello {
+        let fs = telemetry::flowradar::FlowSet::new(
+            &telemetry::flowradar::FlowSetConfig::for_flows(100, id),
+        );
+        telemetry::protocol::Hello {
+            switch_id: id,
+            session: 1,
+            epoch_ns: 10_000_000,
+            shim_ethertype: 0x88b5,
+            shape: telemetry::flowradar::wire::Shape::of(&fs),
+            filter_seed: telemetry::flowradar::flowset::FILTER_SEED,
+            table_seeds: vec![fs.table_seed()],
+            max_digests: 1024,
+            ports: Vec::new(),
+            plan,
+        }
+    }
+
     #[test]
     fn plans_compile_once_and_must_match_their_version() {
         let r = Registry::default();
@@ -610,22 +629,7 @@ mod tests {
                 .map(|id| {
                     let r = Arc::clone(&r);
                     std::thread::spawn(move || {
-                        let fs = telemetry::flowradar::FlowSet::new(
-                            &telemetry::flowradar::FlowSetConfig::for_flows(100, id),
-                        );
-                        let hello = telemetry::protocol::Hello {
-                            switch_id: id,
-                            session: 1,
-                            epoch_ns: 10_000_000,
-                            shim_ethertype: 0x88b5,
-                            shape: telemetry::flowradar::wire::Shape::of(&fs),
-                            filter_seed: telemetry::flowradar::flowset::FILTER_SEED,
-                            table_seeds: vec![fs.table_seed()],
-                            max_digests: 1024,
-                            ports: Vec::new(),
-                            plan: None,
-                        };
-                        assert!(r.connect(&hello, "peer", 0).is_ok());
+                        assert!(r.connect(&hello(id, None), "peer", 0).is_ok());
                     })
                 })
                 .collect();
@@ -650,26 +654,12 @@ mod tests {
         };
         let first = text(0);
         r.add_plan(version(&first), &first).unwrap();
-        let fs = telemetry::flowradar::FlowSet::new(
-            &telemetry::flowradar::FlowSetConfig::for_flows(100, 1),
-        );
-        let hello = telemetry::protocol::Hello {
-            switch_id: 1,
-            session: 1,
-            epoch_ns: 10_000_000,
-            shim_ethertype: 0x88b5,
-            shape: telemetry::flowradar::wire::Shape::of(&fs),
-            filter_seed: telemetry::flowradar::flowset::FILTER_SEED,
-            table_seeds: vec![fs.table_seed()],
-            max_digests: 1024,
-            ports: Vec::new(),
-            plan: Some(telemetry::protocol::PlanText {
-                version: version(&first),
-                digest_bytes: 2,
-                text: first.clone(),
-            }),
+        let plan = telemetry::protocol::PlanText {
+            version: version(&first),
+            digest_bytes: 2,
+            text: first.clone(),
         };
-        assert!(r.connect(&hello, "peer", 0).is_ok());
+        assert!(r.connect(&hello(1, Some(plan)), "peer", 0).is_ok());
         let n = MAX_SPARE_PLANS + 10;
         let versions: Vec<u32> = (1..=n)
             .map(|i| {
