@@ -7,7 +7,7 @@
 //! (its lowest mode still holds most samples), but the event began or ended in it.
 
 use super::diagnose::diagnose;
-use super::window::WindowStats;
+use super::window::{FLAT_MS, LEVEL_SHIFT_MS, WindowStats};
 use super::{Event, Kind, Params};
 
 /// A window's delay counts as up from its start (or until its end) when fewer than this
@@ -59,6 +59,8 @@ pub struct Aggregator {
     baseline_ms: Option<f64>,
     /// The last window, if it was quiet and had raised samples (delay only).
     last_quiet: Option<Quiet>,
+    /// The end of the last window, if it was normal (delay only).
+    last_normal_end: Option<f64>,
 }
 
 /// Whether a window starting at `b_start` begins where one ending at `a_end` ends.
@@ -74,6 +76,7 @@ impl Aggregator {
             open: None,
             baseline_ms: None,
             last_quiet: None,
+            last_normal_end: None,
         }
     }
 
@@ -103,9 +106,27 @@ impl Aggregator {
         }
     }
 
+    /// Whether delay window `w`, right after a normal one, sits flat at a level more than
+    /// [`LEVEL_SHIFT_MS`] from that one's baseline: the level changed at the boundary
+    /// between them (a route or a clock changed), which neither window's own spread shows.
+    fn shifted_at_start(&self, w: &WindowStats, p: &Params) -> bool {
+        self.kind == Kind::Delay
+            && w.samples > p.min_high_samples
+            && w.p95_ms - w.p5_ms < FLAT_MS
+            && self.last_normal_end.is_some_and(|e| adjacent(e, w.start))
+            && self
+                .baseline_ms
+                .is_some_and(|b| (w.median_ms - b).abs() > LEVEL_SHIFT_MS)
+    }
+
     /// Takes the next window; returns an event that ended before it, if any.
     pub fn push(&mut self, w: &WindowStats, p: &Params) -> Option<Event> {
-        let problem = self.is_problem(w, p);
+        let shifted = self.shifted_at_start(w, p);
+        let problem = self.is_problem(w, p) || shifted;
+        let w = &WindowStats {
+            level_shift: w.level_shift || shifted,
+            ..*w
+        };
         let mut done = None;
         if let Some(open) = &self.open {
             let last_end = open.windows.last().map_or(w.start, |x| x.end);
@@ -130,6 +151,12 @@ impl Aggregator {
             open.trailing_quiet = 0;
             open.after = None;
             open.windows.push(*w);
+            self.last_normal_end = None;
+            if shifted {
+                // The new level is the baseline from now on: the windows after it are no
+                // problem for being at it.
+                self.baseline_ms = w.baseline_ms.or(Some(w.median_ms));
+            }
             // Long enough: reported now; the problem, if it goes on, is the next event.
             let lasted = open.windows.first().map_or(0.0, |f| w.end - f.start);
             if done.is_none() && lasted >= p.max_event_s - 1e-9 {
@@ -151,6 +178,9 @@ impl Aggregator {
             }
             if self.kind == Kind::Delay && w.baseline_ms.is_some() {
                 self.baseline_ms = w.baseline_ms;
+            }
+            if self.kind == Kind::Delay {
+                self.last_normal_end = Some(w.end);
             }
         }
         done

@@ -315,6 +315,42 @@ fn a_level_shift_is_a_route_or_clock_change() {
     }
 }
 
+/// A level that changes at a window boundary, or too late in a window to make it a
+/// problem, is found in the window after: flat at a level more than 10 ms from the one
+/// before (both were missed: neither window's own spread shows the change). Down as well as
+/// up; once, not in every window at the new level.
+#[test]
+fn a_level_shift_at_a_window_boundary_is_found() {
+    for (at, step) in [(50.0, 25.0), (54.6, 25.0), (55.0, 20.0), (50.0, -20.0)] {
+        let s = series(
+            120.0,
+            |t, r| {
+                if t >= at {
+                    base(r) + 30.0 + step
+                } else {
+                    base(r) + 30.0
+                }
+            },
+            |_| false,
+        );
+        let e = run(&s, &Params::default());
+        assert_eq!(e.len(), 1, "at {at}, {step} ms: {e:?}");
+        assert!(
+            e[0].labels.contains(&Label::RouteOrClockChange),
+            "at {at}, {step} ms: {:?}",
+            e[0]
+        );
+        assert!(
+            (e[0].start - (1000.0 + at)).abs() < 0.11,
+            "at {at}, {step} ms: {:?}",
+            e[0]
+        );
+    }
+    // A drift of a millisecond a window is no shift.
+    let s = series(120.0, |t, r| base(r) + (t / 5.0).floor(), |_| false);
+    assert!(run(&s, &Params::default()).is_empty());
+}
+
 #[test]
 fn loss_known_from_counters_without_sequence_numbers() {
     let mut d = online::Detector::new(Params::default());

@@ -21,6 +21,8 @@ pub struct WindowStats {
     pub p5_ms: f64,
     /// 95th percentile, ms.
     pub p95_ms: f64,
+    /// Median, ms.
+    pub median_ms: f64,
     /// The lowest mode's peak (the window's baseline), ms, when the window has spread.
     pub baseline_ms: Option<f64>,
     /// Whether delay makes it a problem window.
@@ -109,8 +111,15 @@ fn from_order_key(k: u64) -> f64 {
     f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
 }
 
-/// Whether sorted delays form two flat levels (each spread under 2 ms between its 5th and
-/// 95th percentile, at least three samples each) more than 10 ms apart: a level shift.
+/// Delays whose 5th and 95th percentiles are closer than this, ms, are one flat level.
+pub const FLAT_MS: f64 = 2.0;
+/// Two flat levels further apart than this, ms, are a level shift (the source's
+/// RouteNTPChange: a route or a clock changed).
+pub const LEVEL_SHIFT_MS: f64 = 10.0;
+
+/// Whether sorted delays form two flat levels (each spread under [`FLAT_MS`] between its
+/// 5th and 95th percentile, at least three samples each) more than [`LEVEL_SHIFT_MS`]
+/// apart: a level shift.
 fn level_shift(sorted: &[f64]) -> bool {
     let n = sorted.len();
     if n < 6 {
@@ -123,9 +132,9 @@ fn level_shift(sorted: &[f64]) -> bool {
         .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
     let flat = |v: &[f64]| {
         let k = v.len();
-        k >= 3 && v[(k * 95 / 100).min(k - 1)] - v[k * 5 / 100] < 2.0
+        k >= 3 && v[(k * 95 / 100).min(k - 1)] - v[k * 5 / 100] < FLAT_MS
     };
-    gap > 10.0 && flat(&sorted[..at]) && flat(&sorted[at..])
+    gap > LEVEL_SHIFT_MS && flat(&sorted[..at]) && flat(&sorted[at..])
 }
 
 /// Scratch buffers reused from window to window.
@@ -219,6 +228,7 @@ pub fn analyse(
         w.max_ms = s.delays[n - 1];
         w.p5_ms = s.delays[(n * 5 / 100).min(n - 1)];
         w.p95_ms = s.delays[(n * 95 / 100).min(n - 1)];
+        w.median_ms = s.delays[n / 2];
         let high_at = w.min_ms + p.delay_threshold_ms;
         let is_high = |d: f64| d > high_at;
         let raised_at = reference_ms.map_or(w.min_ms, |r| r.min(w.min_ms)) + p.delay_threshold_ms;
