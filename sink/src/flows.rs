@@ -655,6 +655,7 @@ impl FlowTable {
                         ..cx.detection
                     }))
                 });
+                det.note_arrival(now.unix_s, d.time_ns as f64 / 1e9);
                 det.push(Sample {
                     seq: None,
                     send: d.time_ns as f64 / 1e9,
@@ -829,7 +830,7 @@ impl FlowTable {
         touched.dedup();
         for key in touched {
             self.update_loss(cx, key, unsure);
-            self.detect_loss(cx, key, epoch, epoch_ms, unsure, missing);
+            self.detect_loss(cx, key, epoch, epoch_ms, unsure, missing, now.unix_s);
             if let Some(flow) = self.flows.get_mut(&key) {
                 let due = flow.deadline(&self.schedule, now);
                 self.schedule.put(key, &mut flow.due, due);
@@ -882,6 +883,7 @@ impl FlowTable {
             let det = flow
                 .probe_detector
                 .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
+            det.note_arrival(now.unix_s, p.sent_ns as f64 / 1e9);
             det.push(Sample {
                 seq: Some(p.seq),
                 send: p.sent_ns as f64 / 1e9,
@@ -902,6 +904,7 @@ impl FlowTable {
 
     /// Feeds the flow's loss in this epoch (its count at its first switch less its count at
     /// its last, on its decoded path) to its loss detector.
+    #[allow(clippy::too_many_arguments)]
     fn detect_loss(
         &mut self,
         cx: &ShardContext,
@@ -910,6 +913,7 @@ impl FlowTable {
         epoch_ms: (u64, u64),
         unsure: &[u32],
         missing: &[u32],
+        now_s: f64,
     ) {
         let Some(flow) = self.flows.get_mut(&key) else {
             return;
@@ -961,6 +965,7 @@ impl FlowTable {
         let det = flow
             .loss_detector
             .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
+        det.note_arrival(now_s, (epoch_ms.0 + epoch_ms.1) as f64 / 1e3);
         det.push_loss(epoch_ms.0 as f64 / 1e3, lost, sent);
         let events = det.take_events();
         cx.events
@@ -2360,24 +2365,27 @@ mod tests {
 
     /// Detection windows close on time in sweeps that look only at the flows due: a probe
     /// stream that stops with windows open (no later probe closes them) has them closed by
-    /// the next sweep, and its flow is not looked at again after.
+    /// the first sweep after its own clock has left them behind by a window, and its flow
+    /// is not looked at again after.
     #[test]
     fn a_sweep_closes_detection_windows_on_time() {
-        let (cx, _) = context();
+        let (mut cx, _) = context();
+        cx.detection.window_s = 0.5;
         let mut t = FlowTable::new(10);
         let timeouts = (Duration::from_secs(600), Duration::from_secs(600));
         t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
-        // 20 s of probes at 20 a second, sent a minute ago: windows of 5 s, the last two
-        // still open.
-        let t0 = (Now::read().unix_s - 80.0).floor();
+        // 2 s of probes at 20 a second, the last sent 0.15 s ago: windows of 0.5 s, the
+        // last two still open, due to close 0.5 s after the last one's end.
+        let t0 = Now::read().unix_s - 2.1;
         t.add_probes(
             &cx,
-            &probes_from(t0, (0..400u64).map(|s| (s, s as f64 / 20.0))),
+            &probes_from(t0, (0..40u64).map(|s| (s, s as f64 / 20.0))),
         );
         let closed_until = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);
-        assert_eq!(closed_until(&t), Some(10.0));
+        assert_eq!(closed_until(&t), Some(1.0));
+        std::thread::sleep(Duration::from_millis(800));
         t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
-        assert_eq!(closed_until(&t), Some(20.0));
+        assert_eq!(closed_until(&t), Some(2.0));
         assert_eq!(t.stats.flows_swept, 1);
         t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
         assert_eq!(t.stats.flows_swept, 1, "its windows closed: nothing due");

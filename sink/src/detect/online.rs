@@ -120,7 +120,15 @@ pub struct Detector {
     report: Report,
     /// The last closed window.
     pub last_window: Option<WindowStats>,
+    /// How far the series' clock runs behind the caller's, s: the least of arrival time
+    /// less send time over the samples ([`Detector::note_arrival`]; 0 until noted).
+    behind_s: Option<f64>,
+    /// The highest window index closed so far.
+    closed_through: Option<i64>,
 }
+
+/// The most a series' clock is taken to run behind the caller's, s.
+const MAX_BEHIND_S: f64 = 3600.0;
 
 impl Detector {
     /// A detector with parameters `p`.
@@ -138,7 +146,26 @@ impl Detector {
             spare: Vec::new(),
             report: Report::default(),
             last_window: None,
+            behind_s: None,
+            closed_through: None,
         }
+    }
+
+    /// Notes that a sample of series time `series_s` arrived at `now_s` (the clock
+    /// [`Detector::tick`] is given): a series whose clock runs behind (a switch's or a
+    /// sender's clock seconds off the sink's) has its windows closed by its own time, not
+    /// while its samples are still coming (each sweep closed a part of a window, and each
+    /// part was an event of its own).
+    pub fn note_arrival(&mut self, now_s: f64, series_s: f64) {
+        let behind = now_s - series_s;
+        if behind.is_finite() {
+            self.behind_s = Some(self.behind_s.map_or(behind, |b| b.min(behind)));
+        }
+    }
+
+    /// How far to take the series' clock as behind the caller's, s.
+    fn behind(&self) -> f64 {
+        self.behind_s.unwrap_or(0.0).clamp(0.0, MAX_BEHIND_S)
     }
 
     fn index_of(&mut self, t: f64) -> i64 {
@@ -155,9 +182,12 @@ impl Detector {
                 break;
             }
         }
-        let idx = match self.open.front() {
-            Some(f) => idx.max(f.index),
-            None => idx,
+        // A late sample falls in the oldest window still open: a closed one is not made
+        // again (it would be judged twice, in parts).
+        let idx = match (self.open.front(), self.closed_through) {
+            (Some(f), _) => idx.max(f.index),
+            (None, Some(c)) => idx.max(c + 1),
+            (None, None) => idx,
         };
         let pos = self.open.iter().position(|w| w.index == idx);
         match pos {
@@ -247,10 +277,12 @@ impl Detector {
         w.unsure_inputs = w.unsure_inputs.saturating_add(1);
     }
 
-    /// Closes the windows that time `now` (send-time clock) has left behind by a window,
-    /// and the events no window still to close can join.
+    /// Closes the windows that time `now` (the caller's clock, taken back by how far the
+    /// series' runs behind it) has left behind by a window, and the events no window still
+    /// to close can join.
     pub fn tick(&mut self, now: f64) {
         let Some(t0) = self.t0 else { return };
+        let now = now - self.behind();
         let idx = ((now - t0) / self.p.window_s).floor() as i64;
         while self.open.front().is_some_and(|f| idx >= f.index + 2) {
             self.close_oldest();
@@ -268,8 +300,9 @@ impl Detector {
         }
     }
 
-    /// The earliest time (send-time clock) at which [`Detector::tick`] may close a window
-    /// or an event, or minus infinity while events wait to be taken: until then a tick
+    /// The earliest time (the caller's clock, as [`Detector::tick`] takes it) at which a
+    /// tick may close a window or an event, or minus infinity while events wait to be
+    /// taken: until then a tick
     /// changes nothing, so that a caller with many detectors ticks only those due. `None`
     /// when no window is open and no event being built.
     pub fn next_close(&self) -> Option<f64> {
@@ -286,9 +319,10 @@ impl Detector {
             .filter_map(Aggregator::building_until)
             .map(|end| self.p.event_final_at(end))
             .min_by(f64::total_cmp);
+        let behind = self.behind();
         match (window, event) {
-            (Some(w), Some(e)) => Some(w.min(e)),
-            (w, e) => w.or(e),
+            (Some(w), Some(e)) => Some(w.min(e) + behind),
+            (w, e) => w.or(e).map(|t| t + behind),
         }
     }
 
@@ -308,6 +342,7 @@ impl Detector {
         let Some(mut w) = self.open.pop_front() else {
             return;
         };
+        self.closed_through = Some(w.index);
         // Counted loss evens out across the boundary with the next window: packets sent
         // at the end of this one and counted delivered in the next (their latency, or the
         // far end's clock ahead) are lost here and more than delivered there, and the

@@ -351,6 +351,61 @@ fn a_level_shift_at_a_window_boundary_is_found() {
     assert!(run(&s, &Params::default()).is_empty());
 }
 
+/// A series whose clock runs 20 s behind the sink's, its samples arriving as they are sent
+/// and the sink's sweeps ticking every second by its own clock, has its windows closed by
+/// its own clock: a problem is one event, as offline (each sweep closed a part of a window,
+/// and each part was an event of its own).
+#[test]
+fn a_series_behind_the_sinks_clock_keeps_its_windows_whole() {
+    let s = series(120.0, |t, r| raised(t, r, &[40.0..70.0]), |_| false);
+    let offline = run(&s, &Params::default());
+    assert_eq!(offline.len(), 1, "{offline:?}");
+    let behind = 20.0;
+    let mut d = online::Detector::new(Params::default());
+    let mut events = Vec::new();
+    let mut sweep = 1000.0 + behind;
+    for x in &s {
+        let now = x.send + behind;
+        while sweep <= now {
+            d.tick(sweep);
+            events.extend(d.take_events());
+            sweep += 1.0;
+        }
+        d.note_arrival(now, x.send);
+        d.push(*x);
+    }
+    for k in 0..60 {
+        d.tick(sweep + f64::from(k));
+        events.extend(d.take_events());
+    }
+    events.extend(d.finish().events);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        (events[0].start - offline[0].start).abs() < 1e-9
+            && (events[0].end - offline[0].end).abs() < 1e-9,
+        "{events:?} against {offline:?}"
+    );
+    // A window closes when the series' own clock has left it behind by a window: by the
+    // sink's, that far later.
+    let mut d = online::Detector::new(Params::default());
+    d.note_arrival(1020.0, 1000.0);
+    d.push(s[0]);
+    assert_eq!(d.next_close(), Some(1000.0 + 2.0 * 5.0 + behind));
+    d.tick(1029.0);
+    assert!(d.last_window.is_none());
+    d.tick(1030.0);
+    assert!(d.last_window.is_some());
+    // A sample of a window already closed, every window closed since, is not a window of
+    // its own again (judged twice, in parts): it joins the oldest one still to come.
+    let mut d = online::Detector::new(Params::default());
+    d.push_all(&s[..100]);
+    d.tick(2000.0);
+    assert_eq!(d.last_window.map(|w| w.start), Some(1005.0));
+    d.push(s[10]);
+    d.tick(3000.0);
+    assert_eq!(d.last_window.map(|w| w.start), Some(1010.0));
+}
+
 #[test]
 fn loss_known_from_counters_without_sequence_numbers() {
     let mut d = online::Detector::new(Params::default());
