@@ -924,6 +924,54 @@ impl Plan {
         self.select_word(tape::packet_word(pid))
     }
 
+    /// Whether the plan keeps its layout's rules, as every plan compiled from any query file
+    /// must: thresholds rising to 2^32, each set's fields inside the digest without overlap
+    /// and no query twice in a set, and a hop's draws within its tape (the fuzz target and
+    /// the property tests check it on arbitrary files).
+    pub fn well_formed(&self) -> Result<(), String> {
+        let g = self.global_bits;
+        if !(1..=64).contains(&g) {
+            return Err(format!("global_bits {g}"));
+        }
+        if self.hop_words > tape::MAX_TAPE_WORDS {
+            return Err(format!("{} hop words", self.hop_words));
+        }
+        let mut start = 0;
+        for (i, s) in self.sets.iter().enumerate() {
+            if s.end <= start {
+                return Err(format!("set {i}: threshold {} after {start}", s.end));
+            }
+            start = s.end;
+            let mut used = 0u64;
+            let mut seen = std::collections::BTreeSet::new();
+            for p in &s.placements {
+                let Some(q) = self.queries.get(usize::from(p.query)) else {
+                    return Err(format!(
+                        "set {i}: query {} of {}",
+                        p.query,
+                        self.queries.len()
+                    ));
+                };
+                if !seen.insert(p.query) {
+                    return Err(format!("set {i}: query {} twice", p.query));
+                }
+                let (o, w) = (u32::from(p.offset), q.width);
+                if w == 0 || o + w > g {
+                    return Err(format!("set {i}: {w} bits at {o} of {g}"));
+                }
+                let bits = mask(w) << (64 - o - w);
+                if used & bits != 0 {
+                    return Err(format!("set {i}: query {} overlaps another", p.query));
+                }
+                used |= bits;
+            }
+        }
+        if start != 1 << 32 {
+            return Err(format!("the last set ends at {start}"));
+        }
+        Ok(())
+    }
+
     /// The share of packets each query runs on, from the integer thresholds.
     pub fn frequencies(&self) -> Vec<f64> {
         let mut f = vec![0.0; self.queries.len()];

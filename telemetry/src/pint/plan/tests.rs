@@ -482,3 +482,93 @@ fn plans_beyond_the_tape_and_queries_below_one_draw_step_are_refused() {
     let err = Plan::compile(&rare).unwrap_err();
     assert!(err.to_string().contains("below 2^-32"), "{err}");
 }
+
+/// A query file from parts, each picked from good and bad values (what a switch or a peer
+/// of the sink may send).
+fn query_file_text(global_bits: &str, queries: &[Vec<(&str, &str)>]) -> String {
+    let mut t = format!("global_bits = {global_bits}\n");
+    for (i, q) in queries.iter().enumerate() {
+        t.push_str(&format!("[[queries]]\nname = \"q{i}\"\n"));
+        for (k, v) in q {
+            t.push_str(&format!("{k} = {v}\n"));
+        }
+    }
+    t
+}
+
+proptest::proptest! {
+    /// The `query_plan` fuzz target's property on query files made of good and bad values:
+    /// reading and compiling end in an error or a well-formed plan whose version does not
+    /// depend on the run, never a panic.
+    #[test]
+    fn any_query_file_compiles_to_an_error_or_a_well_formed_plan(
+        global_bits in proptest::sample::select(vec!["1", "8", "16", "16", "33", "64", "0", "65", "\"x\""]),
+        queries in proptest::collection::vec(
+            (
+                proptest::sample::select(vec![
+                    "\"switch_id\"", "\"hop_latency\"", "\"queue_occupancy\"",
+                    "\"link_utilization\"", "\"ingress_port\"", "\"egress_port\"", "\"switch_id\"",
+                    "\"hop_latency\"", "\"nothing\"",
+                ]),
+                proptest::sample::select(vec![
+                    "\"static_per_flow\"", "\"dynamic_per_flow\"", "\"max\"", "\"min\"",
+                    "\"sum\"", "\"product\"", "\"static_per_flow\"", "\"max\"", "\"median\"",
+                ]),
+                proptest::sample::select(vec!["1", "2", "4", "8", "8", "16", "0", "33", "64", "-2"]),
+                proptest::sample::select(vec![
+                    "1", "0.5", "0.25", "\"1/16\"", "\"15/16\"", "\"1/3\"", "0.1", "0.01",
+                    "0.001", "1e-12", "0", "2", "\"3/0\"", "nan",
+                ]),
+                proptest::collection::vec(
+                    proptest::sample::select(vec![
+                        ("frequency", "1"), ("instances", "1"), ("instances", "3"),
+                        ("instances", "200"), ("instances", "0"), ("max_path_length", "5"),
+                        ("max_path_length", "40"), ("max_path_length", "300"),
+                        ("scheme", "\"interleaved\""), ("scheme", "\"baseline\""),
+                        ("epsilon", "0.025"), ("epsilon", "0"), ("max_value", "1e6"),
+                        ("max_value", "-1"), ("unit", "1000.0"), ("unit", "1e-40"),
+                        ("space_budget", "4096"), ("space_budget", "0"),
+                        ("flow", "\"five_tuple\""), ("flow", "\"src_ip\""), ("extra", "1"),
+                    ]),
+                    0..3,
+                ),
+            ),
+            0..4,
+        ),
+    ) {
+        let queries: Vec<Vec<(&str, &str)>> = queries
+            .iter()
+            .map(|(value, aggregation, bits, frequency, extra)| {
+                let mut q = vec![
+                    ("value", *value),
+                    ("aggregation", *aggregation),
+                    ("bits", *bits),
+                    ("frequency", *frequency),
+                ];
+                q.extend(extra.iter().copied());
+                q
+            })
+            .collect();
+        let text = query_file_text(global_bits, &queries);
+        if let Ok(file) = QueryFile::from_toml(&text)
+            && let Ok(plan) = Plan::compile(&file)
+        {
+            proptest::prop_assert_eq!(plan.well_formed(), Ok(()), "{}", text);
+            proptest::prop_assert_eq!(Plan::compile(&file).map(|p| p.version), Ok(plan.version));
+        }
+    }
+}
+
+/// The paper's plan and every plan the tests above compile keep the layout's rules.
+#[test]
+fn compiled_plans_are_well_formed() {
+    let plan = Plan::compile(&QueryFile::paper_example()).unwrap();
+    assert_eq!(plan.well_formed(), Ok(()));
+    let mut broken = plan.clone();
+    let twice = broken.sets[0].placements[0];
+    broken.sets[0].placements.push(twice);
+    assert!(broken.well_formed().is_err());
+    let mut broken = plan;
+    broken.sets.last_mut().unwrap().end -= 1;
+    assert!(broken.well_formed().is_err());
+}
