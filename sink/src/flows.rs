@@ -379,7 +379,8 @@ fn loss_input(
     Some((new_sent as i64 - new_delivered as i64, new_sent))
 }
 
-/// A probe stream seen this far that shows sequence number 0 again restarted.
+/// A probe stream seen this far (numbered up to at least this) that shows a number this far
+/// below its highest, sent later than any before, restarted.
 const RESTART_AFTER_SEQ: u64 = 64;
 
 /// A flow key as the API shows it.
@@ -870,12 +871,15 @@ impl FlowTable {
                 continue;
             }
             // A stream that starts again from 0 (its sender restarted) is a new series: the
-            // old one's events are closed, not mixed with it.
-            if p.seq == 0
-                && let Some(old) = flow
-                    .probe_detector
-                    .take_if(|d| d.highest_seq().is_some_and(|h| h >= RESTART_AFTER_SEQ))
-            {
+            // old one's events are closed, not mixed with it. Its first probes may be lost:
+            // a number far below the stream's highest, sent after every probe seen so far
+            // (a late probe of the old numbers was sent before), starts it again.
+            let sent_s = p.sent_ns as f64 / 1e9;
+            if let Some(old) = flow.probe_detector.take_if(|d| {
+                d.highest_seq()
+                    .is_some_and(|h| h >= RESTART_AFTER_SEQ && p.seq <= h - RESTART_AFTER_SEQ)
+                    && d.latest_send().is_some_and(|t| sent_s > t)
+            }) {
                 let events = old.finish().events;
                 cx.events
                     .record(p.key, "probes", events, || place_of(flow, cx));
@@ -2249,6 +2253,37 @@ mod tests {
             "{kinds:?}"
         );
         assert!(kinds.contains(&crate::detect::Kind::Loss), "{kinds:?}");
+        // The same with the new stream's first probes lost: still a new series.
+        let (cx, _) = context();
+        let mut t = FlowTable::new(10);
+        t.add_probes(&cx, &probes((0..960).map(|s| (s, s as f64 / 20.0))));
+        let new = (3..600u64).filter(|s| !(100..160).contains(s));
+        t.add_probes(&cx, &probes(new.map(|s| (s, 48.0 + s as f64 / 20.0))));
+        t.flush(Some(&cx), |_| true);
+        let kinds = probe_events(&cx);
+        assert!(
+            !kinds.contains(&crate::detect::Kind::Reordering),
+            "{kinds:?}"
+        );
+        assert!(kinds.contains(&crate::detect::Kind::Loss), "{kinds:?}");
+    }
+
+    /// An old probe arriving long after its stream went on (sent before the others) is
+    /// reordering in the same series, not a restart.
+    #[test]
+    fn a_late_old_probe_is_no_restart() {
+        let (cx, _) = context();
+        let mut t = FlowTable::new(10);
+        let arrivals = (1..400u64).chain([0]).chain(400..600);
+        t.add_probes(&cx, &probes(arrivals.map(|s| (s, s as f64 / 20.0))));
+        let d = t.flows[&digest(0, 7, 0).key]
+            .probe_detector
+            .as_ref()
+            .unwrap();
+        assert_eq!(d.highest_seq(), Some(599), "one series");
+        t.flush(Some(&cx), |_| true);
+        let kinds = probe_events(&cx);
+        assert!(!kinds.contains(&crate::detect::Kind::Loss), "{kinds:?}");
     }
 
     /// A record's start and end are those of the epochs whose counts it carries: after an

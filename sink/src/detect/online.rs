@@ -125,6 +125,8 @@ pub struct Detector {
     behind_s: Option<f64>,
     /// The highest window index closed so far.
     closed_through: Option<i64>,
+    /// The latest send time pushed, s.
+    latest_send: Option<f64>,
 }
 
 /// The most a series' clock is taken to run behind the caller's, s.
@@ -148,6 +150,7 @@ impl Detector {
             last_window: None,
             behind_s: None,
             closed_through: None,
+            latest_send: None,
         }
     }
 
@@ -217,6 +220,7 @@ impl Detector {
             s.delay_ms = d;
         }
         self.last = Some((s.send, s.delay_ms));
+        self.latest_send = Some(self.latest_send.map_or(s.send, |t| t.max(s.send)));
         self.report.samples += 1;
         let idx = self.index_of(s.send);
         let w = self.window(idx);
@@ -324,6 +328,11 @@ impl Detector {
             (Some(w), Some(e)) => Some(w.min(e) + behind),
             (w, e) => w.or(e).map(|t| t + behind),
         }
+    }
+
+    /// The latest send time of the samples pushed so far, s.
+    pub fn latest_send(&self) -> Option<f64> {
+        self.latest_send
     }
 
     /// The highest sequence number seen so far, if any.
