@@ -566,11 +566,20 @@ fn rate_text(pps: f64) -> String {
 
 fn print_flows(f: &bench::generator::FlowLossReport) {
     println!(
-        "pint-gen: flows {}: tagged packets {}, lost {} (from sequence gaps), late {}, flows with loss {}{}",
+        "pint-gen: flows {}: tagged packets {}, lost {} (from sequence gaps), late {}, duplicated {}{}, flows with loss {}{}",
         f.flows,
         f.tagged,
         f.lost,
         f.late,
+        f.duplicates,
+        if f.too_old > 0 {
+            format!(
+                ", more than 64 behind {} (late or duplicated: counted in lost)",
+                f.too_old
+            )
+        } else {
+            String::new()
+        },
         f.flows_with_loss,
         if f.worst.is_empty() {
             String::new()
@@ -580,7 +589,7 @@ fn print_flows(f: &bench::generator::FlowLossReport) {
                 f.worst
                     .iter()
                     .map(|w| format!(
-                        "flow {} from {} {} of {}",
+                        "flow {} from {} lost {} of {}",
                         w.flow,
                         w.sender,
                         w.lost,

@@ -207,6 +207,9 @@ struct FlowRx {
     late: u64,
     /// Packets whose sequence number had already arrived.
     duplicates: u64,
+    /// Packets more than 64 numbers behind the highest: late or duplicates, not told
+    /// apart.
+    too_old: u64,
 }
 
 impl FlowRx {
@@ -236,14 +239,18 @@ impl FlowRx {
             return;
         }
         let back = (-(i64::from(ahead)) - 1) as u32;
-        if back < 64 && self.missing & (1 << back) == 0 {
+        if back >= 64 {
+            // Too far back to tell late from a duplicate: taken as neither, so that
+            // duplicates hide no loss (its gap stays counted).
+            self.too_old += 1;
+            return;
+        }
+        if self.missing & (1 << back) == 0 {
             self.duplicates += 1;
             return;
         }
-        // Missing (or too far back to tell): late, filling its gap.
-        if back < 64 {
-            self.missing &= !(1 << back);
-        }
+        // Missing: late, filling its gap.
+        self.missing &= !(1 << back);
         self.late += 1;
     }
 }
@@ -279,6 +286,10 @@ pub struct FlowLossReport {
     /// Packets whose flow and sequence number had already arrived (a network that
     /// duplicates): neither late nor filling a gap.
     pub duplicates: u64,
+    /// Packets that arrived more than 64 numbers after their place in their flow: late or
+    /// duplicates, not told apart; their numbers stay counted lost (so `lost` may count
+    /// as many too many when they were late).
+    pub too_old: u64,
     /// Flows with at least one packet missing.
     pub flows_with_loss: u64,
     /// The flows that lost most, most first, at most 10.
@@ -329,6 +340,7 @@ impl FlowLossCounter {
             r.lost += f.lost();
             r.late += f.late;
             r.duplicates += f.duplicates;
+            r.too_old += f.too_old;
             if f.lost() > 0 {
                 r.flows_with_loss += 1;
                 worst.push(FlowLoss {
@@ -507,10 +519,28 @@ mod tests {
                 lost: 3,
                 late: 1,
                 duplicates: 2,
+                too_old: 0,
                 flows_with_loss: 2,
                 worst: vec![flow(5, 2, 4), flow(11, 1, 5)],
             }
         );
+    }
+
+    /// Duplicates arriving too far behind to tell from late packets hide no loss: they are
+    /// counted apart (they were taken as late, and took their number off the loss).
+    #[test]
+    fn old_duplicates_hide_no_loss() {
+        let mut c = FlowLossCounter::default();
+        let a = u32::from(Ipv4Addr::new(10, 0, 0, 1));
+        let tag = |seq| FlowTag { flow: 0, seq };
+        for s in (0..1000).filter(|s| !(200..300).contains(s)) {
+            c.record(a, tag(s));
+        }
+        for s in 0..100 {
+            c.record(a, tag(s));
+        }
+        let r = c.report();
+        assert_eq!((r.lost, r.late, r.duplicates, r.too_old), (100, 0, 0, 100));
     }
 
     /// Sequence numbers wrap: a gap across the wrap is counted as a gap (even when the

@@ -30,6 +30,9 @@ const PROBE_FRAME_LEN: u64 = {
     if l < 60 { 60 } else { l }
 };
 
+/// Source ports flows take (from 1024), per source address.
+const SOURCE_PORTS: u32 = 60_000;
+
 /// The longest mean time between flow arrivals a spec may ask for, s.
 const MAX_ARRIVAL_MEAN_S: f64 = 86_400.0;
 
@@ -205,6 +208,18 @@ impl TrafficSpec {
                 ));
             }
         }
+        // Flows differ by source address and port (see `tuples`): a small source network
+        // holds fewer distinct ones (flows beyond them were the same 5-tuple as others).
+        let distinct = (1u64 << (32 - u32::from(self.src_net.1))) * u64::from(SOURCE_PORTS);
+        if u64::from(self.flows) > distinct {
+            return Err(format!(
+                "flows {}: a /{} source network holds at most {distinct} distinct flows \
+                 ({} addresses x {SOURCE_PORTS} source ports): fewer flows or a larger network",
+                self.flows,
+                self.src_net.1,
+                1u64 << (32 - u32::from(self.src_net.1))
+            ));
+        }
         Ok(())
     }
 
@@ -254,8 +269,8 @@ impl TrafficSpec {
                     dst: Ipv4Addr::from(
                         dst | ((i.wrapping_mul(2_654_435_761) >> 16) & mask(dst_len)),
                     ),
-                    // Distinct for up to 2^host_bits x 60000 flows.
-                    sport: 1024 + ((i >> host_bits(src_len)) % 60_000) as u16,
+                    // Distinct for up to 2^host_bits x SOURCE_PORTS flows.
+                    sport: 1024 + ((i >> host_bits(src_len)) % SOURCE_PORTS) as u16,
                     dport: if tcp { 443 } else { 9000 },
                     tcp,
                 }
@@ -688,6 +703,15 @@ mod tests {
         assert!(err.contains("with the flows' load"), "{err}");
         let err = Traffic::new(probes(Rate::Pps(f64::INFINITY), 0, 10.0)).unwrap_err();
         assert!(err.contains("finite"), "{err}");
+        // More flows than a small source network holds apart.
+        let small = |flows| TrafficSpec {
+            flows,
+            src_net: (0x0a00_0000, 30),
+            ..TrafficSpec::default()
+        };
+        assert!(Traffic::new(small(240_000)).is_ok());
+        let err = Traffic::new(small(240_001)).unwrap_err();
+        assert!(err.contains("at most 240000 distinct flows"), "{err}");
     }
 
     /// Each TCP segment of a flow starts where the one before ended, a short last segment
