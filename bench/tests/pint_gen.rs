@@ -809,6 +809,17 @@ fn bad_arguments_name_their_flag() {
             "--count: a receiver",
         ),
         (
+            vec![
+                "--port",
+                "net_null0",
+                "--mode",
+                "receive",
+                "--duration",
+                "5",
+            ],
+            "--duration: a receiver",
+        ),
+        (
             vec!["--port", "net_null0", "--count", "5", "--precision", "0.1"],
             "--precision: only with --zero-loss",
         ),

@@ -160,6 +160,10 @@ pub struct HostRow {
     /// Packets that arrived after a later one of their flow (reordered).
     #[serde(default)]
     pub late: u64,
+    /// Packets that arrived more than 64 numbers after their place in their flow (late or
+    /// duplicated, not told apart; their numbers are counted in `lost`).
+    #[serde(default)]
+    pub too_old: u64,
     /// Probes sent.
     #[serde(default)]
     pub probes_sent: u64,
@@ -708,7 +712,11 @@ fn totals(h: &mut String, r: &Page) {
             x.sent,
             x.received,
             x.lost,
-            x.late,
+            if x.too_old > 0 {
+                format!("{} (and {} more than 64 behind)", x.late, x.too_old)
+            } else {
+                x.late.to_string()
+            },
             x.probes_sent,
             x.probes_received,
             x.probes_lost

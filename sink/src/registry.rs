@@ -224,7 +224,7 @@ pub const MAX_OWNERS: usize = 1 << 20;
 pub struct Registry {
     switches: RwLock<BTreeMap<u32, Arc<SwitchEntry>>>,
     plans: RwLock<FxHashMap<u32, Arc<SinkPlan>>>,
-    /// The plans' versions in the order they were added (the first let go first).
+    /// The plans' versions in the order they were last announced (the first let go first).
     plan_order: Mutex<std::collections::VecDeque<u32>>,
     /// Plans let go for [`MAX_SPARE_PLANS`].
     plans_evicted: AtomicU64,
@@ -400,6 +400,12 @@ impl Registry {
     /// remembered and returned again.
     pub fn add_plan(&self, version: u32, text: &str) -> Result<Arc<SinkPlan>, String> {
         if let Some(p) = self.plan(version) {
+            // Announced again: the last to be let go.
+            let mut order = self.plan_order.lock().expect("plans lock");
+            if let Some(at) = order.iter().position(|&v| v == version) {
+                order.remove(at);
+                order.push_back(version);
+            }
             return Ok(p);
         }
         let key = (version, text_hash(text));
@@ -672,6 +678,16 @@ mod tests {
         assert!(r.plan(version(&first)).is_some(), "the plan in force stays");
         assert!(versions[..10].iter().all(|&v| r.plan(v).is_none()));
         assert!(versions[10..].iter().all(|&v| r.plan(v).is_some()));
+        // A plan announced again is the last to go.
+        let again = text(11);
+        r.add_plan(versions[10], &again).unwrap();
+        let t = text(n + 1);
+        r.add_plan(version(&t), &t).unwrap();
+        assert!(r.plan(versions[10]).is_some(), "announced again, kept");
+        assert!(
+            r.plan(versions[11]).is_none(),
+            "the oldest announced, let go"
+        );
     }
 
     #[test]

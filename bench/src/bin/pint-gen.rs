@@ -230,16 +230,26 @@ const PORT_ONLY: [&str; 11] = [
 /// Refuses options given (`given(id)`) that this run would ignore, naming them.
 fn refuse_ignored_flags(cli: &Cli, given: impl Fn(&str) -> bool) -> anyhow::Result<()> {
     let flag = |id: &str| format!("--{}", id.replace('_', "-"));
+    // `--mode send` is what a capture holds: harmless with it.
     if cli.write_pcap.is_some()
-        && let Some(id) = PORT_ONLY.iter().find(|id| given(id))
+        && let Some(id) = PORT_ONLY
+            .iter()
+            .find(|&&id| given(id) && !(id == "mode" && cli.mode == Mode::Send))
     {
         bail!(
             "{}: only with --port (--write-pcap writes a capture, with no port)",
             flag(id)
         );
     }
-    if cli.mode == Mode::Receive && cli.port.is_some() && given("count") {
-        bail!("--count: a receiver takes what arrives until --until-idle (--count is for sending)");
+    if cli.mode == Mode::Receive
+        && cli.port.is_some()
+        && let Some(id) = ["count", "duration"].into_iter().find(|id| given(id))
+    {
+        bail!(
+            "{}: a receiver takes what arrives until --until-idle ({} is for sending)",
+            flag(id),
+            flag(id)
+        );
     }
     if cli.zero_loss
         && let Some(id) = ["capture", "start_at"].into_iter().find(|id| given(id))

@@ -357,6 +357,7 @@ impl LabReport {
                     received: v["received"]["packets"].as_u64().unwrap_or(0),
                     lost: v["received"]["flows"]["lost"].as_u64().unwrap_or(0),
                     late: v["received"]["flows"]["late"].as_u64().unwrap_or(0),
+                    too_old: v["received"]["flows"]["too_old"].as_u64().unwrap_or(0),
                     probes_sent: v["sent"]["probes"].as_u64().unwrap_or(0),
                     probes_received: v["received"]["probes"]["received"].as_u64().unwrap_or(0),
                     probes_lost: v["received"]["probes"]["lost"].as_u64().unwrap_or(0),
@@ -478,8 +479,19 @@ impl LabReport {
             .fold(12, usize::max);
         for h in &self.hosts {
             s.push_str(&format!(
-                "hosts at {:<w$} sent {:>8}  received {:>8} (lost {}, late {})  probes received {} lost {}\n",
-                h.name, h.sent, h.received, h.lost, h.late, h.probes_received, h.probes_lost
+                "hosts at {:<w$} sent {:>8}  received {:>8} (lost {}, late {}{})  probes received {} lost {}\n",
+                h.name,
+                h.sent,
+                h.received,
+                h.lost,
+                h.late,
+                if h.too_old > 0 {
+                    format!(", {} more than 64 behind", h.too_old)
+                } else {
+                    String::new()
+                },
+                h.probes_received,
+                h.probes_lost
             ));
         }
         s.push_str(&format!(

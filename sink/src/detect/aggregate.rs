@@ -59,8 +59,9 @@ pub struct Aggregator {
     baseline_ms: Option<f64>,
     /// The last window, if it was quiet and had raised samples (delay only).
     last_quiet: Option<Quiet>,
-    /// The end of the last window, if it was normal (delay only).
-    last_normal_end: Option<f64>,
+    /// The last window, if it was normal and held more than a few samples (delay only):
+    /// its end and its level (its baseline, or its median when it has none).
+    last_normal: Option<(f64, f64)>,
 }
 
 /// Whether a window starting at `b_start` begins where one ending at `a_end` ends.
@@ -76,7 +77,7 @@ impl Aggregator {
             open: None,
             baseline_ms: None,
             last_quiet: None,
-            last_normal_end: None,
+            last_normal: None,
         }
     }
 
@@ -107,16 +108,15 @@ impl Aggregator {
     }
 
     /// Whether delay window `w`, right after a normal one, sits flat at a level more than
-    /// [`LEVEL_SHIFT_MS`] from that one's baseline: the level changed at the boundary
-    /// between them (a route or a clock changed), which neither window's own spread shows.
+    /// [`LEVEL_SHIFT_MS`] from that one's: the level changed at the boundary between them
+    /// (a route or a clock changed), which neither window's own spread shows.
     fn shifted_at_start(&self, w: &WindowStats, p: &Params) -> bool {
         self.kind == Kind::Delay
             && w.samples > p.min_high_samples
             && w.p95_ms - w.p5_ms < FLAT_MS
-            && self.last_normal_end.is_some_and(|e| adjacent(e, w.start))
-            && self
-                .baseline_ms
-                .is_some_and(|b| (w.median_ms - b).abs() > LEVEL_SHIFT_MS)
+            && self.last_normal.is_some_and(|(end, level)| {
+                adjacent(end, w.start) && (w.median_ms - level).abs() > LEVEL_SHIFT_MS
+            })
     }
 
     /// Takes the next window; returns an event that ended before it, if any.
@@ -151,7 +151,7 @@ impl Aggregator {
             open.trailing_quiet = 0;
             open.after = None;
             open.windows.push(*w);
-            self.last_normal_end = None;
+            self.last_normal = None;
             if shifted {
                 // The new level is the baseline from now on: the windows after it are no
                 // problem for being at it.
@@ -180,7 +180,8 @@ impl Aggregator {
                 self.baseline_ms = w.baseline_ms;
             }
             if self.kind == Kind::Delay {
-                self.last_normal_end = Some(w.end);
+                self.last_normal = (w.samples > p.min_high_samples)
+                    .then(|| (w.end, w.baseline_ms.unwrap_or(w.median_ms)));
             }
         }
         done

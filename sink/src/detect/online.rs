@@ -121,8 +121,10 @@ pub struct Detector {
     /// The last closed window.
     pub last_window: Option<WindowStats>,
     /// How far the series' clock runs behind the caller's, s: the least of arrival time
-    /// less send time over the samples ([`Detector::note_arrival`]; 0 until noted).
-    behind_s: Option<f64>,
+    /// less send time over the samples of the current and the last period of
+    /// [`BEHIND_PERIOD_S`] ([`Detector::note_arrival`]; 0 until noted), so that it follows a
+    /// clock that steps: (period, least in it) for each.
+    behind_s: [Option<(i64, f64)>; 2],
     /// The highest window index closed so far.
     closed_through: Option<i64>,
     /// The latest send time pushed, s.
@@ -131,6 +133,10 @@ pub struct Detector {
 
 /// The most a series' clock is taken to run behind the caller's, s.
 const MAX_BEHIND_S: f64 = 3600.0;
+
+/// How long the least lag seen holds, s: after a clock steps, the lag follows within two
+/// such periods.
+const BEHIND_PERIOD_S: f64 = 30.0;
 
 impl Detector {
     /// A detector with parameters `p`.
@@ -148,7 +154,7 @@ impl Detector {
             spare: Vec::new(),
             report: Report::default(),
             last_window: None,
-            behind_s: None,
+            behind_s: [None; 2],
             closed_through: None,
             latest_send: None,
         }
@@ -161,14 +167,31 @@ impl Detector {
     /// part was an event of its own).
     pub fn note_arrival(&mut self, now_s: f64, series_s: f64) {
         let behind = now_s - series_s;
-        if behind.is_finite() {
-            self.behind_s = Some(self.behind_s.map_or(behind, |b| b.min(behind)));
+        if !behind.is_finite() {
+            return;
+        }
+        let period = (now_s / BEHIND_PERIOD_S).floor() as i64;
+        match self.behind_s[1] {
+            Some((p, ref mut least)) if p == period => *least = least.min(behind),
+            current => {
+                // A new period: the one before it is kept only if it is the last one.
+                self.behind_s = [
+                    current.filter(|(p, _)| *p == period - 1),
+                    Some((period, behind)),
+                ];
+            }
         }
     }
 
     /// How far to take the series' clock as behind the caller's, s.
     fn behind(&self) -> f64 {
-        self.behind_s.unwrap_or(0.0).clamp(0.0, MAX_BEHIND_S)
+        self.behind_s
+            .iter()
+            .flatten()
+            .map(|&(_, b)| b)
+            .reduce(f64::min)
+            .unwrap_or(0.0)
+            .clamp(0.0, MAX_BEHIND_S)
     }
 
     fn index_of(&mut self, t: f64) -> i64 {

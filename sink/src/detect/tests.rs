@@ -346,8 +346,20 @@ fn a_level_shift_at_a_window_boundary_is_found() {
             e[0]
         );
     }
-    // A drift of a millisecond a window is no shift.
-    let s = series(120.0, |t, r| base(r) + (t / 5.0).floor(), |_| false);
+    // A drift of 4 ms a window is no shift.
+    let s = series(120.0, |t, r| base(r) + 4.0 * (t / 5.0).floor(), |_| false);
+    assert!(run(&s, &Params::default()).is_empty());
+    // Nor a flow (no sequence numbers) that comes back at a level of its own after windows
+    // of few samples.
+    let s: Vec<Sample> = series(
+        120.0,
+        |t, r| base(r) + if t >= 60.0 { 20.0 } else { 0.0 },
+        |_| false,
+    )
+    .into_iter()
+    .filter(|x| !(1040.0..1060.0).contains(&x.send) || x.seq.is_some_and(|q| q % 20 == 0))
+    .map(|x| Sample { seq: None, ..x })
+    .collect();
     assert!(run(&s, &Params::default()).is_empty());
 }
 
@@ -404,6 +416,30 @@ fn a_series_behind_the_sinks_clock_keeps_its_windows_whole() {
     d.push(s[10]);
     d.tick(3000.0);
     assert_eq!(d.last_window.map(|w| w.start), Some(1010.0));
+}
+
+/// The lag a series' windows close by follows its clock when it steps (it kept the least
+/// ever seen: one step and the windows closed early again, for good).
+#[test]
+fn the_lag_follows_a_clock_that_steps() {
+    let mut d = online::Detector::new(Params::default());
+    d.push(Sample {
+        seq: None,
+        send: 1000.0,
+        delay_ms: 1.0,
+    });
+    // The window of 1000 s closes when the series' clock reaches 1010 s.
+    let closes = |d: &online::Detector| d.next_close().map(|t| t - 1010.0);
+    d.note_arrival(1000.0, 1000.0);
+    assert_eq!(closes(&d), Some(0.0));
+    // The series' clock steps 20 s back: a minute on, its lag is 20 s.
+    d.note_arrival(1080.0, 1060.0);
+    assert_eq!(closes(&d), Some(20.0));
+    // Then 30 s: the least of this period and the last holds until both have it.
+    d.note_arrival(1125.0, 1095.0);
+    assert_eq!(closes(&d), Some(20.0));
+    d.note_arrival(1155.0, 1125.0);
+    assert_eq!(closes(&d), Some(30.0));
 }
 
 #[test]
