@@ -127,6 +127,47 @@ fn stalls_now_and_then_around_a_delay_step_do_not_stretch_it() {
     assert!((delays[0].end - 1067.9).abs() < 0.11, "{:?}", delays[0]);
 }
 
+/// Congestion whose delays spread over 0 to 60 ms above the baseline (a few samples not
+/// raised at all, scattered) starts and ends where it does, not where its unraised samples
+/// happened to bunch (events started seconds late and ended seconds early).
+#[test]
+fn noisy_congestion_starts_and_ends_on_time() {
+    for (seed, onset) in [
+        (1, 30.0),
+        (2, 30.0),
+        (3, 29.0),
+        (4, 30.3),
+        (5, 31.7),
+        (6, 30.0),
+    ] {
+        let mut rng = SimRng::new(seed);
+        let s: Vec<Sample> = (0..1200u64)
+            .map(|q| {
+                let t = q as f64 * 0.1;
+                let delay = if (onset..70.0).contains(&t) {
+                    10.0 + 60.0 * rng.unit()
+                } else {
+                    base(&mut rng)
+                };
+                Sample {
+                    seq: Some(q),
+                    send: 1000.0 + t,
+                    delay_ms: delay,
+                }
+            })
+            .collect();
+        let e = run(&s, &Params::default());
+        assert_eq!(e.len(), 1, "seed {seed}: {e:?}");
+        // Within the first and last few samples (some of which are not raised).
+        assert!(
+            (e[0].start - (1000.0 + onset)).abs() < 0.45,
+            "seed {seed}, onset {onset}: {:?}",
+            e[0]
+        );
+        assert!((e[0].end - 1069.9).abs() < 0.45, "seed {seed}: {:?}", e[0]);
+    }
+}
+
 #[test]
 fn a_slowly_building_queue_is_one_event() {
     // A queue builds from 30 s to 60 s (0 to 60 ms), then drains at once.

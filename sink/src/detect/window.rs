@@ -148,6 +148,9 @@ pub struct Scratch {
     by_send: Vec<(f64, bool)>,
 }
 
+/// The fewest samples a dip between a window's fall and its rise takes to count as one.
+const MIN_DIP_SAMPLES: usize = 5;
+
 /// Where a window's delay rose and where it fell again: a change-point estimate on the
 /// cumulative excess of raised samples (CUSUM). `by_send` holds every sample's send time
 /// and whether it is raised (above the reference baseline plus the delay threshold), sorted
@@ -180,8 +183,42 @@ fn high_span(by_send: &mut [(f64, bool)]) -> Option<((f64, f64), (usize, usize))
             top = (p, i);
         }
     }
-    let rise = low.1 + by_send[low.1..].iter().position(|x| x.1)?;
-    let fall = by_send[..=top.1].iter().rposition(|x| x.1)?;
+    let mut rise = low.1 + by_send[low.1..].iter().position(|x| x.1)?;
+    let mut fall = by_send[..=top.1].iter().rposition(|x| x.1)?;
+    // A side holding raised samples at half the share between the rise and the fall or
+    // more is no quiet side: the delay was up there too, and the lowest (highest) point of
+    // P only marks where its unraised samples happened to bunch (noisy congestion started
+    // events seconds late and ended them seconds early). A stall now and then raises a
+    // smaller share.
+    // Likewise a window up at both ends (the rise after the fall) whose stretch between
+    // them is no quiet one, or too short to tell (a few unraised samples in a row are
+    // common in noisy congestion), was up throughout.
+    let count = |side: &[(f64, bool)]| (side.iter().filter(|x| x.1).count(), side.len());
+    let busy = |(r, len): (usize, usize), (r_ref, n_ref): (usize, usize)| {
+        len > 0 && 2 * r * n_ref >= r_ref * len
+    };
+    let (first, last) = (
+        by_send.iter().position(|x| x.1)?,
+        by_send.iter().rposition(|x| x.1)?,
+    );
+    // (Each side from the window's first raised sample, or to its last: quiet samples
+    // before the delay first rose are no sign that it was down.)
+    if rise <= fall {
+        let inside = count(&by_send[rise..=fall]);
+        if busy(count(&by_send[first..rise]), inside) {
+            rise = first;
+        }
+        if busy(count(&by_send[fall + 1..=last]), inside) {
+            fall = last;
+        }
+    } else if rise - fall - 1 < MIN_DIP_SAMPLES
+        || busy(
+            count(&by_send[fall + 1..rise]),
+            count(&by_send[first..=last]),
+        )
+    {
+        (rise, fall) = (first, last);
+    }
     Some(((by_send[rise].0, by_send[fall].0), (rise, n - 1 - fall)))
 }
 
