@@ -651,7 +651,7 @@ impl FlowTable {
                 // waited in the network, so no self-queueing fix (at more than 10 kpps it
                 // would give a whole burst its first packet's delay).
                 let det = flow.latency_detector.get_or_insert_with(|| {
-                    Box::new(Detector::new(Params {
+                    Box::new(Detector::adaptive(Params {
                         self_queueing_s: 0.0,
                         ..cx.detection
                     }))
@@ -886,7 +886,7 @@ impl FlowTable {
             }
             let det = flow
                 .probe_detector
-                .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
+                .get_or_insert_with(|| Box::new(Detector::adaptive(cx.detection)));
             det.note_arrival(now.unix_s, p.sent_ns as f64 / 1e9);
             det.push(Sample {
                 seq: Some(p.seq),
@@ -2402,12 +2402,12 @@ mod tests {
         let mut t = FlowTable::new(10);
         let timeouts = (Duration::from_secs(600), Duration::from_secs(600));
         t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
-        // 2 s of probes at 20 a second, the last sent 0.15 s ago: windows of 0.5 s, the
-        // last two still open, due to close 0.5 s after the last one's end.
+        // 2 s of probes at 40 a second (20 a window), the last sent 0.125 s ago: windows
+        // of 0.5 s, the last two still open, due to close 0.5 s after the last one's end.
         let t0 = Now::read().unix_s - 2.1;
         t.add_probes(
             &cx,
-            &probes_from(t0, (0..40u64).map(|s| (s, s as f64 / 20.0))),
+            &probes_from(t0, (0..80u64).map(|s| (s, s as f64 / 40.0))),
         );
         let closed_until = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);
         assert_eq!(closed_until(&t), Some(1.0));

@@ -129,7 +129,17 @@ pub struct Detector {
     closed_through: Option<i64>,
     /// The latest send time pushed, s.
     latest_send: Option<f64>,
+    /// An adaptive detector's first samples, held until their spacing chooses its window
+    /// ([`Detector::adaptive`]).
+    pending: Option<Vec<Sample>>,
 }
+
+/// Samples an adaptive detector takes before it chooses its window.
+const ADAPT_SAMPLES: usize = 8;
+
+/// How long an adaptive detector holds fewer samples than that before it chooses from
+/// those it has, s (series clock).
+const ADAPT_WAIT_S: f64 = 60.0;
 
 /// The most a series' clock is taken to run behind the caller's, s.
 const MAX_BEHIND_S: f64 = 3600.0;
@@ -157,7 +167,52 @@ impl Detector {
             behind_s: [None; 2],
             closed_through: None,
             latest_send: None,
+            pending: None,
         }
+    }
+
+    /// A detector whose window is chosen from its series' first samples, as offline
+    /// ([`super::window_for`]: `p.window_s`, or longer where that would hold fewer than
+    /// about 20 samples): a series of a sample a second gets 20 s windows, in which a delay
+    /// problem can show (a 5 s window of 5 samples never could: more than 5 raised samples
+    /// are needed). For series of samples (latency, probes), not of counts.
+    pub fn adaptive(p: Params) -> Detector {
+        Detector {
+            pending: Some(Vec::with_capacity(ADAPT_SAMPLES)),
+            ..Detector::new(p)
+        }
+    }
+
+    /// Chooses an adaptive detector's window from the samples held, and takes them.
+    fn settle(&mut self) {
+        let Some(held) = self.pending.take() else {
+            return;
+        };
+        let spacing = super::median_spacing_s(&held);
+        // Longer only where the window would hold too few samples (not rounded up from a
+        // window under a second that holds enough).
+        if spacing.is_some_and(|g| g * super::SAMPLES_PER_WINDOW > 1.01 * self.p.window_s) {
+            let window_s = super::window_for(spacing, &self.p);
+            self.p.window_s = window_s;
+            self.p.merge_gap_s = self.p.merge_gap_s.max(window_s);
+        }
+        for s in held {
+            self.push(s);
+        }
+    }
+
+    /// The earliest send time of an adaptive detector's samples held, s.
+    fn held_since(&self) -> Option<f64> {
+        self.pending
+            .as_ref()?
+            .iter()
+            .map(|s| s.send)
+            .reduce(f64::min)
+    }
+
+    /// The window length in use, s (an adaptive detector's once chosen).
+    pub fn window_s(&self) -> f64 {
+        self.p.window_s
     }
 
     /// Notes that a sample of series time `series_s` arrived at `now_s` (the clock
@@ -236,6 +291,14 @@ impl Detector {
         if !s.send.is_finite() || !s.delay_ms.is_finite() {
             return;
         }
+        self.latest_send = Some(self.latest_send.map_or(s.send, |t| t.max(s.send)));
+        if let Some(held) = &mut self.pending {
+            held.push(s);
+            if held.len() >= ADAPT_SAMPLES {
+                self.settle();
+            }
+            return;
+        }
         // Self-queueing: a packet sent right after the previous one waited behind it.
         if let Some((t, d)) = self.last
             && (0.0..self.p.self_queueing_s).contains(&(s.send - t))
@@ -243,7 +306,6 @@ impl Detector {
             s.delay_ms = d;
         }
         self.last = Some((s.send, s.delay_ms));
-        self.latest_send = Some(self.latest_send.map_or(s.send, |t| t.max(s.send)));
         self.report.samples += 1;
         let idx = self.index_of(s.send);
         let w = self.window(idx);
@@ -283,6 +345,7 @@ impl Detector {
         if !t.is_finite() {
             return;
         }
+        self.settle();
         let idx = self.index_of(t);
         let w = self.window(idx);
         w.extra_lost += lost;
@@ -299,6 +362,7 @@ impl Detector {
         if !t.is_finite() {
             return;
         }
+        self.settle();
         let idx = self.index_of(t);
         let w = self.window(idx);
         w.unsure_inputs = w.unsure_inputs.saturating_add(1);
@@ -308,6 +372,12 @@ impl Detector {
     /// series' runs behind it) has left behind by a window, and the events no window still
     /// to close can join.
     pub fn tick(&mut self, now: f64) {
+        if self
+            .held_since()
+            .is_some_and(|t| now - self.behind() >= t + ADAPT_WAIT_S)
+        {
+            self.settle();
+        }
         let Some(t0) = self.t0 else { return };
         let now = now - self.behind();
         let idx = ((now - t0) / self.p.window_s).floor() as i64;
@@ -336,6 +406,9 @@ impl Detector {
         if !self.report.events.is_empty() {
             return Some(f64::NEG_INFINITY);
         }
+        if let Some(t) = self.held_since() {
+            return Some(t + ADAPT_WAIT_S + self.behind());
+        }
         let window = self
             .t0
             .zip(self.open.front())
@@ -360,7 +433,8 @@ impl Detector {
 
     /// The highest sequence number seen so far, if any.
     pub fn highest_seq(&self) -> Option<u64> {
-        let open = self.open.iter().filter_map(|w| w.seqs.max).max();
+        let held = self.pending.iter().flatten().filter_map(|s| s.seq).max();
+        let open = self.open.iter().filter_map(|w| w.seqs.max).max().max(held);
         let closed = self.next_seq.map(|n| n.saturating_sub(1));
         open.max(closed)
     }
@@ -482,6 +556,7 @@ impl Detector {
 
     /// Closes everything and returns the whole report.
     pub fn finish(mut self) -> Report {
+        self.settle();
         while !self.open.is_empty() {
             self.close_oldest();
         }

@@ -459,6 +459,61 @@ fn a_series_behind_the_sinks_clock_keeps_its_windows_whole() {
     assert_eq!(d.last_window.map(|w| w.start), Some(1010.0));
 }
 
+/// A series of a sample a second (ping's pace; a flow of a packet a second) online gets
+/// windows long enough to show a delay problem, as offline: 20 s (in 5 s windows of 5
+/// samples it never could: more than 5 raised samples are needed). A faster one keeps 5 s.
+#[test]
+fn a_slow_series_chooses_windows_that_can_show_a_problem() {
+    let at = |hz: f64| -> Vec<Sample> {
+        (0..(600.0 * hz) as u64)
+            .map(|q| {
+                let t = q as f64 / hz;
+                let delay_ms = if (200.0..300.0).contains(&t) {
+                    60.0 + (q % 7) as f64 * 3.0
+                } else {
+                    10.0 + (q % 3) as f64 * 0.1
+                };
+                Sample {
+                    seq: Some(q),
+                    send: 1000.0 + t,
+                    delay_ms,
+                }
+            })
+            .collect()
+    };
+    let delays = |mut d: online::Detector, s: &[Sample]| {
+        d.push_all(s);
+        let w = d.window_s();
+        let n = d
+            .finish()
+            .events
+            .iter()
+            .filter(|e| e.kind == Kind::Delay)
+            .count();
+        (w, n)
+    };
+    let slow = at(1.0);
+    let (w, n) = delays(online::Detector::adaptive(Params::default()), &slow);
+    assert_eq!(w, 20.0);
+    assert!(n > 0, "no delay event");
+    assert_eq!(
+        delays(online::Detector::new(Params::default()), &slow),
+        (5.0, 0)
+    );
+    let (w, n) = delays(online::Detector::adaptive(Params::default()), &at(10.0));
+    assert_eq!(w, 5.0);
+    assert!(n > 0, "no delay event at 10 Hz");
+    // A series that stops after a few samples chooses from those a minute on.
+    let mut d = online::Detector::adaptive(Params::default());
+    d.push_all(&slow[..3]);
+    assert_eq!(d.next_close(), Some(1060.0));
+    d.tick(1059.0);
+    assert!(d.last_window.is_none());
+    d.tick(1060.0);
+    assert_eq!(d.window_s(), 20.0);
+    assert!(d.last_window.is_some());
+}
+
 /// The lag a series' windows close by follows its clock when it steps (it kept the least
 /// ever seen: one step and the windows closed early again, for good).
 #[test]
