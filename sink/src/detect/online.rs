@@ -134,8 +134,16 @@ pub struct Detector {
     pending: Option<Vec<Sample>>,
 }
 
-/// Samples an adaptive detector takes before it chooses its window.
-const ADAPT_SAMPLES: usize = 8;
+/// Samples an adaptive detector takes before it chooses its window (a window's worth: a
+/// burst at a flow's start is outvoted by what follows).
+const ADAPT_SAMPLES: usize = super::SAMPLES_PER_WINDOW as usize;
+
+/// The fewest samples an adaptive detector lengthens its window from.
+const ADAPT_MIN_SAMPLES: usize = 5;
+
+/// The longest window an adaptive detector chooses, s: an event is reported at the latest
+/// three windows after its end, and a longer window would hide a short problem in it.
+const ADAPT_MAX_WINDOW_S: f64 = 60.0;
 
 /// How long an adaptive detector holds fewer samples than that before it chooses from
 /// those it has, s (series clock).
@@ -191,8 +199,12 @@ impl Detector {
         let spacing = super::median_spacing_s(&held);
         // Longer only where the window would hold too few samples (not rounded up from a
         // window under a second that holds enough).
-        if spacing.is_some_and(|g| g * super::SAMPLES_PER_WINDOW > 1.01 * self.p.window_s) {
-            let window_s = super::window_for(spacing, &self.p);
+        if held.len() >= ADAPT_MIN_SAMPLES
+            && spacing.is_some_and(|g| g * super::SAMPLES_PER_WINDOW > 1.01 * self.p.window_s)
+        {
+            let window_s = super::window_for(spacing, &self.p)
+                .min(ADAPT_MAX_WINDOW_S)
+                .max(self.p.window_s);
             self.p.window_s = window_s;
             self.p.merge_gap_s = self.p.merge_gap_s.max(window_s);
         }

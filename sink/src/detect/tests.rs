@@ -503,15 +503,33 @@ fn a_slow_series_chooses_windows_that_can_show_a_problem() {
     let (w, n) = delays(online::Detector::adaptive(Params::default()), &at(10.0));
     assert_eq!(w, 5.0);
     assert!(n > 0, "no delay event at 10 Hz");
-    // A series that stops after a few samples chooses from those a minute on.
+    // A series that stops after a few samples chooses from those a minute on (its clock
+    // 2 s behind the caller's).
     let mut d = online::Detector::adaptive(Params::default());
-    d.push_all(&slow[..3]);
-    assert_eq!(d.next_close(), Some(1060.0));
-    d.tick(1059.0);
+    d.note_arrival(1002.0, 1000.0);
+    d.push_all(&slow[..6]);
+    assert_eq!(d.next_close(), Some(1062.0));
+    d.tick(1061.0);
     assert!(d.last_window.is_none());
-    d.tick(1060.0);
+    d.tick(1062.0);
     assert_eq!(d.window_s(), 20.0);
     assert!(d.last_window.is_some());
+    // A burst at the start (a flow's first packets back to back) does not choose for it.
+    let mut burst: Vec<Sample> = (0..8u64)
+        .map(|q| Sample {
+            seq: Some(q),
+            send: 999.0 + q as f64 * 1e-3,
+            delay_ms: 10.0,
+        })
+        .collect();
+    burst.extend(slow.iter().map(|x| Sample {
+        seq: x.seq.map(|q| q + 8),
+        ..*x
+    }));
+    assert_eq!(
+        delays(online::Detector::adaptive(Params::default()), &burst).0,
+        20.0
+    );
 }
 
 /// The lag a series' windows close by follows its clock when it steps (it kept the least

@@ -384,6 +384,45 @@ mod tests {
         );
     }
 
+    /// Where a window's delay rose and fell, for patterns of raised (`R`) and unraised
+    /// samples 0.1 s apart.
+    fn span_of(pattern: &str) -> (usize, usize) {
+        let mut by_send: Vec<(f64, bool)> = pattern
+            .chars()
+            .enumerate()
+            .map(|(i, c)| (i as f64 * 0.1, c == 'R'))
+            .collect();
+        let (span, _) = high_span(&mut by_send).unwrap();
+        (
+            (span.0 * 10.0).round() as usize,
+            (span.1 * 10.0).round() as usize,
+        )
+    }
+
+    /// A side of the change point as busy as the rest was up too, a short dip in it or
+    /// not; a stall beyond a quiet stretch, or now and then before a clean rise, is not.
+    #[test]
+    fn busy_sides_and_stalls() {
+        // Up, a dip of half a second, up again (noisily) to near the end.
+        assert_eq!(
+            span_of("RRRRRRRRRRRRRRRRRR.....RR.R.RRR.RRRRRRRR.RR.RR.R.."),
+            (0, 47)
+        );
+        assert_eq!(
+            span_of("RRRRRRRRRR......RRRRRRRRRRRRRRRR.RRR..RRR.R.RR..R."),
+            (0, 48)
+        );
+        // Noisy congestion ending, a quiet stretch, a stall of three.
+        let noisy = "RR.R.".repeat(6);
+        assert_eq!(span_of(&format!("{noisy}......RRR..........")), (0, 28));
+        // Stalls now and then, then a clean rise: it rose at the rise (the last stall runs
+        // into it).
+        assert_eq!(
+            span_of(&format!("{}{}", "...R".repeat(5), "R".repeat(30))).0,
+            19
+        );
+    }
+
     #[test]
     fn the_worked_example_gives_1_2() {
         // Arrivals 1 2 4 3 6 7 5 9 10, 8 lost.
