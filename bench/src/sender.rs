@@ -189,13 +189,15 @@ pub fn run(
     report: impl FnOnce(&PortReportOut) -> anyhow::Result<()>,
 ) -> anyhow::Result<PortReportOut> {
     let room = tx_room(&traffic);
+    // The capture is made before the port: a path it cannot have is said at once, not once
+    // the link is up (up to half a minute on memif).
+    let mut rx = Receiver::new(opts.capture.as_deref())?;
     with_port(eal_args, devargs, opts.macs.1, room, stop, |io| {
         let mut sender = if opts.send {
             Some(Sender::new(traffic, opts, false)?)
         } else {
             None
         };
-        let mut rx = Receiver::new(opts.capture.as_deref())?;
         if let Some(at) = opts.start_at {
             while std::time::SystemTime::now() < at && !stop.load(Ordering::Relaxed) {
                 if opts.receive {

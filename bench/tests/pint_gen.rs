@@ -819,6 +819,19 @@ fn bad_arguments_name_their_flag() {
             ],
             "--duration: a receiver",
         ),
+        // A capture it cannot make is said before the port is tried (once its link was up:
+        // up to half a minute on memif).
+        (
+            vec![
+                "--port",
+                "net_nothing0",
+                "--mode",
+                "receive",
+                "--capture",
+                "/nonexistent-dir/x.pcap",
+            ],
+            "creating capture /nonexistent-dir/x.pcap",
+        ),
         (
             vec!["--port", "net_null0", "--count", "5", "--precision", "0.1"],
             "--precision: only with --zero-loss",

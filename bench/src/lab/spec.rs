@@ -829,6 +829,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                 .ok_or_else(|| key_err("topology.links", "missing (e.g. [[\"a\", \"b\"]])"))?;
             let mut names: Vec<String> = Vec::new();
             let mut edges = Vec::new();
+            let mut linked = std::collections::HashSet::new();
             for (i, [a, b]) in links.iter().enumerate() {
                 let key = format!("topology.links[{i}]");
                 if a == b {
@@ -847,6 +848,13 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                     }
                     Ok(match names.iter().position(|x| x == n) {
                         Some(p) => p as u32,
+                        // Refused at the 257th name, not after reading every link.
+                        None if names.len() == 256 => {
+                            return Err(key_err(
+                                "topology.links",
+                                "more than 256 switches: a lab runs 2 to 256",
+                            ));
+                        }
                         None => {
                             names.push(n.clone());
                             (names.len() - 1) as u32
@@ -854,20 +862,15 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                     })
                 };
                 let e = (node(a)?, node(b)?);
-                if edges.contains(&e) || edges.contains(&(e.1, e.0)) {
+                if !linked.insert((e.0.min(e.1), e.0.max(e.1))) {
                     return Err(key_err(key, format!("`{a}` and `{b}` are linked twice")));
                 }
                 edges.push(e);
             }
             let n = names.len() as u32;
-            if n > 256 {
-                return Err(key_err(
-                    "topology.links",
-                    format!("{n} switches: a lab runs 2 to 256"),
-                ));
-            }
             let topo = Topology::from_edges("links", names, &edges);
-            if (0..n).any(|v| topo.bfs(0).0[v as usize] == u32::MAX) {
+            let from_first = topo.bfs(0).0;
+            if from_first.contains(&u32::MAX) {
                 return Err(key_err(
                     "topology.links",
                     "the switches are not all connected",
@@ -941,6 +944,24 @@ mod tests {
             ),
             "topology.links"
         );
+        let twice = parse(
+            "[topology]\nkind = \"links\"\nlinks = [[\"a\", \"b\"], [\"b\", \"c\"], [\"b\", \"a\"]]\n",
+        )
+        .unwrap_err();
+        let msg = twice.to_string();
+        assert!(msg.contains("linked twice"), "{msg}");
+        assert_eq!(key(twice), "topology.links[2]", "{msg}");
+        // Too many switches are refused at the first one too many (a list of tens of
+        // thousands of links took seconds of quadratic checks before it was refused).
+        let star: Vec<String> = (0..40_000).map(|i| format!("[\"h\", \"s{i}\"]")).collect();
+        let many = parse(&format!(
+            "[topology]\nkind = \"links\"\nlinks = [{}]\n",
+            star.join(", ")
+        ))
+        .unwrap_err();
+        let msg = many.to_string();
+        assert!(msg.contains("more than 256 switches"), "{msg}");
+        assert_eq!(key(many), "topology.links", "{msg}");
     }
 
     /// Routes too long for a hop index are refused; hosts with nobody to talk to, and

@@ -255,8 +255,23 @@ pub fn series_warnings(samples: &[Sample], spacing: Option<f64>, window_s: f64) 
             "{back} samples were sent more than a window ({window_s} s) before one earlier in the file: the file should be in time order (such samples fall in the oldest window still open)"
         ));
     }
+    // Sequence numbers spanning far more than the samples (a jump, or numbers of several
+    // streams mixed): what the gaps count as lost is no loss of one stream.
+    let seqs = samples.iter().filter_map(|s| s.seq);
+    if let (Some(lo), Some(hi)) = (seqs.clone().min(), seqs.max()) {
+        let span = hi - lo;
+        if span > SEQ_SPAN_WARNED && span / 100 > samples.len() as u64 {
+            out.push(format!(
+                "sequence numbers span {lo} to {hi} over {} samples: a jump, or several streams in one series? The gaps count as lost",
+                samples.len()
+            ));
+        }
+    }
     out
 }
+
+/// Sequence numbers spanning more than this, and a hundred times the samples, are said.
+const SEQ_SPAN_WARNED: u64 = 1 << 20;
 
 /// Runs detection over a whole series: `samples` in arrival order; packets whose sequence
 /// numbers are missing between the smallest and largest seen are lost.

@@ -740,6 +740,8 @@ fn odd_series_are_said_and_never_hang() {
     ];
     let r = detect(&ends, &Params::default());
     assert_eq!(r.samples, 2);
+    let w = series_warnings(&ends, median_spacing_s(&ends), 5.0);
+    assert!(w.len() == 1 && w[0].contains("a jump"), "{w:?}");
     let huge: Vec<Sample> = (0..100u64)
         .map(|q| Sample {
             seq: Some(q),
