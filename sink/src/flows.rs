@@ -45,6 +45,31 @@ pub struct ShardContext {
     pub detection: Params,
 }
 
+impl ShardContext {
+    /// The switches paths are decoded among: the topology's, or those that said hello.
+    fn switches(&self) -> Switches<'_> {
+        match &self.topology {
+            Some(t) => Switches::Topology(t),
+            None => Switches::Ids(self.registry.ids()),
+        }
+    }
+}
+
+/// The switches paths are decoded among, held for as long as a [`Space`] of them is used.
+enum Switches<'a> {
+    Topology(&'a Topology),
+    Ids(Arc<Vec<u32>>),
+}
+
+impl Switches<'_> {
+    fn space(&self) -> Space<'_> {
+        match self {
+            Switches::Topology(t) => Space::Topology(t),
+            Switches::Ids(ids) => Space::Ids(ids),
+        }
+    }
+}
+
 /// A flow's PINT state: the plan and path length its digests carry.
 #[derive(Debug)]
 pub struct PintState {
@@ -519,11 +544,8 @@ impl FlowTable {
         digests: &[WireDigest],
         by_flow: &FlowRuns,
     ) {
-        let ids = cx.registry.ids();
-        let space = match &cx.topology {
-            Some(t) => Space::Topology(t),
-            None => Space::Ids(&ids),
-        };
+        let switches = cx.switches();
+        let space = switches.space();
         let now = Now::read();
         self.owners.clear();
         // The plan of the digest before (a batch's digests mostly share one).
@@ -922,14 +944,8 @@ impl FlowTable {
         let Some(flow) = self.flows.get_mut(&key) else {
             return;
         };
-        let ids;
-        let space = match &cx.topology {
-            Some(t) => Space::Topology(t),
-            None => {
-                ids = cx.registry.ids();
-                Space::Ids(&ids)
-            }
-        };
+        let switches = cx.switches();
+        let space = switches.space();
         let Some(path) = decoded_path(flow, space) else {
             return;
         };
@@ -989,14 +1005,8 @@ impl FlowTable {
             return;
         };
         let is_unsure = |s: u32| unsure.binary_search(&s).is_ok();
-        let space_ids;
-        let space = match &cx.topology {
-            Some(t) => Space::Topology(t),
-            None => {
-                space_ids = cx.registry.ids();
-                Space::Ids(&space_ids)
-            }
-        };
+        let switches = cx.switches();
+        let space = switches.space();
         let Some(path) = decoded_path(flow, space) else {
             let u = &mut flow.loss_unsettled;
             if u.first() != Some(&ALL_UNSETTLED) {
@@ -1545,12 +1555,9 @@ fn event_place(flow: &FlowState, space: Space<'_>) -> EventPlace {
     }
 }
 
-/// [`event_place`] in the sink's space of switches.
+/// [`event_place`] among the sink's switches.
 fn place_of(flow: &FlowState, cx: &ShardContext) -> EventPlace {
-    match &cx.topology {
-        Some(t) => event_place(flow, Space::Topology(t)),
-        None => event_place(flow, Space::Ids(&cx.registry.ids())),
-    }
+    event_place(flow, cx.switches().space())
 }
 
 /// The flow's decoded path (switch IDs), if its path query is decoded.

@@ -211,8 +211,8 @@ impl SwitchEntry {
 /// Most plans that failed to compile whose reason is remembered.
 pub const MAX_BAD_PLANS: usize = 1024;
 
-/// Plans kept besides those some switch has in force: beyond, the one added first that no
-/// switch has in force is let go (any peer may send plans, each up to the protocol's 64 KiB
+/// Plans kept besides those some switch has in force: beyond, the one announced longest ago
+/// that no switch has in force is let go (any peer may send plans, each up to the protocol's 64 KiB
 /// of text and its compiled form).
 pub const MAX_SPARE_PLANS: usize = 64;
 
@@ -421,16 +421,14 @@ impl Registry {
                 if plans.insert(version, Arc::clone(&p)).is_none() {
                     order.push_back(version);
                 }
-                let spare = |o: &std::collections::VecDeque<u32>| {
-                    o.iter().filter(|v| !in_force.contains(v)).count()
-                };
-                while spare(&order) > MAX_SPARE_PLANS {
-                    let Some(at) = order.iter().position(|v| !in_force.contains(v)) else {
-                        break;
-                    };
+                let mut spare = order.iter().filter(|v| !in_force.contains(v)).count();
+                while spare > MAX_SPARE_PLANS
+                    && let Some(at) = order.iter().position(|v| !in_force.contains(v))
+                {
                     let old = order.remove(at).expect("a position found");
                     plans.remove(&old);
                     self.plans_evicted.fetch_add(1, Relaxed);
+                    spare -= 1;
                 }
                 Ok(p)
             }

@@ -380,8 +380,8 @@ fn run() -> anyhow::Result<()> {
             s.probes,
             s.probe_streams_used,
             s.seconds,
-            rate_text(s.pps),
-            bits_text(s.wire_bps),
+            scaled(s.pps, "pps"),
+            scaled(s.wire_bps, "bit/s"),
             s.capture.display()
         );
     }
@@ -498,7 +498,7 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
                 s.bytes,
                 s.probes,
                 s.seconds,
-                rate_text(s.pps),
+                scaled(s.pps, "pps"),
                 s.cut_short
                     .as_ref()
                     .map_or(String::new(), |w| format!(" (stopped early: {w})"))
@@ -510,7 +510,7 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
                 x.packets,
                 x.bytes,
                 x.seconds,
-                rate_text(x.pps)
+                scaled(x.pps, "pps")
             );
             if x.other > 0 {
                 println!(
@@ -552,26 +552,15 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
     Ok(())
 }
 
-/// A bit rate in the unit that shows it: bit/s, kbit/s, Mbit/s or Gbit/s.
-fn bits_text(bps: f64) -> String {
-    match bps {
-        b if b >= 1e9 => format!("{:.3} Gbit/s", b / 1e9),
-        b if b >= 1e6 => format!("{:.3} Mbit/s", b / 1e6),
-        b if b >= 1e3 => format!("{:.3} kbit/s", b / 1e3),
-        b => format!("{b:.0} bit/s"),
+/// A rate in `unit` with the prefix that shows it: `1.234 Mpps`, `56.000 kbit/s`, `300.0 pps`
+/// (a lab's hundreds of packets a second read `0.000 Mpps`).
+fn scaled(value: f64, unit: &str) -> String {
+    for (factor, prefix) in [(1e9, "G"), (1e6, "M"), (1e3, "k")] {
+        if value >= factor {
+            return format!("{:.3} {prefix}{unit}", value / factor);
+        }
     }
-}
-
-/// A packet rate in the unit that shows it: pps, kpps or Mpps (a lab's hundreds of
-/// packets a second read `0.000 Mpps`).
-fn rate_text(pps: f64) -> String {
-    if pps >= 1e6 {
-        format!("{:.3} Mpps", pps / 1e6)
-    } else if pps >= 1e3 {
-        format!("{:.3} kpps", pps / 1e3)
-    } else {
-        format!("{pps:.1} pps")
-    }
+    format!("{value:.1} {unit}")
 }
 
 fn print_flows(f: &bench::generator::FlowLossReport) {

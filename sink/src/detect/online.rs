@@ -411,9 +411,8 @@ impl Detector {
 
     /// The earliest time (the caller's clock, as [`Detector::tick`] takes it) at which a
     /// tick may close a window or an event, or minus infinity while events wait to be
-    /// taken: until then a tick
-    /// changes nothing, so that a caller with many detectors ticks only those due. `None`
-    /// when no window is open and no event being built.
+    /// taken: until then a tick changes nothing, so that a caller with many detectors ticks
+    /// only those due. `None` when no window is open and no event being built.
     pub fn next_close(&self) -> Option<f64> {
         if !self.report.events.is_empty() {
             return Some(f64::NEG_INFINITY);
