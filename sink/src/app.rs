@@ -125,7 +125,7 @@ impl Sink {
             config.json_lines.as_deref(),
             Arc::clone(&exports),
         )?;
-        let registry = Arc::new(Registry::default());
+        let registry = Arc::new(Registry::new(config.max_switches));
         let stop = Arc::new(AtomicBool::new(false));
 
         let (export_tx, exporter) = if outputs.any() {

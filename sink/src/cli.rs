@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 /// The PINT sink: decodes digests and flowsets from many switches into per-flow paths,
 /// latency quantiles, counters and per-link loss.
 #[derive(Debug, Parser)]
-#[command(version, args_conflicts_with_subcommands = true)]
+#[command(name = "pint-sink", version, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
@@ -97,6 +97,10 @@ struct Args {
     /// closed at once and counted.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Most switches remembered (counters, plan in force): a new one beyond takes the
+    /// place of the one disconnected longest, and is refused while all are connected.
+    #[arg(long, default_value_t = crate::registry::DEFAULT_MAX_SWITCHES)]
+    max_switches: usize,
     /// Most memory the flowsets waiting for their epoch may take together, MiB (beyond it
     /// new ones are dropped and counted).
     #[arg(long, default_value_t = 1024)]
@@ -248,6 +252,7 @@ where
         json_lines: a.json_lines,
         max_flowset_bytes: a.max_flowset_mb.saturating_mul(1 << 20),
         max_connections: a.max_connections,
+        max_switches: a.max_switches,
         flowset_memory_bytes: a.flowset_memory_mb.saturating_mul(1 << 20),
         queue_batches: a.queue_batches,
         sensitivity: crate::detect::Sensitivity::parse(&a.sensitivity)
@@ -255,12 +260,11 @@ where
         event_lines: a.event_lines,
     };
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-    }
+    telemetry::signals::stop_on(
+        &[signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM],
+        Arc::clone(&stop),
+    )
+    .context("installing signal handlers")?;
     let sink = Sink::start(config)?;
     // The address line is for scripts (and tests) that start the sink on port 0.
     println!(

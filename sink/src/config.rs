@@ -46,6 +46,8 @@ pub struct SinkConfig {
     pub max_flowset_bytes: usize,
     /// Most switch connections open at once.
     pub max_connections: usize,
+    /// Most switches remembered (their counters and plans in force).
+    pub max_switches: usize,
     /// Most memory the flowsets received and not yet decoded may take together (a
     /// flowset beyond it is dropped and counted, before it takes any).
     pub flowset_memory_bytes: usize,
@@ -75,6 +77,7 @@ impl Default for SinkConfig {
             json_lines: None,
             max_flowset_bytes: 256 << 20,
             max_connections: 1024,
+            max_switches: crate::registry::DEFAULT_MAX_SWITCHES,
             flowset_memory_bytes: 1 << 30,
             queue_batches: 1024,
             sensitivity: crate::detect::Sensitivity::MEDIUM,
@@ -140,6 +143,9 @@ impl SinkConfig {
         }
         if self.max_connections == 0 {
             return bad("max-connections", "must be at least 1");
+        }
+        if self.max_switches == 0 {
+            return bad("max-switches", "must be at least 1");
         }
         if self.queue_batches == 0 {
             return bad("queue-batches", "must be at least 1");

@@ -14,11 +14,12 @@ use crossbeam_channel::{Sender, TrySendError};
 use telemetry::flowradar::filter::Block;
 use telemetry::flowradar::flowset::Cell;
 use telemetry::protocol::{
-    DigestOrder, FlowRuns, Frame, FrameType, Hello, ProtocolError, Session, WireProbe,
+    DigestOrder, FlowRuns, Frame, FrameType, Hello, PlanText, ProtocolError, Session, WireProbe,
 };
+use telemetry::wire::shim::digest_bytes;
 
 use crate::epochs::{FlowSetIn, Held, HeldTotals};
-use crate::registry::{FlowsetLag, Registry, SwitchEntry, unix_ms};
+use crate::registry::{FlowsetLag, HelloRefused, Registry, SwitchEntry, unix_ms};
 use crate::shard::{DigestBuffers, Shard, ShardMsg, shard_of};
 use crate::transport::{FrameSource, Next, SourceError, Transport};
 
@@ -103,6 +104,9 @@ enum Close {
     /// Its switch ID is held by another process's live connection.
     #[error("{0}")]
     Duplicate(String),
+    /// A new switch, and the sink remembers as many as it may, all connected.
+    #[error("{0}")]
+    TooManySwitches(String),
     #[error("no hello within {0:?}")]
     NoHello(Duration),
     /// No frame for a long while: the switch is gone without the connection closing.
@@ -147,6 +151,7 @@ impl Close {
             },
             Close::Refused(_) => "refused",
             Close::Duplicate(_) => "duplicate_switch_id",
+            Close::TooManySwitches(_) => "too_many_switches",
             Close::NoHello(_) => "no_hello",
             Close::Silent(_) => "silent",
             Close::SlowFrame(_) => "slow_frame",
@@ -280,12 +285,8 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
         match frame {
             Frame::Hello(_) => {}
             Frame::Plan(p) => {
-                if let Err(why) = ing.registry.add_plan(p.version, &p.text) {
-                    tracing::warn!(
-                        switch = e.info_id(),
-                        "plan {:08x} not usable: {why}",
-                        p.version
-                    );
+                if let Err(c) = declared_plan(&ing, e.info_id(), &p) {
+                    break Err(c);
                 }
                 if !announcing_older {
                     e.info.lock().expect("switch lock").plan = Some(p.version);
@@ -437,21 +438,37 @@ fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<(Arc<SwitchEntry>, u64, 
             )),
         ));
     }
-    let (e, generation) = ing
-        .registry
-        .connect(h, peer, bytes)
-        .map_err(|d| (Some(d.entry), Close::Duplicate(d.why)))?;
-    if let Some(p) = &h.plan
-        && let Err(why) = ing.registry.add_plan(p.version, &p.text)
-    {
-        tracing::warn!(
-            switch = h.switch_id,
-            "plan {:08x} not usable: {why}",
-            p.version
-        );
+    if let Some(p) = &h.plan {
+        declared_plan(ing, h.switch_id, p).map_err(|c| (ing.registry.switch(h.switch_id), c))?;
     }
+    let (e, generation) = ing.registry.connect(h, peer, bytes).map_err(|r| match r {
+        HelloRefused::Duplicate { entry, why } => (Some(entry), Close::Duplicate(why)),
+        HelloRefused::TooManySwitches(why) => (None, Close::TooManySwitches(why)),
+    })?;
     tracing::info!(peer = %peer, switch = h.switch_id, workers = h.table_seeds.len(), "switch connected");
     Ok((e, generation, bytes))
+}
+
+/// Compiles a plan switch `switch` declared (a hello's or a plan frame's). A plan the sink
+/// cannot compile is only logged (its digests are counted as of an unknown plan); one whose
+/// digests the switch says are of another length than the plan's closes the connection
+/// (its digests would be cut at that length and misread).
+fn declared_plan(ing: &Ingest, switch: u32, p: &PlanText) -> Result<(), Close> {
+    match ing.registry.add_plan(p.version, &p.text) {
+        Ok(plan) if digest_bytes(plan.plan.global_bits) != usize::from(p.digest_bytes) => {
+            Err(Close::Refused(format!(
+                "switch {switch} declares {}-byte digests for plan {:08x}, whose digests are {} bytes",
+                p.digest_bytes,
+                p.version,
+                digest_bytes(plan.plan.global_bits)
+            )))
+        }
+        Ok(_) => Ok(()),
+        Err(why) => {
+            tracing::warn!(switch, "plan {:08x} not usable: {why}", p.version);
+            Ok(())
+        }
+    }
 }
 
 /// Splits a batch by decode thread and queues the parts (each grouped by flow as the batch

@@ -219,10 +219,19 @@ pub const MAX_SPARE_PLANS: usize = 64;
 /// Most host addresses whose delivering switch is remembered.
 pub const MAX_OWNERS: usize = 1 << 20;
 
+/// Switches remembered by default (`--max-switches`): each keeps its counters and its plan
+/// in force, and any peer may say hello under any switch ID.
+pub const DEFAULT_MAX_SWITCHES: usize = 1024;
+
 /// Every switch, plan and learned address.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Registry {
     switches: RwLock<BTreeMap<u32, Arc<SwitchEntry>>>,
+    /// Most switches remembered: a new one beyond lets go of the one disconnected longest,
+    /// and is refused while every one is connected.
+    max_switches: usize,
+    /// Switches let go for [`Registry::max_switches`].
+    switches_forgotten: AtomicU64,
     plans: RwLock<FxHashMap<u32, Arc<SinkPlan>>>,
     /// The plans' versions in the order they were last announced (the first let go first).
     plan_order: Mutex<std::collections::VecDeque<u32>>,
@@ -237,6 +246,12 @@ pub struct Registry {
     /// Connections closed without a switch the sink knows to count them at (before a
     /// hello, or at a refused hello from a switch not seen before), by reason.
     anonymous_rejects: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new(DEFAULT_MAX_SWITCHES)
+    }
 }
 
 fn unix_secs() -> u64 {
@@ -262,23 +277,46 @@ pub fn alive_within_ms(epoch_ns: u64) -> u64 {
 
 /// A hello the registry refused.
 #[derive(Debug)]
-pub struct Duplicate {
-    /// The switch already connected under that ID.
-    pub entry: Arc<SwitchEntry>,
-    /// Why, in words.
-    pub why: String,
+pub enum HelloRefused {
+    /// Another process holds the switch ID on a connection that is alive.
+    Duplicate {
+        /// The switch already connected under that ID.
+        entry: Arc<SwitchEntry>,
+        /// Why, in words.
+        why: String,
+    },
+    /// A switch not seen before, and the registry holds as many as it may, all connected.
+    TooManySwitches(String),
 }
 
 impl Registry {
+    /// A registry remembering at most `max_switches` switches (at least one).
+    pub fn new(max_switches: usize) -> Registry {
+        Registry {
+            switches: RwLock::default(),
+            max_switches: max_switches.max(1),
+            switches_forgotten: AtomicU64::new(0),
+            plans: RwLock::default(),
+            plan_order: Mutex::default(),
+            plans_evicted: AtomicU64::new(0),
+            bad_plans: Mutex::default(),
+            owners: RwLock::default(),
+            ids: RwLock::default(),
+            anonymous_rejects: Mutex::default(),
+        }
+    }
+
     /// A switch connected with `hello`; returns its entry (the same one across reconnects)
     /// and the connection's generation. Refused when another process holds the ID on a
-    /// connection that is alive.
+    /// connection that is alive, or when the switch is new and the registry is full of
+    /// connected ones; a new switch in a full registry otherwise takes the place of the
+    /// one disconnected longest (its counters and plan in force are let go).
     pub fn connect(
         &self,
         hello: &Hello,
         peer: &str,
         flowset_bytes: usize,
-    ) -> Result<(Arc<SwitchEntry>, u64), Duplicate> {
+    ) -> Result<(Arc<SwitchEntry>, u64), HelloRefused> {
         let info = SwitchInfo {
             id: hello.switch_id,
             peer: peer.to_owned(),
@@ -299,6 +337,22 @@ impl Registry {
         let now = unix_ms();
         let (entry, generation) = {
             let mut map = self.switches.write().expect("registry lock");
+            if map.len() >= self.max_switches && !map.contains_key(&hello.switch_id) {
+                let gone = map
+                    .iter()
+                    .filter(|(_, e)| !e.counters.connected.load(Relaxed))
+                    .min_by_key(|(_, e)| *e.disconnected_at.lock().expect("switch lock"))
+                    .map(|(id, _)| *id);
+                let Some(gone) = gone else {
+                    return Err(HelloRefused::TooManySwitches(format!(
+                        "switch ID {} is new and the sink already has {} switches connected (--max-switches); refused {peer}",
+                        hello.switch_id,
+                        map.len()
+                    )));
+                };
+                map.remove(&gone);
+                self.switches_forgotten.fetch_add(1, Relaxed);
+            }
             let e = map.entry(hello.switch_id).or_insert_with(|| {
                 Arc::new(SwitchEntry {
                     counters: SwitchCounters::default(),
@@ -316,7 +370,7 @@ impl Registry {
                     && old.session != hello.session
                     && now.saturating_sub(heard) < alive_within_ms(old.epoch_ns)
                 {
-                    return Err(Duplicate {
+                    return Err(HelloRefused::Duplicate {
                         entry: Arc::clone(e),
                         why: format!(
                             "switch ID {} is already connected from {} (another process: two switches with one switch_id?); refused {peer}",
@@ -452,6 +506,11 @@ impl Registry {
             .values()
             .filter_map(|e| e.info.lock().expect("switch lock").plan)
             .collect()
+    }
+
+    /// Switches let go for a new one, beyond the most the registry remembers.
+    pub fn switches_forgotten(&self) -> u64 {
+        self.switches_forgotten.load(Relaxed)
     }
 
     /// Plans let go, beyond [`MAX_SPARE_PLANS`] of those no switch has in force.
@@ -686,6 +745,41 @@ mod tests {
             r.plan(versions[11]).is_none(),
             "the oldest announced, let go"
         );
+    }
+
+    /// A new switch beyond the most remembered takes the place of the one disconnected
+    /// longest, and is refused while every one is connected (any peer may say hello under
+    /// any ID: each kept its entry and plan in force for good); a known one reconnects.
+    #[test]
+    fn switches_beyond_the_limit_take_the_place_of_the_longest_gone() {
+        let r = Registry::new(3);
+        let generations: Vec<u64> = (1..=3u32)
+            .map(|id| r.connect(&hello(id, None), "peer", 0).unwrap().1)
+            .collect();
+        let refused = r.connect(&hello(4, None), "peer", 0).unwrap_err();
+        assert!(
+            matches!(&refused, HelloRefused::TooManySwitches(why) if why.contains("--max-switches")),
+            "{refused:?}"
+        );
+        assert_eq!(*r.ids(), vec![1, 2, 3]);
+        let entry = |id| r.switch(id).unwrap();
+        r.disconnect(&entry(2), generations[1], None);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        r.disconnect(&entry(1), generations[0], None);
+        // A known switch comes back whatever the count.
+        let (e3, _) = r.connect(&hello(3, None), "peer", 0).unwrap();
+        assert!(Arc::ptr_eq(&e3, &entry(3)));
+        r.connect(&hello(4, None), "peer", 0).unwrap();
+        assert_eq!(*r.ids(), vec![1, 3, 4], "switch 2, gone longest, let go");
+        assert_eq!(r.switches_forgotten(), 1);
+        r.connect(&hello(5, None), "peer", 0).unwrap();
+        assert_eq!(*r.ids(), vec![3, 4, 5]);
+        assert!(matches!(
+            r.connect(&hello(6, None), "peer", 0),
+            Err(HelloRefused::TooManySwitches(_))
+        ));
+        assert_eq!(r.switches().len(), 3);
+        assert_eq!(r.switches_forgotten(), 2);
     }
 
     #[test]

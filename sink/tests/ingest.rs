@@ -409,8 +409,14 @@ fn pint_sink_runs_and_stops() {
             .unwrap_or_else(|| panic!("{path}: {body}"));
         assert!(error.contains(names), "{path}: {error}");
     }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    // Two SIGTERMs close together (a parent that dies sends one per thread its child is
+    // handed to): one orderly stop, not the exit at once a second Ctrl-C asks for.
+    for _ in 0..2 {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        // Apart enough to be two signals (one pending signal takes the next in).
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
 
@@ -661,4 +667,78 @@ fn connections_beyond_the_limit_are_closed_and_counted() {
         std::thread::sleep(Duration::from_millis(100));
         shared.registry.switch(23).is_some()
     });
+}
+
+/// Switches beyond `--max-switches` are refused while every one is connected (any peer
+/// may say hello under any ID, and each ID kept its entry and plan for good) and counted;
+/// once one has gone, a new switch takes its place.
+#[test]
+fn switches_beyond_the_limit_are_refused_until_one_goes() {
+    let sink = Sink::start(SinkConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        http: None,
+        decode_threads: 1,
+        max_switches: 1,
+        ..SinkConfig::default()
+    })
+    .unwrap();
+    let shared = sink.shared().clone();
+    let a = FakeSwitch::connect(sink.listen_addr(), &hello(31, Some(paper())));
+    wait_for("switch 31", || shared.registry.switch(31).is_some());
+    let mut b = TcpStream::connect(sink.listen_addr()).unwrap();
+    let h = hello(32, Some(paper()));
+    b.write_all(&encode_frame(FrameType::Hello, 0, &h.payload()))
+        .unwrap();
+    assert!(closed_by_sink(&mut b), "a second switch is refused");
+    wait_for("counted", || {
+        shared.registry.anonymous_rejects().get("too_many_switches") == Some(&1)
+    });
+    assert!(shared.registry.switch(32).is_none());
+    drop(a);
+    wait_for("switch 31 gone", || {
+        !shared
+            .registry
+            .switch(31)
+            .unwrap()
+            .counters
+            .connected
+            .load(Relaxed)
+    });
+    let _b = FakeSwitch::connect(sink.listen_addr(), &hello(32, Some(paper())));
+    wait_for("switch 32 taken", || shared.registry.switch(32).is_some());
+    assert!(shared.registry.switch(31).is_none(), "31 let go for 32");
+    assert_eq!(shared.registry.switches_forgotten(), 1);
+}
+
+/// A plan declared with digests of another length than the plan's (a hello's or a plan
+/// frame's) closes the connection and is counted: its digests would be cut at that length
+/// and misread as paths and values.
+#[test]
+fn a_plan_declared_with_the_wrong_digest_length_is_refused() {
+    let sink = sink();
+    let shared = sink.shared().clone();
+    let mut wide = paper();
+    wide.digest_bytes = 3;
+    let mut a = TcpStream::connect(sink.listen_addr()).unwrap();
+    a.write_all(&encode_frame(
+        FrameType::Hello,
+        0,
+        &hello(41, Some(wide.clone())).payload(),
+    ))
+    .unwrap();
+    assert!(closed_by_sink(&mut a), "the hello is refused");
+    wait_for("counted", || {
+        shared.registry.anonymous_rejects().get("refused") == Some(&1)
+    });
+    assert!(shared.registry.switch(41).is_none());
+    // A switch that declared its plan rightly, then declares it again with another length.
+    let mut sw = FakeSwitch::connect(sink.listen_addr(), &hello(42, Some(paper())));
+    wait_for("switch 42", || shared.registry.switch(42).is_some());
+    sw.send(FrameType::Plan, &wide.payload());
+    assert!(closed_by_sink(&mut sw.s), "the plan frame closes it");
+    let e = shared.registry.switch(42).unwrap();
+    wait_for("counted at the switch", || {
+        e.reject_reasons.lock().unwrap().get("refused") == Some(&1)
+    });
+    wait_for("disconnected", || !e.counters.connected.load(Relaxed));
 }

@@ -220,7 +220,14 @@ impl WorkerEpochs {
                 EpochStep::Closed
             }
             Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
-                self.epochs = (now_epoch + 1 - self.epoch) as u32;
+                // A flowset covers at most the protocol's most epochs: past them it keeps
+                // its end (now) and its start moves up (the sink refuses a longer span).
+                let most = u64::from(telemetry::protocol::MAX_EPOCHS);
+                let span = now_epoch + 1 - self.epoch;
+                if span > most {
+                    self.epoch = now_epoch + 1 - most;
+                }
+                self.epochs = span.min(most) as u32;
                 EpochStep::Late
             }
         }
@@ -290,5 +297,30 @@ mod tests {
         w.close_at_stop();
         let got = c.try_recv().unwrap();
         assert_eq!((got.epoch, got.epochs, got.flowset.packets()), (107, 1, 2));
+    }
+
+    /// A flowset whose buffer the control thread keeps for longer than the protocol's most
+    /// epochs covers the last of them, ending now (a wrapping or longer span was a frame
+    /// the sink refused, closing the connection).
+    #[test]
+    fn a_flowset_never_covers_more_epochs_than_the_protocol_takes() {
+        let clock = Clock::nanoseconds(1_000_000_000);
+        let cfg = FlowSetConfig::for_flows(100, 1);
+        let epoch_ns = 1_000_000;
+        let (mut w, c) = worker_epochs(0, &cfg, 1, epoch_ns, &clock, 0);
+        assert_eq!(w.epoch(), 1000);
+        assert_eq!(w.advance(1_000_000_000, &clock), EpochStep::Closed);
+        let got = c.try_recv().unwrap();
+        let most = u64::from(telemetry::protocol::MAX_EPOCHS);
+        count(&mut w, 1);
+        let now = (2 * most + 5_000) * epoch_ns;
+        assert_eq!(w.advance(now, &clock), EpochStep::Late);
+        c.give_back(got);
+        assert_eq!(w.advance(now + epoch_ns, &clock), EpochStep::Closed);
+        let got = c.try_recv().unwrap();
+        // The clock reads a second at counter value 0.
+        let end = (now + 1_000_000_000) / epoch_ns + 1;
+        assert_eq!(got.epochs, telemetry::protocol::MAX_EPOCHS);
+        assert_eq!((got.epoch, got.flowset.packets()), (end - most, 1));
     }
 }

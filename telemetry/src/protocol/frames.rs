@@ -5,7 +5,8 @@ use crate::wire::MacAddr;
 use crate::wire::bytes::Reader;
 
 use super::{
-    MAX_BATCH, MAX_EPOCH_NS, MAX_PLAN_TEXT, MAX_PORTS, MAX_STATS, MAX_WORKERS, ProtocolError,
+    MAX_BATCH, MAX_EPOCH_NS, MAX_EPOCHS, MAX_PLAN_TEXT, MAX_PORTS, MAX_STATS, MAX_WORKERS,
+    ProtocolError,
 };
 
 /// A plan in force at the switch: its version, digest length and query file.
@@ -97,8 +98,12 @@ pub struct Hello {
 }
 
 impl Hello {
-    /// The hello frame's payload.
+    /// The hello frame's payload. The switch's configuration keeps it within the decoder's
+    /// limits (workers, ports, port names of at most 255 bytes).
     pub fn payload(&self) -> Vec<u8> {
+        debug_assert!((1..=MAX_WORKERS).contains(&self.table_seeds.len()));
+        debug_assert!(self.ports.len() <= MAX_PORTS);
+        debug_assert!(self.ports.iter().all(|p| p.name.len() <= 255));
         let mut out = Vec::with_capacity(256);
         out.extend_from_slice(&self.switch_id.to_be_bytes());
         out.extend_from_slice(&self.session.to_be_bytes());
@@ -261,7 +266,7 @@ impl FlowSetFrame {
             return Err(ProtocolError::BadField("worker"));
         };
         let epochs = r.u32()?;
-        if epochs == 0 || epochs > 1_000_000 {
+        if epochs == 0 || epochs > MAX_EPOCHS {
             return Err(ProtocolError::BadField("epochs"));
         }
         let flowset = wire::decode_shaped(&payload[r.position()..], Some(hello.shape))?;
@@ -289,12 +294,14 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// The stats frame's payload (names longer than 64 bytes are cut).
+    /// The stats frame's payload (names longer than 64 bytes are cut, empty ones left out:
+    /// the decoder refuses them).
     pub fn payload(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(2 + self.counters.len() * 40);
-        let n = self.counters.len().min(MAX_STATS);
+        let named = || self.counters.iter().filter(|(name, _)| !name.is_empty());
+        let n = named().count().min(MAX_STATS);
         out.extend_from_slice(&(n as u16).to_be_bytes());
-        for (name, v) in self.counters.iter().take(n) {
+        for (name, v) in named().take(n) {
             let mut end = name.len().min(64);
             while !name.is_char_boundary(end) {
                 end -= 1;

@@ -53,6 +53,12 @@ pub const MAX_STATS: usize = 1024;
 pub const FLOWSETS_DROPPED: &str = "flowsets_dropped";
 /// Longest epoch a hello may declare, ns (a minute, as `telemetry.epoch_ms` allows).
 pub const MAX_EPOCH_NS: u64 = 60_000_000_000;
+/// Most epochs one flowset may cover (a worker whose finished flowset was not taken for
+/// that long keeps counting into it).
+pub const MAX_EPOCHS: u32 = 1_000_000;
+/// Plans a connection keeps declared: a plan frame beyond lets go of the one declared
+/// longest ago (a switch keeps far fewer alive; the digests of a plan let go are refused).
+pub const SESSION_PLANS: usize = 16;
 /// Longest hello frame: its plan text, seeds and port names at their caps fit well within.
 pub const MAX_HELLO_FRAME: usize = 1 << 20;
 
@@ -306,13 +312,15 @@ impl Session {
             }
             FrameType::Plan => {
                 let p = PlanText::decode(&mut Reader::new(payload), true)?;
-                if !self.plans.iter().any(|(v, _)| *v == p.version) {
-                    // A switch keeps a handful of plans alive at most; older ones go.
-                    if self.plans.len() >= 16 {
-                        self.plans.remove(0);
-                    }
-                    self.plans.push((p.version, p.digest_bytes));
+                // A switch keeps a handful of plans alive at most: the one declared longest
+                // ago goes first, and a plan declared again (a reload back to it) is the
+                // newest again.
+                if let Some(at) = self.plans.iter().position(|(v, _)| *v == p.version) {
+                    self.plans.remove(at);
+                } else if self.plans.len() >= SESSION_PLANS {
+                    self.plans.remove(0);
                 }
+                self.plans.push((p.version, p.digest_bytes));
                 Frame::Plan(p)
             }
             FrameType::Digests => {

@@ -725,3 +725,40 @@ fn a_largest_batch_of_new_flows_round_trips() {
     assert!(got.digests == batch);
     assert_eq!(enc.slots_in_use(), FLOW_SLOTS);
 }
+
+/// A connection keeps the plans declared last: a plan declared again (a reload back to
+/// it) is kept over those declared since, and the one declared longest ago goes first (a
+/// plan in force was let go while its digests still came, closing the connection).
+#[test]
+fn a_plan_declared_again_is_kept_over_older_ones() {
+    let mut s = session_after_hello();
+    let mut seq = 0;
+    let mut declare = |s: &mut Session, version: u32| {
+        seq += 1;
+        let p = PlanText {
+            version,
+            digest_bytes: 2,
+            text: "global_bits = 16\n".into(),
+        };
+        let f = encode_frame(FrameType::Plan, seq, &p.payload());
+        assert!(matches!(s.decode(&f), Ok(Frame::Plan(_))));
+        seq
+    };
+    // The hello's plan, then 15 others: 16 declared.
+    for v in 1..SESSION_PLANS as u32 {
+        declare(&mut s, v);
+    }
+    declare(&mut s, 0xabcd_0001);
+    let last = declare(&mut s, 100);
+    let mut enc = DigestEncoder::default();
+    let in_force = digests(4, 2, 0xabcd_0001);
+    let got = decode_batch(&mut s, last + 1, &enc.encode(0, &in_force, |_| 2));
+    assert_eq!(got.digests, in_force);
+    enc.reset();
+    let f = encode_frame(
+        FrameType::Digests,
+        last + 2,
+        &enc.encode(0, &digests(4, 2, 1), |_| 2),
+    );
+    assert_eq!(s.decode(&f).unwrap_err(), ProtocolError::UnknownPlan(1));
+}
