@@ -2,6 +2,7 @@
 
 #![warn(missing_docs)]
 
+pub use control::{say, say_err, say_inline};
 pub mod collector;
 pub mod detect_bench;
 pub mod fabric_traffic;

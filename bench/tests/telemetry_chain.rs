@@ -871,9 +871,19 @@ listen = "127.0.0.1:{port}"
         "pint_switch_telemetry_events_total{event=\"shim_inserted\",worker=\"0\"}",
         "pint_switch_plan_info{version=",
         "pint_switch_tsc_hertz ",
+        "pint_switch_port_rx_missed_packets_total{port=\"hosts\"} 0",
+        "pint_switch_port_tx_errors_total{port=\"up\"} 0",
+        // No sink: flowsets are made and dropped, none exported.
+        "pint_switch_flowsets_exported_total 0",
+        "pint_switch_digests_exported_total 0",
     ] {
         assert!(body.contains(want), "{want} missing:\n{body}");
     }
+    let dropped = body
+        .lines()
+        .find_map(|l| l.strip_prefix("pint_switch_export_dropped_flowsets_total "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(dropped.is_some_and(|n| n > 0), "{body}");
     if let Err(e) = bench::promtool::check_metrics(&body) {
         panic!("promtool check metrics:\n{e}\n{body}");
     }

@@ -311,14 +311,14 @@ fn open(
             // resolve, nothing listening): a sink that is down is otherwise silent.
             let why = e.to_string();
             if last_error.as_deref() != Some(why.as_str()) {
-                println!("telemetry sink {sink}: cannot connect: {why} (retrying)");
+                crate::say!("telemetry sink {sink}: cannot connect: {why} (retrying)");
                 *last_error = Some(why);
             }
             return None;
         }
     };
     if last_error.take().is_some() {
-        println!("telemetry sink {sink}: connected");
+        crate::say!("telemetry sink {sink}: connected");
     }
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));

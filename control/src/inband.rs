@@ -413,7 +413,7 @@ impl TelemetryControl {
                     )]);
                 }
             }
-            self.counts.flowsets_exported += 1;
+            self.counts.flowsets_serialised += 1;
             self.workers[w].epochs.give_back(closed);
         }
     }
@@ -438,7 +438,7 @@ impl TelemetryControl {
         } else {
             // Nowhere to send: everything drained is dropped.
             self.counts.digests_dropped = self.counts.digests_drained;
-            self.counts.flowsets_dropped = self.counts.flowsets_exported;
+            self.counts.flowsets_dropped = self.counts.flowsets_serialised;
             self.counts.probes_dropped = self.counts.probes_drained;
         }
     }
@@ -543,7 +543,7 @@ impl TelemetryControl {
         last.digests_written =
             last.digests_drained - last.digests_dropped.min(last.digests_drained);
         last.flowsets_written =
-            last.flowsets_exported - last.flowsets_dropped.min(last.flowsets_exported);
+            last.flowsets_serialised - last.flowsets_dropped.min(last.flowsets_serialised);
         // However full the queue: dropped, the sink would keep the counters of a second
         // before.
         if let Some(ex) = &self.exporter {

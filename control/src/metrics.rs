@@ -18,7 +18,7 @@ pub struct ControlCounts {
     /// Digest records taken off the rings.
     pub digests_drained: u64,
     /// Flowsets serialised.
-    pub flowsets_exported: u64,
+    pub flowsets_serialised: u64,
     /// Epoch deadlines missed.
     pub deadlines_missed: u64,
     /// Query-file reloads applied.
@@ -80,6 +80,7 @@ pub struct SwitchMetrics {
     workers: Vec<WorkerHandles>,
     digests_drained: Counter,
     flowsets_exported: Counter,
+    digests_exported: Counter,
     deadlines_missed: Counter,
     reloads_applied: Counter,
     reloads_rejected: Counter,
@@ -147,7 +148,32 @@ fn describe() {
     describe_counter!(
         "pint_switch_flowsets_exported_total",
         Unit::Count,
-        "FlowRadar flowsets (one per worker per epoch) serialised for the sink."
+        "FlowRadar flowsets (one per worker per epoch) written to the sink's connection."
+    );
+    describe_counter!(
+        "pint_switch_digests_exported_total",
+        Unit::Count,
+        "Digests written to the sink's connection."
+    );
+    describe_counter!(
+        "pint_switch_port_rx_missed_packets_total",
+        Unit::Count,
+        "Packets the port's device dropped because no rx descriptor was free (the workers fell behind), per port."
+    );
+    describe_counter!(
+        "pint_switch_port_rx_nombuf_total",
+        Unit::Count,
+        "Receive failures because the mbuf pool was empty, per port."
+    );
+    describe_counter!(
+        "pint_switch_port_rx_errors_total",
+        Unit::Count,
+        "Erroneous packets the port's device received, per port."
+    );
+    describe_counter!(
+        "pint_switch_port_tx_errors_total",
+        Unit::Count,
+        "Transmissions the port's device failed, per port."
     );
     describe_counter!(
         "pint_switch_epoch_deadlines_missed_total",
@@ -257,6 +283,7 @@ impl SwitchMetrics {
             workers,
             digests_drained: counter!("pint_switch_digests_drained_total"),
             flowsets_exported: counter!("pint_switch_flowsets_exported_total"),
+            digests_exported: counter!("pint_switch_digests_exported_total"),
             deadlines_missed: counter!("pint_switch_epoch_deadlines_missed_total"),
             reloads_applied: counter!("pint_switch_plan_reloads_total", "result" => "applied"),
             reloads_rejected: counter!("pint_switch_plan_reloads_total", "result" => "rejected"),
@@ -290,7 +317,8 @@ impl SwitchMetrics {
             h.busy_cycles.absolute(w.busy_cycles);
         }
         self.digests_drained.absolute(c.digests_drained);
-        self.flowsets_exported.absolute(c.flowsets_exported);
+        self.flowsets_exported.absolute(c.flowsets_sent());
+        self.digests_exported.absolute(c.digests_sent());
         self.deadlines_missed.absolute(c.deadlines_missed);
         self.reloads_applied.absolute(c.reloads_applied);
         self.reloads_rejected.absolute(c.reloads_rejected);
@@ -311,6 +339,46 @@ impl SwitchMetrics {
             let g = gauge!("pint_switch_plan_info", "version" => format!("{v:08x}"));
             g.set(1.0);
             self.plan = Some((v, g));
+        }
+    }
+}
+
+/// The ports' device counters (read from their drivers about once a second): losses the
+/// pipeline's own counters cannot see.
+pub struct PortMetrics {
+    ports: Vec<[Counter; 4]>,
+}
+
+impl PortMetrics {
+    /// Registers the counters of the configured ports (after [`SwitchMetrics::install`]).
+    #[cold]
+    pub fn new(config: &Config) -> PortMetrics {
+        PortMetrics {
+            ports: config
+                .ports
+                .iter()
+                .map(|p| {
+                    let l = [("port", p.name.clone())];
+                    [
+                        counter!("pint_switch_port_rx_missed_packets_total", &l),
+                        counter!("pint_switch_port_rx_nombuf_total", &l),
+                        counter!("pint_switch_port_rx_errors_total", &l),
+                        counter!("pint_switch_port_tx_errors_total", &l),
+                    ]
+                })
+                .collect(),
+        }
+    }
+
+    /// Copies the ports' counts over the run so far, in the configured ports' order.
+    pub fn update(&self, totals: &[crate::summary::PortStats]) {
+        for (h, t) in self.ports.iter().zip(totals) {
+            for (c, v) in h
+                .iter()
+                .zip([t.rx_missed, t.rx_nombuf, t.rx_errors, t.tx_errors])
+            {
+                c.absolute(v);
+            }
         }
     }
 }

@@ -44,10 +44,14 @@ fn drops_line(c: &LocalCounters) -> String {
     }
 }
 
+/// Statistics intervals a run keeps for its summary (the last ones: an hour of 1 s
+/// intervals), however long it runs.
+pub const MAX_INTERVALS: usize = 3600;
+
 /// What the control loop saw.
 #[derive(Debug, Clone, Default)]
 pub struct LoopOutcome {
-    /// The statistics intervals.
+    /// The statistics intervals (the last [`MAX_INTERVALS`]).
     pub intervals: Vec<Interval>,
     /// Seconds from start to stop.
     pub seconds: f64,
@@ -130,13 +134,13 @@ impl ControlLoop<'_> {
         let mut intervals = Vec::new();
         let mut deadline = start;
         if let Some(t) = &self.telemetry {
-            println!(
+            crate::say!(
                 "telemetry: plan {:08x}, {} ms epochs, sink {}",
                 t.plan().version(),
                 t.epoch().as_millis(),
                 self.config.telemetry.sink.as_deref().unwrap_or("none")
             );
-            print!("{}", t.plan().plan.describe());
+            crate::say_inline!("{}", t.plan().plan.describe());
         }
         loop {
             deadline += tick;
@@ -151,11 +155,11 @@ impl ControlLoop<'_> {
                 deadline = now;
             }
             if self.stop.load(Ordering::Relaxed) {
-                println!("stopping on signal");
+                crate::say!("stopping on signal");
                 break;
             }
             if !workers_running() {
-                println!("a worker stopped; stopping");
+                crate::say!("a worker stopped; stopping");
                 break;
             }
             if self.limits.duration.is_some_and(|d| now - start >= d) {
@@ -174,19 +178,19 @@ impl ControlLoop<'_> {
                 seen = activity;
                 if self.reload.swap(false, Ordering::Relaxed) {
                     match t.reload(self.config) {
-                        Ok(line) => println!("{line}"),
-                        Err(e) => println!("plan reload rejected, nothing changed: {e}"),
+                        Ok(line) => crate::say!("{line}"),
+                        Err(e) => crate::say!("plan reload rejected, nothing changed: {e}"),
                     }
                 }
             } else if self.reload.swap(false, Ordering::Relaxed) {
-                println!("plan reload: telemetry is off; nothing to reload");
+                crate::say!("plan reload: telemetry is off; nothing to reload");
             }
             if let Some(idle) = self.limits.until_idle {
                 if rx != last_rx {
                     last_rx = rx;
                     last_rx_change = now;
                 } else if now - last_rx_change >= idle {
-                    println!("no packet for {} ms; stopping", idle.as_millis());
+                    crate::say!("no packet for {} ms; stopping", idle.as_millis());
                     break;
                 }
             }
@@ -237,8 +241,8 @@ impl ControlLoop<'_> {
                     }
                     None => String::new(),
                 };
-                println!(
-                    "[{:7.1}s] rx {:8.3} Mpps {:7.3} Gbit/s | tx {:8.3} Mpps | {:6.1} cycles/pkt | drops {}{tel}",
+                crate::say!(
+                    "[{:7.1}s] rx {:8.3} Mpps {:7.3} Gbit/s | tx {:8.3} Mpps | {:6.1} cycles/pkt | drops so far {}{tel}",
                     iv.t,
                     iv.rx_mpps,
                     (t.rx_bytes - prev.rx_bytes) as f64 * 8.0 / dt / 1e9,
@@ -248,6 +252,9 @@ impl ControlLoop<'_> {
                 );
                 if let Some(tc) = &self.telemetry {
                     tc.send_stats(stats_counters(&t, &tc.counts));
+                }
+                if intervals.len() >= MAX_INTERVALS {
+                    intervals.remove(0);
                 }
                 intervals.push(iv);
                 prev = t;

@@ -248,8 +248,8 @@ impl Summary {
 
     /// Prints the summary for a person.
     pub fn print(&self) {
-        println!("== summary: {:.2} s ==", self.seconds);
-        println!(
+        crate::say!("== summary: {:.2} s ==", self.seconds);
+        crate::say!(
             "rx {} packets ({} bytes), tx {} packets ({} bytes), average {:.3} Mpps, {:.1} cycles/packet",
             self.rx_packets,
             self.rx_bytes,
@@ -258,7 +258,7 @@ impl Summary {
             self.rx_mpps,
             self.cycles_per_packet
         );
-        println!(
+        crate::say!(
             "dropped {}: {}",
             self.dropped(),
             pipeline::DropReason::ALL
@@ -267,23 +267,25 @@ impl Summary {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
-        println!(
+        crate::say!(
             "tx queue full: {} dropped, {} retries",
-            self.tx_full_drops, self.tx_retries
+            self.tx_full_drops,
+            self.tx_retries
         );
         let (lost, over) = (
             self.drops.get(pipeline::DropReason::ImpairLoss),
             self.drops.get(pipeline::DropReason::ImpairOverflow),
         );
         if lost + over + self.impair_delayed + self.impair_reordered > 0 {
-            println!(
+            crate::say!(
                 "impairment: {lost} lost, {} delayed, {} reordered, {over} over the limit",
-                self.impair_delayed, self.impair_reordered
+                self.impair_delayed,
+                self.impair_reordered
             );
         }
         let t = &self.telemetry;
         if t.enabled {
-            println!(
+            crate::say!(
                 "telemetry: plan {} | {} | digests exported {} dropped {} | flowsets exported {} dropped {}{} | deadlines missed {} | sink: {} connections, {} frames, {} bytes",
                 t.plan_version.as_deref().unwrap_or("none"),
                 t.events
@@ -308,7 +310,7 @@ impl Summary {
         }
         for p in &self.ports {
             let st = &p.stats;
-            println!(
+            crate::say!(
                 "port {:<8} ({}) rx {} tx {} missed {} rx_errors {} tx_errors {} rx_nombuf {}",
                 p.name,
                 p.driver,

@@ -218,9 +218,15 @@ pub fn preflight(config: &Config) -> anyhow::Result<Preflight> {
         warnings,
     } = check_captures(config)?;
     for w in warnings.iter().chain(&config.warnings()) {
-        eprintln!("pint-switch: warning: {w}");
+        control::say_err!("pint-switch: warning: {w}");
     }
     let main_lcore = check_lcores(config, &available_cpus())?;
+    if let Some(addr) = config.metrics.listen {
+        // Taken and given back: an address in use or not this host's fails here.
+        std::net::TcpListener::bind(addr).map_err(|e| {
+            anyhow::anyhow!("config key `metrics.listen`: cannot serve metrics on {addr}: {e}")
+        })?;
+    }
     let held = captures.frames;
     let auto_mbufs = auto_mbufs(config, held);
     let mbufs = config.dataplane.mbufs.unwrap_or(auto_mbufs);

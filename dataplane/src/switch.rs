@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use control::Config;
 use control::inband::TelemetryStart;
-use control::metrics::SwitchMetrics;
+use control::metrics::{PortMetrics, SwitchMetrics};
 use control::runtime::{ControlLoop, RunLimits, total};
 use control::summary::{PortSummary, Summary, TelemetrySummary};
 use pipeline::impair::Impairer;
@@ -48,14 +48,28 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
         .or_else(|| config.eal.args.clone())
         .unwrap_or_else(|| resources::eal_args(config, main_lcore, memory_mb, std::process::id()));
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal while stopping exits at once.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("installing signal handlers")?;
+    // A path it cannot write fails now, not after the run; the file is written at the end
+    // (one there from an earlier run stays until then, and a switch killed leaves none).
+    if let Some(p) = &opts.summary_json {
+        let existed = p.exists();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(p)
+            .with_context(|| format!("--summary-json: cannot write {}", p.display()))?;
+        if !existed {
+            let _ = std::fs::remove_file(p);
+        }
     }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    // A second signal while stopping exits at once.
+    telemetry::signals::stop_on(
+        &[signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM],
+        Arc::clone(&stop),
+    )
+    .context("installing signal handlers")?;
 
     let reload = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
@@ -76,12 +90,23 @@ fn run_with_eal(
     stop: &AtomicBool,
     reload: &AtomicBool,
 ) -> anyhow::Result<Summary> {
-    println!(
+    control::say!(
         "pint-switch {}: switch {}, {}",
         env!("CARGO_PKG_VERSION"),
         config.switch_id,
         Eal::version()
     );
+    // The endpoint first: an address in use fails the start before any port is set up
+    // (a pcap port's output file is created when it starts).
+    let mut metrics = match config.metrics.listen {
+        Some(addr) => {
+            let m = SwitchMetrics::install(addr, config, eal.tsc_hz())?;
+            control::say!("metrics: http://{addr}/metrics");
+            Some(m)
+        }
+        None => None,
+    };
+    let port_metrics = metrics.as_ref().map(|_| PortMetrics::new(config));
     let socket = eal.socket_id() as i32;
     let pool = Mempool::new(
         eal,
@@ -91,7 +116,7 @@ fn run_with_eal(
         room,
         socket,
     )?;
-    println!("mbuf pool: {mbufs} mbufs of {room} bytes");
+    control::say!("mbuf pool: {mbufs} mbufs of {room} bytes");
 
     let nworkers = config.workers.len() as u16;
     let mut ports = Vec::with_capacity(config.ports.len());
@@ -111,7 +136,7 @@ fn run_with_eal(
         let report = port.configure(&setup, &pool).with_context(key)?;
         port.start().with_context(key)?;
         let link = port.link();
-        println!(
+        control::say!(
             "port {:<8} id {} {:<12} {} {:?} mtu {} rxq {} txq {} desc {}/{} link {}{}",
             pc.name,
             port.id(),
@@ -138,7 +163,7 @@ fn run_with_eal(
         ports.push(port);
     }
     let fwd = Arc::new(Forwarder::new(&config.tables()).context("building the route table")?);
-    println!(
+    control::say!(
         "routes: {} ({} KiB table); workers: {}; telemetry lanes: {}",
         fwd.fib().routes(),
         fwd.fib().memory_bytes() / 1024,
@@ -196,14 +221,6 @@ fn run_with_eal(
         Some(t) => (t.workers.into_iter().map(Some).collect(), Some(t.control)),
         None => ((0..workers.len()).map(|_| None).collect::<Vec<_>>(), None),
     };
-    let mut metrics = match config.metrics.listen {
-        Some(addr) => {
-            let m = SwitchMetrics::install(addr, config, eal.tsc_hz())?;
-            println!("metrics: http://{addr}/metrics");
-            Some(m)
-        }
-        None => None,
-    };
 
     let mut port_totals = vec![control::summary::PortTotals::default(); ports.len()];
     let outcome = std::thread::scope(|s| -> anyhow::Result<control::runtime::LoopOutcome> {
@@ -250,6 +267,10 @@ fn run_with_eal(
                 if let Some(now) = p.stats() {
                     t.observe(now);
                 }
+            }
+            if let Some(m) = &port_metrics {
+                let totals: Vec<_> = port_totals.iter().map(|t| t.total()).collect();
+                m.update(&totals);
             }
         };
         let result = ControlLoop {

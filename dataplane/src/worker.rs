@@ -310,7 +310,7 @@ impl Worker<'_> {
         self.drain_impaired(&mut pipeline.counters);
         shared.publish(&pipeline.counters);
         if let Some(stages) = pipeline::stages::report() {
-            eprintln!("worker stage cycles per packet: {stages}");
+            control::say_err!("worker stage cycles per packet: {stages}");
         }
         pipeline.counters
     }

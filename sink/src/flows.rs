@@ -864,7 +864,16 @@ impl FlowTable {
     /// Records probe arrivals: each probe stream's samples (sequence number, send time,
     /// one-way delay = arrival at the last switch less send time) go to its flow's detector.
     pub fn add_probes(&mut self, cx: &ShardContext, probes: &[telemetry::protocol::WireProbe]) {
-        let now = Now::read();
+        self.add_probes_at(cx, probes, Now::read());
+    }
+
+    /// [`FlowTable::add_probes`] at `now`.
+    fn add_probes_at(
+        &mut self,
+        cx: &ShardContext,
+        probes: &[telemetry::protocol::WireProbe],
+        now: Now,
+    ) {
         for p in probes {
             let Some(flow) = flow_entry(
                 &mut self.flows,
@@ -2398,6 +2407,21 @@ mod tests {
         assert_eq!(t.len(), 10);
     }
 
+    /// `now` stepped on by `s` seconds, both clocks: tests step the clocks the sweeps read (a
+    /// busy machine running a test late must not move its windows).
+    fn later(now: Now, s: f64) -> Now {
+        Now {
+            at: now.at + Duration::from_secs_f64(s),
+            unix_s: now.unix_s + s,
+        }
+    }
+
+    /// A sweep at `now`, with timeouts that end no flow.
+    fn sweep_at(t: &mut FlowTable, cx: &ShardContext, now: Now) {
+        let long = Duration::from_secs(600);
+        t.sweep_as(now, long, long, EndReason::IdleTimeout, Some(cx), |_| true);
+    }
+
     /// Detection windows close on time in sweeps that look only at the flows due: a probe
     /// stream that stops with windows open (no later probe closes them) has them closed by
     /// the first sweep after its own clock has left them behind by a window, and its flow
@@ -2407,22 +2431,24 @@ mod tests {
         let (mut cx, _) = context();
         cx.detection.window_s = 0.5;
         let mut t = FlowTable::new(10);
-        let timeouts = (Duration::from_secs(600), Duration::from_secs(600));
-        t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
+        let start = Now::read();
+        let after = |s: f64| later(start, s);
+        let sweep = |t: &mut FlowTable, now: Now| sweep_at(t, &cx, now);
+        sweep(&mut t, start);
         // 2 s of probes at 40 a second (20 a window), the last sent 0.125 s ago: windows
         // of 0.5 s, the last two still open, due to close 0.5 s after the last one's end.
-        let t0 = Now::read().unix_s - 2.1;
-        t.add_probes(
+        let t0 = start.unix_s - 2.1;
+        t.add_probes_at(
             &cx,
             &probes_from(t0, (0..80u64).map(|s| (s, s as f64 / 40.0))),
+            start,
         );
         let closed_until = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);
         assert_eq!(closed_until(&t), Some(1.0));
-        std::thread::sleep(Duration::from_millis(800));
-        t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
+        sweep(&mut t, after(0.8));
         assert_eq!(closed_until(&t), Some(2.0));
         assert_eq!(t.stats.flows_swept, 1);
-        t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
+        sweep(&mut t, after(0.8));
         assert_eq!(t.stats.flows_swept, 1, "its windows closed: nothing due");
         assert_eq!(t.len(), 1);
     }
@@ -2435,18 +2461,18 @@ mod tests {
         let (mut cx, _) = context();
         cx.detection.window_s = 0.2;
         let mut t = FlowTable::new(10);
-        let timeouts = (Duration::from_secs(600), Duration::from_secs(600));
-        t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
+        let start = Now::read();
+        sweep_at(&mut t, &cx, start);
         // A tenth of a second of probes ending now: one window, closing 0.3 s from now.
-        let t0 = Now::read().unix_s - 0.1;
-        t.add_probes(
+        let t0 = start.unix_s - 0.1;
+        t.add_probes_at(
             &cx,
             &probes_from(t0, (0..20u64).map(|s| (s, s as f64 / 200.0))),
+            start,
         );
         let closed = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);
         assert_eq!(closed(&t), None);
-        std::thread::sleep(Duration::from_millis(600));
-        t.sweep(timeouts.0, timeouts.1, Some(&cx), |_| true);
+        sweep_at(&mut t, &cx, later(start, 0.6));
         let end = closed(&t).expect("the window closed");
         assert!((end - 0.2).abs() < 1e-6, "{end}");
     }

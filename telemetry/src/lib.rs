@@ -11,6 +11,7 @@ pub mod hash;
 pub mod packet_id;
 pub mod pint;
 pub mod protocol;
+pub mod signals;
 pub mod sim_rng;
 pub mod topology;
 pub mod wire;

@@ -207,7 +207,7 @@ struct Summary {
 
 fn main() {
     if let Err(e) = run() {
-        eprintln!("pint-gen: {e:#}");
+        bench::say_err!("pint-gen: {e:#}");
         std::process::exit(1);
     }
 }
@@ -370,9 +370,9 @@ fn run() -> anyhow::Result<()> {
         capture: pcap,
     };
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        bench::say!("{}", serde_json::to_string_pretty(&s)?);
     } else {
-        println!(
+        bench::say!(
             "pint-gen: {} packets ({} bytes, {} flows, {} probes of {} streams) over {:.6} s of traffic: {}, {} on the wire -> {}",
             s.packets,
             s.bytes,
@@ -489,10 +489,10 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
 
 fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
+        bench::say!("{}", serde_json::to_string_pretty(r)?);
     } else {
         if let Some(s) = &r.sent {
-            println!(
+            bench::say!(
                 "pint-gen: sent {} packets ({} bytes, {} probes) in {:.3} s: {}{}",
                 s.packets,
                 s.bytes,
@@ -505,7 +505,7 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
             );
         }
         if let Some(x) = &r.received {
-            println!(
+            bench::say!(
                 "pint-gen: received {} packets ({} bytes) over {:.3} s: {}",
                 x.packets,
                 x.bytes,
@@ -513,7 +513,7 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
                 scaled(x.pps, "pps")
             );
             if x.other > 0 {
-                println!(
+                bench::say!(
                     "pint-gen: and {} other frames (not IPv4 UDP or TCP), not counted",
                     x.other
                 );
@@ -535,9 +535,13 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
                 } else {
                     String::new()
                 };
-                println!(
+                bench::say!(
                     "pint-gen: probes received {}, lost {}, reordered {}, duplicated {}, not of a tracked stream {}; one-way latency {lat}{other}",
-                    p.received, p.lost, p.reordered, p.duplicates, p.foreign
+                    p.received,
+                    p.lost,
+                    p.reordered,
+                    p.duplicates,
+                    p.foreign
                 );
             }
             if let Some(f) = &x.flows {
@@ -545,7 +549,7 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
             }
         }
         if let Some(lost) = r.lost {
-            println!("pint-gen: sent and not received back: {lost}");
+            bench::say!("pint-gen: sent and not received back: {lost}");
         }
     }
     std::io::Write::flush(&mut std::io::stdout())?;
@@ -564,7 +568,7 @@ fn scaled(value: f64, unit: &str) -> String {
 }
 
 fn print_flows(f: &bench::generator::FlowLossReport) {
-    println!(
+    bench::say!(
         "pint-gen: flows {}: tagged packets {}, lost {} (from sequence gaps), late {}, duplicated {}{}, flows with loss {}{}",
         f.flows,
         f.tagged,
@@ -645,16 +649,21 @@ fn zero_loss(
 
 fn print_search(json: bool, r: &bench::sender::SearchReport) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
+        bench::say!("{}", serde_json::to_string_pretty(r)?);
         std::io::Write::flush(&mut std::io::stdout())?;
         return Ok(());
     }
-    println!(
+    bench::say!(
         "{:>6} {:>12} {:>12} {:>12} {:>12} {:>10}  result",
-        "trial", "offered Mpps", "sent Mpps", "sent", "received", "lost"
+        "trial",
+        "offered Mpps",
+        "sent Mpps",
+        "sent",
+        "received",
+        "lost"
     );
     for (i, t) in r.trials.iter().enumerate() {
-        println!(
+        bench::say!(
             "{:>6} {:>12} {:>12.3} {:>12} {:>12} {:>10}  {}",
             i + 1,
             t.offered_pps
@@ -666,7 +675,7 @@ fn print_search(json: bool, r: &bench::sender::SearchReport) -> anyhow::Result<(
             if t.passed { "pass" } else { "fail" }
         );
     }
-    println!(
+    bench::say!(
         "pint-gen: zero-loss rate {:.3} Mpps ({:.3} Gbit/s on the wire, {:.0}-byte frames on average){}",
         r.zero_loss_pps / 1e6,
         r.zero_loss_wire_bps / 1e9,

@@ -109,20 +109,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let stop = Arc::new(AtomicBool::new(false));
             // The lab's processes are in groups of their own (a Ctrl-C or a closed terminal
             // reaches the lab, which stops them in order).
-            for sig in [
-                signal_hook::consts::SIGINT,
-                signal_hook::consts::SIGTERM,
-                signal_hook::consts::SIGHUP,
-            ] {
-                // A second Ctrl-C while the lab stops exits at once (its processes go with
-                // it: each dies with its parent).
-                if sig != signal_hook::consts::SIGHUP {
-                    signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))
-                        .context("installing signal handlers")?;
-                }
-                signal_hook::flag::register(sig, Arc::clone(&stop))
-                    .context("installing signal handlers")?;
-            }
+            // A second Ctrl-C while the lab stops exits at once (its processes go with it:
+            // each dies with its parent); a hang-up only stops.
+            telemetry::signals::stop_on(
+                &[
+                    signal_hook::consts::SIGINT,
+                    signal_hook::consts::SIGTERM,
+                    signal_hook::consts::SIGHUP,
+                ],
+                Arc::clone(&stop),
+            )
+            .context("installing signal handlers")?;
             anyhow::ensure!(
                 hold.is_finite() && (0.0..=MAX_HOLD_S).contains(&hold),
                 "--hold {hold}: 0 to {MAX_HOLD_S} seconds (a week)"

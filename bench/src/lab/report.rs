@@ -603,13 +603,25 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
         .cloned()
         .collect();
     let spans: Vec<Span> = raw.iter().map(Span::of).collect();
+    // The link the sink names in a loss event (`lossy_link`, switch IDs): where the flow's
+    // counters lost the most when it was reported.
+    let named_link = |e: &Value| {
+        let l = e["lossy_link"].as_array()?;
+        Some((
+            name_of_id(lab, l.first()?.as_u64()?),
+            name_of_id(lab, l.get(1)?.as_u64()?),
+        ))
+    };
     let mut out: Vec<EventRow> = raw
         .iter()
         .zip(&spans)
         .map(|(e, this)| {
             let (label, kind) = (&this.flow, this.kind.as_str());
             let path = paths.get(label).cloned().unwrap_or_default();
-            let lossy_link = c.view.details.get(label).and_then(|d| {
+            // The flow's details (read for the largest flows only), else what the sink said
+            // in this event or in the flow's loss event at the same time: which flows' details
+            // were read (`--top`) must not move an event.
+            let in_details = c.view.details.get(label).and_then(|d| {
                 d["loss"]
                     .as_array()?
                     .iter()
@@ -621,6 +633,17 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
                             name_of_id(lab, l["to"].as_u64().unwrap_or(0)),
                         )
                     })
+            });
+            let lossy_link = in_details.or_else(|| named_link(e)).or_else(|| {
+                raw.iter()
+                    .zip(&spans)
+                    .filter(|(_, s)| {
+                        s.kind == "loss"
+                            && s.flow == this.flow
+                            && s.start <= this.end
+                            && this.start <= s.end
+                    })
+                    .find_map(|(l, _)| named_link(l))
             });
             // Else the link of its path that lost the most (all flows together).
             let most_lost = || {
@@ -1030,14 +1053,21 @@ mod tests {
         );
     }
 
-    /// A run with a switch that was killed (no summary) or exited with an error, or a
-    /// generator without a report, fails a check of its own: the other checks could pass
-    /// on its partial counts.
-    #[test]
-    fn a_process_that_did_not_end_cleanly_fails_the_run() {
+    /// The shipped chain lab.
+    fn chain_lab() -> Lab {
         let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/labs");
         let text = std::fs::read_to_string(base.join("chain.toml")).unwrap();
-        let lab = Lab::parse(&text, &base, "chain").unwrap();
+        Lab::parse(&text, &base, "chain").unwrap()
+    }
+
+    /// What a run of `lab` collected: its switches' summaries, its generators' reports and
+    /// the sink's event lines; the sink read nothing else.
+    fn collected_of(
+        lab: &Lab,
+        summaries: Vec<(u32, Option<Summary>, String)>,
+        generators: Vec<(u32, String)>,
+        events: String,
+    ) -> Collected {
         let at = super::super::plan::Endpoints {
             dir: std::env::temp_dir(),
             sink_listen: "127.0.0.1:1".parse().unwrap(),
@@ -1045,18 +1075,14 @@ mod tests {
             main_lcore: 0,
             worker_lcores: vec![1],
         };
-        let summary = Summary::from_totals(1, 1.0, &pipeline::LocalCounters::default());
-        let collected = |summaries: Vec<(u32, Option<Summary>, String)>, report: &str| Collected {
+        Collected {
             dir: PathBuf::new(),
-            plan: super::super::plan::LabPlan::new(&lab, &at).unwrap(),
+            plan: super::super::plan::LabPlan::new(lab, &at).unwrap(),
             start_unix: 0.0,
             cut_short_at: None,
             wall_seconds: 1.0,
             summaries,
-            generators: vec![
-                (0, report.into()),
-                (2, r#"{"sent": {"packets": 1}}"#.into()),
-            ],
+            generators,
             view: SinkView {
                 flows: Vec::new(),
                 flows_seen: 0,
@@ -1065,7 +1091,27 @@ mod tests {
                 epochs: Value::Null,
                 switches: Vec::new(),
             },
-            events: String::new(),
+            events,
+        }
+    }
+
+    /// A run with a switch that was killed (no summary) or exited with an error, or a
+    /// generator without a report, fails a check of its own: the other checks could pass
+    /// on its partial counts.
+    #[test]
+    fn a_process_that_did_not_end_cleanly_fails_the_run() {
+        let lab = chain_lab();
+        let summary = Summary::from_totals(1, 1.0, &pipeline::LocalCounters::default());
+        let collected = |summaries: Vec<(u32, Option<Summary>, String)>, report: &str| {
+            collected_of(
+                &lab,
+                summaries,
+                vec![
+                    (0, report.into()),
+                    (2, r#"{"sent": {"packets": 1}}"#.into()),
+                ],
+                String::new(),
+            )
         };
         let clean = |n| (n, Some(summary.clone()), "exit status: 0".to_owned());
         let good = r#"{"sent": {"packets": 1}}"#;
@@ -1086,6 +1132,34 @@ mod tests {
             "switch s2 (signal: 9 (SIGKILL), no summary); switch s3 (exit status: 1); \
              generator at s1 (no report)"
         );
+    }
+
+    /// A delay event at the same time as its flow's loss event points where the sink's loss
+    /// event says the flow lost its packets, also for a flow whose details the report did not
+    /// read (`--top`: probe streams are small, so a delay event went to the first link of
+    /// its path instead).
+    #[test]
+    fn events_point_where_the_sink_says_without_the_flows_details() {
+        let lab = chain_lab();
+        let flow =
+            r#"{"src":"10.0.1.1","src_port":50000,"dst":"10.0.3.1","dst_port":7,"protocol":17}"#;
+        let (a, b, z) = (
+            name_of_id(&lab, 1),
+            name_of_id(&lab, 2),
+            name_of_id(&lab, 3),
+        );
+        let events = format!(
+            "{{\"kind\":\"loss\",\"series\":\"probes\",\"flow\":{flow},\"start\":10.0,\"end\":12.0,\"lossy_link\":[2,3]}}\n\
+             {{\"kind\":\"delay\",\"series\":\"probes\",\"flow\":{flow},\"start\":10.5,\"end\":11.5}}\n"
+        );
+        let c = collected_of(&lab, Vec::new(), Vec::new(), events);
+        let label = flow_label(&serde_json::from_str(flow).unwrap());
+        let paths = BTreeMap::from([(label, vec![a, b.clone(), z.clone()])]);
+        let rows = super::events(&lab, &c, &paths);
+        assert_eq!(rows.len(), 2);
+        for r in &rows {
+            assert_eq!(r.link, Some((b.clone(), z.clone())), "{} event", r.kind);
+        }
     }
 
     /// A link of 4 flows that lost `lost_packets`, its switch's impairments having dropped

@@ -165,12 +165,25 @@ fn is_lab_socket(name: &str) -> bool {
 /// Whether `name` is a file an earlier run of a lab left that this run would otherwise
 /// read or show as its own: a switch's summary (written only when it exits: a switch
 /// killed at its stop would lend this run the earlier one's counts), the report, the
-/// sink's appended lines, a memif socket of a server that was killed.
+/// sink's appended lines, a memif socket of a server that was killed; and the configs and
+/// logs of switches and generators this run may not have (an earlier lab's larger
+/// topology), which would pass for this run's.
 fn is_previous_output(name: &str) -> bool {
+    let of = |prefix: &str, ext: &[&str]| {
+        name.strip_prefix(prefix)
+            .and_then(|rest| rest.rsplit_once('.'))
+            .is_some_and(|(stem, e)| !stem.is_empty() && ext.contains(&e))
+    };
     matches!(
         name,
-        "report.json" | "report.html" | "events.jsonl" | "flows.jsonl"
-    ) || (name.starts_with("switch-") && name.ends_with(".json"))
+        "report.json"
+            | "report.html"
+            | "events.jsonl"
+            | "flows.jsonl"
+            | "sink.log"
+            | "topology.toml"
+    ) || of("switch-", &["json", "toml", "log"])
+        || of("gen-", &["log"])
         || is_lab_socket(name)
 }
 
@@ -324,6 +337,9 @@ fn run_inner(
         main_lcore,
         worker_lcores,
     };
+    // What the plan refuses (a run directory whose socket paths would be too long) is
+    // refused before anything starts.
+    LabPlan::new(lab, &probe)?;
     let sink_args = sink_args(lab, &probe);
     let mut sink = Proc::start(
         "pint-sink",
@@ -767,6 +783,11 @@ mod tests {
             "link-0-12.sock",
             "hosts-3.sock",
             "switch-s2.json",
+            "switch-s2.toml",
+            "switch-s2.log",
+            "gen-s1.log",
+            "sink.log",
+            "topology.toml",
             "report.html",
             "events.jsonl",
         ];
@@ -774,7 +795,9 @@ mod tests {
             "docker.sock",
             "link-a-b.sock",
             "hosts-.sock",
-            "switch-s2.toml",
+            "switch-.toml",
+            "switch-s2.txt",
+            "gen-s1.toml",
             "notes.json",
         ];
         for f in ours.iter().chain(&theirs) {

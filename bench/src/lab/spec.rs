@@ -266,6 +266,7 @@ impl Lab {
             path: PathBuf::new(),
             message: e.to_string(),
         })?;
+        let named = raw.name.is_some();
         let name = raw.name.unwrap_or_else(|| default_name.to_owned());
         if name.is_empty()
             || !name
@@ -274,7 +275,13 @@ impl Lab {
         {
             return Err(key_err(
                 "name",
-                format!("`{name}`: letters, digits, - and _ only"),
+                if named {
+                    format!("`{name}`: letters, digits, - and _ only")
+                } else {
+                    format!(
+                        "`{name}` (the file's name, as the lab gives no `name`): letters, digits, - and _ only; set `name`"
+                    )
+                },
             ));
         }
         let duration_s = raw.duration_s.unwrap_or(20.0);
@@ -434,8 +441,23 @@ impl Lab {
                 for (i, [a, b]) in p.iter().enumerate() {
                     let key = format!("traffic.pairs[{i}]");
                     let (a, b) = (node_of(a, &key)?, node_of(b, &key)?);
-                    if a == b || !hosts.contains(&a) || !hosts.contains(&b) {
-                        return Err(key_err(key, "two different switches that both have hosts"));
+                    if a == b {
+                        return Err(key_err(
+                            key,
+                            format!("`{}` twice: a pair is two different switches", p[i][0]),
+                        ));
+                    }
+                    if let Some(&(n, name)) = [(a, &p[i][0]), (b, &p[i][1])]
+                        .iter()
+                        .find(|(n, _)| !hosts.contains(n))
+                    {
+                        return Err(key_err(
+                            key,
+                            format!(
+                                "`{name}` has no hosts (`{}` is not in topology.hosts)",
+                                topology.display_name(n)
+                            ),
+                        ));
                     }
                     if !reach[&a][b as usize] {
                         return Err(key_err(
@@ -616,6 +638,30 @@ impl Lab {
                 ));
             }
         }
+        // Delay events come from probe streams, and from flows whose plan sums hop latency.
+        let latency_sum = control::config::telemetry::load_queries(self.queries.as_deref(), None)
+            .is_ok_and(|(_, plan)| {
+                plan.queries.iter().any(|q| {
+                    q.value == telemetry::pint::query::ValueKind::HopLatency
+                        && matches!(
+                            q.kind,
+                            telemetry::pint::plan::QueryKind::PerPacket {
+                                op: telemetry::pint::plan::PerPacketOp::Sum,
+                                ..
+                            }
+                        )
+                })
+            });
+        let probed: Vec<(u32, u32)> = self
+            .hosts
+            .iter()
+            .flat_map(|&h| {
+                self.destinations(h)
+                    .into_iter()
+                    .take(self.traffic.probes as usize)
+                    .map(move |d| (h, d))
+            })
+            .collect();
         for (i, x) in self.impair.iter().enumerate() {
             if x.from_s >= self.duration_s {
                 warnings.push(format!(
@@ -634,6 +680,18 @@ impl Lab {
                     self.shown(x.from),
                     self.shown(x.to),
                     shown_list(self.hosts.iter().map(|&h| self.shown(h)), self.hosts.len())
+                ));
+            } else if x.delay_us > 0
+                && !latency_sum
+                && !probed
+                    .iter()
+                    .any(|&(a, b)| d(a, x.from) + 1 + d(b, x.to) == d(a, b))
+            {
+                warnings.push(format!(
+                    "impair[{i}].delay_us: no probe stream crosses {} -> {} (traffic.probes = {}) and the query plan sums no hop latency, so no delay event can point at it",
+                    self.shown(x.from),
+                    self.shown(x.to),
+                    self.traffic.probes
                 ));
             }
         }
@@ -1041,6 +1099,21 @@ mod tests {
         assert!(w.len() == 2 && w[1].contains("acts on no traffic"), "{w:?}");
         let w = star("[[impair]]\nlink = [\"h\", \"b\"]\nloss = 0.1\n").impairment_warnings();
         assert_eq!(w.len(), 1, "{w:?}");
+        // Delay on a link data crosses but no probe stream does (no probes, and the paper's
+        // plan sums no latency): no delay event can point at it.
+        let w = star("[[impair]]\nlink = [\"h\", \"b\"]\ndelay_us = 5000\n").impairment_warnings();
+        assert!(
+            w.len() == 2 && w[1].contains("impair[0].delay_us: no probe stream crosses"),
+            "{w:?}"
+        );
+        // With a probe stream a host: each host's first destination, b among them.
+        let probed = parse(
+            "[topology]\nkind = \"links\"\nlinks = [[\"h\", \"a\"], [\"h\", \"b\"], [\"h\", \"c\"], [\"h\", \"d\"], [\"h\", \"e\"]]\n\
+             hosts = [\"a\", \"b\", \"c\", \"d\", \"e\"]\n[traffic]\nflows = 2\nprobes = 1\n[[impair]]\nlink = [\"h\", \"b\"]\ndelay_us = 5000\n",
+        )
+        .unwrap();
+        let w = probed.impairment_warnings();
+        assert!(!w.iter().any(|w| w.contains("delay_us")), "{w:?}");
     }
 
     #[test]
@@ -1096,6 +1169,22 @@ mod tests {
         assert!(
             w.len() == 1 && w[0].starts_with("impair[0].from_s: "),
             "{w:?}"
+        );
+    }
+
+    /// A pair says which of its switches has no hosts; a lab named by its file says the
+    /// name came from there.
+    #[test]
+    fn pair_and_name_errors_say_which() {
+        let base = "[topology]\nkind = \"chain\"\nswitches = 3\n";
+        let e = parse(&format!("{base}[traffic]\npairs = [[\"s1\", \"s2\"]]\n")).unwrap_err();
+        assert!(e.to_string().contains("`s2` has no hosts"), "{e}");
+        let e = parse(&format!("{base}[traffic]\npairs = [[\"s3\", \"s3\"]]\n")).unwrap_err();
+        assert!(e.to_string().contains("`s3` twice"), "{e}");
+        let e = Lab::parse(base, Path::new("."), "chain.v2").unwrap_err();
+        assert!(
+            e.to_string().contains("the file's name") && e.to_string().contains("set `name`"),
+            "{e}"
         );
     }
 

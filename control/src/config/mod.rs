@@ -24,6 +24,8 @@ use raw::{RawCapacity, RawConfig};
 pub use pipeline::MAX_PORTS;
 /// Largest number of rx queues per port.
 pub const MAX_QUEUES: u16 = 64;
+/// Longest port name, bytes: what the hello to the sink carries.
+pub const MAX_PORT_NAME: usize = 255;
 
 /// A configuration problem: the key (a TOML path such as `ports[1].mac`) and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -424,6 +426,20 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
             "is empty (leave it out to use the generated arguments)",
         ));
     }
+    if eal.args.is_some() {
+        // The arguments replace the generated ones whole: these keys would change nothing.
+        for (key, set) in [
+            ("eal.main_lcore", eal.main_lcore.is_some()),
+            ("eal.memory_mb", eal.memory_mb.is_some()),
+        ] {
+            if set {
+                return Err(key_err(
+                    key,
+                    "has no effect with eal.args, which replaces the generated EAL arguments (give --main-lcore or -m there)",
+                ));
+            }
+        }
+    }
     if let Some(mb) = eal.memory_mb
         && mb < 64
     {
@@ -522,6 +538,15 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
             return Err(key_err(
                 k("name"),
                 format!("`{name}` must be non-empty, without ':' or spaces"),
+            ));
+        }
+        if name.len() > MAX_PORT_NAME {
+            return Err(key_err(
+                k("name"),
+                format!(
+                    "{} bytes long; at most {MAX_PORT_NAME} (the sink is told each port's name)",
+                    name.len()
+                ),
             ));
         }
         if !names.insert(name.clone()) {
@@ -626,6 +651,16 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
         return Err(key_err(
             "workers",
             "no workers configured (add a [[workers]] table with lcore and rx)",
+        ));
+    }
+    if raw.workers.len() > ::telemetry::protocol::MAX_WORKERS {
+        return Err(key_err(
+            "workers",
+            format!(
+                "{} workers configured; at most {} (each sends the sink a flowset per epoch)",
+                raw.workers.len(),
+                ::telemetry::protocol::MAX_WORKERS
+            ),
         ));
     }
     let mut workers = Vec::with_capacity(raw.workers.len());
@@ -749,6 +784,19 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
                     .map_err(|e: ::telemetry::wire::ethernet::MacParseError| {
                         key_err(nk("mac"), e.to_string())
                     })?;
+            // A typo here is a silent black hole (the port counts the packets as sent).
+            if mac.is_multicast() {
+                return Err(key_err(
+                    nk("mac"),
+                    format!("{mac} is a multicast address, not a next hop's"),
+                ));
+            }
+            if mac == MacAddr([0; 6]) {
+                return Err(key_err(
+                    nk("mac"),
+                    "00:00:00:00:00:00 is no station's address",
+                ));
+            }
             let hop = NextHopConfig {
                 port,
                 port_index,

@@ -423,5 +423,11 @@ pub(super) fn validate_metrics(raw: RawMetrics) -> Result<MetricsConfig, ConfigE
             )
         })?),
     };
+    if listen.is_some_and(|a| a.port() == 0) {
+        return Err(key_err(
+            "metrics.listen",
+            "port 0 would serve on a port chosen at random, where no scraper looks; name one",
+        ));
+    }
     Ok(MetricsConfig { listen })
 }

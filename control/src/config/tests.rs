@@ -114,6 +114,21 @@ fn bad_values_name_their_key() {
             "mac = \"00:00:00:00:00:00\"",
             "ports[0].mac",
         ),
+        (
+            "mac = \"02:00:00:00:03:00\"",
+            "mac = \"ff:ff:ff:ff:ff:ff\"",
+            "routes[1].next_hops[0].mac",
+        ),
+        (
+            "mac = \"02:00:00:00:03:00\"",
+            "mac = \"00:00:00:00:00:00\"",
+            "routes[1].next_hops[0].mac",
+        ),
+        (
+            "name = \"up1\"",
+            "name = \"uuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuu\"",
+            "ports[2].name",
+        ),
         ("mtu = 9000", "mtu = 20", "ports[1].mtu"),
         (
             "capacity = \"40G\"",
@@ -278,8 +293,20 @@ fn bad_telemetry_values_name_their_key() {
         let e = err(&format!("{GOOD}\n[telemetry]\n{line}\n"));
         assert_eq!(key_of(&e), *key, "{line}: {e}");
     }
-    let e = err(&format!("{GOOD}\n[metrics]\nlisten = \"9400\"\n"));
-    assert_eq!(key_of(&e), "metrics.listen");
+    for listen in ["9400", "127.0.0.1:0"] {
+        let e = err(&format!("{GOOD}\n[metrics]\nlisten = \"{listen}\"\n"));
+        assert_eq!(key_of(&e), "metrics.listen", "{listen}: {e}");
+    }
+    // Keys eal.args would override: they would change nothing.
+    for (key, line) in [
+        ("eal.main_lcore", "main_lcore = 0"),
+        ("eal.memory_mb", "memory_mb = 512"),
+    ] {
+        let e = err(&format!(
+            "{GOOD}\n[eal]\nargs = [\"-l\", \"0-2\"]\n{line}\n"
+        ));
+        assert_eq!(key_of(&e), key, "{e}");
+    }
 }
 
 #[test]
@@ -484,11 +511,20 @@ fn a_printed_config_reads_back_as_the_same_switch() {
         )
         .replacen(
             "[stats]",
-            "[eal]\nargs = [\"-l\", \"0-2\", \"--no-huge\"]\nmain_lcore = 0\nmemory_mb = 512\nhugepages = true\n\n[dataplane]\nidle = \"sleep\"\nidle_sleep_us = 50\nidle_sleep_max_us = 400\nmbufs = 20000\nmbuf_cache = 128\necmp_seed = 12345\nprefetch = true\n\n[stats]",
+            "[eal]\nmain_lcore = 0\nmemory_mb = 512\nhugepages = true\n\n[dataplane]\nidle = \"sleep\"\nidle_sleep_us = 50\nidle_sleep_max_us = 400\nmbufs = 20000\nmbuf_cache = 128\necmp_seed = 12345\nprefetch = true\n\n[stats]",
             1,
         )
         + "\n[telemetry]\nqueries = \"q/good.toml\"\nshim_ethertype = \"0x9000\"\npath_length_bound = 6\nepoch_ms = 20\nsink = \"localhost:7300\"\nbase_rtt_us = 25\ndigest_ring = 4096\nbatch_digests = 1000\nflowset_buffers = 4\nexport_queue_mb = 16\n[telemetry.flowradar]\nexpected_flows = 500\ncells_per_flow = 1.7\nhashes = 4\nfilter_bits_per_flow = 40.5\n[metrics]\nlisten = \"127.0.0.1:9400\"\n";
-    for (name, text) in [("minimal", GOOD.to_owned()), ("every key", every_key)] {
+    let eal_args = GOOD.replacen(
+        "[stats]",
+        "[eal]\nargs = [\"-l\", \"0-2\", \"--no-huge\"]\n\n[stats]",
+        1,
+    );
+    for (name, text) in [
+        ("minimal", GOOD.to_owned()),
+        ("eal args", eal_args),
+        ("every key", every_key),
+    ] {
         let cfg = dir.join("switch.toml");
         std::fs::write(&cfg, &text).unwrap();
         let c = Config::from_file(&cfg).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -555,4 +591,17 @@ fn a_query_file_longer_than_the_protocol_carries_goes_without_its_comments() {
     let (_, paper) = telemetry::load_queries(None, None).unwrap();
     assert_eq!(plan.version, paper.version);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// More workers than the protocol to the sink carries (each sends a flowset per epoch) are
+/// refused by the config, not by the sink at every hello.
+#[test]
+fn more_workers_than_the_sink_takes_are_refused() {
+    let mut text = GOOD.to_owned();
+    for lcore in 10..(11 + ::telemetry::protocol::MAX_WORKERS) {
+        text.push_str(&format!("\n[[workers]]\nlcore = {lcore}\nrx = [\"in\"]\n"));
+    }
+    let e = err(&text);
+    assert_eq!(key_of(&e), "workers", "{e}");
+    assert!(e.to_string().contains("at most 256"), "{e}");
 }

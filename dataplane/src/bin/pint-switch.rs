@@ -11,7 +11,7 @@ use dataplane::switch::{self, RunOptions};
 
 /// A DPDK software switch: IPv4 forwarding (LPM, ECMP) with in-band telemetry.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(name = "pint-switch", version)]
 struct Cli {
     /// The switch's configuration file (TOML; keys in docs/config.md).
     #[arg(long, short, value_name = "FILE", required_unless_present = "demo")]
@@ -39,7 +39,9 @@ struct Cli {
 
 fn seconds(s: f64) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(s)
-        .map_err(|_| anyhow::anyhow!("--duration {s} is not a positive number of seconds"))
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| anyhow::anyhow!("--duration {s} is not a positive number of seconds"))
 }
 
 fn main() -> ExitCode {
@@ -47,7 +49,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pint-switch: error: {e:#}");
+            control::say_err!("pint-switch: error: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -57,7 +59,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let mut demo = None;
     let config = if cli.demo {
         let d = Demo::prepare()?;
-        println!(
+        // On stderr: with --check-config, stdout is the configuration alone.
+        control::say_err!(
             "demo: {} packets of mixed traffic in {} replayed for {} s",
             d.packets,
             d.capture().display(),
@@ -77,7 +80,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         // What a start checks before DPDK (capture files, lcores on this machine, mbufs
         // for the captures) fails here as it would there.
         let worked_out = dataplane::resources::preflight(&config)?;
-        print!("{}{}", config.to_toml(), worked_out.worked_out(&config));
+        control::say_inline!("{}{}", config.to_toml(), worked_out.worked_out(&config));
         return Ok(());
     }
     let duration = match (cli.duration, cli.demo) {

@@ -92,7 +92,7 @@ pub enum FlowDefinition {
 }
 
 /// A fraction of packets, written as a number (`0.0625`) or a ratio (`"1/16"`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Frequency {
     /// A number in (0, 1].
@@ -105,18 +105,52 @@ pub enum Frequency {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Ratio(pub f64);
 
-impl<'de> Deserialize<'de> for Ratio {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        let bad =
-            || serde::de::Error::custom(format!("`{s}` is not a fraction (write 0.25 or \"1/4\")"));
+impl Ratio {
+    /// Reads `"a/b"` (a number alone is taken as such); the error says what to write.
+    fn parse(s: &str) -> Result<Ratio, String> {
+        let bad = || format!("`{s}` is not a fraction (write 0.25 or \"1/4\")");
+        if let Ok(v) = s.trim().parse::<f64>() {
+            return Ok(Ratio(v));
+        }
         let (a, b) = s.split_once('/').ok_or_else(bad)?;
         let a: f64 = a.trim().parse().map_err(|_| bad())?;
         let b: f64 = b.trim().parse().map_err(|_| bad())?;
         if b == 0.0 {
-            return Err(bad());
+            return Err(format!("`{s}` divides by zero"));
         }
         Ok(Ratio(a / b))
+    }
+}
+
+impl<'de> Deserialize<'de> for Ratio {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ratio::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for Frequency {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Frequency;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a fraction of packets: a number such as 0.25, or \"1/4\"")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Frequency, E> {
+                Ok(Frequency::Number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Frequency, E> {
+                Ok(Frequency::Number(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Frequency, E> {
+                Ok(Frequency::Number(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Frequency, E> {
+                Ratio::parse(s).map(Frequency::Ratio).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 

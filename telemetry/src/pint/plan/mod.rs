@@ -38,6 +38,11 @@ pub enum PlanError {
         /// Why.
         reason: String,
     },
+    /// No queries: every packet would carry a shim with nothing in it.
+    #[error(
+        "no queries: every packet would carry a shim with nothing in it; add a [[queries]] table (or set telemetry.enabled = false)"
+    )]
+    NoQueries,
     /// The queries need more bits per packet on average than the budget holds.
     #[error(
         "the queries need {needed:.3} bits per packet on average but global_bits is {budget} (over by {over:.3}); lower a frequency or a width"
@@ -740,6 +745,9 @@ impl Plan {
         let g = file.global_bits;
         if !(1..=64).contains(&g) {
             return Err(PlanError::BadBudget(g));
+        }
+        if file.queries.is_empty() {
+            return Err(PlanError::NoQueries);
         }
         let mut names = std::collections::BTreeSet::new();
         let mut queries = Vec::with_capacity(file.queries.len());

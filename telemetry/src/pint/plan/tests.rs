@@ -208,6 +208,34 @@ fn mixed_widths_and_errors() {
         .unwrap_err(),
         PlanError::BadBudget(65)
     );
+    // No queries: a shim with nothing in it on every packet.
+    let e = Plan::compile(&QueryFile::from_toml("global_bits = 16\n").unwrap()).unwrap_err();
+    assert_eq!(e, PlanError::NoQueries);
+    assert!(e.to_string().contains("[[queries]]"), "{e}");
+    // Frequencies: the reason reaches the user (an untagged enum said only that no variant
+    // matched).
+    let with = |f: &str| {
+        QueryFile::from_toml(&format!(
+            "global_bits = 16\n[[queries]]\nname = \"path\"\nvalue = \"switch_id\"\naggregation = \"static_per_flow\"\nbits = 8\nfrequency = {f}\n"
+        ))
+    };
+    for (f, want) in [
+        ("\"1/0\"", "divides by zero"),
+        ("\"a/b\"", "not a fraction (write 0.25 or \"1/4\")"),
+        ("\"often\"", "not a fraction"),
+        ("true", "a fraction of packets"),
+    ] {
+        let e = with(f).unwrap_err();
+        assert!(e.contains(want), "{f}: {e}");
+    }
+    for (f, v) in [
+        ("\"1/16\"", 0.0625),
+        ("\"0.0625\"", 0.0625),
+        ("0.5", 0.5),
+        ("1", 1.0),
+    ] {
+        assert_eq!(with(f).unwrap().queries[0].frequency.value(), v, "{f}");
+    }
 }
 
 /// Keys that do not apply to a query, and values no code can hold, are refused with the
