@@ -131,7 +131,7 @@ impl ControlLoop<'_> {
         let mut prev_t = start;
         let mut last_rx = 0u64;
         let mut last_rx_change = start;
-        let mut intervals = Vec::new();
+        let mut intervals = std::collections::VecDeque::new();
         let mut deadline = start;
         if let Some(t) = &self.telemetry {
             crate::say!(
@@ -254,9 +254,9 @@ impl ControlLoop<'_> {
                     tc.send_stats(stats_counters(&t, &tc.counts));
                 }
                 if intervals.len() >= MAX_INTERVALS {
-                    intervals.remove(0);
+                    intervals.pop_front();
                 }
-                intervals.push(iv);
+                intervals.push_back(iv);
                 prev = t;
                 prev_t = now;
                 // After a stall, the next interval is a whole one from now (catching up made
@@ -269,7 +269,7 @@ impl ControlLoop<'_> {
         }
         self.publish();
         LoopOutcome {
-            intervals,
+            intervals: intervals.into(),
             seconds: start.elapsed().as_secs_f64(),
         }
     }

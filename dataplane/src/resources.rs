@@ -190,10 +190,11 @@ impl Preflight {
     /// keys that would fix each (`--check-config` prints them after the config).
     pub fn worked_out(&self, config: &Config) -> String {
         let mut lines = Vec::new();
-        if config.eal.main_lcore.is_none() {
+        // With eal.args, the EAL takes what they say.
+        if config.eal.main_lcore.is_none() && config.eal.args.is_none() {
             lines.push(format!("# [eal] main_lcore = {}", self.main_lcore));
         }
-        if config.eal.memory_mb.is_none() {
+        if config.eal.memory_mb.is_none() && config.eal.args.is_none() {
             lines.push(format!("# [eal] memory_mb = {}", self.memory_mb));
         }
         if config.dataplane.mbufs.is_none() {
@@ -221,12 +222,6 @@ pub fn preflight(config: &Config) -> anyhow::Result<Preflight> {
         control::say_err!("pint-switch: warning: {w}");
     }
     let main_lcore = check_lcores(config, &available_cpus())?;
-    if let Some(addr) = config.metrics.listen {
-        // Taken and given back: an address in use or not this host's fails here.
-        std::net::TcpListener::bind(addr).map_err(|e| {
-            anyhow::anyhow!("config key `metrics.listen`: cannot serve metrics on {addr}: {e}")
-        })?;
-    }
     let held = captures.frames;
     let auto_mbufs = auto_mbufs(config, held);
     let mbufs = config.dataplane.mbufs.unwrap_or(auto_mbufs);

@@ -48,19 +48,9 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
         .or_else(|| config.eal.args.clone())
         .unwrap_or_else(|| resources::eal_args(config, main_lcore, memory_mb, std::process::id()));
 
-    // A path it cannot write fails now, not after the run; the file is written at the end
-    // (one there from an earlier run stays until then, and a switch killed leaves none).
     if let Some(p) = &opts.summary_json {
-        let existed = p.exists();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(p)
+        check_writable(p)
             .with_context(|| format!("--summary-json: cannot write {}", p.display()))?;
-        if !existed {
-            let _ = std::fs::remove_file(p);
-        }
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -331,6 +321,33 @@ fn run_with_eal(
     drop(ports);
     drop(pool);
     Ok(summary)
+}
+
+/// Fails now, not after the run, where the summary could not be written: a file there that
+/// cannot be opened for writing, or no file and a directory that takes none. Nothing is
+/// created or changed (a file from an earlier run stays until the end); a link, a pipe or
+/// a device is written as given at the end.
+fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => {
+            std::fs::OpenOptions::new().write(true).open(path)?;
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => std::path::Path::new("."),
+            };
+            let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
+            // SAFETY: `c` is a NUL-terminated path that outlives the call.
+            if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+                return Err(std::io::Error::last_os_error().into());
+            }
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Sets its flag when dropped: the workers' stop, however the code that started them ends.

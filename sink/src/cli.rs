@@ -97,8 +97,8 @@ struct Args {
     /// closed at once and counted.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
-    /// Most switches remembered (counters, plan in force): a new one beyond takes the
-    /// place of the one disconnected longest, and is refused while all are connected.
+    /// Most switch IDs kept (each its counters and plan in force, for the sink's life): a
+    /// hello with another ID beyond them is refused.
     #[arg(long, default_value_t = crate::registry::DEFAULT_MAX_SWITCHES)]
     max_switches: usize,
     /// Most memory the flowsets waiting for their epoch may take together, MiB (beyond it

@@ -46,7 +46,7 @@ pub struct SinkConfig {
     pub max_flowset_bytes: usize,
     /// Most switch connections open at once.
     pub max_connections: usize,
-    /// Most switches remembered (their counters and plans in force).
+    /// Most switch IDs kept (their counters and plans in force, for the sink's life).
     pub max_switches: usize,
     /// Most memory the flowsets received and not yet decoded may take together (a
     /// flowset beyond it is dropped and counted, before it takes any).

@@ -438,13 +438,18 @@ fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<(Arc<SwitchEntry>, u64, 
             )),
         ));
     }
-    if let Some(p) = &h.plan {
-        declared_plan(ing, h.switch_id, p).map_err(|c| (ing.registry.switch(h.switch_id), c))?;
-    }
     let (e, generation) = ing.registry.connect(h, peer, bytes).map_err(|r| match r {
         HelloRefused::Duplicate { entry, why } => (Some(entry), Close::Duplicate(why)),
         HelloRefused::TooManySwitches(why) => (None, Close::TooManySwitches(why)),
     })?;
+    // After the connection is this switch's: a refusal is counted at it, not at another
+    // process holding the ID.
+    if let Some(p) = &h.plan
+        && let Err(c) = declared_plan(ing, h.switch_id, p)
+    {
+        ing.registry.disconnect(&e, generation, Some(c.to_string()));
+        return Err((Some(e), c));
+    }
     tracing::info!(peer = %peer, switch = h.switch_id, workers = h.table_seeds.len(), "switch connected");
     Ok((e, generation, bytes))
 }

@@ -58,10 +58,6 @@ fn describe() {
         "Frames refused (each closes its connection), by reason."
     );
     describe_counter!(
-        "pint_sink_switches_forgotten_total",
-        "Switches disconnected longest let go for new ones, beyond --max-switches."
-    );
-    describe_counter!(
         "pint_sink_plans_evicted_total",
         "Plans no switch had in force let go, beyond the 64 spare ones kept."
     );
@@ -317,8 +313,6 @@ impl SinkMetrics {
             counter!("pint_sink_path_resets_total").absolute(stats.path_resets);
             counter!("pint_sink_probes_refused_total").absolute(stats.probes_refused);
             counter!("pint_sink_plans_evicted_total").absolute(shared.registry.plans_evicted());
-            counter!("pint_sink_switches_forgotten_total")
-                .absolute(shared.registry.switches_forgotten());
             counter!("pint_sink_flows_swept_total").absolute(stats.flows_swept);
             let ec = &shared.epochs.counters;
             counter!("pint_sink_epochs_total", "mode" => "single")

@@ -219,19 +219,18 @@ pub const MAX_SPARE_PLANS: usize = 64;
 /// Most host addresses whose delivering switch is remembered.
 pub const MAX_OWNERS: usize = 1 << 20;
 
-/// Switches remembered by default (`--max-switches`): each keeps its counters and its plan
-/// in force, and any peer may say hello under any switch ID.
+/// Switch IDs kept by default (`--max-switches`): each keeps its counters, metric series and
+/// plan in force for the sink's life, and any peer may say hello under any switch ID.
 pub const DEFAULT_MAX_SWITCHES: usize = 1024;
 
 /// Every switch, plan and learned address.
 #[derive(Debug)]
 pub struct Registry {
     switches: RwLock<BTreeMap<u32, Arc<SwitchEntry>>>,
-    /// Most switches remembered: a new one beyond lets go of the one disconnected longest,
-    /// and is refused while every one is connected.
+    /// Most switch IDs kept: a hello with another beyond them is refused. None is let go
+    /// for a new one: a switch gone long may be a switch still forwarding (its links' loss
+    /// is unsure, not taken), and its metric series stay.
     max_switches: usize,
-    /// Switches let go for [`Registry::max_switches`].
-    switches_forgotten: AtomicU64,
     plans: RwLock<FxHashMap<u32, Arc<SinkPlan>>>,
     /// The plans' versions in the order they were last announced (the first let go first).
     plan_order: Mutex<std::collections::VecDeque<u32>>,
@@ -285,17 +284,16 @@ pub enum HelloRefused {
         /// Why, in words.
         why: String,
     },
-    /// A switch not seen before, and the registry holds as many as it may, all connected.
+    /// A switch not seen before, and the registry holds as many as it may.
     TooManySwitches(String),
 }
 
 impl Registry {
-    /// A registry remembering at most `max_switches` switches (at least one).
+    /// A registry keeping at most `max_switches` switch IDs (at least one).
     pub fn new(max_switches: usize) -> Registry {
         Registry {
             switches: RwLock::default(),
             max_switches: max_switches.max(1),
-            switches_forgotten: AtomicU64::new(0),
             plans: RwLock::default(),
             plan_order: Mutex::default(),
             plans_evicted: AtomicU64::new(0),
@@ -308,9 +306,8 @@ impl Registry {
 
     /// A switch connected with `hello`; returns its entry (the same one across reconnects)
     /// and the connection's generation. Refused when another process holds the ID on a
-    /// connection that is alive, or when the switch is new and the registry is full of
-    /// connected ones; a new switch in a full registry otherwise takes the place of the
-    /// one disconnected longest (its counters and plan in force are let go).
+    /// connection that is alive, or when the switch is new and the registry holds as many
+    /// IDs as it may.
     pub fn connect(
         &self,
         hello: &Hello,
@@ -338,20 +335,11 @@ impl Registry {
         let (entry, generation) = {
             let mut map = self.switches.write().expect("registry lock");
             if map.len() >= self.max_switches && !map.contains_key(&hello.switch_id) {
-                let gone = map
-                    .iter()
-                    .filter(|(_, e)| !e.counters.connected.load(Relaxed))
-                    .min_by_key(|(_, e)| *e.disconnected_at.lock().expect("switch lock"))
-                    .map(|(id, _)| *id);
-                let Some(gone) = gone else {
-                    return Err(HelloRefused::TooManySwitches(format!(
-                        "switch ID {} is new and the sink already has {} switches connected (--max-switches); refused {peer}",
-                        hello.switch_id,
-                        map.len()
-                    )));
-                };
-                map.remove(&gone);
-                self.switches_forgotten.fetch_add(1, Relaxed);
+                return Err(HelloRefused::TooManySwitches(format!(
+                    "switch ID {} is new and the sink already keeps {} (--max-switches); refused {peer}",
+                    hello.switch_id,
+                    map.len()
+                )));
             }
             let e = map.entry(hello.switch_id).or_insert_with(|| {
                 Arc::new(SwitchEntry {
@@ -506,11 +494,6 @@ impl Registry {
             .values()
             .filter_map(|e| e.info.lock().expect("switch lock").plan)
             .collect()
-    }
-
-    /// Switches let go for a new one, beyond the most the registry remembers.
-    pub fn switches_forgotten(&self) -> u64 {
-        self.switches_forgotten.load(Relaxed)
     }
 
     /// Plans let go, beyond [`MAX_SPARE_PLANS`] of those no switch has in force.
@@ -747,11 +730,11 @@ mod tests {
         );
     }
 
-    /// A new switch beyond the most remembered takes the place of the one disconnected
-    /// longest, and is refused while every one is connected (any peer may say hello under
-    /// any ID: each kept its entry and plan in force for good); a known one reconnects.
+    /// A new switch ID beyond the most kept is refused, connected or not the others (any
+    /// peer may say hello under any ID, and each kept its entry and plan in force for
+    /// good); a known one comes back whatever the count.
     #[test]
-    fn switches_beyond_the_limit_take_the_place_of_the_longest_gone() {
+    fn switch_ids_beyond_the_limit_are_refused() {
         let r = Registry::new(3);
         let generations: Vec<u64> = (1..=3u32)
             .map(|id| r.connect(&hello(id, None), "peer", 0).unwrap().1)
@@ -761,25 +744,15 @@ mod tests {
             matches!(&refused, HelloRefused::TooManySwitches(why) if why.contains("--max-switches")),
             "{refused:?}"
         );
-        assert_eq!(*r.ids(), vec![1, 2, 3]);
         let entry = |id| r.switch(id).unwrap();
         r.disconnect(&entry(2), generations[1], None);
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        r.disconnect(&entry(1), generations[0], None);
-        // A known switch comes back whatever the count.
-        let (e3, _) = r.connect(&hello(3, None), "peer", 0).unwrap();
-        assert!(Arc::ptr_eq(&e3, &entry(3)));
-        r.connect(&hello(4, None), "peer", 0).unwrap();
-        assert_eq!(*r.ids(), vec![1, 3, 4], "switch 2, gone longest, let go");
-        assert_eq!(r.switches_forgotten(), 1);
-        r.connect(&hello(5, None), "peer", 0).unwrap();
-        assert_eq!(*r.ids(), vec![3, 4, 5]);
         assert!(matches!(
-            r.connect(&hello(6, None), "peer", 0),
+            r.connect(&hello(4, None), "peer", 0),
             Err(HelloRefused::TooManySwitches(_))
         ));
-        assert_eq!(r.switches().len(), 3);
-        assert_eq!(r.switches_forgotten(), 2);
+        let (e2, _) = r.connect(&hello(2, None), "peer", 0).unwrap();
+        assert!(Arc::ptr_eq(&e2, &entry(2)));
+        assert_eq!(*r.ids(), vec![1, 2, 3]);
     }
 
     #[test]

@@ -669,11 +669,11 @@ fn connections_beyond_the_limit_are_closed_and_counted() {
     });
 }
 
-/// Switches beyond `--max-switches` are refused while every one is connected (any peer
-/// may say hello under any ID, and each ID kept its entry and plan for good) and counted;
-/// once one has gone, a new switch takes its place.
+/// Switch IDs beyond `--max-switches` are refused and counted (any peer may say hello
+/// under any ID, and each ID kept its entry and plan for good), also once one has gone; a
+/// known switch comes back.
 #[test]
-fn switches_beyond_the_limit_are_refused_until_one_goes() {
+fn switch_ids_beyond_the_limit_are_refused() {
     let sink = Sink::start(SinkConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         http: None,
@@ -685,29 +685,26 @@ fn switches_beyond_the_limit_are_refused_until_one_goes() {
     let shared = sink.shared().clone();
     let a = FakeSwitch::connect(sink.listen_addr(), &hello(31, Some(paper())));
     wait_for("switch 31", || shared.registry.switch(31).is_some());
-    let mut b = TcpStream::connect(sink.listen_addr()).unwrap();
-    let h = hello(32, Some(paper()));
-    b.write_all(&encode_frame(FrameType::Hello, 0, &h.payload()))
-        .unwrap();
-    assert!(closed_by_sink(&mut b), "a second switch is refused");
-    wait_for("counted", || {
-        shared.registry.anonymous_rejects().get("too_many_switches") == Some(&1)
-    });
-    assert!(shared.registry.switch(32).is_none());
+    let refused = |n: u64| {
+        let mut b = TcpStream::connect(sink.listen_addr()).unwrap();
+        let h = hello(32, Some(paper()));
+        b.write_all(&encode_frame(FrameType::Hello, 0, &h.payload()))
+            .unwrap();
+        assert!(closed_by_sink(&mut b), "a second switch is refused");
+        wait_for("counted", || {
+            shared.registry.anonymous_rejects().get("too_many_switches") == Some(&n)
+        });
+    };
+    refused(1);
     drop(a);
-    wait_for("switch 31 gone", || {
-        !shared
-            .registry
-            .switch(31)
-            .unwrap()
-            .counters
-            .connected
-            .load(Relaxed)
+    let e = shared.registry.switch(31).unwrap();
+    wait_for("switch 31 gone", || !e.counters.connected.load(Relaxed));
+    refused(2);
+    assert!(shared.registry.switch(32).is_none());
+    let _a = FakeSwitch::connect(sink.listen_addr(), &hello(31, Some(paper())));
+    wait_for("switch 31 back", || {
+        e.counters.connections.load(Relaxed) == 2
     });
-    let _b = FakeSwitch::connect(sink.listen_addr(), &hello(32, Some(paper())));
-    wait_for("switch 32 taken", || shared.registry.switch(32).is_some());
-    assert!(shared.registry.switch(31).is_none(), "31 let go for 32");
-    assert_eq!(shared.registry.switches_forgotten(), 1);
 }
 
 /// A plan declared with digests of another length than the plan's (a hello's or a plan
@@ -727,10 +724,16 @@ fn a_plan_declared_with_the_wrong_digest_length_is_refused() {
     ))
     .unwrap();
     assert!(closed_by_sink(&mut a), "the hello is refused");
-    wait_for("counted", || {
-        shared.registry.anonymous_rejects().get("refused") == Some(&1)
+    let e41 = loop {
+        match shared.registry.switch(41) {
+            Some(e) => break e,
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    wait_for("counted at the switch", || {
+        e41.reject_reasons.lock().unwrap().get("refused") == Some(&1)
     });
-    assert!(shared.registry.switch(41).is_none());
+    assert!(!e41.counters.connected.load(Relaxed));
     // A switch that declared its plan rightly, then declares it again with another length.
     let mut sw = FakeSwitch::connect(sink.listen_addr(), &hello(42, Some(paper())));
     wait_for("switch 42", || shared.registry.switch(42).is_some());

@@ -1,5 +1,6 @@
 //! How the switch, the sink and the lab stop on a signal: the first SIGINT or SIGTERM asks
-//! for an orderly stop (the caller's flag), a second one exits at once. A second signal
+//! for an orderly stop (the caller's flag), a second one exits at once (as does one after a
+//! SIGHUP the lab stops on). A second signal
 //! that comes within [`AGAIN_AFTER`] of the first is the same request delivered twice, not
 //! a person insisting: a process whose parent dies is sent its parent-death signal again
 //! for each of the parent's threads it is handed to, so a child of a killed `pint-lab` had
@@ -38,12 +39,16 @@ impl SignalCount {
     /// Counts signal `sig` received at `now`.
     pub fn note(&mut self, sig: i32, now: Instant) -> SignalAction {
         if sig == SIGINT || sig == SIGTERM {
-            match self.first {
-                None => self.first = Some(now),
-                Some(t) if now.saturating_duration_since(t) >= AGAIN_AFTER => {
-                    return SignalAction::Exit;
+            let again = match self.first {
+                // After a stop another signal asked for (a hang-up), the first is a second.
+                None => {
+                    self.first = Some(now);
+                    self.stopped
                 }
-                Some(_) => {}
+                Some(t) => now.saturating_duration_since(t) >= AGAIN_AFTER,
+            };
+            if again {
+                return SignalAction::Exit;
             }
         }
         if std::mem::replace(&mut self.stopped, true) {
@@ -66,7 +71,8 @@ pub fn stop_on(signals: &[i32], stop: Arc<AtomicBool>) -> std::io::Result<()> {
             for sig in incoming.forever() {
                 match count.note(sig, Instant::now()) {
                     SignalAction::Stop => stop.store(true, Ordering::SeqCst),
-                    SignalAction::Exit => std::process::exit(130),
+                    // At once, as a second Ctrl-C asks: no exit handlers while workers run.
+                    SignalAction::Exit => signal_hook::low_level::exit(130),
                     SignalAction::Ignore => {}
                 }
             }
@@ -90,19 +96,16 @@ mod tests {
         assert_eq!(c.note(SIGINT, soon), SignalAction::Ignore);
         // A person pressing Ctrl-C again.
         assert_eq!(c.note(SIGINT, t0 + AGAIN_AFTER), SignalAction::Exit);
-        // A hang-up only ever stops.
+        // A hang-up only stops.
         let mut h = SignalCount::default();
         assert_eq!(h.note(SIGHUP, t0), SignalAction::Stop);
         assert_eq!(
             h.note(SIGHUP, t0 + Duration::from_secs(5)),
             SignalAction::Ignore
         );
+        // A Ctrl-C after a hang-up's stop is the second request.
         assert_eq!(
-            h.note(SIGTERM, t0 + Duration::from_secs(6)),
-            SignalAction::Ignore
-        );
-        assert_eq!(
-            h.note(SIGTERM, t0 + Duration::from_secs(7)),
+            h.note(SIGINT, t0 + Duration::from_secs(6)),
             SignalAction::Exit
         );
     }

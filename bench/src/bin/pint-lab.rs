@@ -93,7 +93,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let mut lab = Lab::from_file(&lab)?;
             if let Some(d) = duration {
-                anyhow::ensure!(d.is_finite() && d >= 1.0, "--duration {d}: at least 1 s");
+                let most = bench::lab::spec::MAX_DURATION_S;
+                anyhow::ensure!(
+                    d.is_finite() && (1.0..=most).contains(&d),
+                    "--duration {d}: 1 to {most} s (keep the lab up longer with --hold)"
+                );
                 lab.duration_s = d;
             }
             let dir = out.unwrap_or_else(|| {

@@ -558,6 +558,8 @@ impl LabReport {
             .map(|(_, link)| link.chars().count())
             .fold(24, usize::max);
         for ((kind, link), (n, from, to, labels, flows)) in &groups {
+            // A window that opened just before the traffic: from its start (no `-0.0 s`).
+            let (from, to) = (from.max(0.0), to.max(0.0));
             s.push_str(&format!(
                 "event {kind:<10} on {link:<w$} {n:>3} events of {:>3} flows, {from:.1} s to {to:.1} s ({})\n",
                 flows.len(),

@@ -153,6 +153,9 @@ pub const DEFAULT_FLOWSETS_PER_SECOND: u64 = 2000;
 /// The longest a switch's name is kept in its file names (then shortened, its ID added).
 const SAFE_NAME_BYTES: usize = 100;
 
+/// Longest traffic a lab sends, s (`duration_s`, `--duration`): an hour.
+pub const MAX_DURATION_S: f64 = 3600.0;
+
 /// Switches a route between hosts may cross: a hop's index counts the TTL modulo 128.
 pub const MAX_ROUTE_SWITCHES: usize = 127;
 
@@ -285,8 +288,11 @@ impl Lab {
             ));
         }
         let duration_s = raw.duration_s.unwrap_or(20.0);
-        if !(duration_s.is_finite() && (1.0..=3600.0).contains(&duration_s)) {
-            return Err(key_err("duration_s", format!("{duration_s}: 1 to 3600")));
+        if !(duration_s.is_finite() && (1.0..=MAX_DURATION_S).contains(&duration_s)) {
+            return Err(key_err(
+                "duration_s",
+                format!("{duration_s}: 1 to {MAX_DURATION_S}"),
+            ));
         }
         let queries = match raw.queries {
             Some(q) => {
@@ -467,6 +473,9 @@ impl Lab {
                                 p[i][0], p[i][1]
                             ),
                         ));
+                    }
+                    if let Some(j) = out.iter().position(|&x| x == (a, b)) {
+                        return Err(key_err(key, format!("the same pair as traffic.pairs[{j}]")));
                     }
                     out.push((a, b));
                 }
@@ -1181,6 +1190,15 @@ mod tests {
         assert!(e.to_string().contains("`s2` has no hosts"), "{e}");
         let e = parse(&format!("{base}[traffic]\npairs = [[\"s3\", \"s3\"]]\n")).unwrap_err();
         assert!(e.to_string().contains("`s3` twice"), "{e}");
+        let e = parse(&format!(
+            "{base}[traffic]\npairs = [[\"s1\", \"s3\"], [\"s3\", \"s1\"], [\"s1\", \"s3\"]]\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("traffic.pairs[2]: the same pair as traffic.pairs[0]"),
+            "{e}"
+        );
         let e = Lab::parse(base, Path::new("."), "chain.v2").unwrap_err();
         assert!(
             e.to_string().contains("the file's name") && e.to_string().contains("set `name`"),

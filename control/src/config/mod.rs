@@ -286,6 +286,19 @@ impl Config {
     /// Today: fabric ports without room for the plan's shim ([`Config::shim_room_warnings`]).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = self.memif_queue_warnings();
+        if self.eal.args.is_some() {
+            // The arguments replace the generated ones whole.
+            for (key, set) in [
+                ("eal.main_lcore", self.eal.main_lcore.is_some()),
+                ("eal.memory_mb", self.eal.memory_mb.is_some()),
+            ] {
+                if set {
+                    out.push(format!(
+                        "config key `{key}` is not used: eal.args replaces the generated EAL arguments (give --main-lcore or -m there)"
+                    ));
+                }
+            }
+        }
         if !self.telemetry.enabled {
             return out;
         }
@@ -425,20 +438,6 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
             "eal.args",
             "is empty (leave it out to use the generated arguments)",
         ));
-    }
-    if eal.args.is_some() {
-        // The arguments replace the generated ones whole: these keys would change nothing.
-        for (key, set) in [
-            ("eal.main_lcore", eal.main_lcore.is_some()),
-            ("eal.memory_mb", eal.memory_mb.is_some()),
-        ] {
-            if set {
-                return Err(key_err(
-                    key,
-                    "has no effect with eal.args, which replaces the generated EAL arguments (give --main-lcore or -m there)",
-                ));
-            }
-        }
     }
     if let Some(mb) = eal.memory_mb
         && mb < 64

@@ -200,9 +200,12 @@ impl Topology {
                 }
                 names.push(id);
                 labels.push(pairs.iter().find_map(|(k, v)| match v {
-                    Value::Str(l) if *k == "label" && super::is_label(l.trim()) => {
-                        Some(html_escape::decode_html_entities(l.trim()).into_owned())
+                    Value::Str(l) if *k == "label" => {
+                        super::label_of(&html_escape::decode_html_entities(l))
                     }
+                    // A number is a label too (GraphML's typed labels are kept as text).
+                    Value::Int(i) if *k == "label" => Some(i.to_string()),
+                    Value::BigInt(i) if *k == "label" => Some((*i).to_owned()),
                     _ => None,
                 }));
             } else {
@@ -350,6 +353,11 @@ mod tests {
         assert_eq!(t.labels[1].as_deref(), Some("\"x\"&bogus;A"));
         assert_eq!(t.labels[2], None, "a blank label is none");
         assert_eq!(t.labels[3], None, "the Zoo's `None` is none");
+        // A label over lines is one line (a summary line per link); a number is a label.
+        let g = "graph [ node [ id 0 label \"New\n  York\" ] node [ id 1 label 42 ] ]";
+        let t = Topology::parse_gml("lines", g).unwrap();
+        assert_eq!(t.labels[0].as_deref(), Some("New   York"));
+        assert_eq!(t.labels[1].as_deref(), Some("42"));
     }
 
     #[test]

@@ -73,14 +73,13 @@ impl Topology {
                         if reading.as_ref().is_some_and(|r| r.element == name) =>
                     {
                         let r = reading.take().expect("checked");
-                        let label = r.label.trim();
-                        if super::is_label(label) {
+                        if let Some(label) = super::label_of(&r.label) {
                             let slot = if r.fallback {
                                 &mut fallback_labels[r.node]
                             } else {
                                 &mut labels[r.node]
                             };
-                            *slot = Some(label.to_owned());
+                            *slot = Some(label);
                         }
                     }
                     _ => {}

@@ -39,10 +39,16 @@ pub enum TopologyError {
     Spec(String),
 }
 
-/// Whether a topology file's label `text` (trimmed) names its node: not when blank, nor
-/// when it is `None`, which the Topology Zoo's files give the nodes they could not name.
-pub(super) fn is_label(text: &str) -> bool {
-    !text.is_empty() && text != "None"
+/// The label a topology file's `text` gives its node, trimmed, its control characters
+/// (line breaks, tabs) made spaces: a label is shown on one line. None when blank, nor when
+/// it is `None`, which the Topology Zoo's files give the nodes they could not name.
+pub(super) fn label_of(text: &str) -> Option<String> {
+    let label: String = text
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    (!label.is_empty() && label != "None").then_some(label)
 }
 
 /// Why [`Topology::find`] found no node.
