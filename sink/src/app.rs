@@ -19,6 +19,7 @@ use crate::events::EventLog;
 use crate::export::{ExportCounters, Outputs};
 use crate::flows::{FlowTable, ShardContext};
 use crate::ingest::{self, Ingest};
+use crate::lines::LineFile;
 use crate::registry::Registry;
 use crate::shard::{self, Buffers, Shard, ShardMsg, Timeouts, shard_of};
 use crate::transport::TcpTransport;
@@ -123,6 +124,7 @@ impl Sink {
             config.ipfix_rate,
             config.ipfix_message_bytes,
             config.json_lines.as_deref(),
+            config.reopen.clone(),
             Arc::clone(&exports),
         )?;
         let registry = Arc::new(Registry::new(config.max_switches));
@@ -139,14 +141,7 @@ impl Sink {
         };
 
         let event_lines = match &config.event_lines {
-            Some(p) => Some(
-                // Appended to, as the JSON lines are.
-                std::fs::File::options()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| anyhow::anyhow!("--event-lines {}: {e}", p.display()))?,
-            ),
+            Some(p) => Some(LineFile::open("--event-lines", p, config.reopen.clone())?),
             None => None,
         };
         let events = Arc::new(EventLog::with_lines(event_lines));

@@ -54,7 +54,7 @@ struct Args {
     #[arg(long, default_value = DEFAULT_HTTP)]
     http: SocketAddr,
     /// No HTTP API.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "http")]
     no_http: bool,
     /// Topology for path candidates: GraphML or GML (switch ID = node number + 1) or TOML
     /// adjacency (`links = [[1, 2], ...]` by switch ID). Without it: the switches heard from.
@@ -258,6 +258,7 @@ where
         sensitivity: crate::detect::Sensitivity::parse(&a.sensitivity)
             .map_err(|e| anyhow::anyhow!("--sensitivity: {e}"))?,
         event_lines: a.event_lines,
+        reopen: crate::lines::Reopen::default(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     telemetry::signals::stop_on(
@@ -265,14 +266,26 @@ where
         Arc::clone(&stop),
     )
     .context("installing signal handlers")?;
+    // A hang-up opens the JSON-lines files again (log rotation); it does not stop the sink.
+    let reopen = config.reopen.clone();
+    // SAFETY: the handler does one atomic add, which is async-signal-safe.
+    unsafe {
+        signal_hook::low_level::register(signal_hook::consts::SIGHUP, move || reopen.request())
+    }
+    .context("installing signal handlers")?;
     let sink = Sink::start(config)?;
-    // The address line is for scripts (and tests) that start the sink on port 0.
-    println!(
-        "pint-sink listening on {} (http {})",
-        sink.listen_addr(),
-        sink.http_addr()
-            .map_or_else(|| "off".to_owned(), |a| a.to_string())
-    );
+    // The address line is for scripts (and tests) that start the sink on port 0; a reader
+    // gone is no reason to stop (a panic aborts).
+    {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stdout(),
+            "pint-sink listening on {} (http {})",
+            sink.listen_addr(),
+            sink.http_addr()
+                .map_or_else(|| "off".to_owned(), |a| a.to_string())
+        );
+    }
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -57,6 +57,9 @@ pub struct SinkConfig {
     pub sensitivity: crate::detect::Sensitivity,
     /// Detected events as JSON lines.
     pub event_lines: Option<PathBuf>,
+    /// Asks the JSON-lines files to be opened again at their paths (log rotation; the
+    /// command line's SIGHUP).
+    pub reopen: crate::lines::Reopen,
 }
 
 impl Default for SinkConfig {
@@ -65,7 +68,9 @@ impl Default for SinkConfig {
             listen: DEFAULT_LISTEN.parse().expect("address"),
             http: Some(DEFAULT_HTTP.parse().expect("address")),
             topology: None,
-            decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            decode_threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_DECODE_THREADS),
             max_flows: 1_000_000,
             idle_timeout: Duration::from_secs(30),
             epoch_grace: Duration::from_millis(100),
@@ -82,6 +87,7 @@ impl Default for SinkConfig {
             queue_batches: 1024,
             sensitivity: crate::detect::Sensitivity::MEDIUM,
             event_lines: None,
+            reopen: crate::lines::Reopen::default(),
         }
     }
 }
@@ -96,6 +102,12 @@ pub struct ConfigError {
     pub reason: String,
 }
 
+/// Most decode threads.
+pub const MAX_DECODE_THREADS: usize = 256;
+
+/// Most digest batches queued per decode thread.
+pub const MAX_QUEUE_BATCHES: usize = 1 << 16;
+
 impl SinkConfig {
     /// Checks every value; the first bad one is the error.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -105,7 +117,7 @@ impl SinkConfig {
                 reason: reason.to_owned(),
             })
         };
-        if !(1..=256).contains(&self.decode_threads) {
+        if !(1..=MAX_DECODE_THREADS).contains(&self.decode_threads) {
             return bad("decode-threads", "must be 1 to 256");
         }
         if self.max_flows < self.decode_threads {
@@ -147,8 +159,23 @@ impl SinkConfig {
         if self.max_switches == 0 {
             return bad("max-switches", "must be at least 1");
         }
-        if self.queue_batches == 0 {
-            return bad("queue-batches", "must be at least 1");
+        if !(1..=MAX_QUEUE_BATCHES).contains(&self.queue_batches) {
+            // Each slot of a queue is made at the start.
+            return bad("queue-batches", "must be 1 to 65536");
+        }
+        if self.ipfix.is_some_and(|a| a.port() == 0) {
+            return bad("ipfix", "port 0 is no collector's");
+        }
+        if let (Some(j), Some(e)) = (&self.json_lines, &self.event_lines)
+            && (j == e
+                || j.canonicalize()
+                    .ok()
+                    .is_some_and(|j| e.canonicalize().ok() == Some(j)))
+        {
+            return bad(
+                "event-lines",
+                "is the --json-lines file (two writers would interleave their lines)",
+            );
         }
         if let (Some(h), l) = (self.http, self.listen)
             && h == l
@@ -167,7 +194,29 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_bad_values_name_their_flag() {
         SinkConfig::default().validate().unwrap();
-        let cases: [(&str, SinkConfig); 7] = [
+        let cases: [(&str, SinkConfig); 10] = [
+            (
+                "queue-batches",
+                SinkConfig {
+                    queue_batches: MAX_QUEUE_BATCHES + 1,
+                    ..Default::default()
+                },
+            ),
+            (
+                "ipfix",
+                SinkConfig {
+                    ipfix: Some("127.0.0.1:0".parse().unwrap()),
+                    ..Default::default()
+                },
+            ),
+            (
+                "event-lines",
+                SinkConfig {
+                    json_lines: Some("out/lines.jsonl".into()),
+                    event_lines: Some("out/lines.jsonl".into()),
+                    ..Default::default()
+                },
+            ),
             (
                 "ipfix-message-bytes",
                 SinkConfig {

@@ -2,9 +2,7 @@
 //! label for the metrics, and every one as a JSON line when asked.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use telemetry::flowradar::FlowKey;
@@ -12,6 +10,7 @@ use telemetry::flowradar::FlowKey;
 use crate::detect::diagnose::Label;
 use crate::detect::{Event, Kind};
 use crate::flows::FlowId;
+use crate::lines::{LineCounts, LineFile};
 
 /// Events kept for the API.
 pub const EVENTS_KEPT: usize = 10_000;
@@ -59,14 +58,17 @@ type Counts = (BTreeMap<(Kind, Label), u64>, u64);
 pub struct EventLog {
     recent: Mutex<VecDeque<FlowEvent>>,
     counts: Mutex<Counts>,
-    lines: Mutex<Option<BufWriter<File>>>,
+    lines: Mutex<Option<LineFile>>,
+    /// Event lines written and lost (shared with the metrics).
+    pub line_counts: Arc<LineCounts>,
 }
 
 impl EventLog {
     /// A log that also writes every event to `lines`.
-    pub fn with_lines(lines: Option<File>) -> EventLog {
+    pub fn with_lines(lines: Option<LineFile>) -> EventLog {
         EventLog {
-            lines: Mutex::new(lines.map(BufWriter::new)),
+            line_counts: lines.as_ref().map(LineFile::counts).unwrap_or_default(),
+            lines: Mutex::new(lines),
             ..EventLog::default()
         }
     }
@@ -110,8 +112,7 @@ impl EventLog {
             // Flushed by `flush_lines` (after each sweep, at the stop), not per event: a
             // sweep that closes many flows' windows writes as many events.
             if let Some(w) = lines.as_mut() {
-                let _ = serde_json::to_writer(&mut *w, &fe);
-                let _ = w.write_all(b"\n");
+                w.push(&fe);
             }
             if recent.len() >= EVENTS_KEPT {
                 recent.pop_front();
@@ -123,7 +124,7 @@ impl EventLog {
     /// Writes the event lines buffered so far to their file.
     pub fn flush_lines(&self) {
         if let Some(w) = self.lines.lock().expect("event lines lock").as_mut() {
-            let _ = w.flush();
+            w.flush();
         }
     }
 

@@ -1,8 +1,6 @@
 //! The export thread: per-flow records from the decode threads go to the IPFIX collector and
 //! to the JSON-lines file (one JSON object per record per line).
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -13,11 +11,12 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::flows::FlowExport;
 use crate::ipfix::IpfixExporter;
+use crate::lines::{LineFile, Reopen};
 
 /// Counters of the export thread.
 #[derive(Debug, Default)]
 pub struct ExportCounters {
-    /// Records written as JSON lines.
+    /// Records written as JSON lines (a flush took them).
     pub json_records: AtomicU64,
     /// Records sent over IPFIX.
     pub ipfix_records: AtomicU64,
@@ -25,14 +24,14 @@ pub struct ExportCounters {
     pub ipfix_messages: AtomicU64,
     /// IPFIX messages the socket refused (their records are lost).
     pub ipfix_errors: AtomicU64,
-    /// JSON lines not written, and flushes of the file that failed.
+    /// Records lost on their way to the JSON lines file (a write or a flush failed).
     pub json_errors: AtomicU64,
 }
 
 /// Where records go.
 pub struct Outputs {
     ipfix: Option<IpfixExporter>,
-    json: Option<BufWriter<File>>,
+    json: Option<LineFile>,
     counters: Arc<ExportCounters>,
 }
 
@@ -44,6 +43,7 @@ impl Outputs {
         ipfix_rate: u32,
         ipfix_message_bytes: usize,
         json_lines: Option<&Path>,
+        reopen: Reopen,
         counters: Arc<ExportCounters>,
     ) -> anyhow::Result<Outputs> {
         let ipfix = match ipfix {
@@ -56,17 +56,7 @@ impl Outputs {
             None => None,
         };
         let json = match json_lines {
-            Some(p) => {
-                // Appended to: a restart keeps what was written, and tools that follow the
-                // file see it grow, never shrink.
-                Some(BufWriter::new(
-                    File::options()
-                        .create(true)
-                        .append(true)
-                        .open(p)
-                        .map_err(|e| anyhow::anyhow!("--json-lines {}: {e}", p.display()))?,
-                ))
-            }
+            Some(p) => Some(LineFile::open("--json-lines", p, reopen)?),
             None => None,
         };
         Ok(Outputs {
@@ -90,12 +80,7 @@ impl Outputs {
             x.add(r);
         }
         if let Some(j) = &mut self.json {
-            let ok = serde_json::to_writer(&mut *j, &r).is_ok() && j.write_all(b"\n").is_ok();
-            if ok {
-                self.counters.json_records.fetch_add(1, Relaxed);
-            } else {
-                self.counters.json_errors.fetch_add(1, Relaxed);
-            }
+            j.push(&r);
         }
     }
 
@@ -106,10 +91,15 @@ impl Outputs {
             self.counters.ipfix_messages.store(x.messages, Relaxed);
             self.counters.ipfix_errors.store(x.errors, Relaxed);
         }
-        if let Some(j) = &mut self.json
-            && j.flush().is_err()
-        {
-            self.counters.json_errors.fetch_add(1, Relaxed);
+        if let Some(j) = &mut self.json {
+            j.flush();
+            let c = j.counts();
+            self.counters
+                .json_records
+                .store(c.written.load(Relaxed), Relaxed);
+            self.counters
+                .json_errors
+                .store(c.lost.load(Relaxed), Relaxed);
         }
     }
 

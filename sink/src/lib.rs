@@ -22,6 +22,7 @@ pub mod ingest;
 pub mod ipfix;
 pub mod layout;
 pub mod limits;
+pub mod lines;
 pub mod live;
 pub mod metrics;
 pub mod page;

@@ -346,6 +346,11 @@ impl SinkMetrics {
                 .absolute(x.ipfix_errors.load(Relaxed));
             counter!("pint_sink_export_errors_total", "output" => "json_lines")
                 .absolute(x.json_errors.load(Relaxed));
+            let ev = &shared.events.line_counts;
+            counter!("pint_sink_exported_records_total", "output" => "event_lines")
+                .absolute(ev.written.load(Relaxed));
+            counter!("pint_sink_export_errors_total", "output" => "event_lines")
+                .absolute(ev.lost.load(Relaxed));
             counter!("pint_sink_ipfix_messages_total").absolute(x.ipfix_messages.load(Relaxed));
             counter!("pint_sink_export_records_dropped_total").absolute(stats.exports_dropped);
             counter!("pint_sink_export_records_deferred_total").absolute(stats.exports_deferred);

@@ -409,6 +409,15 @@ fn pint_sink_runs_and_stops() {
             .unwrap_or_else(|| panic!("{path}: {body}"));
         assert!(error.contains(names), "{path}: {error}");
     }
+    // A hang-up (log rotation) opens the line files again; it does not stop the sink.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "a SIGHUP stopped the sink"
+    );
+    assert!(get("/api/health").starts_with("HTTP/1.1 200"));
     // Two SIGTERMs close together (a parent that dies sends one per thread its child is
     // handed to): one orderly stop, not the exit at once a second Ctrl-C asks for.
     for _ in 0..2 {
