@@ -422,8 +422,12 @@ async fn off_thread<T: Send + 'static>(
 struct FlowQuery {
     src: Ipv4Addr,
     dst: Ipv4Addr,
+    // Also by the names `/api/flows` gives the key's fields.
+    #[serde(alias = "src_port")]
     sport: u16,
+    #[serde(alias = "dst_port")]
     dport: u16,
+    #[serde(alias = "protocol")]
     proto: u8,
 }
 

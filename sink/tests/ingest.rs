@@ -381,6 +381,9 @@ fn pint_sink_runs_and_stops() {
     let resp = get("/api/health");
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.contains("\"status\":\"ok\""), "{resp}");
+    // A flow asked for by the names /api/flows gives its key's fields: unknown, not refused.
+    let flow = get("/api/flow?src=10.0.0.1&dst=10.0.0.2&src_port=1&dst_port=2&protocol=6");
+    assert!(flow.starts_with("HTTP/1.1 404"), "{flow}");
     // A query string that does not parse is a 400 in the API's JSON error form.
     for (path, names) in [
         ("/api/flows?top=abc", "top"),
