@@ -1,10 +1,10 @@
 //! How the switch, the sink and the lab stop on a signal: the first SIGINT or SIGTERM asks
 //! for an orderly stop (the caller's flag), a second one exits at once (as does one after a
-//! SIGHUP the lab stops on). A second signal
-//! that comes within [`AGAIN_AFTER`] of the first is the same request delivered twice, not
-//! a person insisting: a process whose parent dies is sent its parent-death signal again
-//! for each of the parent's threads it is handed to, so a child of a killed `pint-lab` had
-//! two SIGTERMs a millisecond apart and exited without its summary or its last export.
+//! SIGHUP the lab stops on). A second signal within [`AGAIN_AFTER`] of the first is the
+//! same request delivered twice, not a person insisting: a process whose parent dies is
+//! sent its parent-death signal again for each of the parent's threads it is handed to, so
+//! a child of a killed `pint-lab` had two SIGTERMs a millisecond apart and exited without
+//! its summary or its last export.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -593,15 +593,14 @@ impl Lab {
     /// its destination `i` modulo their number, so with fewer flows than destinations the
     /// later destinations get none.
     pub fn active_pairs(&self) -> Vec<(u32, u32)> {
-        let per_sender = self.traffic.flows.max(self.traffic.probes) as usize;
+        self.pairs_of_first(self.traffic.flows.max(self.traffic.probes) as usize)
+    }
+
+    /// Each sender with its first `n` destinations.
+    fn pairs_of_first(&self, n: usize) -> Vec<(u32, u32)> {
         let mut out = Vec::new();
         for &h in &self.hosts {
-            out.extend(
-                self.destinations(h)
-                    .into_iter()
-                    .take(per_sender)
-                    .map(|d| (h, d)),
-            );
+            out.extend(self.destinations(h).into_iter().take(n).map(|d| (h, d)));
         }
         out
     }
@@ -661,16 +660,7 @@ impl Lab {
                         )
                 })
             });
-        let probed: Vec<(u32, u32)> = self
-            .hosts
-            .iter()
-            .flat_map(|&h| {
-                self.destinations(h)
-                    .into_iter()
-                    .take(self.traffic.probes as usize)
-                    .map(move |d| (h, d))
-            })
-            .collect();
+        let probed = self.pairs_of_first(self.traffic.probes as usize);
         for (i, x) in self.impair.iter().enumerate() {
             if x.from_s >= self.duration_s {
                 warnings.push(format!(
