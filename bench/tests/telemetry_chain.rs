@@ -873,6 +873,7 @@ listen = "127.0.0.1:{port}"
         "pint_switch_tsc_hertz ",
         "pint_switch_port_rx_missed_packets_total{port=\"hosts\"} 0",
         "pint_switch_port_tx_errors_total{port=\"up\"} 0",
+        "pint_switch_tx_full_dropped_packets_total{port=\"up\",worker=\"0\"} 0",
         // No sink: flowsets are made and dropped, none exported.
         "pint_switch_flowsets_exported_total 0",
         "pint_switch_digests_exported_total 0",

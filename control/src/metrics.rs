@@ -65,13 +65,13 @@ struct PortHandles {
     rx_bytes: Counter,
     tx_packets: Counter,
     tx_bytes: Counter,
+    tx_full_drops: Counter,
 }
 
 struct WorkerHandles {
     ports: Vec<PortHandles>,
     drops: Vec<Counter>,
     events: Vec<Counter>,
-    tx_full_drops: Counter,
     busy_cycles: Counter,
 }
 
@@ -123,7 +123,7 @@ fn describe() {
     describe_counter!(
         "pint_switch_tx_full_dropped_packets_total",
         Unit::Count,
-        "Packets dropped because a tx queue stayed full, per worker."
+        "Packets dropped because a tx queue stayed full, per port and worker."
     );
     describe_counter!(
         "pint_switch_busy_cycles_total",
@@ -259,6 +259,10 @@ impl SwitchMetrics {
                                 rx_bytes: counter!("pint_switch_rx_bytes_total", &l),
                                 tx_packets: counter!("pint_switch_tx_packets_total", &l),
                                 tx_bytes: counter!("pint_switch_tx_bytes_total", &l),
+                                tx_full_drops: counter!(
+                                    "pint_switch_tx_full_dropped_packets_total",
+                                    &l
+                                ),
                             }
                         })
                         .collect(),
@@ -274,7 +278,6 @@ impl SwitchMetrics {
                             counter!("pint_switch_telemetry_events_total", "event" => e.name(), "worker" => worker.clone())
                         })
                         .collect(),
-                    tx_full_drops: counter!("pint_switch_tx_full_dropped_packets_total", "worker" => worker.clone()),
                     busy_cycles: counter!("pint_switch_busy_cycles_total", "worker" => worker.clone()),
                 }
             })
@@ -306,6 +309,7 @@ impl SwitchMetrics {
                 p.rx_bytes.absolute(pc.rx_bytes);
                 p.tx_packets.absolute(pc.tx_packets);
                 p.tx_bytes.absolute(pc.tx_bytes);
+                p.tx_full_drops.absolute(pc.tx_full_drops);
             }
             for (d, v) in h.drops.iter().zip(w.drops.0) {
                 d.absolute(v);
@@ -313,7 +317,6 @@ impl SwitchMetrics {
             for (e, v) in h.events.iter().zip(w.telemetry.0) {
                 e.absolute(v);
             }
-            h.tx_full_drops.absolute(w.tx_full_drops);
             h.busy_cycles.absolute(w.busy_cycles);
         }
         self.digests_drained.absolute(c.digests_drained);

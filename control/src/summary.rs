@@ -118,6 +118,9 @@ pub struct PortSummary {
     /// Their bytes.
     #[serde(default)]
     pub forwarded_bytes: u64,
+    /// Packets for the port dropped because its tx queue stayed full.
+    #[serde(default)]
+    pub tx_full_drops: u64,
 }
 
 /// What the telemetry did over the run.
@@ -311,7 +314,7 @@ impl Summary {
         for p in &self.ports {
             let st = &p.stats;
             crate::say!(
-                "port {:<8} ({}) rx {} tx {} missed {} rx_errors {} tx_errors {} rx_nombuf {}",
+                "port {:<8} ({}) rx {} tx {} missed {} rx_errors {} tx_errors {} rx_nombuf {} tx_full {}",
                 p.name,
                 p.driver,
                 st.rx_packets,
@@ -319,7 +322,8 @@ impl Summary {
                 st.rx_missed,
                 st.rx_errors,
                 st.tx_errors,
-                st.rx_nombuf
+                st.rx_nombuf,
+                p.tx_full_drops
             );
         }
     }
@@ -376,6 +380,7 @@ mod tests {
         s.ports.push(PortSummary {
             forwarded_packets: 0,
             forwarded_bytes: 0,
+            tx_full_drops: 5,
             name: "a".into(),
             driver: "net_null".into(),
             stats: PortStats {

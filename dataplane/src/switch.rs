@@ -300,6 +300,7 @@ fn run_with_eal(
             stats,
             forwarded_packets: t.ports[i].tx_packets,
             forwarded_bytes: t.ports[i].tx_bytes,
+            tx_full_drops: t.ports[i].tx_full_drops,
         });
     }
     let mut summary = Summary::from_totals(config.switch_id, outcome.seconds, &t);

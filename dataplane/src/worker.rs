@@ -67,6 +67,7 @@ fn flush<const N: usize>(
             c.tx_packets -= n;
             c.ports[port].tx_bytes -= bytes;
             c.ports[port].tx_packets -= n;
+            c.ports[port].tx_full_drops += n;
             c.tx_full_drops += n;
             buf.clear();
             return;

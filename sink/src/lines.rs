@@ -1,10 +1,12 @@
 //! A file of JSON lines the sink appends to (flow records, events). A line counts as
-//! written once a flush took it, and as lost when a write or a flush failed (a full disk);
-//! failures are logged, once a minute at most. The file is opened again, at its path, after
-//! the sink's SIGHUP: log rotation moves a file away, and lines went on into the moved one.
+//! written once the file took all of its bytes, and as lost when a write failed (a full
+//! disk) before it did; failures are logged, once a minute at most. A line the file took
+//! only part of is ended before the next one, so that no two lines ever run together. The
+//! file is opened again, at its path, after the sink's SIGHUP: log rotation moves a file
+//! away, and lines went on into the moved one.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -12,6 +14,9 @@ use std::time::{Duration, Instant};
 
 /// How often a failing file is said in the log.
 const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// Buffered bytes past which a line is written out before the next flush.
+const BUFFER_BYTES: usize = 64 * 1024;
 
 /// Asks every [`LineFile`] to open its path again at its next flush (the sink's SIGHUP).
 #[derive(Debug, Clone, Default)]
@@ -31,10 +36,61 @@ impl Reopen {
 /// Lines written and lost, for the metrics.
 #[derive(Debug, Default)]
 pub struct LineCounts {
-    /// Lines a flush took.
+    /// Lines the file took whole.
     pub written: AtomicU64,
-    /// Lines lost to a failed write or flush.
+    /// Lines lost to a failed write (or that could not be serialised).
     pub lost: AtomicU64,
+}
+
+/// Buffered whole lines and what became of those written out.
+#[derive(Debug, Default)]
+struct Lines {
+    /// Whole lines, each ending in a newline.
+    buf: Vec<u8>,
+    /// Whether the file's last line is one it took only part of.
+    torn: bool,
+}
+
+/// What one write-out did.
+#[derive(Debug, PartialEq)]
+struct WriteOut {
+    written: u64,
+    lost: u64,
+    error: Option<String>,
+}
+
+impl Lines {
+    /// Writes the buffered lines to `out` (after a newline that ends a torn line), then
+    /// empties the buffer; lines the file took whole count as written, the others as lost.
+    fn write_to(&mut self, out: &mut impl Write) -> WriteOut {
+        let lines = self.buf.iter().filter(|&&b| b == b'\n').count() as u64;
+        let mut error = None;
+        let mut done = 0;
+        if self.torn && !self.buf.is_empty() {
+            match out.write_all(b"\n") {
+                Ok(()) => self.torn = false,
+                Err(e) => error = Some(e.to_string()),
+            }
+        }
+        while error.is_none() && done < self.buf.len() {
+            match out.write(&self.buf[done..]) {
+                Ok(0) => error = Some(ErrorKind::WriteZero.to_string()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => error = Some(e.to_string()),
+            }
+        }
+        let written = self.buf[..done].iter().filter(|&&b| b == b'\n').count() as u64;
+        if done > 0 && self.buf[done - 1] != b'\n' {
+            self.torn = true;
+        }
+        self.buf.clear();
+        WriteOut {
+            written,
+            lost: lines - written,
+            error,
+        }
+    }
 }
 
 /// One file of JSON lines, appended to.
@@ -42,9 +98,8 @@ pub struct LineCounts {
 pub struct LineFile {
     what: &'static str,
     path: PathBuf,
-    out: BufWriter<File>,
-    /// Lines in the buffer since the last flush.
-    pending: u64,
+    file: File,
+    lines: Lines,
     reopen: Reopen,
     seen: u64,
     counts: Arc<LineCounts>,
@@ -65,8 +120,8 @@ impl LineFile {
         Ok(LineFile {
             what,
             path: path.to_owned(),
-            out: BufWriter::new(file),
-            pending: 0,
+            file,
+            lines: Lines::default(),
             seen: reopen.generation(),
             reopen,
             counts: Arc::default(),
@@ -81,49 +136,43 @@ impl LineFile {
 
     /// Appends `value` as one line (to the buffer; [`LineFile::flush`] writes it out).
     pub fn push(&mut self, value: &impl serde::Serialize) {
-        let ok = serde_json::to_writer(&mut self.out, value).is_ok()
-            && self.out.write_all(b"\n").is_ok();
-        if ok {
-            self.pending += 1;
-        } else {
-            // What the buffer held went with the failed write.
-            self.failed(self.pending + 1, "cannot write");
+        let start = self.lines.buf.len();
+        if serde_json::to_writer(&mut self.lines.buf, value).is_err() {
+            self.lines.buf.truncate(start);
+            self.counts.lost.fetch_add(1, Relaxed);
+            self.warn("a line could not be serialised");
+            return;
+        }
+        self.lines.buf.push(b'\n');
+        if self.lines.buf.len() >= BUFFER_BYTES {
+            self.write_out();
         }
     }
 
     /// Writes the buffered lines out; then opens the path again if asked to.
     pub fn flush(&mut self) {
-        match self.out.flush() {
-            Ok(()) => {
-                self.counts.written.fetch_add(self.pending, Relaxed);
-                self.pending = 0;
-            }
-            Err(e) => self.failed(self.pending, &e.to_string()),
-        }
+        self.write_out();
         let generation = self.reopen.generation();
         if generation != self.seen {
             self.seen = generation;
             match open_append(&self.path) {
-                Ok(f) => self.replace(f),
+                Ok(f) => {
+                    self.file = f;
+                    // A new file has no torn line to end.
+                    self.lines.torn = false;
+                }
                 Err(e) => self.warn(&format!("cannot open it again: {e}")),
             }
         }
     }
 
-    /// `n` lines lost: counted, the buffer emptied (its bytes are not tried again).
-    fn failed(&mut self, n: u64, why: &str) {
-        self.counts.lost.fetch_add(n, Relaxed);
-        self.pending = 0;
-        if let Ok(f) = self.out.get_ref().try_clone() {
-            self.replace(f);
+    fn write_out(&mut self) {
+        let out = self.lines.write_to(&mut self.file);
+        self.counts.written.fetch_add(out.written, Relaxed);
+        self.counts.lost.fetch_add(out.lost, Relaxed);
+        if let Some(why) = out.error {
+            self.warn(&format!("{} lines lost: {why}", out.lost));
         }
-        self.warn(&format!("{n} lines lost: {why}"));
-    }
-
-    fn replace(&mut self, file: File) {
-        let old = std::mem::replace(&mut self.out, BufWriter::new(file));
-        // Its buffer is dropped unwritten (flushed before, or lost).
-        let _ = old.into_parts();
     }
 
     fn warn(&mut self, what: &str) {
@@ -137,6 +186,63 @@ impl LineFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file that takes `room` bytes more, then reports a full disk.
+    struct Filling {
+        got: Vec<u8>,
+        room: usize,
+    }
+
+    impl Write for Filling {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from(ErrorKind::StorageFull));
+            }
+            let n = b.len().min(self.room).min(3);
+            self.got.extend_from_slice(&b[..n]);
+            self.room -= n;
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A disk that fills mid-line: the lines it took whole count as written, the rest as
+    /// lost; once it has room again the torn line is ended first, so every later line
+    /// stands on its own.
+    #[test]
+    fn a_line_the_file_took_part_of_never_joins_the_next() {
+        let mut lines = Lines::default();
+        let mut file = Filling {
+            got: Vec::new(),
+            room: 12,
+        };
+        for v in ["first", "second", "third"] {
+            serde_json::to_writer(&mut lines.buf, v).unwrap();
+            lines.buf.push(b'\n');
+        }
+        let out = lines.write_to(&mut file);
+        assert_eq!((out.written, out.lost), (1, 2));
+        assert!(out.error.is_some());
+        assert_eq!(file.got, b"\"first\"\n\"sec");
+        // Nothing to write: the torn line waits.
+        assert_eq!(lines.write_to(&mut file).written, 0);
+        assert_eq!(file.got.len(), 12);
+        file.room = 100;
+        serde_json::to_writer(&mut lines.buf, "fourth").unwrap();
+        lines.buf.push(b'\n');
+        let out = lines.write_to(&mut file);
+        assert_eq!((out.written, out.lost, out.error), (1, 0, None));
+        let text = String::from_utf8(file.got.clone()).unwrap();
+        assert_eq!(text, "\"first\"\n\"sec\n\"fourth\"\n");
+        let whole: Vec<_> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<String>(l).ok())
+            .collect();
+        assert_eq!(whole, ["first", "fourth"]);
+    }
 
     /// Lines count once flushed; a file that takes nothing loses them, counted; after a
     /// reopen request the lines go to a new file at the path (a rotated one is left as it

@@ -220,6 +220,8 @@ pub struct PortCounters {
     pub tx_packets: u64,
     /// Bytes handed to the port's tx queue.
     pub tx_bytes: u64,
+    /// Packets for the port dropped because its tx queue stayed full.
+    pub tx_full_drops: u64,
 }
 
 /// A worker's own running totals, plain integers it owns; published every few bursts.
@@ -297,6 +299,7 @@ impl LocalCounters {
             f(&mut p.rx_bytes);
             f(&mut p.tx_packets);
             f(&mut p.tx_bytes);
+            f(&mut p.tx_full_drops);
         }
     }
 
