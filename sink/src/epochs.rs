@@ -32,6 +32,9 @@ pub struct FlowSetIn {
     pub epoch_ns: u64,
     /// The worker.
     pub worker: u16,
+    /// The switch process's session (its hello's): a switch restarted within an epoch
+    /// sends that epoch's flowsets again, of the packets it counted since.
+    pub session: u64,
     /// The first epoch it covers.
     pub epoch: u64,
     /// Epochs it covers.
@@ -218,6 +221,9 @@ struct Bucket {
     sets: Vec<FlowSetIn>,
     /// The (switch, worker) pairs that delivered.
     delivered: rustc_hash::FxHashSet<(u32, u16)>,
+    /// The (switch, worker, session) triples that delivered: a second flowset of one is a
+    /// duplicate; one of another session (the switch restarted) counts beside the first.
+    sessions: rustc_hash::FxHashSet<(u32, u16, u64)>,
     /// How many pairs must have delivered before the epoch can be complete: the workers
     /// expected when last looked at. Until then no flowset looks at the registry again, so
     /// that an epoch costs time linear in the switches, not quadratic.
@@ -225,8 +231,9 @@ struct Bucket {
 }
 
 impl Bucket {
-    /// Takes flowset `f` (or, when its switch's worker already delivered this epoch, drops
-    /// it and counts it in `duplicates`); says whether every worker of every switch
+    /// Takes flowset `f` (or, when its switch's worker already delivered this epoch in the
+    /// same session, drops it and counts it in `duplicates`); says whether every worker of
+    /// every switch
     /// `registry` expects (connected with this epoch length) has now delivered.
     fn add(
         &mut self,
@@ -235,10 +242,11 @@ impl Bucket {
         grace: Duration,
         duplicates: &AtomicU64,
     ) -> bool {
-        if !self.delivered.insert((f.switch, f.worker)) {
+        if !self.sessions.insert((f.switch, f.worker, f.session)) {
             duplicates.fetch_add(1, Relaxed);
             return false;
         }
+        self.delivered.insert((f.switch, f.worker));
         let epoch_ns = f.epoch_ns;
         self.sets.push(f);
         if self.delivered.len() < self.wanted {
@@ -294,6 +302,7 @@ pub fn run(
                     first: Instant::now(),
                     sets: Vec::new(),
                     delivered: Default::default(),
+                    sessions: Default::default(),
                     wanted: 0,
                 });
                 if b.add(f, &registry, grace, &log.counters.duplicate_flowsets) {
@@ -631,6 +640,7 @@ mod tests {
             switch,
             epoch_ns: EPOCH_NS,
             worker,
+            session: 1,
             epoch,
             epochs: 1,
             flowset: flowset(switch, 3),
@@ -814,6 +824,41 @@ mod tests {
             .unwrap_or_else(|| panic!("{got:?}"));
         assert_eq!(spanning.1, (70, 20));
         assert_eq!(spanning.3, 1, "its counts count");
+    }
+
+    /// A switch restarted within an epoch sends that epoch's flowset again, of what it
+    /// counted since: counted beside the first (it was dropped as a duplicate, and those
+    /// packets read as lost); a second one of the same session is still a duplicate.
+    #[test]
+    fn a_restarted_switchs_flowset_of_the_same_epoch_counts_beside_the_first() {
+        let (registry, held) = registry(2, 1);
+        let items = vec![
+            item(&held, 1, 0, 7),
+            FlowSetIn {
+                session: 2,
+                ..item(&held, 1, 0, 7)
+            },
+            FlowSetIn {
+                session: 2,
+                ..item(&held, 1, 0, 7)
+            },
+            item(&held, 2, 0, 7),
+        ];
+        let (reports, counted, log) = assemble(registry, items);
+        assert_eq!(log.counters.duplicate_flowsets.load(Relaxed), 1);
+        assert_eq!(reports.len(), 1);
+        assert!(reports[0].complete && reports[0].missing.is_empty());
+        let (epoch, c, unsure) = &counted[0];
+        assert_eq!(*epoch, 7);
+        assert!(unsure.is_empty());
+        let at = |s: u32| -> Vec<(u64, u64)> {
+            c.iter()
+                .filter(|x| x.1 == s)
+                .map(|&(_, _, p, b)| (p, b))
+                .collect()
+        };
+        assert_eq!(at(1), [(6, 600)], "both sessions' packets");
+        assert_eq!(at(2), [(3, 300)]);
     }
 
     /// An epoch of another length (or far ahead) is finished at its deadline even while

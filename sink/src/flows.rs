@@ -119,6 +119,10 @@ pub struct SwitchCount {
     pub bytes: u64,
     /// Epochs it was counted in.
     pub epochs: u32,
+    /// Of those, epochs whose flowsets at the switch did not decode whole: a flow that
+    /// peeled out of such a set is almost always right, but a flow the flow filter hid
+    /// (its false positive) can leave its packets on one that shares its cells.
+    pub unsure_epochs: u32,
     /// Start of the first of those epochs, Unix ms.
     pub first_ms: u64,
     /// End of the last, Unix ms.
@@ -197,6 +201,9 @@ pub struct FlowState {
     /// was known (sorted; [`ALL_UNSETTLED`] alone when too many to list): their links' loss
     /// counts from when the path is first known.
     loss_unsettled: Vec<u32>,
+    /// Whether loss was counted on a decoded path of the flow: a link of a later path that
+    /// the flow did not have counts its loss from when it has it (a route change).
+    loss_counted: bool,
     /// Online detection on the flow's end-to-end latency (from a latency-sum query).
     latency_detector: Option<Box<Detector>>,
     /// Online detection on the flow's loss (from its counters at its first and last switch).
@@ -819,6 +826,7 @@ impl FlowTable {
                         packets: 0,
                         bytes: 0,
                         epochs: 0,
+                        unsure_epochs: 0,
                         first_ms: epoch_ms.0,
                         last_ms: epoch_ms.0,
                         last_epoch: (epoch, 0, 0),
@@ -843,6 +851,7 @@ impl FlowTable {
             // New packets of a flow kept for its records: it goes on, and ends again.
             c.end_sent &= packets == 0;
             c.epochs += 1;
+            c.unsure_epochs += u32::from(unsure.binary_search(&switch).is_ok());
             c.first_ms = c.first_ms.min(epoch_ms.0);
             c.last_ms = c.last_ms.max(epoch_ms.0 + epoch_ms.1);
             c.last_epoch = (epoch, packets, bytes);
@@ -1038,6 +1047,10 @@ impl FlowTable {
                 .find(|c| c.switch == s)
                 .map(|c| c.packets)
         };
+        // A link new to a flow whose loss was counted on another path: the route changed.
+        // The counts are totals over the flow's life, the old route's packets in them: the
+        // link counts its loss from here on.
+        let rerouted = flow.loss_counted;
         let mut now = Vec::with_capacity(path.len().saturating_sub(1));
         for w in path.windows(2) {
             let (a, b) = (w[0], w[1]);
@@ -1070,7 +1083,7 @@ impl FlowTable {
                     // too: counted at `b` later, they take it back, never below no loss.
                     Some(o) if o.offset > 0 && raw < o.offset => raw.max(0),
                     Some(o) => o.offset,
-                    None if unsettled(a) || unsettled(b) => raw,
+                    None if rerouted || unsettled(a) || unsettled(b) => raw,
                     None => 0,
                 };
                 LinkLoss {
@@ -1099,6 +1112,7 @@ impl FlowTable {
                 l.vanished,
             );
         }
+        flow.loss_counted |= !now.is_empty();
         flow.loss = now;
     }
 
@@ -1484,6 +1498,7 @@ fn flow_entry<'a>(
                 pint_since: 0,
                 counts: Vec::new(),
                 loss: Vec::new(),
+                loss_counted: false,
                 latency_detector: None,
                 loss_detector: None,
                 loss_fed: [(u64::MAX, 0, 0); LOSS_EPOCHS_KEPT],
@@ -1958,6 +1973,63 @@ mod tests {
         }
     }
 
+    /// A route change: the new route's links count loss from the change on. The counts
+    /// are totals over the flow's life, so the old route's packets read as lost on the new
+    /// first link (and as negative loss on the new last one) when the new links counted
+    /// from no loss.
+    #[test]
+    fn a_route_change_counts_the_new_links_loss_from_the_change_on() {
+        let (mut cx, v) = context();
+        let diamond = Arc::new(Topology::from_edges(
+            "diamond",
+            (1..=4).map(|i| format!("s{i}")).collect(),
+            &[(0, 1), (0, 2), (1, 3), (2, 3)],
+        ));
+        cx.topology = Some(Arc::clone(&diamond));
+        let space = Space::Topology(&diamond);
+        let mut t = FlowTable::new(10);
+        let key = digest(v, 6, 0).key;
+        let at = |e: u64| (1_000_000 + 10 * e, 10);
+        record_along(&mut t, &cx, v, (6, &[1, 2, 4]), 3000, 2_000, 0);
+        assert_eq!(decoded_path(&t.flows[&key], space), Some(vec![1, 2, 4]));
+        // 1000 packets on 1 - 2 - 4, 10 lost between 2 and 4.
+        t.add_counts(
+            &cx,
+            1,
+            at(1),
+            &[(key, 1, 1000, 0), (key, 2, 1000, 0), (key, 4, 990, 0)],
+            &[],
+            &[],
+        );
+        assert_eq!(t.flows[&key].loss_on((2, 4)), Some(10));
+        record_along(&mut t, &cx, v, (6, &[1, 3, 4]), 3000, 2_000, 3000);
+        assert_eq!(decoded_path(&t.flows[&key], space), Some(vec![1, 3, 4]));
+        // 500 on 1 - 3 - 4, none lost; then 100, 5 lost between 1 and 3.
+        t.add_counts(
+            &cx,
+            2,
+            at(2),
+            &[(key, 1, 500, 0), (key, 3, 500, 0), (key, 4, 500, 0)],
+            &[],
+            &[],
+        );
+        let f = &t.flows[&key];
+        assert_eq!((f.loss_on((1, 3)), f.loss_on((3, 4))), (Some(0), Some(0)));
+        t.add_counts(
+            &cx,
+            3,
+            at(3),
+            &[(key, 1, 100, 0), (key, 3, 95, 0), (key, 4, 95, 0)],
+            &[],
+            &[],
+        );
+        let f = &t.flows[&key];
+        assert_eq!((f.loss_on((1, 3)), f.loss_on((3, 4))), (Some(5), Some(0)));
+        let lost = |a, b| t.links[&(a, b)].lost_packets;
+        assert_eq!((lost(1, 3), lost(3, 4), lost(2, 4)), (5, 0, 10));
+        assert_eq!(t.links[&(1, 3)].flows_with_loss, 1);
+    }
+
     /// A path that cannot decode (a switch on it missing from the topology) starts its
     /// decoding over and over, but the hops' latency samples and utilisation values stay:
     /// each conflict threw them away, so such a flow showed almost none. (Here the topology
@@ -2054,6 +2126,21 @@ mod tests {
             .filter(|f| f.0 == 2 || f.0 == 3)
             .collect();
         assert_eq!(unsure, [&(2, u64::MAX, u64::MAX), &(3, u64::MAX, u64::MAX)]);
+        // Epoch 5: switch 2 counted the flow in a flowset it did not decode whole. Each
+        // switch's counts say how many of their epochs were unsure there.
+        t.add_counts(
+            &cx,
+            5,
+            (1040, 10),
+            &[(key, 1, 10, 1_000), (key, 2, 10, 1_000)],
+            &[2],
+            &[],
+        );
+        let unsure_at = |s: u32| {
+            let c = t.flows[&key].counts.iter().find(|c| c.switch == s).unwrap();
+            (c.epochs, c.unsure_epochs)
+        };
+        assert_eq!((unsure_at(1), unsure_at(2)), ((4, 0), (4, 1)));
     }
 
     /// Packets in flight across an unsure epoch (counted at the first switch in it, at the

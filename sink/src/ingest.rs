@@ -167,6 +167,8 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     let mut entry: Option<Arc<SwitchEntry>> = None;
     // The connection's generation at its switch (None until its hello is taken).
     let mut generation: Option<u64> = None;
+    // The switch process's session (its hello's): a restarted switch has another.
+    let mut process = 0;
     let opened = Instant::now();
     let mut last_frame = Instant::now();
     let mut silent_limit = silent_after(0);
@@ -262,6 +264,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 Ok((e, g, bytes)) => {
                     entry = Some(e);
                     generation = Some(g);
+                    process = h.session;
                     flowset_bytes = bytes;
                     silent_limit = silent_after(h.epoch_ns);
                     // Past its hello, frames may be as large as the protocol allows.
@@ -347,6 +350,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     switch: f.flowset.switch_id,
                     epoch_ns,
                     worker: f.worker,
+                    session: process,
                     epoch: f.flowset.epoch,
                     epochs: f.epochs,
                     flowset: f.flowset.flowset,
