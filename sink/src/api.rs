@@ -483,6 +483,9 @@ struct AggregateView {
     last: f64,
     mean: f64,
     max: f64,
+    /// Share of the packets whose value was at the code's largest: theirs were that or
+    /// more (the mean and the largest are then lower bounds).
+    at_top: f64,
     /// (from, to, packets): values in [from, to).
     histogram: Vec<(f64, f64, u32)>,
 }
@@ -493,6 +496,8 @@ struct CounterView {
     packets: u64,
     bytes: u64,
     epochs: u32,
+    /// Of those, epochs whose flowsets at the switch did not decode whole.
+    unsure_epochs: u32,
     first_ms: u64,
     last_ms: u64,
 }
@@ -544,6 +549,7 @@ fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
                 packets: c.packets,
                 bytes: c.bytes,
                 epochs: c.epochs,
+                unsure_epochs: c.unsure_epochs,
                 first_ms: c.first_ms,
                 last_ms: c.last_ms,
             })
@@ -629,6 +635,7 @@ fn detail(f: &FlowState, space: Space<'_>) -> FlowDetail {
                     last: a.last,
                     mean: a.mean,
                     max: a.max,
+                    at_top: a.at_top as f64 / a.count.max(1) as f64,
                     histogram: a
                         .histogram
                         .iter()

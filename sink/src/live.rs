@@ -37,7 +37,12 @@ pub fn page(shared: &Shared) -> Page {
             SwitchRow {
                 name: name(u64::from(info.id)),
                 id: info.id,
-                hosts: info.ports.iter().any(|p| p.1),
+                // An edge port that packets entered or left the network by (a lab gives
+                // every switch an edge port, used or not).
+                hosts: info.ports.iter().any(|p| p.1)
+                    && ["shim_inserted", "shim_stripped", "one_hop"]
+                        .iter()
+                        .any(|&k| stat(k) > 0),
                 rx_packets: stat("rx_packets"),
                 tx_packets: stat("tx_packets"),
                 drops: info

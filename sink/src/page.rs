@@ -79,6 +79,12 @@ pub struct HopLatency {
     pub p99_us: f64,
     /// Largest, µs.
     pub max_us: f64,
+    /// Share of the samples at the code's largest value: theirs were that or more.
+    #[serde(default)]
+    pub at_top: f64,
+    /// The code's largest value, µs (a quantile there is a lower bound).
+    #[serde(default)]
+    pub top_us: f64,
 }
 
 /// One flow.
@@ -261,6 +267,29 @@ pub fn flow_label(f: &Value) -> String {
     )
 }
 
+/// A hop's latency figures: a quantile at the code's largest value is a lower bound ("≥"),
+/// and the share of samples there is said.
+fn hop_latency_text(l: &HopLatency) -> String {
+    let at_least = |v: f64| {
+        if l.at_top > 0.0 && l.top_us > 0.0 && v >= l.top_us * 0.999 {
+            format!("≥ {v:.1}")
+        } else {
+            format!("{v:.1}")
+        }
+    };
+    let mut t = format!(
+        "p50 {} µs, p99 {} µs ({} samples",
+        at_least(l.p50_us),
+        at_least(l.p99_us),
+        l.samples
+    );
+    if l.at_top > 0.0 {
+        let _ = write!(t, ", {:.1}% at the code's top", l.at_top * 100.0);
+    }
+    t.push(')');
+    t
+}
+
 /// A flow's row from the API's flow summary (`/api/flows`) and, when read, its detail
 /// (`/api/flow`); `name` names a switch ID; `route` is the configured route, if known.
 pub fn flow_row(
@@ -269,9 +298,11 @@ pub fn flow_row(
     name: &dyn Fn(u64) -> String,
     route: Vec<String>,
 ) -> FlowRow {
-    let latency = detail
+    let query = detail
         .and_then(|d| d["latency"].as_array())
-        .and_then(|l| l.iter().find(|q| q["value"] == "hop_latency"))
+        .and_then(|l| l.iter().find(|q| q["value"] == "hop_latency"));
+    let top_us = query.and_then(|q| q["top"].as_f64()).unwrap_or(0.0) / 1e3;
+    let latency = query
         .and_then(|q| q["hops"].as_array())
         .map(|hops| {
             hops.iter()
@@ -290,6 +321,8 @@ pub fn flow_row(
                         p50_us: q(0.5).unwrap_or(0.0) / 1e3,
                         p99_us: q(0.99).unwrap_or(0.0) / 1e3,
                         max_us: q(1.0).unwrap_or(0.0) / 1e3,
+                        at_top: h["at_top"].as_f64().unwrap_or(0.0),
+                        top_us,
                     }
                 })
                 .collect()
@@ -473,7 +506,8 @@ fn topology_svg(r: &Page) -> String {
         "<svg id=\"topology\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{hgt}\" viewBox=\"0 0 {w} {hgt}\" role=\"img\" aria-label=\"topology\">"
     );
     // Each link once, coloured by the worse of its two directions (either of which may be
-    // all there is).
+    // all there is); their labels after the switches' boxes, which would hide them.
+    let mut labels = String::new();
     for l in &r.links {
         let back = by_ends.get(&(l.to.as_str(), l.from.as_str())).copied();
         if l.from > l.to && back.is_some() {
@@ -488,6 +522,14 @@ fn topology_svg(r: &Page) -> String {
         let (x1, y1) = pos(&l.from);
         let (x2, y2) = pos(&l.to);
         let colour = if lost > 0 { "#b3261e" } else { "#6b7b8c" };
+        // Each direction's loss, where each is known, the larger first.
+        let mut dirs: Vec<&LinkRow> = std::iter::once(l).chain(back).collect();
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.lost_packets));
+        let title = dirs
+            .iter()
+            .map(|d| format!("{} → {}: {} lost", esc(&d.from), esc(&d.to), d.lost_packets))
+            .collect::<Vec<_>>()
+            .join("; ");
         // A link within a row bows above it, so that it does not run through the boxes
         // between its ends; its label sits at the top of the bow.
         let bow = if (y1 - y2).abs() < 0.5 {
@@ -498,22 +540,20 @@ fn topology_svg(r: &Page) -> String {
         let (mx, my) = ((x1 + x2) / 2.0, (y1 + y2) / 2.0 - bow);
         let _ = write!(
             s,
-            "<path class=\"link\" d=\"M {x1:.1} {y1:.1} Q {mx:.1} {:.1} {x2:.1} {y2:.1}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"{:.1}\"{}><title>{} - {}: {} lost, utilisation {:.3}%</title></path>",
+            "<path class=\"link\" d=\"M {x1:.1} {y1:.1} Q {mx:.1} {:.1} {x2:.1} {y2:.1}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"{:.1}\"{}><title>{title}, utilisation {:.3}%</title></path>",
             my - bow,
-            1.5 + (util * 200.0).min(6.0),
+            // A lossy link stands out on a large drawing.
+            (1.5 + (util * 200.0).min(6.0)).max(if lost > 0 { 3.5 } else { 0.0 }),
             if impaired {
                 " stroke-dasharray=\"8 4\""
             } else {
                 ""
             },
-            esc(&l.from),
-            esc(&l.to),
-            lost,
             util * 100.0
         );
         if lost > 0 || impaired {
             let _ = write!(
-                s,
+                labels,
                 "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"{colour}\">{}{} lost</text>",
                 mx + 4.0,
                 my,
@@ -535,13 +575,23 @@ fn topology_svg(r: &Page) -> String {
             esc(&sw.name)
         );
     }
+    s.push_str(&labels);
     s.push_str("</svg>");
     s
 }
 
 fn links_table(h: &mut String, r: &Page) {
     h.push_str("<table id=\"links\"><tr><th>link</th><th>lost packets</th><th>flows</th><th>utilisation</th><th>impairment</th></tr>");
-    for l in &r.links {
+    // Links that lost packets first (most first), then impaired ones, then the rest in
+    // their order: on a large topology the lossy link was a row among hundreds.
+    let mut rows: Vec<&LinkRow> = r.links.iter().collect();
+    rows.sort_by_key(|l| {
+        (
+            std::cmp::Reverse(l.lost_packets.max(0)),
+            l.impaired.is_none(),
+        )
+    });
+    for l in rows {
         if l.flows == 0 && l.lost_packets == 0 && l.impaired.is_none() {
             continue;
         }
@@ -660,9 +710,9 @@ fn flow(h: &mut String, i: usize, f: &FlowRow) {
         f.bytes
     );
     if !f.latency.is_empty() {
-        // Per-hop latency: median and p99 bars.
+        // Per-hop latency in the switch (rx to tx): median and p99 bars.
         let max = f.latency.iter().map(|l| l.p99_us).fold(1e-9, f64::max);
-        let (w, row) = (600.0, 18.0);
+        let (w, row) = (760.0, 18.0);
         let height = row * f.latency.len() as f64 + 6.0;
         let _ = write!(
             h,
@@ -670,22 +720,26 @@ fn flow(h: &mut String, i: usize, f: &FlowRow) {
         );
         for (j, l) in f.latency.iter().enumerate() {
             let y = 3.0 + row * j as f64;
-            let scale = |v: f64| (v / max) * (w - 330.0);
+            // Bars from x = 200: the label before them is cut to fit.
+            let scale = |v: f64| (v / max) * (w - 480.0);
+            let label = format!("hop {} {}", l.hop, l.switch.as_deref().unwrap_or("?"));
+            let label: String = if label.chars().count() > 32 {
+                label.chars().take(31).chain(['…']).collect()
+            } else {
+                label
+            };
             let _ = write!(
                 h,
-                "<text x=\"2\" y=\"{:.1}\" font-size=\"10\">hop {} {}</text><rect x=\"120\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#c9dcf0\"/><rect x=\"120\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#3a6ea5\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">p50 {:.1} µs, p99 {:.1} µs ({} samples)</text>",
+                "<text x=\"2\" y=\"{:.1}\" font-size=\"10\">{}</text><rect x=\"200\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#c9dcf0\"/><rect x=\"200\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#3a6ea5\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{}</text>",
                 y + 11.0,
-                l.hop,
-                esc(l.switch.as_deref().unwrap_or("?")),
+                esc(&label),
                 scale(l.p99_us).max(1.0),
                 row - 5.0,
                 scale(l.p50_us).max(1.0),
                 row - 5.0,
-                126.0 + scale(l.p99_us),
+                206.0 + scale(l.p99_us),
                 y + 11.0,
-                l.p50_us,
-                l.p99_us,
-                l.samples
+                esc(&hop_latency_text(l))
             );
         }
         h.push_str("</svg>");
@@ -765,6 +819,60 @@ mod tests {
             "labels": labels,
         });
         event_row(&e, 10.0, link.map(|(a, b)| (a.to_owned(), b.to_owned())))
+    }
+
+    /// A hop latency at the code's largest value reads as a lower bound, with the share of
+    /// samples there (it read as an exact 66.1 µs).
+    #[test]
+    fn a_latency_at_the_codes_top_reads_as_at_least() {
+        let detail = serde_json::json!({"latency": [{"value": "hop_latency", "top": 66_100.0,
+            "hops": [
+                {"hop": 1, "switch": 1, "samples": 12, "at_top": 0.25,
+                 "quantiles": [[0.5, 1500.0], [0.99, 66_100.0], [1.0, 66_100.0]]},
+                {"hop": 2, "switch": 2, "samples": 12, "at_top": 0.0,
+                 "quantiles": [[0.5, 1500.0], [0.99, 2500.0], [1.0, 2600.0]]}]}]});
+        let summary = serde_json::json!({"key": {}, "packets": 1, "bytes": 1});
+        let name = |s: u64| format!("s{s}");
+        let f = flow_row(&summary, Some(&detail), &name, Vec::new());
+        let text: Vec<String> = f.latency.iter().map(hop_latency_text).collect();
+        assert_eq!(
+            text,
+            [
+                "p50 1.5 µs, p99 ≥ 66.1 µs (12 samples, 25.0% at the code's top)",
+                "p50 1.5 µs, p99 2.5 µs (12 samples)"
+            ]
+        );
+    }
+
+    /// A lossy link's label is drawn over the switches' boxes (they hid it on a large
+    /// drawing), and its title gives each direction's loss (the ends were put in name order).
+    #[test]
+    fn a_lossy_links_label_is_drawn_over_the_boxes_with_each_directions_loss() {
+        let link = |from: &str, to: &str, lost| LinkRow {
+            from: from.into(),
+            to: to.into(),
+            lost_packets: lost,
+            flows: 1,
+            utilisation: None,
+            impaired: None,
+            impair_dropped: None,
+        };
+        let switch = |name: &str| SwitchRow {
+            name: name.into(),
+            ..SwitchRow::default()
+        };
+        let svg = topology_svg(&Page {
+            layout: vec![("b".into(), 0.2, 0.5), ("a".into(), 0.8, 0.5)],
+            switches: vec![switch("a"), switch("b")],
+            links: vec![link("b", "a", 53), link("a", "b", 0)],
+            ..Page::default()
+        });
+        let label = svg.find(">53 lost</text>").expect("the label");
+        assert!(svg.rfind("class=\"switch\"").unwrap() < label, "{svg}");
+        assert!(
+            svg.contains("<title>b → a: 53 lost; a → b: 0 lost,"),
+            "{svg}"
+        );
     }
 
     #[test]

@@ -629,6 +629,19 @@ fn a_switchs_stats_reach_the_live_page() {
     let page = sink::live::page(&shared);
     let row = page.switches.iter().find(|s| s.id == 9).unwrap();
     assert_eq!((row.rx_packets, row.digests_exported), (1000, 700));
+    // Its edge port has carried no packet into or out of the network: not drawn as a
+    // switch with hosts until one did.
+    assert!(!row.hosts);
+    let edge = Stats {
+        counters: vec![("shim_stripped".to_owned(), 3)],
+    };
+    sw.send(FrameType::Stats, &edge.payload());
+    wait_for("hosts", || {
+        sink::live::page(&shared)
+            .switches
+            .iter()
+            .any(|s| s.id == 9 && s.hosts)
+    });
 }
 
 /// Connections beyond `--max-connections` are closed at once and counted (each took a

@@ -620,8 +620,9 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
         .map(|(e, this)| {
             let (label, kind) = (&this.flow, this.kind.as_str());
             let path = paths.get(label).cloned().unwrap_or_default();
-            // The flow's details (read for the largest flows only), else what the sink said
-            // in this event or in the flow's loss event at the same time: which flows' details
+            // What the sink said in this event or in the flow's loss event at the same time
+            // (where the loss was then), else the flow's details (read for the largest flows
+            // only: its link that lost the most over the whole run): which flows' details
             // were read (`--top`) must not move an event.
             let in_details = c.view.details.get(label).and_then(|d| {
                 d["loss"]
@@ -636,17 +637,19 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
                         )
                     })
             });
-            let lossy_link = in_details.or_else(|| named_link(e)).or_else(|| {
-                raw.iter()
-                    .zip(&spans)
-                    .filter(|(_, s)| {
-                        s.kind == "loss"
-                            && s.flow == this.flow
-                            && s.start <= this.end
-                            && this.start <= s.end
-                    })
-                    .find_map(|(l, _)| named_link(l))
-            });
+            let lossy_link = named_link(e)
+                .or_else(|| {
+                    raw.iter()
+                        .zip(&spans)
+                        .filter(|(_, s)| {
+                            s.kind == "loss"
+                                && s.flow == this.flow
+                                && s.start <= this.end
+                                && this.start <= s.end
+                        })
+                        .find_map(|(l, _)| named_link(l))
+                })
+                .or(in_details);
             // Else the link of its path that lost the most (all flows together).
             let most_lost = || {
                 links_of(&path)
@@ -1159,6 +1162,19 @@ mod tests {
         let paths = BTreeMap::from([(label, vec![a, b.clone(), z.clone()])]);
         let rows = super::events(&lab, &c, &paths);
         assert_eq!(rows.len(), 2);
+        for r in &rows {
+            assert_eq!(r.link, Some((b.clone(), z.clone())), "{} event", r.kind);
+        }
+        // With the flow's details read (`--top`), whose whole run lost more on the first
+        // link: the events still point where the sink saw the loss at their time.
+        let mut c = c;
+        c.view.details.insert(
+            flow_label(&serde_json::from_str(flow).unwrap()),
+            serde_json::json!({"loss": [
+                {"from": 1, "to": 2, "lost_packets": 500},
+                {"from": 2, "to": 3, "lost_packets": 40}]}),
+        );
+        let rows = super::events(&lab, &c, &paths);
         for r in &rows {
             assert_eq!(r.link, Some((b.clone(), z.clone())), "{} event", r.kind);
         }

@@ -302,6 +302,17 @@ impl Config {
         if !self.telemetry.enabled {
             return out;
         }
+        // An idle worker closes its epochs when it wakes: one that sleeps longer than an
+        // epoch sends late flowsets that span several, and the sink waits its grace time
+        // on each of those epochs and finds this switch missing.
+        if self.dataplane.idle == IdleMode::Sleep
+            && self.dataplane.idle_sleep_max_us > self.telemetry.epoch_ms * 1000
+        {
+            out.push(format!(
+                "config key `dataplane.idle_sleep_max_us` ({} us) is longer than an epoch (telemetry.epoch_ms = {}): an idle worker's flowsets come late and span several epochs, and the sink finds this switch missing in each",
+                self.dataplane.idle_sleep_max_us, self.telemetry.epoch_ms
+            ));
+        }
         // A query file that does not load is an error where the plan is compiled.
         if let Ok((_, plan)) = self.telemetry.load_queries() {
             out.extend(self.shim_room_warnings(::telemetry::wire::shim::shim_len(

@@ -498,6 +498,36 @@ fn memif_ports_with_several_queues_are_warned_about() {
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 }
 
+/// An idle sleep longer than an epoch is warned about when telemetry is on (the worker's
+/// flowsets would come late, each spanning several epochs); not when it polls, nor
+/// without telemetry.
+#[test]
+fn an_idle_sleep_longer_than_an_epoch_is_warned_about() {
+    let sleepy = GOOD.replacen(
+        "[stats]",
+        "[dataplane]\nidle = \"sleep\"\nidle_sleep_max_us = 50000\n\n[stats]",
+        1,
+    );
+    let c = Config::from_toml(&format!("{sleepy}\n[telemetry]\n")).unwrap();
+    let w = c.warnings();
+    assert!(
+        w.iter().any(|w| w.starts_with(
+            "config key `dataplane.idle_sleep_max_us` (50000 us) is longer than an epoch"
+        )),
+        "{w:?}"
+    );
+    let said = |c: &Config| c.warnings().iter().any(|w| w.contains("idle_sleep_max_us"));
+    assert!(said(&c));
+    let long_epochs =
+        Config::from_toml(&format!("{sleepy}\n[telemetry]\nepoch_ms = 100\n")).unwrap();
+    assert!(!said(&long_epochs));
+    assert!(!said(&Config::from_toml(&sleepy).unwrap()), "no telemetry");
+    let polling = sleepy.replace("idle = \"sleep\"", "idle = \"poll\"");
+    assert!(!said(
+        &Config::from_toml(&format!("{polling}\n[telemetry]\n")).unwrap()
+    ));
+}
+
 #[test]
 fn a_printed_config_reads_back_as_the_same_switch() {
     // Every optional key set, a query file given relative to the config's directory: what

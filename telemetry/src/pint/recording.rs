@@ -367,6 +367,9 @@ pub struct Aggregate {
     pub mean: f64,
     /// The largest value.
     pub max: f64,
+    /// Packets whose value was at the code's largest (a lower bound: it was that or more;
+    /// see [`crate::pint::plan::CompiledQuery::at_top`]).
+    pub at_top: u64,
     /// Values by power of two: (e, packets whose value v has 2^e <= v < 2^(e+1)), e from
     /// -64 to 63 (values at or below zero count in e = -128), sorted by e: at most 129
     /// entries, usually a handful.
@@ -426,6 +429,7 @@ fn read_path(d: &mut PathState, cx: PathContext<'_>, width: u32, pid: u32, field
 fn read_aggregate(a: &mut Aggregate, query: &CompiledQuery, field: u64, m: u64, k: usize) {
     if let Reading::Aggregate(v) = query.decode_word(field, m, k) {
         a.add(v);
+        a.at_top += u64::from(query.at_top(field));
     }
 }
 
@@ -871,6 +875,40 @@ bits = 8
         let product = rec.aggregate(2).expect("product").mean;
         let want = carried.powi(3);
         assert!((product - want).abs() < want * 0.15, "product {product}");
+        assert_eq!(
+            (
+                rec.aggregate(1).unwrap().at_top,
+                rec.aggregate(2).unwrap().at_top
+            ),
+            (0, 0)
+        );
+        // At half load three hops' product (256^3) is past the code's range: every packet's
+        // product is at the code's top, said as such (it read as a number far too small);
+        // the maximum is not.
+        let mut busy = FlowRecord::new(&plan, k);
+        for n in 0..200u64 {
+            let pid = hash32(12, &[n]);
+            let mut digest = 0;
+            for h in 0..k {
+                digest = plan.encode(
+                    digest,
+                    &crate::pint::plan::HopInput {
+                        pid,
+                        hop: h + 1,
+                        switch_id: 1,
+                        ingress_port: 0,
+                        egress_port: 0,
+                        hop_latency_ns: 0,
+                        queue_bytes: 0,
+                        utilization: crate::pint::plan::HopInput::utilization_value(0.5),
+                    },
+                );
+            }
+            busy.record(&plan, Space::Ids(&[1]), pid, digest);
+        }
+        let (max, product) = (busy.aggregate(1).unwrap(), busy.aggregate(2).unwrap());
+        assert_eq!((max.at_top, product.at_top), (0, product.count));
+        assert!(product.count > 100, "{}", product.count);
     }
 
     /// A plan with a static port query beside the path: the port query decodes to each

@@ -622,6 +622,24 @@ impl CompiledQuery {
         self.decode_word(field, tape::packet_word(pid), k)
     }
 
+    /// Whether a per-packet query's field is at its code's largest value: what it reads is
+    /// then a lower bound (a sum, product or maximum went past what the code carries, or
+    /// every hop's value did for a minimum). False for other queries.
+    pub fn at_top(&self, field: u64) -> bool {
+        match &self.kind {
+            QueryKind::PerPacket {
+                op, compression, ..
+            } => {
+                let max = compression.max_code();
+                match op {
+                    PerPacketOp::Min => field == 0,
+                    _ => field >= max,
+                }
+            }
+            _ => false,
+        }
+    }
+
     /// [`CompiledQuery::decode`] for the packet with packet word `m`.
     #[inline]
     pub fn decode_word(&self, field: u64, m: u64, k: usize) -> Reading {
