@@ -1936,18 +1936,23 @@ mod tests {
         }
     }
 
-    /// A route change (the path decodes again, to another) starts the hops' values over:
-    /// hop latency after it is the new route's alone.
-    #[test]
-    fn a_route_change_starts_the_hops_values_over() {
+    /// A context over a diamond, 1 - 2 - 4 and 1 - 3 - 4 (two routes from 1 to 4).
+    fn diamond_context() -> (ShardContext, u32, Arc<Topology>) {
         let (mut cx, v) = context();
-        // A diamond: 1 - 2 - 4 and 1 - 3 - 4.
         let diamond = Arc::new(Topology::from_edges(
             "diamond",
             (1..=4).map(|i| format!("s{i}")).collect(),
             &[(0, 1), (0, 2), (1, 3), (2, 3)],
         ));
         cx.topology = Some(Arc::clone(&diamond));
+        (cx, v, diamond)
+    }
+
+    /// A route change (the path decodes again, to another) starts the hops' values over:
+    /// hop latency after it is the new route's alone.
+    #[test]
+    fn a_route_change_starts_the_hops_values_over() {
+        let (cx, v, diamond) = diamond_context();
         let latency = cx
             .registry
             .plan(v)
@@ -1979,13 +1984,7 @@ mod tests {
     /// from no loss.
     #[test]
     fn a_route_change_counts_the_new_links_loss_from_the_change_on() {
-        let (mut cx, v) = context();
-        let diamond = Arc::new(Topology::from_edges(
-            "diamond",
-            (1..=4).map(|i| format!("s{i}")).collect(),
-            &[(0, 1), (0, 2), (1, 3), (2, 3)],
-        ));
-        cx.topology = Some(Arc::clone(&diamond));
+        let (cx, v, diamond) = diamond_context();
         let space = Space::Topology(&diamond);
         let mut t = FlowTable::new(10);
         let key = digest(v, 6, 0).key;
@@ -2530,7 +2529,11 @@ mod tests {
             &probes_from(t0, (0..80u64).map(|s| (s, s as f64 / 40.0))),
             start,
         );
-        let closed_until = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);
+        // Window ends are Unix seconds in an f64 (steps of 2^-22 s at today's times): the
+        // span from `t0` comes out within a step of the window's, not always equal.
+        let closed_until = |t: &FlowTable| {
+            probes_closed_until(t).map(|end| ((end - t0) * 1000.0).round() / 1000.0)
+        };
         assert_eq!(closed_until(&t), Some(1.0));
         sweep(&mut t, after(0.8));
         assert_eq!(closed_until(&t), Some(2.0));

@@ -812,6 +812,25 @@ mod tests {
     /// carries `512 U`, and a sampled (dynamic per-flow) query's quantiles and frequent
     /// values, and a per-packet product over k hops, read 512 times (512^(k-1) times) too
     /// high.
+    /// Packet `pid`'s digest across hops of switch 1 whose links run at utilisation `u`.
+    fn at_utilisation(plan: &Plan, pid: u32, u: &[f64]) -> u64 {
+        u.iter().enumerate().fold(0, |digest, (h, &uh)| {
+            plan.encode(
+                digest,
+                &crate::pint::plan::HopInput {
+                    pid,
+                    hop: h + 1,
+                    switch_id: 1,
+                    ingress_port: 0,
+                    egress_port: 0,
+                    hop_latency_ns: 0,
+                    queue_bytes: 0,
+                    utilization: crate::pint::plan::HopInput::utilization_value(uh),
+                },
+            )
+        })
+    }
+
     #[test]
     fn utilization_reads_as_a_share_of_line_rate_in_every_aggregation() {
         let text = r#"
@@ -842,23 +861,7 @@ bits = 8
         let mut rec = FlowRecord::new(&plan, k);
         for n in 0..3000u64 {
             let pid = hash32(11, &[n]);
-            let mut digest = 0;
-            for (h, &uh) in u.iter().enumerate() {
-                digest = plan.encode(
-                    digest,
-                    &crate::pint::plan::HopInput {
-                        pid,
-                        hop: h + 1,
-                        switch_id: 1,
-                        ingress_port: 0,
-                        egress_port: 0,
-                        hop_latency_ns: 0,
-                        queue_bytes: 0,
-                        utilization: crate::pint::plan::HopInput::utilization_value(uh),
-                    },
-                );
-            }
-            rec.record(&plan, Space::Ids(&[1]), pid, digest);
+            rec.record(&plan, Space::Ids(&[1]), pid, at_utilisation(&plan, pid, &u));
         }
         let s = rec.sketches(0).expect("sampled");
         for hop in 1..=k {
@@ -888,22 +891,7 @@ bits = 8
         let mut busy = FlowRecord::new(&plan, k);
         for n in 0..200u64 {
             let pid = hash32(12, &[n]);
-            let mut digest = 0;
-            for h in 0..k {
-                digest = plan.encode(
-                    digest,
-                    &crate::pint::plan::HopInput {
-                        pid,
-                        hop: h + 1,
-                        switch_id: 1,
-                        ingress_port: 0,
-                        egress_port: 0,
-                        hop_latency_ns: 0,
-                        queue_bytes: 0,
-                        utilization: crate::pint::plan::HopInput::utilization_value(0.5),
-                    },
-                );
-            }
+            let digest = at_utilisation(&plan, pid, &[0.5; 3]);
             busy.record(&plan, Space::Ids(&[1]), pid, digest);
         }
         let (max, product) = (busy.aggregate(1).unwrap(), busy.aggregate(2).unwrap());
