@@ -207,6 +207,59 @@ fn chromium(url: &str, dir: &Scratch, name: &str) -> (u64, String) {
     (size, String::from_utf8_lossy(&dom.stdout).into_owned())
 }
 
+/// Headless Chromium's DOM of `url` after `ms` of the page's own (virtual) time: its timers
+/// run, so the live page's refresh does.
+fn chromium_after(url: &str, dir: &Scratch, name: &str, ms: u32) -> String {
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path(&format!("chromium-{name}")).display()
+        ))
+        .arg(format!("--virtual-time-budget={ms}"))
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .expect("chromium (scripts/setup.sh installs it)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The live page refreshes itself in place, and keeps its last view, saying since when,
+/// once the sink stops answering (a reload showed the browser's error page, and stopped).
+#[test]
+fn the_live_page_keeps_its_last_view_when_the_sink_stops_answering() {
+    let dir = Scratch::new("live-page").unwrap();
+    let sink = sink::Sink::start(sink::SinkConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        ..sink::SinkConfig::default()
+    })
+    .unwrap();
+    let http = sink.http_addr().unwrap();
+    let url = format!("http://{http}/");
+    // Two refreshes with the sink up: the view is the sink's, no line about it.
+    let up = chromium_after(&url, &dir, "up", 7000);
+    assert!(up.contains("id=\"title\""), "{up}");
+    assert!(!up.contains("id=\"unreachable\""), "{up}");
+    // The same page where nothing answers its refresh (the sink gone).
+    let (status, body) = bench::lab::http::get(http, "/").unwrap();
+    assert_eq!(status, 200);
+    sink.stop();
+    let saved = dir.path("live.html");
+    std::fs::write(&saved, body).unwrap();
+    let down = chromium_after(&format!("file://{}", saved.display()), &dir, "down", 7000);
+    assert!(down.contains("id=\"title\""), "the last view stays: {down}");
+    assert!(
+        down.contains("id=\"unreachable\"") && down.contains("The sink has not answered since"),
+        "{down}"
+    );
+}
+
 #[test]
 fn the_leaf_spine_lab_finds_its_impaired_link() {
     let _serial = serial();

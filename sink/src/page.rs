@@ -389,6 +389,20 @@ pub fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The live page's refresh: every 3 s it fetches the page again and puts the new view in
+/// place (the scroll position stays); while the sink does not answer it keeps the last view
+/// under a line saying since when (a reload showed the browser's error page instead, and
+/// stopped). Without scripts, a meta refresh does the reloading.
+const LIVE_SCRIPT: &str = "<script>(function(){var since=null;\
+function say(){var b=document.getElementById('unreachable');if(!b){b=document.createElement('p');\
+b.id='unreachable';b.className='bad';document.body.insertBefore(b,document.body.firstChild);}\
+b.textContent='The sink has not answered since '+since.toLocaleTimeString()+': the last view it gave is shown.';}\
+function tick(){fetch(location.href,{cache:'no-store'}).then(function(r){if(!r.ok)throw new Error(r.status);return r.text();})\
+.then(function(t){var d=new DOMParser().parseFromString(t,'text/html');document.title=d.title;\
+document.body.innerHTML=d.body.innerHTML;since=null;})\
+.catch(function(){if(!since)since=new Date();say();})\
+.finally(function(){setTimeout(tick,3000);});}setTimeout(tick,3000);})();</script>";
+
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:72em}\
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;\
@@ -402,9 +416,9 @@ pub fn render(r: &Page) -> String {
         h,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">{}<title>{}</title><style>{STYLE}</style></head><body>",
         if r.live {
-            "<meta http-equiv=\"refresh\" content=\"3\">"
+            format!("<noscript><meta http-equiv=\"refresh\" content=\"3\"></noscript>{LIVE_SCRIPT}")
         } else {
-            ""
+            String::new()
         },
         esc(&r.title)
     );

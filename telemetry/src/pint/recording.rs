@@ -483,8 +483,9 @@ impl FlowRecord {
     }
 
     /// Fixes hop `hop` of every switch ID path query to `switch_id` (a hop the sink knows:
-    /// the reporting switch as the last, the source's edge switch as the first); port
-    /// queries are not pinned (the sink does not know those ports).
+    /// the reporting switch as the last, the source's edge switch as the first). Port
+    /// queries are not pinned: a digest record does carry the last hop's ports, but they
+    /// are left to decode as the other hops' do.
     pub fn pin(&mut self, plan: &Plan, space: Space<'_>, hop: usize, switch_id: u32) {
         for (q, slot) in self.slots.iter_mut().enumerate() {
             let is_switch = plan
