@@ -1,0 +1,397 @@
+//! The lab's report from collected outputs: checks, links, events and their places.
+
+use super::*;
+
+fn path(p: &str) -> Vec<String> {
+    p.split(' ').map(str::to_owned).collect()
+}
+
+fn span(kind: &str, flow: &str, start: f64, end: f64) -> Span {
+    Span {
+        kind: kind.into(),
+        flow: flow.into(),
+        start,
+        end,
+    }
+}
+
+fn link(a: &str, b: &str) -> Option<(String, String)> {
+    Some((a.into(), b.into()))
+}
+
+/// Probe streams a (leaf2 to leaf3), b (leaf1 to leaf3) and c (leaf2 to leaf1), all
+/// through spine1; spine1 -> leaf3 is the bad link.
+fn fabric() -> (BTreeMap<String, Vec<String>>, BTreeSet<String>) {
+    let paths: BTreeMap<String, Vec<String>> = [
+        ("a", "leaf2 spine1 leaf3"),
+        ("b", "leaf1 spine1 leaf3"),
+        ("c", "leaf2 spine1 leaf1"),
+    ]
+    .into_iter()
+    .map(|(f, p)| (f.to_owned(), path(p)))
+    .collect();
+    let probes = paths.keys().cloned().collect();
+    (paths, probes)
+}
+
+/// A link that counted more packets after it than before hides loss as well as it
+/// shows it: the check fails and says counts are missing, and the summary does not call
+/// it loss.
+#[test]
+fn more_counted_after_a_link_than_before_is_missing_counts_not_loss() {
+    let lab = Lab::parse(
+        "[topology]\nkind = \"chain\"\nswitches = 3\n",
+        Path::new("."),
+        "t",
+    )
+    .unwrap();
+    let link = |from: &str, to: &str, lost_packets: i64| link_row(from, to, lost_packets, None);
+    let mut r = report_of(vec![link("s1", "s2", 0), link("s2", "s3", 0)]);
+    let elsewhere = |r: &LabReport| {
+        checks(&lab, r)
+            .into_iter()
+            .find(|c| c.name == "no loss elsewhere")
+            .unwrap()
+    };
+    assert!(elsewhere(&r).ok);
+    // 5 lost before s2, and 5 more counted after s2 than before it: they cancel in a
+    // sum, not here.
+    r.links = vec![link("s1", "s2", 5), link("s2", "s3", -5)];
+    let c = elsewhere(&r);
+    assert!(!c.ok);
+    assert!(
+            c.detail.starts_with("5 packets lost on links without an impairment; 5 more packets counted after links than before them (counts missing)"),
+            "{}",
+            c.detail
+        );
+    let text = r.text();
+    assert!(text.contains("link s1 -> s2: 5 packets lost\n"), "{text}");
+    assert!(
+        text.contains(
+            "link s2 -> s3: 5 packets counted after it beyond those before it (counts missing)\n"
+        ),
+        "{text}"
+    );
+}
+
+/// A sink with more flows than the report reads says how many it checked, rather than
+/// giving the flows read as all it saw.
+#[test]
+fn a_report_of_more_flows_than_it_reads_says_so() {
+    let mut r = report_of(Vec::new());
+    r.flows_total = 25_000;
+    r.flows_checked = FLOWS_READ;
+    r.flows_decoded = 9_000;
+    r.flows_matching = 9_000;
+    assert!(
+        r.text()
+            .contains("paths: 25000 flows, of which the 10000 largest checked, 9000 decoded"),
+        "{}",
+        r.text()
+    );
+    r.flows_checked = 25_000;
+    assert!(
+        r.text().contains("paths: 25000 flows, 9000 decoded"),
+        "{}",
+        r.text()
+    );
+}
+
+/// The shipped chain lab.
+fn chain_lab() -> Lab {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/labs");
+    let text = std::fs::read_to_string(base.join("chain.toml")).unwrap();
+    Lab::parse(&text, &base, "chain").unwrap()
+}
+
+/// What a run of `lab` collected: its switches' summaries, its generators' reports and
+/// the sink's event lines; the sink read nothing else.
+fn collected_of(
+    lab: &Lab,
+    summaries: Vec<(u32, Option<Summary>, String)>,
+    generators: Vec<(u32, String)>,
+    events: String,
+) -> Collected {
+    let at = super::super::plan::Endpoints {
+        dir: std::env::temp_dir(),
+        sink_listen: "127.0.0.1:1".parse().unwrap(),
+        sink_http: "127.0.0.1:2".parse().unwrap(),
+        main_lcore: 0,
+        worker_lcores: vec![1],
+    };
+    Collected {
+        dir: PathBuf::new(),
+        plan: super::super::plan::LabPlan::new(lab, &at).unwrap(),
+        start_unix: 0.0,
+        cut_short_at: None,
+        wall_seconds: 1.0,
+        summaries,
+        generators,
+        view: SinkView {
+            flows: Vec::new(),
+            flows_seen: 0,
+            details: BTreeMap::new(),
+            links: Vec::new(),
+            epochs: Value::Null,
+            switches: Vec::new(),
+        },
+        events,
+    }
+}
+
+/// A run with a switch that was killed (no summary) or exited with an error, or a
+/// generator without a report, fails a check of its own: the other checks could pass
+/// on its partial counts.
+#[test]
+fn a_process_that_did_not_end_cleanly_fails_the_run() {
+    let lab = chain_lab();
+    let summary = Summary::from_totals(1, 1.0, &pipeline::LocalCounters::default());
+    let collected = |summaries: Vec<(u32, Option<Summary>, String)>, report: &str| {
+        collected_of(
+            &lab,
+            summaries,
+            vec![
+                (0, report.into()),
+                (2, r#"{"sent": {"packets": 1}}"#.into()),
+            ],
+            String::new(),
+        )
+    };
+    let clean = |n| (n, Some(summary.clone()), "exit status: 0".to_owned());
+    let good = r#"{"sent": {"packets": 1}}"#;
+    let c = collected(vec![clean(0), clean(1), clean(2)], good);
+    assert!(processes_check(&lab, &c).ok);
+    let c = collected(
+        vec![
+            clean(0),
+            (1, None, "signal: 9 (SIGKILL)".into()),
+            (2, Some(summary.clone()), "exit status: 1".into()),
+        ],
+        "",
+    );
+    let check = processes_check(&lab, &c);
+    assert!(!check.ok);
+    assert_eq!(
+        check.detail,
+        "switch s2 (signal: 9 (SIGKILL), no summary); switch s3 (exit status: 1); \
+             generator at s1 (no report)"
+    );
+}
+
+/// A delay event at the same time as its flow's loss event points where the sink's loss
+/// event says the flow lost its packets, also for a flow whose details the report did not
+/// read (`--top`: probe streams are small, so a delay event went to the first link of
+/// its path instead).
+#[test]
+fn events_point_where_the_sink_says_without_the_flows_details() {
+    let lab = chain_lab();
+    let flow = r#"{"src":"10.0.1.1","src_port":50000,"dst":"10.0.3.1","dst_port":7,"protocol":17}"#;
+    let (a, b, z) = (
+        name_of_id(&lab, 1),
+        name_of_id(&lab, 2),
+        name_of_id(&lab, 3),
+    );
+    let events = format!(
+        "{{\"kind\":\"loss\",\"series\":\"probes\",\"flow\":{flow},\"start\":10.0,\"end\":12.0,\"lossy_link\":[2,3]}}\n\
+             {{\"kind\":\"delay\",\"series\":\"probes\",\"flow\":{flow},\"start\":10.5,\"end\":11.5}}\n"
+    );
+    let c = collected_of(&lab, Vec::new(), Vec::new(), events);
+    let label = flow_label(&serde_json::from_str(flow).unwrap());
+    let paths = BTreeMap::from([(label, vec![a, b.clone(), z.clone()])]);
+    let rows = super::events(&lab, &c, &paths);
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r.link, Some((b.clone(), z.clone())), "{} event", r.kind);
+    }
+    // With the flow's details read (`--top`), whose whole run lost more on the first
+    // link: the events still point where the sink saw the loss at their time.
+    let mut c = c;
+    c.view.details.insert(
+        flow_label(&serde_json::from_str(flow).unwrap()),
+        serde_json::json!({"loss": [
+                {"from": 1, "to": 2, "lost_packets": 500},
+                {"from": 2, "to": 3, "lost_packets": 40}]}),
+    );
+    let rows = super::events(&lab, &c, &paths);
+    for r in &rows {
+        assert_eq!(r.link, Some((b.clone(), z.clone())), "{} event", r.kind);
+    }
+}
+
+/// A link of 4 flows that lost `lost_packets`, its switch's impairments having dropped
+/// `dropped`.
+fn link_row(from: &str, to: &str, lost_packets: i64, dropped: Option<u64>) -> LinkRow {
+    LinkRow {
+        from: from.into(),
+        to: to.into(),
+        lost_packets,
+        flows: 4,
+        utilisation: None,
+        impaired: None,
+        impair_dropped: dropped,
+    }
+}
+
+/// A report of a lab run with only `links` filled in.
+fn report_of(links: Vec<LinkRow>) -> LabReport {
+    LabReport {
+        lab: "t".into(),
+        description: String::new(),
+        duration_s: 1.0,
+        wall_seconds: 1.0,
+        dir: PathBuf::new(),
+        switches: Vec::new(),
+        links,
+        flows_total: 0,
+        flows_checked: 0,
+        flows_decoded: 0,
+        flows_matching: 0,
+        undecoded_through: BTreeMap::new(),
+        mismatches: Vec::new(),
+        median_digests_to_decode: None,
+        flows: Vec::new(),
+        events: Vec::new(),
+        hosts: Vec::new(),
+        epochs: Value::Null,
+        checks: Vec::new(),
+        layout: Vec::new(),
+    }
+}
+
+/// Two lossy impairments out of one switch: each is checked against the switch's
+/// drops (counted over all its ports) together with the other; an impaired link that
+/// lost no more than a link without an impairment fails.
+#[test]
+fn lossy_links_out_of_one_switch_are_checked_together() {
+    let lab = Lab::parse(
+        "[topology]\nkind = \"leaf-spine\"\nspines = 2\nleaves = 3\n\
+             [[impair]]\nlink = [\"spine1\", \"leaf3\"]\nloss = 0.05\n\
+             [[impair]]\nlink = [\"spine1\", \"leaf2\"]\nloss = 0.02\n",
+        Path::new("."),
+        "t",
+    )
+    .unwrap();
+    let link = link_row;
+    let loss_checks = |r: &LabReport| -> Vec<bool> {
+        checks(&lab, r)
+            .into_iter()
+            .filter(|c| c.name.starts_with("loss found"))
+            .map(|c| c.ok)
+            .collect()
+    };
+    let mut r = report_of(vec![
+        link("spine1", "leaf3", 30, Some(50)),
+        link("spine1", "leaf2", 20, Some(50)),
+        link("leaf1", "spine1", 0, None),
+    ]);
+    assert_eq!(loss_checks(&r), [true, true]);
+    // A link without an impairment lost as much as an impaired one.
+    r.links[2].lost_packets = 20;
+    assert_eq!(loss_checks(&r), [true, false]);
+    // The switch dropped more than the two links lost.
+    r.links[2].lost_packets = 0;
+    r.links[0].impair_dropped = Some(60);
+    r.links[1].impair_dropped = Some(60);
+    assert_eq!(loss_checks(&r), [false, false]);
+    // Unless flows whose paths are not decoded crossed them with at least the packets
+    // missing: their loss is on no link (never more than the drops, though).
+    r.undecoded_through.insert("spine1 -> leaf3".into(), 9);
+    assert_eq!(loss_checks(&r), [false, false], "9 packets cannot hide 10");
+    r.undecoded_through.insert("spine1 -> leaf3".into(), 10);
+    assert_eq!(loss_checks(&r), [true, true]);
+    r.links[0].impair_dropped = Some(40);
+    r.links[1].impair_dropped = Some(40);
+    assert_eq!(loss_checks(&r), [false, false]);
+}
+
+#[test]
+fn drops_at_full_tx_queues_are_put_down_to_the_machine() {
+    let row = |name: &str, tx_full_drops: u64| SwitchRow {
+        name: name.into(),
+        tx_full_drops,
+        ..SwitchRow::default()
+    };
+    assert_eq!(full_queue_note(&[row("a", 0), row("b", 0)]), None);
+    let note = full_queue_note(&[
+        row("a", 5),
+        row("b", 0),
+        row("c", 40),
+        row("d", 7),
+        row("e", 1),
+    ])
+    .unwrap();
+    assert!(
+        note.starts_with("53 dropped by switches at full tx queues (c 40, d 7, a 5, ...)"),
+        "{note}"
+    );
+}
+
+/// One flow's reordering ties between the two links of its path (each has one other
+/// probe stream without reordering); the loss the bad link gave two flows at the same
+/// time tells them apart.
+#[test]
+fn a_tie_goes_to_the_link_with_other_events_at_the_time() {
+    let (paths, probes) = fabric();
+    let this = span("reordering", "a", 10.0, 15.0);
+    let mut spans = vec![this.clone()];
+    let blamed = |spans: &[Span]| blame(&this, &paths["a"], spans, &paths, &probes);
+    assert_eq!(blamed(&spans), link("leaf2", "spine1"), "no other evidence");
+    spans.push(span("loss", "a", 5.0, 15.0));
+    spans.push(span("loss", "b", 5.0, 15.4));
+    assert_eq!(blamed(&spans), link("spine1", "leaf3"));
+    // Events of another kind at another time are no evidence.
+    spans.truncate(1);
+    spans.push(span("loss", "a", 1.0, 2.0));
+    spans.push(span("loss", "b", 20.0, 25.0));
+    assert_eq!(blamed(&spans), link("leaf2", "spine1"));
+}
+
+/// A probe stream through the bad link that shows only another kind of event at the
+/// time (loss, not reordering) is no evidence against it: one flow's reordering on
+/// leaf1 -> spine1 -> leaf3 goes to spine1 -> leaf3, which the lossy stream a shares.
+#[test]
+fn a_stream_with_another_event_is_no_evidence_against_a_link() {
+    let (paths, probes) = fabric();
+    let this = span("reordering", "b", 10.0, 15.0);
+    let mut spans = vec![this.clone()];
+    let blamed = |spans: &[Span]| blame(&this, &paths["b"], spans, &paths, &probes);
+    assert_eq!(
+        blamed(&spans),
+        link("leaf1", "spine1"),
+        "a counts against spine1 -> leaf3"
+    );
+    spans.push(span("loss", "a", 5.0, 15.0));
+    spans.push(span("loss", "b", 5.0, 15.0));
+    assert_eq!(blamed(&spans), link("spine1", "leaf3"));
+}
+
+/// A delay event on a flow that loses packets at the same time goes where the loss is;
+/// one before or after its loss does not.
+#[test]
+fn a_delay_with_loss_at_the_time_goes_where_the_loss_is() {
+    let this = span("delay", "a", 10.0, 15.0);
+    let mut spans = vec![this.clone(), span("loss", "b", 10.0, 15.0)];
+    assert!(!loses_meanwhile(&this, &spans), "another flow's loss");
+    spans.push(span("loss", "a", 2.0, 9.5));
+    assert!(!loses_meanwhile(&this, &spans), "its loss before");
+    spans.push(span("loss", "a", 14.0, 20.0));
+    assert!(loses_meanwhile(&this, &spans));
+}
+
+/// The events of the same kind come first: a link that more flows with the event cross
+/// wins over one with more events of other kinds.
+#[test]
+fn the_same_kind_of_event_outweighs_others() {
+    let (paths, probes) = fabric();
+    let this = span("delay", "a", 10.0, 15.0);
+    let spans = vec![
+        this.clone(),
+        span("delay", "c", 10.0, 15.0),
+        span("loss", "a", 10.0, 15.0),
+        span("loss", "b", 10.0, 15.0),
+    ];
+    assert_eq!(
+        blame(&this, &paths["a"], &spans, &paths, &probes),
+        link("leaf2", "spine1")
+    );
+}
