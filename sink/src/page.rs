@@ -407,7 +407,7 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#2
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;\
 text-align:left;font-size:.9em}th{background:#f3f3f3}.ok{color:#17712b}.bad{color:#b3261e}\
-.mono{font-family:ui-monospace,monospace}svg text{font-family:system-ui,sans-serif}";
+.pending{color:#8a6d00}.mono{font-family:ui-monospace,monospace}svg text{font-family:system-ui,sans-serif}";
 
 /// The page as HTML.
 pub fn render(r: &Page) -> String {
@@ -614,7 +614,13 @@ fn links_table(h: &mut String, r: &Page) {
             "<tr><td>{} &rarr; {}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&l.from),
             esc(&l.to),
-            if l.lost_packets > 0 { "bad" } else { "ok" },
+            // Below no loss: more counted after the link than before it (counts missing at
+            // its start), neither loss nor none.
+            match l.lost_packets {
+                n if n > 0 => "bad",
+                0 => "ok",
+                _ => "pending",
+            },
             l.lost_packets,
             l.flows,
             l.utilisation
@@ -702,7 +708,12 @@ fn events(h: &mut String, r: &Page) {
 
 fn flow(h: &mut String, i: usize, f: &FlowRow) {
     let known = !f.route.is_empty();
-    let same = !known || f.decoded.as_ref() == Some(&f.route);
+    // Not decoded (yet) is neither right nor wrong.
+    let class = match &f.decoded {
+        None => "pending",
+        Some(d) if !known || *d == f.route => "ok",
+        Some(_) => "bad",
+    };
     let _ = write!(
         h,
         "<h3 class=\"mono\">{}</h3><table class=\"flow\" id=\"flow-{i}\">{}<tr><th>decoded path</th><td class=\"decoded {}\">{}</td></tr><tr><th>digests to decode</th><td>{}</td></tr><tr><th>packets / bytes</th><td>{} / {}</td></tr></table>",
@@ -715,7 +726,7 @@ fn flow(h: &mut String, i: usize, f: &FlowRow) {
         } else {
             String::new()
         },
-        if same { "ok" } else { "bad" },
+        class,
         f.decoded
             .as_ref()
             .map_or("not decoded".into(), |d| esc(&d.join(" → "))),
@@ -887,6 +898,33 @@ mod tests {
             svg.contains("<title>b → a: 53 lost; a → b: 0 lost,"),
             "{svg}"
         );
+    }
+
+    /// A path not decoded yet is shown as pending, not as right (it was green); a decoded
+    /// one is right when it is the route, or when no route is known.
+    #[test]
+    fn a_path_not_decoded_is_neither_right_nor_wrong() {
+        let row = |route: &[&str], decoded: Option<&[&str]>| FlowRow {
+            flow: "f".into(),
+            route: route.iter().map(|s| s.to_string()).collect(),
+            decoded: decoded.map(|d| d.iter().map(|s| s.to_string()).collect()),
+            digests_to_decode: None,
+            packets: 1,
+            bytes: 1,
+            latency: Vec::new(),
+            counters: Vec::new(),
+        };
+        let class = |f: FlowRow| {
+            let mut h = String::new();
+            flow(&mut h, 0, &f);
+            let at = h.find("class=\"decoded ").unwrap() + "class=\"decoded ".len();
+            h[at..at + h[at..].find('"').unwrap()].to_owned()
+        };
+        assert_eq!(class(row(&[], None)), "pending");
+        assert_eq!(class(row(&["a", "b"], None)), "pending");
+        assert_eq!(class(row(&[], Some(&["a", "b"]))), "ok");
+        assert_eq!(class(row(&["a", "b"], Some(&["a", "b"]))), "ok");
+        assert_eq!(class(row(&["a", "b"], Some(&["a", "c"]))), "bad");
     }
 
     #[test]
