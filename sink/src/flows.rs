@@ -1047,6 +1047,19 @@ impl FlowTable {
                 .find(|c| c.switch == s)
                 .map(|c| c.packets)
         };
+        // Whether `b` counted the flow in an epoch before `a` first did: `a` missed its
+        // start (it was not connected to this sink then, as after the sink's restart when
+        // `b` came back first), and what `b` counted then is no gain.
+        let first_ms = |s: u32| {
+            flow.counts
+                .iter()
+                .find(|c| c.switch == s)
+                .map(|c| c.first_ms)
+        };
+        let counted_downstream_first = |a: u32, b: u32| match (first_ms(a), first_ms(b)) {
+            (Some(up), Some(down)) => down < up,
+            _ => false,
+        };
         // A link new to a flow whose loss was counted on another path: the route changed.
         // The counts are totals over the flow's life, the old route's packets in them: the
         // link counts its loss from here on.
@@ -1082,8 +1095,18 @@ impl FlowTable {
                     // What an unsure epoch set aside held the packets in flight across it
                     // too: counted at `b` later, they take it back, never below no loss.
                     Some(o) if o.offset > 0 && raw < o.offset => raw.max(0),
+                    // What was set aside for counts missing at `a` (more counted at `b`)
+                    // held the packets in flight into `b` too: counted there later, they
+                    // lower it, never below no loss.
+                    Some(o) if o.offset < 0 && raw < o.offset => raw,
                     Some(o) => o.offset,
-                    None if rerouted || unsettled(a) || unsettled(b) => raw,
+                    None if rerouted
+                        || unsettled(a)
+                        || unsettled(b)
+                        || counted_downstream_first(a, b) =>
+                    {
+                        raw
+                    }
                     None => 0,
                 };
                 LinkLoss {

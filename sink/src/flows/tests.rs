@@ -568,6 +568,44 @@ fn packets_in_flight_across_an_unsure_epoch_make_no_negative_loss() {
     assert_eq!(lost(&t, key), (0, 0, 0));
 }
 
+/// After the sink's restart the second switch came back first: it counted the flow in an
+/// epoch its first switch, not yet connected, never sent. What it counted then is no gain
+/// on the link (it read as -50 for good), packets in flight across the first shared epoch
+/// included, and loss after counts.
+#[test]
+fn counts_downstream_before_the_first_switch_came_back_make_no_negative_loss() {
+    let mut t = FlowTable::new(10);
+    let (cx, key) = two_hop_flow(&mut t);
+    t.add_counts(&cx, 1, (1000, 10), &[(key, 2, 50, 5_000)], &[], &[]);
+    // Both count; 5 are on the link at the epoch's end.
+    t.add_counts(
+        &cx,
+        2,
+        (1010, 10),
+        &[(key, 1, 50, 5_000), (key, 2, 45, 4_500)],
+        &[],
+        &[],
+    );
+    t.add_counts(
+        &cx,
+        3,
+        (1020, 10),
+        &[(key, 1, 50, 5_000), (key, 2, 55, 5_500)],
+        &[],
+        &[],
+    );
+    assert_eq!(lost(&t, key), (0, 0, 0));
+    t.add_counts(
+        &cx,
+        4,
+        (1030, 10),
+        &[(key, 1, 100, 10_000), (key, 2, 96, 9_600)],
+        &[],
+        &[],
+    );
+    assert_eq!(lost(&t, key), (4, 4, 0));
+}
+
 /// The kinds of loss events from counters of flow `key`.
 fn counter_losses(cx: &ShardContext, key: &FlowKey) -> Vec<crate::events::FlowEvent> {
     cx.events
