@@ -15,7 +15,12 @@ use clap::{Parser, Subcommand};
 /// The PINT sink: decodes digests and flowsets from many switches into per-flow paths,
 /// latency quantiles, counters and per-link loss.
 #[derive(Debug, Parser)]
-#[command(name = "pint-sink", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "pint-sink",
+    version,
+    args_conflicts_with_subcommands = true,
+    allow_negative_numbers = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
@@ -309,5 +314,17 @@ mod tests {
         for bad in ["localhost", "127.0.0.1", "no such host.invalid:1"] {
             assert!(host_port(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A negative number is a bad value of its flag (it was taken for an unknown flag, and
+    /// the message did not name the one given).
+    #[test]
+    fn a_negative_number_is_a_bad_value_of_its_flag() {
+        let e = Cli::try_parse_from(["pint-sink", "--max-flows", "-5"]).unwrap_err();
+        let said = e.to_string();
+        assert!(
+            said.contains("invalid value '-5' for '--max-flows"),
+            "{said}"
+        );
     }
 }

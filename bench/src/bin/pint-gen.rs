@@ -28,6 +28,7 @@ use telemetry::wire::prefix::Ipv4Prefix;
 #[command(
     name = "pint-gen",
     version,
+    allow_negative_numbers = true,
     about = "Traffic generator for the PINT switch"
 )]
 struct Cli {

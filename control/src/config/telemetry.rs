@@ -109,8 +109,11 @@ impl TelemetryConfig {
 pub fn load_queries(path: Option<&Path>, bound: Option<u32>) -> Result<(String, Plan), String> {
     let text = match path {
         None => PAPER_QUERIES.to_owned(),
-        Some(p) => std::fs::read_to_string(p)
-            .map_err(|e| format!("cannot read query file {}: {e}", p.display()))?,
+        Some(p) => std::fs::read_to_string(p).map_err(|e| {
+            // Where it looked, in full (a relative path is the config file's directory's).
+            let looked = std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+            format!("cannot read query file {}: {e}", looked.display())
+        })?,
     };
     let mut file = QueryFile::from_toml(&text).map_err(|e| format!("query file: {e}"))?;
     let mut effective = text;

@@ -11,7 +11,7 @@ use dataplane::switch::{self, RunOptions};
 
 /// A DPDK software switch: IPv4 forwarding (LPM, ECMP) with in-band telemetry.
 #[derive(Parser, Debug)]
-#[command(name = "pint-switch", version)]
+#[command(name = "pint-switch", version, allow_negative_numbers = true)]
 struct Cli {
     /// The switch's configuration file (TOML; keys in docs/config.md).
     #[arg(long, short, value_name = "FILE", required_unless_present = "demo")]
