@@ -25,6 +25,12 @@ for T in $KDL $US; do
   done
 done
 
+echo "## $KDL: shortest and walk routes"
+for R in shortest walk; do
+  $B pint-path --topology $KDL --bits 8 --instances 2 --runs "$RUNS" --paths 5 --lengths 5,10,20,30,40,50,59 --routes $R
+  $B pint-path --topology $KDL --bits 8 --instances 2 --runs "$RUNS" --paths 5 --lengths 5,10,20,30,40,50,59 --routes $R --first-hop-known
+done
+
 echo "## fat tree K=8"
 for BITS in "8 --instances 2" "4" "1"; do
   $B pint-path --topology fattree:8 --scheme interleaved --bits $BITS --runs "$RUNS" --paths 5
