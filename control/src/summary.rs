@@ -79,10 +79,11 @@ impl PortStats {
 /// in which it shows none. memif reads zero while its peer is away and its running totals
 /// again once the peer is back (a lab's server side stops first, which left a switch's
 /// summary with zeros for ports that had carried its traffic); a driver that resets counts
-/// from zero up. A reading below the last is held as a dip until the readings say which:
-/// back to at least what they were (the counts were only hidden: nothing is added), or
-/// counting up again from below (a reset: what came before is kept and added). Read about
-/// once a second, what a reset takes is at most the packets since the reading before it.
+/// from zero up. A reading below the last that counts something is a reset (what came
+/// before is kept and added); one of no packets at all is held until the readings say
+/// which: back to at least what they were (the counts were only hidden: nothing is added),
+/// or counting up again from below (a reset). Read about once a second, what a reset takes
+/// is at most the packets since the reading before it.
 #[derive(Debug, Clone, Default)]
 pub struct PortTotals {
     /// What the driver had counted before its resets, summed.
@@ -106,7 +107,11 @@ impl PortTotals {
                 self.dipped_from = None;
             }
         } else if now.went_back(&self.last) {
-            self.dipped_from = Some(self.last.clone());
+            if now.rx_packets == 0 && now.tx_packets == 0 {
+                self.dipped_from = Some(self.last.clone());
+            } else {
+                self.before = self.before.plus(&self.last);
+            }
         }
         self.last = now;
     }
@@ -372,6 +377,13 @@ mod tests {
         // It counts from zero again (a reset).
         t.observe(reading(5, 4));
         assert_eq!(t.total(), reading(25, 22));
+        // A reset whose first reading already counts, then past what was before: nothing
+        // that came before is lost.
+        let mut quick = PortTotals::default();
+        for r in [1000, 3, 1500] {
+            quick.observe(reading(r, 0));
+        }
+        assert_eq!(quick.total(), reading(2500, 0));
         // A reading that only grows adds nothing of its own.
         t.observe(reading(7, 4));
         assert_eq!(t.total(), reading(27, 22));

@@ -201,9 +201,11 @@ pub struct FlowState {
     /// was known (sorted; [`ALL_UNSETTLED`] alone when too many to list): their links' loss
     /// counts from when the path is first known.
     loss_unsettled: Vec<u32>,
-    /// Whether loss was counted on a decoded path of the flow: a link of a later path that
-    /// the flow did not have counts its loss from when it has it (a route change).
-    loss_counted: bool,
+    /// A hash of the decoded path the flow's loss was last looked at on (0: none yet): a
+    /// link of another path counts its loss from when the flow has it (a route change).
+    loss_path: u64,
+    /// Whether the route changed and some link of the new path has no counts yet.
+    loss_rerouting: bool,
     /// Online detection on the flow's end-to-end latency (from a latency-sum query).
     latency_detector: Option<Box<Detector>>,
     /// Online detection on the flow's loss (from its counters at its first and last switch).
@@ -1047,23 +1049,40 @@ impl FlowTable {
                 .find(|c| c.switch == s)
                 .map(|c| c.packets)
         };
-        // Whether `b` counted the flow in an epoch before `a` first did: `a` missed its
-        // start (it was not connected to this sink then, as after the sink's restart when
-        // `b` came back first), and what `b` counted then is no gain.
-        let first_ms = |s: u32| {
-            flow.counts
-                .iter()
-                .find(|c| c.switch == s)
-                .map(|c| c.first_ms)
+        // What `b` counted of the flow in epochs before `a` first did, when `a` connected
+        // to this sink only after the first of them began (after the sink's restart, `b`
+        // came back first): `a`'s flowsets of those epochs never come, so that is no gain
+        // on the link. None otherwise: `b` counting earlier because the two clocks differ
+        // evens out as the counts go on.
+        let counted = |s: u32| flow.counts.iter().find(|c| c.switch == s);
+        let missed_upstream = |a: u32, b: u32| -> Option<i64> {
+            let (up, down) = (counted(a)?, counted(b)?);
+            if down.first_ms >= up.first_ms {
+                return None;
+            }
+            let since = cx
+                .registry
+                .switch(a)?
+                .counters
+                .connected_ms
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if since <= down.first_ms {
+                return None;
+            }
+            // `a`'s first epoch is the one just counted, and `b`'s last: what `b` counted
+            // before it is its total less that epoch's (else all it counted beyond `a`).
+            let before = if up.epochs == 1 && down.last_epoch.0 == up.last_epoch.0 {
+                down.packets - down.last_epoch.1
+            } else {
+                down.packets.saturating_sub(up.packets)
+            };
+            Some(before as i64)
         };
-        let counted_downstream_first = |a: u32, b: u32| match (first_ms(a), first_ms(b)) {
-            (Some(up), Some(down)) => down < up,
-            _ => false,
-        };
-        // A link new to a flow whose loss was counted on another path: the route changed.
-        // The counts are totals over the flow's life, the old route's packets in them: the
-        // link counts its loss from here on.
-        let rerouted = flow.loss_counted;
+        // Another path than the one before: the route changed. The counts are totals over
+        // the flow's life, the old route's packets in them: a link new to the flow counts
+        // its loss from when it has it, until every link of the new path has.
+        let path_hash = path_hash(&path);
+        let rerouted = (flow.loss_path != 0 && flow.loss_path != path_hash) || flow.loss_rerouting;
         let mut now = Vec::with_capacity(path.len().saturating_sub(1));
         for w in path.windows(2) {
             let (a, b) = (w[0], w[1]);
@@ -1095,19 +1114,9 @@ impl FlowTable {
                     // What an unsure epoch set aside held the packets in flight across it
                     // too: counted at `b` later, they take it back, never below no loss.
                     Some(o) if o.offset > 0 && raw < o.offset => raw.max(0),
-                    // What was set aside for counts missing at `a` (more counted at `b`)
-                    // held the packets in flight into `b` too: counted there later, they
-                    // lower it, never below no loss.
-                    Some(o) if o.offset < 0 && raw < o.offset => raw,
                     Some(o) => o.offset,
-                    None if rerouted
-                        || unsettled(a)
-                        || unsettled(b)
-                        || counted_downstream_first(a, b) =>
-                    {
-                        raw
-                    }
-                    None => 0,
+                    None if rerouted || unsettled(a) || unsettled(b) => raw,
+                    None => missed_upstream(a, b).map_or(0, |m| -m),
                 };
                 LinkLoss {
                     link: (a, b),
@@ -1135,7 +1144,8 @@ impl FlowTable {
                 l.vanished,
             );
         }
-        flow.loss_counted |= !now.is_empty();
+        flow.loss_path = path_hash;
+        flow.loss_rerouting = rerouted && now.len() + 1 < path.len();
         flow.loss = now;
     }
 
@@ -1521,7 +1531,8 @@ fn flow_entry<'a>(
                 pint_since: 0,
                 counts: Vec::new(),
                 loss: Vec::new(),
-                loss_counted: false,
+                loss_path: 0,
+                loss_rerouting: false,
                 latency_detector: None,
                 loss_detector: None,
                 loss_fed: [(u64::MAX, 0, 0); LOSS_EPOCHS_KEPT],
@@ -1605,6 +1616,15 @@ fn event_place(flow: &FlowState, space: Space<'_>) -> EventPlace {
 /// [`event_place`] among the sink's switches.
 fn place_of(flow: &FlowState, cx: &ShardContext) -> EventPlace {
     event_place(flow, cx.switches().space())
+}
+
+/// A decoded path's hash, never 0 (FNV-1a over its switch IDs).
+fn path_hash(path: &[u32]) -> u64 {
+    path.iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &s| {
+            (h ^ u64::from(s)).wrapping_mul(0x0100_0000_01b3)
+        })
+        .max(1)
 }
 
 /// The flow's decoded path (switch IDs), if its path query is decoded.

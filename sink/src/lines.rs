@@ -106,6 +106,15 @@ pub struct LineFile {
     warned: Option<Instant>,
 }
 
+/// Whether two handles open the same file (device and inode).
+fn same_file(a: &File, b: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (a.metadata(), b.metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 fn open_append(path: &Path) -> std::io::Result<File> {
     // Appended to: a restart keeps what was written, and tools that follow the file see
     // it grow, never shrink.
@@ -157,9 +166,11 @@ impl LineFile {
             self.seen = generation;
             match open_append(&self.path) {
                 Ok(f) => {
+                    // A new file has no torn line to end; the same one (not moved) has.
+                    if !same_file(&self.file, &f) {
+                        self.lines.torn = false;
+                    }
                     self.file = f;
-                    // A new file has no torn line to end.
-                    self.lines.torn = false;
                 }
                 Err(e) => self.warn(&format!("cannot open it again: {e}")),
             }
@@ -271,6 +282,11 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&rotated).unwrap(), "1\n2\n3\n");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "4\n");
         assert_eq!(counts.written.load(Relaxed), 4);
+        // A reopen of the file where it is (not moved) is the same file: a torn line there
+        // is still to be ended; the rotated one is another.
+        let again = open_append(&path).unwrap();
+        assert!(same_file(&f.file, &again));
+        assert!(!same_file(&open_append(&rotated).unwrap(), &again));
         std::fs::remove_dir_all(&dir).unwrap();
         // A full device: every line lost, counted, none counted written.
         let mut full =

@@ -390,18 +390,19 @@ pub fn esc(s: &str) -> String {
 }
 
 /// The live page's refresh: every 3 s it fetches the page again and puts the new view in
-/// place (the scroll position stays); while the sink does not answer it keeps the last view
-/// under a line saying since when (a reload showed the browser's error page instead, and
+/// place (the scroll position stays); while the sink does not answer (within 10 s) it keeps
+/// the last view under a line saying since when (a reload showed the browser's error page instead, and
 /// stopped). Without scripts, a meta refresh does the reloading.
 const LIVE_SCRIPT: &str = "<script>(function(){var since=null;\
 function say(){var b=document.getElementById('unreachable');if(!b){b=document.createElement('p');\
 b.id='unreachable';b.className='bad';document.body.insertBefore(b,document.body.firstChild);}\
 b.textContent='The sink has not answered since '+since.toLocaleTimeString()+': the last view it gave is shown.';}\
-function tick(){fetch(location.href,{cache:'no-store'}).then(function(r){if(!r.ok)throw new Error(r.status);return r.text();})\
+function tick(){var c=new AbortController();var t=setTimeout(function(){c.abort();},10000);\
+fetch(location.href,{cache:'no-store',signal:c.signal}).then(function(r){if(!r.ok)throw new Error(r.status);return r.text();})\
 .then(function(t){var d=new DOMParser().parseFromString(t,'text/html');document.title=d.title;\
 document.body.innerHTML=d.body.innerHTML;since=null;})\
 .catch(function(){if(!since)since=new Date();say();})\
-.finally(function(){setTimeout(tick,3000);});}setTimeout(tick,3000);})();</script>";
+.finally(function(){clearTimeout(t);setTimeout(tick,3000);});}setTimeout(tick,3000);})();</script>";
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:72em}\
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\

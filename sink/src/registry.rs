@@ -68,6 +68,9 @@ impl SinkPlan {
 pub struct SwitchCounters {
     /// Whether a connection is up.
     pub connected: AtomicBool,
+    /// When the current connection's hello was taken, Unix ms (0 before any): counts of
+    /// epochs before it never come (the switch drops what it cannot send).
+    pub connected_ms: AtomicU64,
     /// Connections accepted.
     pub connections: AtomicU64,
     /// Frames decoded.
@@ -369,6 +372,7 @@ impl Registry {
             }
             *e.info.lock().expect("switch lock") = info;
             c.last_frame_ms.store(now, Relaxed);
+            c.connected_ms.store(now, Relaxed);
             c.connected.store(true, Relaxed);
             let generation = c.generation.fetch_add(1, Relaxed) + 1;
             let entry = Arc::clone(e);

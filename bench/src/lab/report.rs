@@ -622,8 +622,8 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
             let path = paths.get(label).cloned().unwrap_or_default();
             // What the sink said in this event or in the flow's loss event at the same time
             // (where the loss was then), else the flow's details (read for the largest flows
-            // only: its link that lost the most over the whole run): which flows' details
-            // were read (`--top`) must not move an event.
+            // only: its link that lost the most over the whole run), so that which flows'
+            // details were read (`--top`) moves only events the sink placed nowhere.
             let in_details = c.view.details.get(label).and_then(|d| {
                 d["loss"]
                     .as_array()?

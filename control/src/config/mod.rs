@@ -309,7 +309,7 @@ impl Config {
             && self.dataplane.idle_sleep_max_us > self.telemetry.epoch_ms * 1000
         {
             out.push(format!(
-                "config key `dataplane.idle_sleep_max_us` ({} us) is longer than an epoch (telemetry.epoch_ms = {}): an idle worker's flowsets come late and span several epochs, and the sink finds this switch missing in each",
+                "config key `dataplane.idle_sleep_max_us` ({} us; never below `idle_sleep_us`) is longer than an epoch (telemetry.epoch_ms = {}): an idle worker's flowsets come late and span several epochs, and the sink finds this switch missing in each",
                 self.dataplane.idle_sleep_max_us, self.telemetry.epoch_ms
             ));
         }

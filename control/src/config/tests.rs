@@ -512,7 +512,7 @@ fn an_idle_sleep_longer_than_an_epoch_is_warned_about() {
     let w = c.warnings();
     assert!(
         w.iter().any(|w| w.starts_with(
-            "config key `dataplane.idle_sleep_max_us` (50000 us) is longer than an epoch"
+            "config key `dataplane.idle_sleep_max_us` (50000 us; never below `idle_sleep_us`) is longer than an epoch"
         )),
         "{w:?}"
     );

@@ -320,7 +320,11 @@ impl LocalCounters {
     }
 }
 
-const FIELDS: usize = 10 + DropReason::COUNT + TelemetryEvent::COUNT + 4 * MAX_PORTS;
+/// Counters per port in [`PortCounters`].
+const PORT_FIELDS: usize = 5;
+
+/// Counters in [`LocalCounters`] (as [`LocalCounters::visit`] lists them).
+const FIELDS: usize = 10 + DropReason::COUNT + TelemetryEvent::COUNT + PORT_FIELDS * MAX_PORTS;
 
 /// A worker's counters as the control thread sees them: one writer (the worker, with plain
 /// relaxed stores, no atomic read-modify-write), any number of readers. Cache-padded so
@@ -364,6 +368,15 @@ impl SharedCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shared cells hold exactly the counters a worker has (a counter added to the
+    /// struct and not to the count indexed past the cells: every switch panicked).
+    #[test]
+    fn the_shared_cells_fit_every_counter() {
+        let mut n = 0;
+        LocalCounters::default().visit(|_| n += 1);
+        assert_eq!(n, FIELDS);
+    }
 
     #[test]
     fn publish_read_round_trip() {

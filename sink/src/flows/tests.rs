@@ -568,6 +568,60 @@ fn packets_in_flight_across_an_unsure_epoch_make_no_negative_loss() {
     assert_eq!(lost(&t, key), (0, 0, 0));
 }
 
+/// Switch `id` says hello to the context's sink now.
+fn connect(cx: &ShardContext, id: u32) {
+    let fs = telemetry::flowradar::FlowSet::new(
+        &telemetry::flowradar::flowset::FlowSetConfig::for_flows(100, id),
+    );
+    cx.registry
+        .connect(
+            &telemetry::protocol::Hello {
+                switch_id: id,
+                session: 1,
+                epoch_ns: 10_000_000,
+                shim_ethertype: 0x88b5,
+                shape: telemetry::flowradar::wire::Shape::of(&fs),
+                filter_seed: telemetry::flowradar::flowset::FILTER_SEED,
+                table_seeds: vec![fs.table_seed()],
+                max_digests: 1024,
+                ports: Vec::new(),
+                plan: None,
+            },
+            "test",
+            0,
+        )
+        .unwrap();
+}
+
+/// With both switches connected all along, the second counting the flow an epoch before
+/// the first (the clocks differ) is no missed start: loss is the counts' difference, which
+/// evens out.
+#[test]
+fn counts_downstream_first_under_clock_skew_even_out() {
+    let mut t = FlowTable::new(10);
+    let (cx, key) = two_hop_flow(&mut t);
+    connect(&cx, 1);
+    connect(&cx, 2);
+    let after = cx
+        .registry
+        .switch(1)
+        .unwrap()
+        .counters
+        .connected_ms
+        .load(std::sync::atomic::Ordering::Relaxed)
+        + 1000;
+    t.add_counts(&cx, 1, (after, 10), &[(key, 2, 10, 1_000)], &[], &[]);
+    t.add_counts(
+        &cx,
+        2,
+        (after + 10, 10),
+        &[(key, 1, 100, 10_000), (key, 2, 90, 9_000)],
+        &[],
+        &[],
+    );
+    assert_eq!(lost(&t, key), (0, 0, 0));
+}
+
 /// After the sink's restart the second switch came back first: it counted the flow in an
 /// epoch its first switch, not yet connected, never sent. What it counted then is no gain
 /// on the link (it read as -50 for good), packets in flight across the first shared epoch
@@ -576,6 +630,8 @@ fn packets_in_flight_across_an_unsure_epoch_make_no_negative_loss() {
 fn counts_downstream_before_the_first_switch_came_back_make_no_negative_loss() {
     let mut t = FlowTable::new(10);
     let (cx, key) = two_hop_flow(&mut t);
+    // Switch 1 connected now, after the epochs below began (their times are long past).
+    connect(&cx, 1);
     t.add_counts(&cx, 1, (1000, 10), &[(key, 2, 50, 5_000)], &[], &[]);
     // Both count; 5 are on the link at the epoch's end.
     t.add_counts(
@@ -975,7 +1031,8 @@ fn a_sweep_closes_detection_windows_on_time() {
         start,
     );
     // Window ends are Unix seconds in an f64 (steps of 2^-22 s at today's times): the
-    // span from `t0` comes out within a step of the window's, not always equal.
+    // span from `t0` comes out within a step of the window's, not always equal; compared
+    // to the millisecond.
     let closed_until =
         |t: &FlowTable| probes_closed_until(t).map(|end| ((end - t0) * 1000.0).round() / 1000.0);
     assert_eq!(closed_until(&t), Some(1.0));
