@@ -617,13 +617,16 @@ fn text_hash(text: &str) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const PAPER: &str = include_str!("../../configs/queries/paper.toml");
 
     /// The hello of switch `id` (one worker, no ports) with `plan`.
-    fn hello(id: u32, plan: Option<telemetry::protocol::PlanText>) -> telemetry::protocol::Hello {
+    pub(crate) fn hello(
+        id: u32,
+        plan: Option<telemetry::protocol::PlanText>,
+    ) -> telemetry::protocol::Hello {
         let fs = telemetry::flowradar::FlowSet::new(
             &telemetry::flowradar::FlowSetConfig::for_flows(100, id),
         );

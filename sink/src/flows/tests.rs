@@ -570,27 +570,8 @@ fn packets_in_flight_across_an_unsure_epoch_make_no_negative_loss() {
 
 /// Switch `id` says hello to the context's sink now.
 fn connect(cx: &ShardContext, id: u32) {
-    let fs = telemetry::flowradar::FlowSet::new(
-        &telemetry::flowradar::flowset::FlowSetConfig::for_flows(100, id),
-    );
-    cx.registry
-        .connect(
-            &telemetry::protocol::Hello {
-                switch_id: id,
-                session: 1,
-                epoch_ns: 10_000_000,
-                shim_ethertype: 0x88b5,
-                shape: telemetry::flowradar::wire::Shape::of(&fs),
-                filter_seed: telemetry::flowradar::flowset::FILTER_SEED,
-                table_seeds: vec![fs.table_seed()],
-                max_digests: 1024,
-                ports: Vec::new(),
-                plan: None,
-            },
-            "test",
-            0,
-        )
-        .unwrap();
+    let hello = crate::registry::tests::hello(id, None);
+    cx.registry.connect(&hello, "test", 0).unwrap();
 }
 
 /// With both switches connected all along, the second counting the flow an epoch before
