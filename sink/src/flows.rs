@@ -119,9 +119,10 @@ pub struct SwitchCount {
     pub bytes: u64,
     /// Epochs it was counted in.
     pub epochs: u32,
-    /// Of those, epochs whose flowsets at the switch did not decode whole: a flow that
-    /// peeled out of such a set is almost always right, but a flow the flow filter hid
-    /// (its false positive) can leave its packets on one that shares its cells.
+    /// Of those, epochs in which the sink took the switch's counts as short (its flowset
+    /// not decoded whole, or set aside): a flow that peeled out of such a set is almost
+    /// always right, but a flow the flow filter hid (its false positive) can leave its
+    /// packets on one that shares its cells.
     pub unsure_epochs: u32,
     /// Start of the first of those epochs, Unix ms.
     pub first_ms: u64,
@@ -1043,18 +1044,13 @@ impl FlowTable {
             let u = &flow.loss_unsettled;
             u.first() == Some(&ALL_UNSETTLED) || u.binary_search(&s).is_ok()
         };
-        let count = |s: u32| {
-            flow.counts
-                .iter()
-                .find(|c| c.switch == s)
-                .map(|c| c.packets)
-        };
+        let counted = |s: u32| flow.counts.iter().find(|c| c.switch == s);
+        let count = |s: u32| counted(s).map(|c| c.packets);
         // What `b` counted of the flow in epochs before `a` first did, when `a` connected
         // to this sink only after the first of them began (after the sink's restart, `b`
         // came back first): `a`'s flowsets of those epochs never come, so that is no gain
         // on the link. None otherwise: `b` counting earlier because the two clocks differ
         // evens out as the counts go on.
-        let counted = |s: u32| flow.counts.iter().find(|c| c.switch == s);
         let missed_upstream = |a: u32, b: u32| -> Option<i64> {
             let (up, down) = (counted(a)?, counted(b)?);
             if down.first_ms >= up.first_ms {
@@ -1618,13 +1614,12 @@ fn place_of(flow: &FlowState, cx: &ShardContext) -> EventPlace {
     event_place(flow, cx.switches().space())
 }
 
-/// A decoded path's hash, never 0 (FNV-1a over its switch IDs).
+/// A decoded path's hash, never 0.
 fn path_hash(path: &[u32]) -> u64 {
-    path.iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &s| {
-            (h ^ u64::from(s)).wrapping_mul(0x0100_0000_01b3)
-        })
-        .max(1)
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    path.hash(&mut h);
+    h.finish().max(1)
 }
 
 /// The flow's decoded path (switch IDs), if its path query is decoded.
