@@ -8,12 +8,14 @@
 //! `H_(i+1) = mix64(H_i)`, the 32-bit value `u_j` is the low (even `j`) or high (odd `j`) half
 //! of `H_(j/2)`, and the index in sub-table `j` is `u_j * m >> 32` for `m` cells per
 //! sub-table: independent positions, so two flows share all their cells only by chance (1 in
-//! m^k). The key's 16-bit fingerprint is the top 16 bits of `H_(k/2)`.
+//! m^k). The key's fingerprint comes from the top 16 bits of `H_(k/2)`
+//! ([`crate::flowradar::check::fingerprint`]: 1 to 65,520, for the cells' check modulo a prime).
 //!
 //! The data plane computes `F` once per packet and locates the flow's block and cells
 //! ([`FlowSet::slots`]) a few packets ahead, prefetching them, before it counts the packet
 //! ([`FlowSet::update_slots`]).
 
+use crate::flowradar::check;
 use crate::flowradar::filter::FlowFilter;
 use crate::flowradar::key::FlowKey;
 use crate::hash::{key_hash, mix64};
@@ -87,9 +89,10 @@ pub struct Cell {
     pub packets: u32,
     /// Number of flows in the cell.
     pub flow_count: u16,
-    /// Sum over packets of the 16-bit fingerprint of the packet's flow (wrapping). A cell
-    /// that holds one known flow has `check = packets * fingerprint`; packets of a flow whose
-    /// key the filter hid break that, so they cannot pass for another flow's.
+    /// Sum over packets of the fingerprint of the packet's flow, modulo the prime
+    /// [`check::MODULUS`]. A cell that holds one known flow has `check = packets *
+    /// fingerprint` (modulo the prime); packets of a flow whose key the filter hid break
+    /// that, so they cannot pass for another flow's ([`crate::flowradar::check`]).
     pub check: u16,
 }
 
@@ -233,7 +236,7 @@ impl FlowSet {
             block,
             probes,
             cells,
-            fingerprint: (h >> 48) as u16,
+            fingerprint: check::fingerprint((h >> 48) as u16),
         }
     }
 
@@ -277,7 +280,7 @@ impl FlowSet {
             new = true;
         }
         let x = key.to_u128();
-        let check = slots.fingerprint.wrapping_mul(packets as u16);
+        let check = check::times(slots.fingerprint, i64::from(packets));
         for &i in idx {
             let c = &mut self.cells[i as usize];
             if new {
@@ -286,7 +289,7 @@ impl FlowSet {
             }
             c.packets = c.packets.wrapping_add(packets);
             c.bytes = c.bytes.wrapping_add(bytes);
-            c.check = c.check.wrapping_add(check);
+            c.check = check::add(c.check, check);
         }
         self.flows += u64::from(new);
         self.packets += u64::from(packets);
@@ -294,7 +297,7 @@ impl FlowSet {
     }
 
     /// The cell of the key in each sub-table (the first `hashes` entries are used), and the
-    /// key's 16-bit fingerprint.
+    /// key's fingerprint.
     #[inline(always)]
     fn indices(&self, key: &FlowKey) -> ([usize; MAX_HASHES as usize], u16) {
         let [w0, w1] = key.words();
@@ -308,7 +311,7 @@ impl FlowSet {
         self.indices(key)
     }
 
-    /// The key's 16-bit fingerprint (see [`Cell::check`]).
+    /// The key's fingerprint (see [`Cell::check`]).
     pub fn fingerprint(&self, key: &FlowKey) -> u16 {
         self.indices(key).1
     }
@@ -419,7 +422,7 @@ mod tests {
             let c = fs.cells()[i];
             assert_eq!(
                 (c.key_xor, c.flow_count, c.packets, c.bytes, c.check),
-                (k.to_u128(), 1, 2, 300, fs.fingerprint(&k).wrapping_mul(2))
+                (k.to_u128(), 1, 2, 300, check::times(fs.fingerprint(&k), 2))
             );
         }
         assert_eq!((fs.flows(), fs.packets()), (1, 2));

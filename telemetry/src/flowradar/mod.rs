@@ -4,6 +4,7 @@
 
 pub mod analysis;
 pub mod cache;
+pub mod check;
 pub mod decode;
 pub mod filter;
 pub mod flowset;

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! offset  size  field
-//! 0       4     magic "FRS" and version (2)
+//! 0       4     magic "FRS" and version (3)
 //! 4       4     switch id (big-endian)
 //! 8       8     epoch number
 //! 16      1     sub-tables k (1..=8)
@@ -17,14 +17,18 @@
 //! 52      ...   per non-empty filter block, in index order: varint gap to the previous
 //!               index (first: the index), then its 8 words, little-endian
 //! then per non-empty cell, in index order: varint gap to the previous index (first: the
-//! index), 13 bytes of FlowXor (the key layout), 2 bytes of Check (big-endian), varints
-//! FlowCount, PacketCount, ByteCount
+//! index), 13 bytes of FlowXor (the key layout), 2 bytes of Check (big-endian, below the
+//! prime [`crate::flowradar::check::MODULUS`]), varints FlowCount, PacketCount, ByteCount
+//!
+//! Version 2 summed the check modulo 2^16; version 3 modulo the prime, so a version-2
+//! flowset's checks do not read as version 3's and it is refused.
 //! ```
 //!
 //! Varints are LEB128 (7 bits per byte, low first, at most 10 bytes). A flowset of a quiet
 //! epoch is a few dozen bytes; a decoder that knows the flowset's shape (from the switch's
 //! hello) rejects any other before allocating for it.
 
+use crate::flowradar::check;
 use crate::flowradar::filter::{Block, FlowFilter};
 use crate::flowradar::flowset::{Cell, FlowSet, MAX_HASHES};
 use crate::wire::bytes::{ReadError, Reader, put_varint};
@@ -32,7 +36,7 @@ use crate::wire::bytes::{ReadError, Reader, put_varint};
 /// Magic bytes and the version this code writes.
 pub const MAGIC: [u8; 3] = *b"FRS";
 /// The wire version.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 const HEADER: usize = 52;
 /// Most cells a flowset may have (sub-tables times cells per sub-table).
 pub const MAX_CELLS: usize = 1 << 24;
@@ -75,7 +79,7 @@ pub enum FlowSetWireError {
     #[error("not a flowset (bad magic)")]
     BadMagic,
     /// A version this code does not read.
-    #[error("flowset version {0} is not supported (this reads version 2)")]
+    #[error("flowset version {0} is not supported (this reads version 3)")]
     UnsupportedVersion(u8),
     /// Sizes other than the switch declared.
     #[error("flowset sizes differ from the ones the switch declared")]
@@ -273,6 +277,9 @@ pub fn decode_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<EpochFlowSet,
         let mut key = [0u8; 16];
         key[3..].copy_from_slice(r.take(13)?);
         let check = u16::from_be_bytes(r.take(2)?.try_into().expect("2 bytes"));
+        if check >= check::MODULUS {
+            return Err(FlowSetWireError::BadField("check"));
+        }
         let flow_count = u16::try_from(r.varint()?).map_err(|_| FlowSetWireError::BadCounter)?;
         let packets = u32::try_from(r.varint()?).map_err(|_| FlowSetWireError::BadCounter)?;
         let bytes = r.varint()?;
@@ -424,6 +431,20 @@ mod tests {
             decode(&bad).unwrap_err(),
             FlowSetWireError::BadField("sub-tables")
         );
+        // A check no writer sums to (at or above the prime) is refused; the largest reads.
+        let with_check = |value: u16| {
+            let fs = &e.flowset;
+            let mut cells = fs.cells().to_vec();
+            let i = cells.iter().position(|c| !c.is_empty()).unwrap();
+            cells[i].check = value;
+            let fs = FlowSet::from_parts(fs.filter().clone(), cells, fs.hashes(), fs.table_seed());
+            encode_parts(e.switch_id, e.epoch, &fs.unwrap())
+        };
+        assert_eq!(
+            decode(&with_check(check::MODULUS)).unwrap_err(),
+            FlowSetWireError::BadField("check")
+        );
+        assert!(decode(&with_check(check::MODULUS - 1)).is_ok());
         let mut long = good.clone();
         long.push(0);
         assert_eq!(decode(&long).unwrap_err(), FlowSetWireError::TrailingBytes);

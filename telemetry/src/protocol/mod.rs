@@ -10,7 +10,7 @@
 //! offset  size  field
 //! 0       4     length of the rest of the frame (12 .. MAX_FRAME)
 //! 4       1     type: 1 hello, 2 plan, 3 digests, 4 flowset, 5 stats, 6 probes
-//! 5       1     protocol version (2)
+//! 5       1     protocol version (3)
 //! 6       2     reserved, zero
 //! 8       8     sequence number: 0 for the hello, then +1 per frame; a gap means the
 //!               switch dropped frames it could not send
@@ -32,8 +32,9 @@ pub use probes::{ProbeBatch, WireProbe, encode_probes};
 use crate::flowradar::wire::{FlowSetWireError, Shape};
 use crate::wire::bytes::{ReadError, Reader};
 
-/// The protocol version this code speaks.
-pub const VERSION: u8 = 2;
+/// The protocol version this code speaks (3: flowsets' checks are sums modulo a prime,
+/// [`crate::flowradar::check`]; 2 summed them modulo 2^16).
+pub const VERSION: u8 = 3;
 /// Bytes of the frame header.
 pub const HEADER_LEN: usize = 16;
 /// Largest frame (length field included), whatever the hello says.

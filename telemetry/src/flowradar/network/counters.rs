@@ -18,6 +18,7 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::flowradar::check;
 use crate::flowradar::flowset::FlowSet;
 use crate::flowradar::key::FlowKey;
 use crate::flowradar::prefetch;
@@ -166,12 +167,12 @@ impl CounterSystem {
         let st = &mut self.state;
         st.value[f] = v;
         st.resolved += 1;
-        let weight = (v.0 as u16).wrapping_mul(self.fps[f]);
+        let weight = check::times(self.fps[f], v.0);
         for &d in &self.cells_of[f * self.k..(f + 1) * self.k] {
             let cell = &mut st.cells[d as usize];
             cell.packets -= v.0;
             cell.bytes -= v.1;
-            cell.check = cell.check.wrapping_sub(weight);
+            cell.check = check::sub(cell.check, weight);
             cell.unknown -= 1;
             cell.flows_xor ^= f as u32;
             if cell.unknown == 1 {
@@ -188,7 +189,7 @@ impl CounterSystem {
                 continue;
             }
             let f = cell.flows_xor as usize;
-            if cell.check != (cell.packets as u16).wrapping_mul(self.fps[f]) {
+            if !check::fits(cell.check, cell.packets, self.fps[f]) {
                 continue; // a hidden flow's counters are mixed in here
             }
             self.resolve(f, (cell.packets, cell.bytes), &mut queue);
@@ -246,7 +247,7 @@ impl CounterSystem {
     /// unresolved flow confirms it. That cell's packets and check are then two equations in
     /// the two flows' packet counts, so a wrong count for the first shows as a check that
     /// does not fit the second (unless the difference times the two fingerprints' difference
-    /// is a multiple of 2^16). The result is kept only if the whole system comes out exact.
+    /// is a multiple of the check's prime modulus). The result is kept only if the whole system comes out exact.
     pub fn solve_with_checked_hints(
         &mut self,
         fs: &FlowSet,
@@ -283,10 +284,8 @@ impl CounterSystem {
                         continue;
                     };
                     let rest_packets = cell.packets - p;
-                    let rest_check = cell
-                        .check
-                        .wrapping_sub((p as u16).wrapping_mul(self.fps[f]));
-                    if rest_check == (rest_packets as u16).wrapping_mul(self.fps[g]) {
+                    let rest_check = check::sub(cell.check, check::times(self.fps[f], p));
+                    if check::fits(rest_check, rest_packets, self.fps[g]) {
                         self.resolve(f, (p, b), &mut queue);
                         self.peel(std::mem::take(&mut queue));
                         return false;
