@@ -1,7 +1,8 @@
 //! `pint-bench pint-latency`: how well PINT's dynamic per-flow aggregation estimates per-hop
 //! latency quantiles. Each packet carries one hop's latency (reservoir sampling), compressed
 //! to `b` bits with randomized rounding; the sink keeps either every sample or a KLL sketch
-//! of about `sketch_items` items per hop. The error of the median and the 99th percentile,
+//! per hop in a budget of `sketch_items` items per hop, sized as the sink sizes them (to
+//! hold up to [`SIZED_FOR_SAMPLES`] samples: a small budget gets the smallest KLL parameter). The error of the median and the 99th percentile,
 //! relative to the exact quantiles of all latencies the hop saw for the flow, is averaged over
 //! hops and runs, for growing packet counts.
 
@@ -9,7 +10,7 @@ use serde::Serialize;
 use telemetry::hash::hash32;
 use telemetry::pint::coding::PathCoding;
 use telemetry::pint::compress::LogCompressor;
-use telemetry::pint::recording::HopSketches;
+use telemetry::pint::recording::{HopSketches, SIZED_FOR_SAMPLES};
 use telemetry::sim_rng::SimRng;
 
 use crate::stats::percentile;
@@ -62,6 +63,9 @@ pub struct LatencyResult {
     pub runs: u32,
     /// Sketch items per hop.
     pub sketch_items: u32,
+    /// The KLL parameter the sketches get from that budget (both compressions' codes take
+    /// one byte).
+    pub kll_k: u16,
     /// eps of the 4-bit and 8-bit compression.
     pub eps: (f64, f64),
     /// The latency model.
@@ -88,9 +92,7 @@ fn one(
     for _ in 0..opts.runs {
         let mut truth: Vec<Vec<f64>> = vec![Vec::with_capacity(z as usize); k];
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); k];
-        // `sketch_items` per hop, at the bytes one of this compression's codes takes.
-        let item_bytes = HopSketches::new(1, c.clone(), 0).item_bytes();
-        let mut sk = HopSketches::new(k, c.clone(), opts.sketch_items * item_bytes * k as u32);
+        let mut sk = sketches(opts, c);
         for _ in 0..z {
             let pid = rng.next_u32();
             let lat: Vec<f64> = (1..=k).map(|h| latency(h, rng)).collect();
@@ -135,6 +137,14 @@ fn one(
     }
 }
 
+/// The sketches of one flow: `sketch_items` per hop, at the bytes one of this compression's
+/// codes takes.
+fn sketches(opts: &LatencyOptions, c: &LogCompressor) -> HopSketches {
+    let item_bytes = HopSketches::new(1, c.clone(), 0).item_bytes();
+    let k = opts.hops;
+    HopSketches::new(k, c.clone(), opts.sketch_items * item_bytes * k as u32)
+}
+
 /// Runs the experiment.
 pub fn run(opts: &LatencyOptions) -> LatencyResult {
     let c4 = LogCompressor::with_epsilon(0.42, 4);
@@ -155,6 +165,7 @@ pub fn run(opts: &LatencyOptions) -> LatencyResult {
         hops: opts.hops,
         runs: opts.runs,
         sketch_items: opts.sketch_items,
+        kll_k: sketches(opts, &c8).kll_k(),
         eps: (c4.epsilon(), c8.epsilon()),
         model: "hop h: lognormal latency, median 1000*h ns, sigma 0.5".into(),
         rows,
@@ -164,8 +175,8 @@ pub fn run(opts: &LatencyOptions) -> LatencyResult {
 /// Prints the table.
 pub fn print_table(r: &LatencyResult) {
     println!(
-        "per-hop latency quantiles, {} hops, {} runs per point; {}; b=4 eps {:.3}, b=8 eps {:.3}; sketches keep about {} items per hop",
-        r.hops, r.runs, r.model, r.eps.0, r.eps.1, r.sketch_items
+        "per-hop latency quantiles, {} hops, {} runs per point; {}; b=4 eps {:.3}, b=8 eps {:.3}; sketches in {} items per hop, sized for up to {} samples: KLL k = {}",
+        r.hops, r.runs, r.model, r.eps.0, r.eps.1, r.sketch_items, SIZED_FOR_SAMPLES, r.kll_k
     );
     println!("relative error (mean over hops and runs): median / p99");
     println!(
