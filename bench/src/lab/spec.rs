@@ -482,12 +482,18 @@ impl Lab {
                 out
             }
             // Every two hosts with a path between them (a topology file may have parts
-            // with no link between them).
-            None => hosts
-                .iter()
-                .flat_map(|&a| hosts.iter().filter(move |&&b| b != a).map(move |&b| (a, b)))
-                .filter(|&(a, b)| reach[&a][b as usize])
-                .collect(),
+            // with no link between them), each host's destinations starting from the host
+            // after it: hosts with fewer flows than destinations then spread their flows
+            // over different ones rather than all sending to the first few hosts.
+            None => {
+                let hosts = &hosts;
+                (0..hosts.len())
+                    .flat_map(|i| {
+                        (1..hosts.len()).map(move |j| (hosts[i], hosts[(i + j) % hosts.len()]))
+                    })
+                    .filter(|&(a, b)| reach[&a][b as usize])
+                    .collect()
+            }
         };
         if pairs.is_empty() {
             return Err(key_err(
@@ -788,6 +794,41 @@ type LeftOut = Vec<(String, Option<String>)>;
 /// The lab's topology, its default host switches, the switches of a file left out (on no
 /// link), and whether its file gave switch IDs of its own (a TOML adjacency file: a number
 /// may then name a switch by its ID).
+/// The switches a links or file topology puts hosts behind when `topology.hosts` is not
+/// given: in each part of the topology (switches joined by paths), its switches with one
+/// neighbour, or all of the part's switches when fewer than two have one, so that every part
+/// carries traffic (a topology file may come in parts).
+fn default_hosts(topo: &Topology) -> Vec<u32> {
+    let n = topo.len();
+    let mut seen = vec![false; n];
+    let mut hosts = Vec::new();
+    for s in 0..n as u32 {
+        if seen[s as usize] {
+            continue;
+        }
+        let part: Vec<u32> = (0..n as u32)
+            .zip(topo.bfs(s).0)
+            .filter(|&(_, d)| d != u32::MAX)
+            .map(|(v, _)| v)
+            .collect();
+        for &v in &part {
+            seen[v as usize] = true;
+        }
+        let leaves: Vec<u32> = part
+            .iter()
+            .copied()
+            .filter(|&v| topo.neighbours(v).len() == 1)
+            .collect();
+        if leaves.len() >= 2 {
+            hosts.extend(leaves);
+        } else if part.len() >= 2 {
+            hosts.extend(part);
+        }
+    }
+    hosts.sort_unstable();
+    hosts
+}
+
 fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut, bool), LabError> {
     let need = |v: Option<u32>, key: &str, range: std::ops::RangeInclusive<u32>| {
         let v = v.ok_or_else(|| key_err(format!("topology.{key}"), "missing"))?;
@@ -867,14 +908,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                     format!("{} switches{on_no_link}: a lab runs 2 to 256", topo.len()),
                 ));
             }
-            let leaves: Vec<u32> = (0..topo.len() as u32)
-                .filter(|&n| topo.neighbours(n).len() == 1)
-                .collect();
-            let hosts = if leaves.len() >= 2 {
-                leaves
-            } else {
-                (0..topo.len() as u32).collect()
-            };
+            let hosts = default_hosts(&topo);
             // Renumbered without the switches on no link, a topology keeps its IDs as
             // given: only the file's own (a TOML adjacency file's) make numbers names.
             Ok((topo, hosts, left_out, whole.has_own_ids()))
@@ -924,7 +958,6 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                 }
                 edges.push(e);
             }
-            let n = names.len() as u32;
             let topo = Topology::from_edges("links", names, &edges);
             let from_first = topo.bfs(0).0;
             if from_first.contains(&u32::MAX) {
@@ -933,12 +966,7 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                     "the switches are not all connected",
                 ));
             }
-            let leaves: Vec<u32> = (0..n).filter(|&v| topo.neighbours(v).len() == 1).collect();
-            let hosts = if leaves.len() >= 2 {
-                leaves
-            } else {
-                (0..n).collect()
-            };
+            let hosts = default_hosts(&topo);
             Ok((topo, hosts, Vec::new(), false))
         }
         other => Err(key_err(

@@ -128,11 +128,12 @@ fn routes_and_hosts_that_carry_no_traffic_are_said() {
     std::fs::remove_dir_all(&dir).unwrap();
     let hosts: Vec<u32> = by_id.hosts.iter().map(|&h| by_id.switch_id(h)).collect();
     assert_eq!(hosts, [10, 30]);
-    // A star of 5 hosts around a hub, 2 flows a host and no probes: each host sends to
-    // its first two destinations only; the link to e (nobody's first two) carries nothing.
+    // A star of 5 hosts around a hub, and a switch x without hosts on it, 2 flows a host
+    // and no probes: each host sends to its first two destinations only (the next two
+    // hosts); the link to x carries nothing.
     let star = |impair: &str| {
         parse(&format!(
-                "[topology]\nkind = \"links\"\nlinks = [[\"h\", \"a\"], [\"h\", \"b\"], [\"h\", \"c\"], [\"h\", \"d\"], [\"h\", \"e\"]]\n\
+                "[topology]\nkind = \"links\"\nlinks = [[\"h\", \"a\"], [\"h\", \"b\"], [\"h\", \"c\"], [\"h\", \"d\"], [\"h\", \"e\"], [\"h\", \"x\"]]\n\
                  hosts = [\"a\", \"b\", \"c\", \"d\", \"e\"]\n[traffic]\nflows = 2\nprobes = 0\n{impair}"
             ))
             .unwrap()
@@ -144,7 +145,7 @@ fn routes_and_hosts_that_carry_no_traffic_are_said() {
         w.len() == 1 && w[0].contains("10 of the 20 host pairs"),
         "{w:?}"
     );
-    let w = star("[[impair]]\nlink = [\"h\", \"e\"]\nloss = 0.1\n").impairment_warnings();
+    let w = star("[[impair]]\nlink = [\"h\", \"x\"]\nloss = 0.1\n").impairment_warnings();
     assert!(w.len() == 2 && w[1].contains("acts on no traffic"), "{w:?}");
     let w = star("[[impair]]\nlink = [\"h\", \"b\"]\nloss = 0.1\n").impairment_warnings();
     assert_eq!(w.len(), 1, "{w:?}");
@@ -346,6 +347,54 @@ fn a_topology_in_parts_pairs_only_hosts_with_a_path() {
     assert_eq!(key(e), "traffic.pairs[0]");
     let e = lab(&format!("hosts = [\"{}\", \"{}\"]\n", name(0), name(4))).unwrap_err();
     assert_eq!(key(e), "topology.hosts");
+}
+
+/// A topology in parts each with one switch of one neighbour: each part's switches all get
+/// hosts (the one-neighbour switches of the whole file, one per part, had no path between
+/// them and the lab could not run).
+#[test]
+fn each_part_of_a_topology_gets_hosts_of_its_own() {
+    let dir = crate::scratch::Scratch::new("lab-islands").unwrap();
+    std::fs::write(
+        dir.path("t.toml"),
+        "links = [[1, 2], [2, 3], [3, 1], [3, 4], [5, 6], [6, 7], [7, 5], [7, 8], [9, 10], [10, 11]]\n",
+    )
+    .unwrap();
+    let l = parse_in(&dir, "[topology]\nkind = \"file\"\npath = \"t.toml\"\n").unwrap();
+    // Parts {1, 2, 3, 4} and {5, 6, 7, 8} have one switch of one neighbour each: all of
+    // theirs; {9, 10, 11} has two: those.
+    assert_eq!(l.hosts, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 10]);
+    assert!(
+        l.traffic
+            .pairs
+            .iter()
+            .all(|&(a, b)| (a < 4) == (b < 4) && (a < 8) == (b < 8))
+    );
+    assert_eq!(l.traffic.pairs.len(), 12 + 12 + 2);
+}
+
+/// Without `traffic.pairs`, a host's destinations start from the host after it, so that hosts
+/// with fewer flows than destinations send to different hosts (all sent to the first few).
+#[test]
+fn hosts_with_few_flows_spread_them_over_different_destinations() {
+    let dir = crate::scratch::Scratch::new("lab-spread").unwrap();
+    std::fs::write(
+        dir.path("t.toml"),
+        "links = [[1, 9], [2, 9], [3, 9], [4, 9], [5, 9]]\n",
+    )
+    .unwrap();
+    let l = parse_in(
+        &dir,
+        "[topology]\nkind = \"file\"\npath = \"t.toml\"\n[traffic]\nflows = 1\nprobes = 0\n",
+    )
+    .unwrap();
+    assert_eq!(l.hosts.len(), 5);
+    let firsts: Vec<u32> = l.hosts.iter().map(|&h| l.destinations(h)[0]).collect();
+    let mut distinct = firsts.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 5, "first destinations {firsts:?}");
+    assert_eq!(l.active_pairs().len(), 5);
 }
 
 #[test]
