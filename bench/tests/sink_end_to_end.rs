@@ -396,6 +396,16 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
         "{link_line} missing:\n{metrics}"
     );
     assert!(metrics.contains("pint_sink_hop_latency_seconds{switch="));
+    // Every kind and label of event from the start, at 0 until counted (a series that first
+    // appears at 2 shows no increase to an alert).
+    let event_series = metrics
+        .lines()
+        .filter(|l| l.starts_with("pint_sink_events_total{"))
+        .count();
+    assert_eq!(
+        event_series,
+        sink::detect::Kind::ALL.len() * sink::detect::diagnose::Label::ALL.len()
+    );
     // Everything applied: no backlog.
     for line in [
         "pint_sink_backlog_flowsets 0\n",
@@ -701,7 +711,10 @@ fn the_sink_detects_delay_and_loss_as_they_happen() {
     let _ = truth;
     let (_, metrics) = get(http, "/metrics");
     assert!(
-        metrics.contains("pint_sink_events_total{kind=\"delay\""),
+        metrics
+            .lines()
+            .any(|l| l.starts_with("pint_sink_events_total{kind=\"delay\"")
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) >= Some(1.0)),
         "{metrics}"
     );
     if let Err(e) = bench::promtool::check_metrics(&metrics) {

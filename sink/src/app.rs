@@ -102,10 +102,18 @@ impl Sink {
     pub fn start(config: SinkConfig) -> anyhow::Result<Sink> {
         config.validate()?;
         let topology = match &config.topology {
-            Some(p) => Some(Arc::new(
-                Topology::load(&p.to_string_lossy())
-                    .map_err(|e| anyhow::anyhow!("--topology: {e}"))?,
-            )),
+            Some(p) => {
+                let t = Topology::load(&p.to_string_lossy())
+                    .map_err(|e| anyhow::anyhow!("--topology: {e}"))?;
+                if t.edges() == 0 {
+                    anyhow::bail!(
+                        "--topology: {} has no links between its {} switches (paths are decoded along links)",
+                        p.display(),
+                        t.len()
+                    );
+                }
+                Some(Arc::new(t))
+            }
             None => None,
         };
         let transport = TcpTransport::bind(config.listen)

@@ -320,7 +320,10 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     .epoch
                     .saturating_add(u64::from(f.epochs.max(1)))
                     .saturating_mul(epoch_ns);
-                let lag = e.counters.flowset_lag.note(end_ns, unix_ms());
+                let lag = e
+                    .counters
+                    .flowset_lag
+                    .note(f.flowset.epoch, end_ns, unix_ms());
                 if lag.abs() > FlowsetLag::WARN_MS && !clock_warned {
                     clock_warned = true;
                     let why = if lag < 0 {

@@ -218,7 +218,12 @@ pub struct IpfixExporter {
     /// Messages the socket refused (a collector that is not listening makes the next send
     /// fail; its records are lost, and the sequence numbers say so to the collector).
     pub errors: u64,
+    /// When refused sends were last logged, and `errors` then.
+    warned: Option<(Instant, u64)>,
 }
+
+/// Refused sends are logged at most this often.
+const WARN_EVERY: Duration = Duration::from_secs(60);
 
 impl IpfixExporter {
     /// Sends to `collector`.
@@ -243,6 +248,7 @@ impl IpfixExporter {
             messages: 0,
             records: 0,
             errors: 0,
+            warned: None,
         })
     }
 
@@ -369,6 +375,19 @@ impl IpfixExporter {
         self.messages += sent.messages;
         self.records += sent.records;
         self.errors += sent.errors;
+        if sent.errors > 0
+            && self
+                .warned
+                .is_none_or(|(at, _)| now.duration_since(at) >= WARN_EVERY)
+        {
+            let since = self.warned.map_or(0, |(_, e)| e);
+            tracing::warn!(
+                collector = %self.socket.peer_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+                refused = self.errors - since,
+                "IPFIX messages refused (the collector is not listening, or was not when an earlier message reached it): their records are lost; logged at most once a minute"
+            );
+            self.warned = Some((now, self.errors));
+        }
     }
 }
 

@@ -168,7 +168,7 @@ fn describe() {
     describe_counter!("pint_sink_ipfix_messages_total", "IPFIX messages sent.");
     describe_counter!(
         "pint_sink_probes_refused_total",
-        "Probe arrivals left out of detection: sent more than a second after they arrived."
+        "Probe arrivals left out of detection: sent more than a second after they arrived, or more than 10 s before."
     );
     describe_counter!(
         "pint_sink_flows_swept_total",
@@ -354,9 +354,15 @@ impl SinkMetrics {
             counter!("pint_sink_ipfix_messages_total").absolute(x.ipfix_messages.load(Relaxed));
             counter!("pint_sink_export_records_dropped_total").absolute(stats.exports_dropped);
             counter!("pint_sink_export_records_deferred_total").absolute(stats.exports_deferred);
-            for ((kind, label), n) in shared.events.counts() {
-                counter!("pint_sink_events_total", "kind" => kind.name(), "label" => label.name())
-                    .absolute(n);
+            // Every kind and label from the start, at 0 until counted: a series that first
+            // appears at 2 has no increase to a rate() or increase() that alerts on it.
+            let counts = shared.events.counts();
+            for kind in crate::detect::Kind::ALL {
+                for label in crate::detect::diagnose::Label::ALL {
+                    let n = counts.get(&(kind, label)).copied().unwrap_or(0);
+                    counter!("pint_sink_events_total", "kind" => kind.name(), "label" => label.name())
+                        .absolute(n);
+                }
             }
         });
         let mut out = self.handle.render();

@@ -131,6 +131,10 @@ pub struct EventRow {
     pub labels: Vec<String>,
     /// The link it points to: (from, to).
     pub link: Option<(String, String)>,
+    /// The flow's decoded path when it was reported (its switches, the first hop first);
+    /// empty while not decoded.
+    #[serde(default)]
+    pub path: Vec<String>,
 }
 
 impl EventRow {
@@ -140,13 +144,21 @@ impl EventRow {
         !self.labels.is_empty() && self.labels.iter().all(|l| l == "end_host_noise")
     }
 
-    /// Where it points, for people: its link, the end hosts for end-host noise, or `?`.
+    /// Where it points, for people: its link, the end hosts for end-host noise, the flow's
+    /// path when no one link of it is known, or `?` when not even that is.
     pub fn place(&self) -> String {
         match &self.link {
             _ if self.end_host_noise() => "end hosts".into(),
             Some((a, b)) => format!("{a} -> {b}"),
+            None if !self.path.is_empty() => format!("on {}", self.path.join(" -> ")),
             None => "?".into(),
         }
+    }
+
+    /// The same with the flow's decoded path (switch names).
+    pub fn with_path(mut self, path: Vec<String>) -> EventRow {
+        self.path = path;
+        self
     }
 }
 
@@ -378,6 +390,7 @@ pub fn event_row(e: &Value, t0: f64, link: Option<(String, String)>) -> EventRow
             })
             .unwrap_or_default(),
         link,
+        path: Vec::new(),
     }
 }
 
@@ -964,6 +977,11 @@ mod tests {
         let bare = row(&[], None);
         assert!(!bare.end_host_noise());
         assert_eq!(bare.place(), "?");
+        // No link known, but the flow's path: somewhere on it.
+        let on_path = bare.with_path(vec!["leaf1".into(), "spine2".into(), "leaf3".into()]);
+        assert_eq!(on_path.place(), "on leaf1 -> spine2 -> leaf3");
+        let linked = row(&[], Some(("spine2", "leaf3"))).with_path(on_path.path.clone());
+        assert_eq!(linked.place(), "spine2 -> leaf3");
     }
 
     #[test]

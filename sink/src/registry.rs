@@ -114,34 +114,64 @@ pub struct SwitchCounters {
 /// runs ahead, large when it lags or its frames are held on the way. Epochs are matched
 /// across switches by their number, so a switch whose clock is off has its flowsets late or
 /// its epochs finished without it; this is how an operator sees why.
+///
+/// A switch that stops sends the epoch in progress, before its end: once its connection
+/// ends, the lag goes back to that of the epoch before the last (a stopped switch read a
+/// negative lag for good, as if its clock ran ahead).
 #[derive(Debug)]
-pub struct FlowsetLag(AtomicI64);
+pub struct FlowsetLag {
+    /// The last flowset's lag (`NONE`: none yet).
+    last: AtomicI64,
+    /// The last flowset's epoch.
+    epoch: AtomicU64,
+    /// The lag of the last flowset of an earlier epoch than the last's (`NONE`: none).
+    before: AtomicI64,
+}
 
 impl Default for FlowsetLag {
     fn default() -> Self {
-        FlowsetLag(AtomicI64::new(i64::MIN))
+        FlowsetLag {
+            last: AtomicI64::new(FlowsetLag::NONE),
+            epoch: AtomicU64::new(0),
+            before: AtomicI64::new(FlowsetLag::NONE),
+        }
     }
 }
 
 impl FlowsetLag {
     /// Beyond this (either way) the sink warns, once per connection.
     pub const WARN_MS: i64 = 1000;
+    /// No value.
+    const NONE: i64 = i64::MIN;
 
-    /// Notes a flowset ending at `end_unix_ns` (the switch's clock) that arrived at
-    /// `now_unix_ms` (the sink's); returns the lag, ms.
-    pub fn note(&self, end_unix_ns: u64, now_unix_ms: u64) -> i64 {
+    /// Notes a flowset of epoch `epoch` ending at `end_unix_ns` (the switch's clock) that
+    /// arrived at `now_unix_ms` (the sink's); returns the lag, ms. Only the connection's
+    /// thread notes.
+    pub fn note(&self, epoch: u64, end_unix_ns: u64, now_unix_ms: u64) -> i64 {
         let end_ms = i64::try_from(end_unix_ns / 1_000_000).unwrap_or(i64::MAX);
         let lag = i64::try_from(now_unix_ms)
             .unwrap_or(i64::MAX)
             .saturating_sub(end_ms)
-            .max(i64::MIN + 1);
-        self.0.store(lag, Relaxed);
+            .max(FlowsetLag::NONE + 1);
+        if self.epoch.swap(epoch, Relaxed) != epoch {
+            self.before.store(self.last.load(Relaxed), Relaxed);
+        }
+        self.last.store(lag, Relaxed);
         lag
+    }
+
+    /// The switch's connection ended: its last epoch's flowsets may have been sent before
+    /// the epoch's end (a stop), so the epoch before speaks for its clock.
+    pub fn connection_ended(&self) {
+        let before = self.before.load(Relaxed);
+        if before != FlowsetLag::NONE {
+            self.last.store(before, Relaxed);
+        }
     }
 
     /// The last flowset's lag, ms, if one came.
     pub fn get(&self) -> Option<i64> {
-        Some(self.0.load(Relaxed)).filter(|v| *v != i64::MIN)
+        Some(self.last.load(Relaxed)).filter(|v| *v != FlowsetLag::NONE)
     }
 }
 
@@ -393,6 +423,7 @@ impl Registry {
             return;
         }
         entry.counters.connected.store(false, Relaxed);
+        entry.counters.flowset_lag.connection_ended();
         *entry.disconnected_at.lock().expect("switch lock") = Some(std::time::Instant::now());
         entry.note_lost();
         if let Some(e) = error {
@@ -770,5 +801,35 @@ pub(crate) mod tests {
         assert_eq!(r.owner(10), Some(3));
         assert_eq!(r.owner(11), Some(2));
         assert_eq!(r.owner(12), None);
+    }
+
+    /// A switch that stops sends its epoch in progress before the epoch's end: once its
+    /// connection ends, the lag is the epoch's before (it read negative for good); a switch
+    /// whose clock runs ahead keeps reading negative.
+    #[test]
+    fn a_stopped_switchs_last_early_flowsets_do_not_set_its_lag() {
+        let at = |epoch: u64| epoch * 10_000_000;
+        let lag = FlowsetLag::default();
+        assert_eq!(lag.get(), None);
+        lag.connection_ended();
+        assert_eq!(lag.get(), None);
+        // Two workers an epoch, a few ms after each epoch's end; at the stop, epoch 12 sent
+        // 6 ms before its end.
+        for e in 10..12u64 {
+            lag.note(e, at(e + 1), at(e + 1) / 1_000_000 + 3);
+            lag.note(e, at(e + 1), at(e + 1) / 1_000_000 + 4);
+        }
+        lag.note(12, at(13), at(13) / 1_000_000 - 6);
+        lag.note(12, at(13), at(13) / 1_000_000 - 6);
+        assert_eq!(lag.get(), Some(-6), "while connected, the last flowset's");
+        lag.connection_ended();
+        assert_eq!(lag.get(), Some(4));
+        // A clock 50 ms ahead.
+        let ahead = FlowsetLag::default();
+        for e in 10..13u64 {
+            ahead.note(e, at(e + 1), at(e + 1) / 1_000_000 - 50);
+        }
+        ahead.connection_ended();
+        assert_eq!(ahead.get(), Some(-50));
     }
 }

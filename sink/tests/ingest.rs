@@ -770,3 +770,29 @@ fn a_plan_declared_with_the_wrong_digest_length_is_refused() {
     });
     wait_for("disconnected", || !e.counters.connected.load(Relaxed));
 }
+
+/// A topology file without a link between its switches is refused at the start, naming the
+/// option and the file (the sink decodes paths along links).
+#[test]
+fn a_topology_without_links_is_refused() {
+    let path =
+        std::env::temp_dir().join(format!("pint-sink-nolinks-{}.graphml", std::process::id()));
+    std::fs::write(
+        &path,
+        r#"<graphml><graph edgedefault="undirected"><node id="a"/><node id="b"/><node id="c"/></graph></graphml>"#,
+    )
+    .unwrap();
+    let e = Sink::start(SinkConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        topology: Some(path.clone()),
+        ..SinkConfig::default()
+    })
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        e.starts_with("--topology: ") && e.contains("no links between its 3 switches"),
+        "{e}"
+    );
+}

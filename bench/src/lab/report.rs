@@ -679,7 +679,7 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
             } else {
                 blamed()
             };
-            sink::page::event_row(e, c.start_unix, link)
+            sink::page::event_row(e, c.start_unix, link).with_path(path)
         })
         .collect();
     out.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
