@@ -279,6 +279,10 @@ fn main() -> ExitCode {
 
 /// Prints a result as JSON or with its table printer.
 fn emit<T: serde::Serialize>(json: bool, result: &T, table: impl FnOnce(&T)) -> anyhow::Result<()> {
+    // Only the result is left to print: a reader that stops early (`| head`) ends the program
+    // as it ends any Unix filter, not with a panic at the next line printed.
+    // SAFETY: setting a signal's action to its default has no precondition.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     if json {
         println!("{}", serde_json::to_string_pretty(result)?);
     } else {

@@ -461,7 +461,7 @@ impl Traffic {
         self.next_probe_ns[s] = t + 1e9 / self.spec.probe_hz;
         let frame_len = PROBE_FRAME_LEN as u16;
         let p = GenPacket {
-            time_ns: self.clock_ns as u64,
+            time_ns: self.clock_ns.round() as u64,
             tuple: self.spec.flows + s as u32,
             frame_len,
             tcp_seq: 0,
@@ -489,7 +489,7 @@ impl Traffic {
             n.wrapping_sub(1)
         });
         let p = GenPacket {
-            time_ns: self.clock_ns as u64,
+            time_ns: self.clock_ns.round() as u64,
             tuple,
             frame_len: frame_len as u16,
             tcp_seq: *sent,
@@ -613,6 +613,30 @@ mod tests {
         let ps: Vec<GenPacket> = t.by_ref().take(1001).collect();
         assert_eq!(ps[1000].time_ns, 1_000_000);
         assert!(ps.iter().all(|p| p.tuple < 10 && p.frame_len == 60));
+    }
+
+    /// A rate whose gap is no whole number of ns sends exactly rate x duration packets in
+    /// a duration (the clock sums the gaps in floating point: truncated, the 30,000th
+    /// packet's time fell a fraction of a ns before 10 s and a 30,001st was sent).
+    #[test]
+    fn a_duration_holds_exactly_rate_times_duration_packets() {
+        for (pps, seconds) in [(3000.0, 10u64), (7.0, 30), (1e6 / 3.0, 3)] {
+            let mut t = Traffic::new(TrafficSpec {
+                rate: Rate::Pps(pps),
+                flows: 4,
+                ..TrafficSpec::default()
+            })
+            .unwrap();
+            let n = t
+                .by_ref()
+                .take_while(|p| p.time_ns < seconds * 1_000_000_000)
+                .count();
+            assert_eq!(
+                n as f64,
+                (pps * seconds as f64).round(),
+                "{pps} pps for {seconds} s"
+            );
+        }
     }
 
     #[test]
