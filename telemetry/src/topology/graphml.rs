@@ -3,7 +3,8 @@
 //! Every `<node>` is a switch, numbered in file order, named by its `id` and labelled by its
 //! `<data>` for the node key whose `attr.name` is `label` (the Topology Zoo's place names,
 //! NetworkX's labels), else by yEd's `<y:NodeLabel>`, else by its `<data>` for a key named
-//! `name` (igraph's vertex names), if any; every `<edge>` a
+//! `name` (igraph's vertex names), if any (a node without its own takes the key's
+//! `<default>`, as GraphML has it); every `<edge>` a
 //! link between its `source` and `target`, whatever the graph's `edgedefault` (links carry
 //! traffic both ways). Elements are matched by local name, so a file that gives the GraphML
 //! namespace a prefix (`<g:node>`) reads the same. Nodes of nested graphs (yEd's groups)
@@ -15,14 +16,18 @@ use quick_xml::events::Event;
 use super::Topology;
 use super::text::Lines;
 
-/// A node label being read: its node, the element it is the text of, the text so far, and
-/// whether it is only a name (a label wins over it).
+/// A node label being read: its node ([`KEY_DEFAULT`]: the `<default>` of the key), the
+/// element it is the text of, the text so far, and whether it is only a name (a label wins
+/// over it).
 struct Reading {
     node: usize,
     element: &'static [u8],
     label: String,
     fallback: bool,
 }
+
+/// The node of a [`Reading`] of a key's `<default>`.
+const KEY_DEFAULT: usize = usize::MAX - 1;
 
 impl Topology {
     /// Parses GraphML text.
@@ -40,6 +45,10 @@ impl Topology {
         let mut label_keys: Vec<String> = Vec::new();
         let mut name_keys: Vec<String> = Vec::new();
         let mut fallback_labels: Vec<Option<String>> = Vec::new();
+        // The open `<key>` that labels (false) or names (true) nodes, and the first such
+        // key's `<default>` of each.
+        let mut open_key: Option<bool> = None;
+        let (mut label_default, mut name_default): (Option<String>, Option<String>) = (None, None);
         let mut open_nodes: Vec<usize> = Vec::new();
         let mut reading: Option<Reading> = None;
         // The line of a byte of the text, for errors (whatever the file's encoding was).
@@ -69,12 +78,19 @@ impl Topology {
                     b"node" | b"graph" | b"edge" => {
                         open_nodes.pop();
                     }
-                    name @ (b"data" | b"NodeLabel")
+                    b"key" => open_key = None,
+                    name @ (b"data" | b"NodeLabel" | b"default")
                         if reading.as_ref().is_some_and(|r| r.element == name) =>
                     {
                         let r = reading.take().expect("checked");
                         if let Some(label) = super::label_of(&r.label) {
-                            let slot = if r.fallback {
+                            let slot = if r.node == KEY_DEFAULT {
+                                if r.fallback {
+                                    &mut name_default
+                                } else {
+                                    &mut label_default
+                                }
+                            } else if r.fallback {
                                 &mut fallback_labels[r.node]
                             } else {
                                 &mut labels[r.node]
@@ -129,10 +145,34 @@ impl Topology {
                             );
                             if for_nodes && let Some(id) = attr(b"id")? {
                                 match attr(b"attr.name")?.as_deref() {
-                                    Some("label") => label_keys.push(id),
-                                    Some("name") => name_keys.push(id),
+                                    Some("label") => {
+                                        label_keys.push(id);
+                                        open_key = opens.then_some(false);
+                                    }
+                                    Some("name") => {
+                                        name_keys.push(id);
+                                        open_key = opens.then_some(true);
+                                    }
                                     _ => {}
                                 }
+                            }
+                        }
+                        b"default" if opens => {
+                            if let Some(fallback) = open_key
+                                && reading.is_none()
+                                && (if fallback {
+                                    &name_default
+                                } else {
+                                    &label_default
+                                })
+                                .is_none()
+                            {
+                                reading = Some(Reading {
+                                    node: KEY_DEFAULT,
+                                    element: b"default",
+                                    label: String::new(),
+                                    fallback,
+                                });
                             }
                         }
                         b"data" if opens => {
@@ -206,7 +246,11 @@ impl Topology {
         t.labels = labels
             .into_iter()
             .zip(fallback_labels)
-            .map(|(l, n)| l.or(n))
+            .map(|(l, n)| {
+                l.or_else(|| label_default.clone())
+                    .or(n)
+                    .or_else(|| name_default.clone())
+            })
             .collect();
         Ok(t)
     }
@@ -294,6 +338,31 @@ mod tests {
         assert!(
             t.neighbours(1).is_empty(),
             "the group node itself has no link"
+        );
+    }
+
+    /// A node without its own label takes the label key's `<default>` (GraphML's rule), and
+    /// without either the name key's own value or default.
+    #[test]
+    fn a_label_keys_default_labels_the_nodes_without_one() {
+        let g = r#"<graphml>
+            <key id="l" for="node" attr.name="label" attr.type="string"><default>Unknown</default></key>
+            <key id="x" for="node" attr.name="name"><default> somewhere </default></key>
+            <graph>
+              <node id="a"><data key="l">Ay</data></node>
+              <node id="b"/>
+              <edge source="a" target="b"/>
+            </graph></graphml>"#;
+        let t = Topology::parse_graphml("g", g).unwrap();
+        assert_eq!(
+            t.labels,
+            [Some("Ay"), Some("Unknown")].map(|l| l.map(String::from))
+        );
+        let names_only = g.replace("<default>Unknown</default>", "");
+        let t = Topology::parse_graphml("g", &names_only).unwrap();
+        assert_eq!(
+            t.labels,
+            [Some("Ay"), Some("somewhere")].map(|l| l.map(String::from))
         );
     }
 
