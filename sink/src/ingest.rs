@@ -315,15 +315,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
             }
             Frame::FlowSet(f) => {
                 let epoch_ns = e.info.lock().expect("switch lock").epoch_ns;
-                let end_ns = f
-                    .flowset
-                    .epoch
-                    .saturating_add(u64::from(f.epochs.max(1)))
-                    .saturating_mul(epoch_ns);
-                let lag = e
-                    .counters
-                    .flowset_lag
-                    .note(f.flowset.epoch, end_ns, unix_ms());
+                let end_epoch = f.flowset.epoch.saturating_add(u64::from(f.epochs.max(1)));
+                let end_ns = end_epoch.saturating_mul(epoch_ns);
+                let lag = e.counters.flowset_lag.note(end_epoch, end_ns, unix_ms());
                 if lag.abs() > FlowsetLag::WARN_MS && !clock_warned {
                     clock_warned = true;
                     let why = if lag < 0 {

@@ -354,11 +354,12 @@ impl SinkMetrics {
             counter!("pint_sink_ipfix_messages_total").absolute(x.ipfix_messages.load(Relaxed));
             counter!("pint_sink_export_records_dropped_total").absolute(stats.exports_dropped);
             counter!("pint_sink_export_records_deferred_total").absolute(stats.exports_deferred);
-            // Every kind and label from the start, at 0 until counted: a series that first
-            // appears at 2 has no increase to a rate() or increase() that alerts on it.
+            // Every kind with each label it can have from the start, at 0 until counted: a
+            // series that first appears at 2 has no increase to a rate() or increase() that
+            // alerts on it.
             let counts = shared.events.counts();
             for kind in crate::detect::Kind::ALL {
-                for label in crate::detect::diagnose::Label::ALL {
+                for &label in crate::detect::diagnose::labels_of(kind) {
                     let n = counts.get(&(kind, label)).copied().unwrap_or(0);
                     counter!("pint_sink_events_total", "kind" => kind.name(), "label" => label.name())
                         .absolute(n);

@@ -116,15 +116,18 @@ pub struct SwitchCounters {
 /// its epochs finished without it; this is how an operator sees why.
 ///
 /// A switch that stops sends the epoch in progress, before its end: once its connection
-/// ends, the lag goes back to that of the epoch before the last (a stopped switch read a
-/// negative lag for good, as if its clock ran ahead).
+/// ends, the lag goes back to that of the latest flowset of an earlier epoch than the last
+/// one's (a stopped switch read a negative lag for good, as if its clock ran ahead).
 #[derive(Debug)]
 pub struct FlowsetLag {
     /// The last flowset's lag (`NONE`: none yet).
     last: AtomicI64,
-    /// The last flowset's epoch.
-    epoch: AtomicU64,
-    /// The lag of the last flowset of an earlier epoch than the last's (`NONE`: none).
+    /// The latest end epoch of the connection's flowsets (the epoch after the last they
+    /// cover).
+    end: AtomicU64,
+    /// The lag of the latest flowset that ended there.
+    at_end: AtomicI64,
+    /// The lag of the latest flowset that ended before (`NONE`: none).
     before: AtomicI64,
 }
 
@@ -132,7 +135,8 @@ impl Default for FlowsetLag {
     fn default() -> Self {
         FlowsetLag {
             last: AtomicI64::new(FlowsetLag::NONE),
-            epoch: AtomicU64::new(0),
+            end: AtomicU64::new(0),
+            at_end: AtomicI64::new(FlowsetLag::NONE),
             before: AtomicI64::new(FlowsetLag::NONE),
         }
     }
@@ -144,24 +148,32 @@ impl FlowsetLag {
     /// No value.
     const NONE: i64 = i64::MIN;
 
-    /// Notes a flowset of epoch `epoch` ending at `end_unix_ns` (the switch's clock) that
-    /// arrived at `now_unix_ms` (the sink's); returns the lag, ms. Only the connection's
-    /// thread notes.
-    pub fn note(&self, epoch: u64, end_unix_ns: u64, now_unix_ms: u64) -> i64 {
+    /// Notes a flowset whose epochs end where epoch `end_epoch` starts, at `end_unix_ns`
+    /// (the switch's clock), that arrived at `now_unix_ms` (the sink's); returns the lag,
+    /// ms. Only the connection's thread notes (the workers' flowsets of one epoch come one
+    /// after another, and a stop can send one worker's last epoch before another's).
+    pub fn note(&self, end_epoch: u64, end_unix_ns: u64, now_unix_ms: u64) -> i64 {
         let end_ms = i64::try_from(end_unix_ns / 1_000_000).unwrap_or(i64::MAX);
         let lag = i64::try_from(now_unix_ms)
             .unwrap_or(i64::MAX)
             .saturating_sub(end_ms)
             .max(FlowsetLag::NONE + 1);
-        if self.epoch.swap(epoch, Relaxed) != epoch {
-            self.before.store(self.last.load(Relaxed), Relaxed);
+        let end = self.end.load(Relaxed);
+        if end_epoch > end {
+            self.before.store(self.at_end.load(Relaxed), Relaxed);
+            self.end.store(end_epoch, Relaxed);
+            self.at_end.store(lag, Relaxed);
+        } else if end_epoch == end {
+            self.at_end.store(lag, Relaxed);
+        } else {
+            self.before.store(lag, Relaxed);
         }
         self.last.store(lag, Relaxed);
         lag
     }
 
-    /// The switch's connection ended: its last epoch's flowsets may have been sent before
-    /// the epoch's end (a stop), so the epoch before speaks for its clock.
+    /// The switch's connection ended: its latest epoch's flowsets may have been sent before
+    /// the epoch's end (a stop), so an earlier epoch's speaks for its clock.
     pub fn connection_ended(&self) {
         let before = self.before.load(Relaxed);
         if before != FlowsetLag::NONE {
@@ -816,18 +828,34 @@ pub(crate) mod tests {
         // Two workers an epoch, a few ms after each epoch's end; at the stop, epoch 12 sent
         // 6 ms before its end.
         for e in 10..12u64 {
-            lag.note(e, at(e + 1), at(e + 1) / 1_000_000 + 3);
-            lag.note(e, at(e + 1), at(e + 1) / 1_000_000 + 4);
+            lag.note(e + 1, at(e + 1), at(e + 1) / 1_000_000 + 3);
+            lag.note(e + 1, at(e + 1), at(e + 1) / 1_000_000 + 4);
         }
-        lag.note(12, at(13), at(13) / 1_000_000 - 6);
-        lag.note(12, at(13), at(13) / 1_000_000 - 6);
+        lag.note(13, at(13), at(13) / 1_000_000 - 6);
+        lag.note(13, at(13), at(13) / 1_000_000 - 6);
         assert_eq!(lag.get(), Some(-6), "while connected, the last flowset's");
         lag.connection_ended();
         assert_eq!(lag.get(), Some(4));
+        // At the stop one worker had moved on to epoch 13 (sent early) while the other was
+        // still in 12 (sent at its end): the epoch before the latest speaks.
+        let straddle = FlowsetLag::default();
+        straddle.note(12, at(12), at(12) / 1_000_000 + 3);
+        straddle.note(13, at(13), at(13) / 1_000_000 + 2);
+        straddle.note(14, at(14), at(14) / 1_000_000 - 10);
+        straddle.note(13, at(13), at(13) / 1_000_000);
+        straddle.connection_ended();
+        assert_eq!(straddle.get(), Some(0));
+        // A late worker's last flowset covering two epochs ends where the other's does.
+        let late = FlowsetLag::default();
+        late.note(12, at(12), at(12) / 1_000_000 + 4);
+        late.note(13, at(13), at(13) / 1_000_000 - 7);
+        late.note(13, at(13), at(13) / 1_000_000 - 7);
+        late.connection_ended();
+        assert_eq!(late.get(), Some(4));
         // A clock 50 ms ahead.
         let ahead = FlowsetLag::default();
         for e in 10..13u64 {
-            ahead.note(e, at(e + 1), at(e + 1) / 1_000_000 - 50);
+            ahead.note(e + 1, at(e + 1), at(e + 1) / 1_000_000 - 50);
         }
         ahead.connection_ended();
         assert_eq!(ahead.get(), Some(-50));

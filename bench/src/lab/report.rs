@@ -679,7 +679,13 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
             } else {
                 blamed()
             };
-            sink::page::event_row(e, c.start_unix, link).with_path(path)
+            // The path the sink had decoded when it reported the event, else the flow's.
+            let reported: Option<Vec<String>> = e["path"].as_array().map(|p| {
+                p.iter()
+                    .map(|id| name_of_id(lab, id.as_u64().unwrap_or(0)))
+                    .collect()
+            });
+            sink::page::event_row(e, c.start_unix, link).with_path(reported.unwrap_or(path))
         })
         .collect();
     out.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));

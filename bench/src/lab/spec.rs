@@ -789,11 +789,6 @@ impl Lab {
 /// A topology file's switches on no link: name and label of each.
 type LeftOut = Vec<(String, Option<String>)>;
 
-/// The topology of a `[topology]` table, the default hosts, and the names of a file's
-/// switches on no link (left out).
-/// The lab's topology, its default host switches, the switches of a file left out (on no
-/// link), and whether its file gave switch IDs of its own (a TOML adjacency file: a number
-/// may then name a switch by its ID).
 /// The switches a links or file topology puts hosts behind when `topology.hosts` is not
 /// given: in each part of the topology (switches joined by paths), its switches with one
 /// neighbour, or all of the part's switches when fewer than two have one, so that every part
@@ -829,6 +824,9 @@ fn default_hosts(topo: &Topology) -> Vec<u32> {
     hosts
 }
 
+/// The topology of a `[topology]` table, its default host switches, the switches of a file
+/// left out (on no link), and whether its file gave switch IDs of its own (a TOML adjacency
+/// file: a number may then name a switch by its ID).
 fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut, bool), LabError> {
     let need = |v: Option<u32>, key: &str, range: std::ops::RangeInclusive<u32>| {
         let v = v.ok_or_else(|| key_err(format!("topology.{key}"), "missing"))?;

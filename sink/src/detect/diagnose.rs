@@ -78,6 +78,30 @@ impl Label {
     }
 }
 
+/// The labels [`diagnose`] can give an event of `kind` (the others never go with it).
+pub fn labels_of(kind: Kind) -> &'static [Label] {
+    match kind {
+        Kind::Delay => &[
+            Label::ContextSwitch,
+            Label::EndHostNoise,
+            Label::RouteOrClockChange,
+            Label::CongestionOverload,
+            Label::CongestionBursty,
+            Label::LargeBuffer,
+            Label::Unknown,
+        ],
+        Kind::Loss => &[
+            Label::RandomLoss,
+            Label::DelayCorrelatedLoss,
+            Label::ShortOutage,
+            Label::SmallBuffer,
+            Label::LargeBuffer,
+            Label::Unknown,
+        ],
+        Kind::Reordering => &[Label::ReorderingPersistent, Label::ReorderingUnstable],
+    }
+}
+
 /// Labels for an event of `kind` made of `windows` (problem windows, in order), with
 /// `quiet` normal windows between them.
 pub fn diagnose(kind: Kind, windows: &[WindowStats], quiet: usize) -> Vec<Label> {
@@ -148,5 +172,57 @@ pub fn diagnose(kind: Kind, windows: &[WindowStats], quiet: usize) -> Vec<Label>
     if out.is_empty() {
         out.push(Label::Unknown);
     }
+    debug_assert!(
+        out.iter().all(|l| labels_of(kind).contains(l)),
+        "{kind:?}: {out:?}"
+    );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn window() -> impl Strategy<Value = WindowStats> {
+        (
+            (0usize..50, 0usize..50, 0usize..50, 0usize..10),
+            (0u64..50, 0u64..20, 0u64..20, 0u64..20),
+            (0.0f64..2000.0, 0.0f64..2000.0, any::<bool>()),
+        )
+            .prop_map(
+                |((samples, high, isolated, jumps), (lost, run, nb, nbh), (p5, width, shift))| {
+                    WindowStats {
+                        samples,
+                        high,
+                        isolated_high: isolated,
+                        jumps,
+                        lost,
+                        lost_run: run,
+                        lost_neighbours: nb,
+                        lost_neighbours_high: nbh,
+                        p5_ms: p5,
+                        p95_ms: p5 + width,
+                        level_shift: shift,
+                        ..WindowStats::default()
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        /// Whatever the windows, an event's labels are among its kind's (the metrics publish
+        /// those pairs from the start, at 0).
+        #[test]
+        fn an_events_labels_are_among_its_kinds(
+            windows in proptest::collection::vec(window(), 0..4),
+            quiet in 0usize..5,
+        ) {
+            for kind in Kind::ALL {
+                let labels = diagnose(kind, &windows, quiet);
+                prop_assert!(!labels.is_empty());
+                prop_assert!(labels.iter().all(|l| labels_of(kind).contains(l)), "{:?}: {:?}", kind, labels);
+            }
+        }
+    }
 }

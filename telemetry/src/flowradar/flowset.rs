@@ -260,7 +260,9 @@ impl FlowSet {
     }
 
     /// Counts `packets` packets of `bytes` bytes in all of flow `key`: the same cells as
-    /// that many [`FlowSet::update`] calls (the counters wrap alike), in one hash. A flow
+    /// that many [`FlowSet::update`] calls (the counters wrap alike; the check, a sum modulo a
+    /// prime, agrees with a wrapped PacketCount only below 2^32 packets a cell an epoch,
+    /// which no switch reaches), in one hash. A flow
     /// cache folds its exact counts in with this ([`crate::flowradar::cache`]).
     pub fn add(&mut self, key: &FlowKey, packets: u32, bytes: u64) -> bool {
         let [w0, w1] = key.words();
