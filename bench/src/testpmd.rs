@@ -37,6 +37,8 @@ const START_TIMEOUT_S: u64 = 60;
 /// A testpmd that is forwarding; [`Running::finish`] stops it and reads its rates.
 pub struct Running {
     child: std::process::Child,
+    /// Its EAL file prefix.
+    prefix: String,
     reader: std::thread::JoinHandle<String>,
     /// Says when testpmd has started forwarding.
     started: std::sync::mpsc::Receiver<()>,
@@ -76,13 +78,14 @@ impl TestpmdRun {
 
     /// Starts testpmd (it forwards until [`Running::finish`]).
     pub fn spawn(&self) -> anyhow::Result<Running> {
+        let prefix = format!("pint-ref-{}-{}", self.name, std::process::id());
         let mut args: Vec<String> = vec![
             "-l".into(),
             format!("{},{}", self.lcores.0, self.lcores.1),
             "--main-lcore".into(),
             self.lcores.0.to_string(),
             "--file-prefix".into(),
-            format!("pint-ref-{}-{}", self.name, std::process::id()),
+            prefix.clone(),
             "--no-pci".into(),
             "--no-telemetry".into(),
         ];
@@ -145,6 +148,7 @@ impl TestpmdRun {
         });
         Ok(Running {
             child,
+            prefix,
             reader,
             started,
         })
@@ -162,6 +166,8 @@ impl Running {
         // SAFETY: sending a signal to our own child process.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let status = wait_timeout(&mut self.child, Duration::from_secs(20))?;
+        // EAL makes a runtime directory even with nothing to put in it, and leaves it.
+        let _ = std::fs::remove_dir(eal_runtime_dir(&self.prefix));
         let out = self.reader.join().unwrap_or_default();
         let mut err = String::new();
         if let Some(mut e) = self.child.stderr.take() {
@@ -177,6 +183,18 @@ impl Running {
         }
         Ok(result)
     }
+}
+
+/// The directory DPDK's EAL makes for a process of file prefix `prefix`: under `/var/run`
+/// as root, else under `$XDG_RUNTIME_DIR` or `/tmp`.
+pub fn eal_runtime_dir(prefix: &str) -> std::path::PathBuf {
+    // SAFETY: getuid has no preconditions.
+    let base = if unsafe { libc::getuid() } == 0 {
+        "/var/run".into()
+    } else {
+        std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".into())
+    };
+    std::path::Path::new(&base).join("dpdk").join(prefix)
 }
 
 fn tail(s: &str, n: usize) -> String {

@@ -300,6 +300,9 @@ fn a_sender_whose_port_stops_taking_gives_up() {
         }
         receiver.kill().unwrap();
         receiver.wait().unwrap();
+        // Killed, it leaves EAL's runtime directory behind.
+        let prefix = format!("{tag}-rx-{}", std::process::id());
+        let _ = std::fs::remove_dir_all(bench::testpmd::eal_runtime_dir(&prefix));
         assert!(
             finished,
             "{case}: the sender did not give up on a port that takes nothing"
