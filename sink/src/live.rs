@@ -186,9 +186,12 @@ pub fn page(shared: &Shared) -> Page {
                 .place
                 .lossy_link
                 .map(|[a, b]| (name(u64::from(a)), name(u64::from(b))));
-            let path = e.place.path.as_deref().unwrap_or_default();
-            event_row(&serde_json::to_value(e).unwrap_or(Value::Null), t0, link)
-                .with_path(path.iter().map(|&id| name(u64::from(id))).collect())
+            event_row(
+                &serde_json::to_value(e).unwrap_or(Value::Null),
+                t0,
+                link,
+                name,
+            )
         })
         .collect();
     let c = &shared.epochs.counters;

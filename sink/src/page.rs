@@ -156,7 +156,8 @@ impl EventRow {
     }
 
     /// The same with the flow's decoded path (switch names).
-    pub fn with_path(mut self, path: Vec<String>) -> EventRow {
+    #[cfg(test)]
+    fn with_path(mut self, path: Vec<String>) -> EventRow {
         self.path = path;
         self
     }
@@ -369,8 +370,14 @@ pub fn flow_row(
 }
 
 /// An event's row from the API's event object (`/api/events`, event lines); times become
-/// seconds since `t0` (Unix s); `link` is where it points, if known.
-pub fn event_row(e: &Value, t0: f64, link: Option<(String, String)>) -> EventRow {
+/// seconds since `t0` (Unix s); `link` is where it points, if known; `name` names a switch
+/// of its path by ID.
+pub fn event_row(
+    e: &Value,
+    t0: f64,
+    link: Option<(String, String)>,
+    name: impl Fn(u64) -> String,
+) -> EventRow {
     let f = |k: &str| e[k].as_f64();
     EventRow {
         kind: e["kind"].as_str().unwrap_or("").to_owned(),
@@ -390,7 +397,10 @@ pub fn event_row(e: &Value, t0: f64, link: Option<(String, String)>) -> EventRow
             })
             .unwrap_or_default(),
         link,
-        path: Vec::new(),
+        path: e["path"]
+            .as_array()
+            .map(|p| p.iter().map(|id| name(id.as_u64().unwrap_or(0))).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -857,7 +867,12 @@ mod tests {
             "end": 12.5,
             "labels": labels,
         });
-        event_row(&e, 10.0, link.map(|(a, b)| (a.to_owned(), b.to_owned())))
+        event_row(
+            &e,
+            10.0,
+            link.map(|(a, b)| (a.to_owned(), b.to_owned())),
+            |id| id.to_string(),
+        )
     }
 
     /// A hop latency at the code's largest value reads as a lower bound, with the share of
@@ -982,6 +997,10 @@ mod tests {
         assert_eq!(on_path.place(), "on leaf1 -> spine2 -> leaf3");
         let linked = row(&[], Some(("spine2", "leaf3"))).with_path(on_path.path.clone());
         assert_eq!(linked.place(), "spine2 -> leaf3");
+        // The event's own path, its switches named.
+        let e = serde_json::json!({"kind": "loss", "path": [1, 2, 3]});
+        let named = event_row(&e, 0.0, None, |id| format!("s{id}"));
+        assert_eq!(named.place(), "on s1 -> s2 -> s3");
     }
 
     #[test]

@@ -680,12 +680,11 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
                 blamed()
             };
             // The path the sink had decoded when it reported the event, else the flow's.
-            let reported: Option<Vec<String>> = e["path"].as_array().map(|p| {
-                p.iter()
-                    .map(|id| name_of_id(lab, id.as_u64().unwrap_or(0)))
-                    .collect()
-            });
-            sink::page::event_row(e, c.start_unix, link).with_path(reported.unwrap_or(path))
+            let mut row = sink::page::event_row(e, c.start_unix, link, |id| name_of_id(lab, id));
+            if row.path.is_empty() {
+                row.path = path;
+            }
+            row
         })
         .collect();
     out.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
