@@ -282,6 +282,10 @@ pub fn run(
                 log.counters.flowsets.fetch_add(1, Relaxed);
                 let key = (f.epoch_ns, f.epoch);
                 if f.epochs > 1 || finished.contains(key) {
+                    if !finished.first_delivery(key, &f) {
+                        log.counters.duplicate_flowsets.fetch_add(1, Relaxed);
+                        continue;
+                    }
                     log.counters.late_flowsets.fetch_add(1, Relaxed);
                     let waited = Waited::Late {
                         unsure: finished.was_unsure(key, f.switch),
@@ -309,7 +313,7 @@ pub fn run(
                     let b = buckets.remove(&key).expect("present");
                     let opened = Waited::Bucket(b.first);
                     let r = finish(b.sets, &registry, grace, &mut single, counts, false, opened);
-                    finished.add(key, &r.unsure);
+                    finished.add(key, &r.unsure, b.sessions);
                     keep(&log, r);
                 }
             }
@@ -328,7 +332,7 @@ pub fn run(
             let b = buckets.remove(&key).expect("present");
             let opened = Waited::Bucket(b.first);
             let r = finish(b.sets, &registry, grace, &mut single, counts, true, opened);
-            finished.add(key, &r.unsure);
+            finished.add(key, &r.unsure, b.sessions);
             keep(&log, r);
         }
     }
@@ -341,32 +345,55 @@ pub fn run(
 }
 
 /// Epochs recently finished (a flowset for one of them is late), with the switches whose
-/// counts of them were taken as short for good.
+/// counts of them were taken as short for good and the (switch, worker, session) triples
+/// that delivered them.
 #[derive(Default)]
 struct Finished {
     order: VecDeque<(u64, u64)>,
-    unsure: rustc_hash::FxHashMap<(u64, u64), Vec<u32>>,
+    epochs: rustc_hash::FxHashMap<(u64, u64), FinishedEpoch>,
+}
+
+/// What is kept of a finished epoch.
+struct FinishedEpoch {
+    unsure: Vec<u32>,
+    sessions: rustc_hash::FxHashSet<(u32, u16, u64)>,
 }
 
 impl Finished {
-    fn add(&mut self, key: (u64, u64), unsure: &[u32]) {
+    fn add(
+        &mut self,
+        key: (u64, u64),
+        unsure: &[u32],
+        sessions: rustc_hash::FxHashSet<(u32, u16, u64)>,
+    ) {
         if self.order.len() >= 4096
             && let Some(old) = self.order.pop_front()
         {
-            self.unsure.remove(&old);
+            self.epochs.remove(&old);
         }
         self.order.push_back(key);
-        self.unsure.insert(key, unsure.to_vec());
+        let unsure = unsure.to_vec();
+        self.epochs.insert(key, FinishedEpoch { unsure, sessions });
     }
 
     /// Whether epoch `key` is finished.
     fn contains(&self, key: (u64, u64)) -> bool {
-        self.unsure.contains_key(&key)
+        self.epochs.contains_key(&key)
     }
 
     /// Whether `switch`'s counts of epoch `key` were taken as short for good.
     fn was_unsure(&self, key: (u64, u64), switch: u32) -> bool {
-        self.unsure.get(&key).is_some_and(|u| u.contains(&switch))
+        self.epochs
+            .get(&key)
+            .is_some_and(|e| e.unsure.contains(&switch))
+    }
+
+    /// Notes that `f` came for epoch `key` after it finished; false when its switch's
+    /// worker had delivered that epoch in the same session already (a duplicate).
+    fn first_delivery(&mut self, key: (u64, u64), f: &FlowSetIn) -> bool {
+        self.epochs
+            .get_mut(&key)
+            .is_none_or(|e| e.sessions.insert((f.switch, f.worker, f.session)))
     }
 }
 
@@ -689,8 +716,12 @@ mod tests {
             items.push(item(&held, s, 0, 8));
         }
         items.push(item(&held, 5, 0, 8));
-        // Epoch 7 is finished by now: this one is late, decoded on its own.
-        items.push(item(&held, 9, 1, 7));
+        // Epoch 7 is finished by now: this one (of a restarted switch: the first session's
+        // would be a duplicate) is late, decoded on its own.
+        items.push(FlowSetIn {
+            session: 2,
+            ..item(&held, 9, 1, 7)
+        });
         let (reports, counted, log) = assemble(registry, items);
         let c = &log.counters;
         assert_eq!(c.flowsets.load(Relaxed), 3 * u64::from(n) + 2);
@@ -824,6 +855,32 @@ mod tests {
             .unwrap_or_else(|| panic!("{got:?}"));
         assert_eq!(spanning.1, (70, 20));
         assert_eq!(spanning.3, 1, "its counts count");
+    }
+
+    /// A flowset that comes again after its epoch finished is a duplicate, not a late one
+    /// whose counts add to the first's; a late one of another session counts once.
+    #[test]
+    fn a_flowset_again_after_its_epoch_finished_is_a_duplicate() {
+        let (registry, held) = registry(2, 1);
+        let restarted = || FlowSetIn {
+            session: 2,
+            ..item(&held, 1, 0, 7)
+        };
+        let items = vec![
+            item(&held, 1, 0, 7),
+            item(&held, 2, 0, 7),
+            // Epoch 7 is finished.
+            item(&held, 1, 0, 7),
+            restarted(),
+            restarted(),
+        ];
+        let (reports, counted, log) = assemble(registry, items);
+        let c = &log.counters;
+        assert_eq!(c.flowsets.load(Relaxed), 5);
+        assert_eq!(c.duplicate_flowsets.load(Relaxed), 2);
+        assert_eq!(c.late_flowsets.load(Relaxed), 1, "the restarted session's");
+        assert_eq!(reports.iter().filter(|r| r.late).count(), 1);
+        assert_eq!(counted.len(), 2, "the epoch, then the late flowset");
     }
 
     /// A switch restarted within an epoch sends that epoch's flowset again, of what it

@@ -90,6 +90,9 @@ pub enum FlowSetWireError {
     /// A cell index beyond the table, or out of order.
     #[error("flowset cell index out of range")]
     BadIndex,
+    /// A filter block index beyond the filter, or out of order.
+    #[error("flowset filter block index out of range")]
+    BadBlockIndex,
     /// A varint longer than 10 bytes or a value that does not fit its counter.
     #[error("flowset counter is malformed")]
     BadCounter,
@@ -128,16 +131,17 @@ fn next_index(
     n: usize,
     prev: usize,
     limit: usize,
+    bad: FlowSetWireError,
 ) -> Result<usize, FlowSetWireError> {
     let gap = r.varint()?;
     if n > 0 && gap == 0 {
-        return Err(FlowSetWireError::BadIndex);
+        return Err(bad);
     }
     let index = prev
-        .checked_add(usize::try_from(gap).map_err(|_| FlowSetWireError::BadIndex)?)
-        .ok_or(FlowSetWireError::BadIndex)?;
+        .checked_add(usize::try_from(gap).map_err(|_| bad)?)
+        .ok_or(bad)?;
     if index >= limit {
-        return Err(FlowSetWireError::BadIndex);
+        return Err(bad);
     }
     Ok(index)
 }
@@ -206,6 +210,98 @@ pub fn decode(bytes: &[u8]) -> Result<EpochFlowSet, FlowSetWireError> {
 /// accepted that shape's memory) or, without a shape, one that would take more than
 /// [`MAX_UNDECLARED_BYTES`], before allocating anything for it.
 pub fn decode_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<EpochFlowSet, FlowSetWireError> {
+    let mut table = Table::default();
+    let head = read(bytes, shape, &mut table)?;
+    let mut flowset = FlowSet::from_parts(
+        FlowFilter::from_blocks(table.filter, head.filter_seed),
+        table.cells,
+        head.hashes,
+        head.table_seed,
+    )
+    .ok_or(FlowSetWireError::BadField("table size"))?;
+    if head.quiet {
+        // A quiet epoch: every cell and block is zero, as read.
+        flowset.known_clear();
+    }
+    Ok(EpochFlowSet {
+        switch_id: head.switch_id,
+        epoch: head.epoch,
+        flowset,
+    })
+}
+
+/// Checks a flowset as [`decode_shaped`] would, without allocating its table: for a
+/// flowset the reader has no room to keep, so that a malformed one is still refused.
+/// Returns its header.
+pub fn check_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<FlowSetHead, FlowSetWireError> {
+    read(bytes, shape, &mut ())
+}
+
+/// What [`read`] gives each part of a flowset to.
+trait Entries {
+    /// The header, before any entry.
+    fn sized(&mut self, head: &FlowSetHead);
+    /// Non-empty filter block `i`.
+    fn block(&mut self, i: usize, words: [u64; 8]);
+    /// Non-empty cell `i`.
+    fn cell(&mut self, i: usize, cell: Cell);
+}
+
+/// Checking only: nothing kept.
+impl Entries for () {
+    fn sized(&mut self, _: &FlowSetHead) {}
+    fn block(&mut self, _: usize, _: [u64; 8]) {}
+    fn cell(&mut self, _: usize, _: Cell) {}
+}
+
+/// The filter and the cells, as decoded.
+#[derive(Default)]
+struct Table {
+    filter: Vec<Block>,
+    cells: Vec<Cell>,
+}
+
+impl Entries for Table {
+    fn sized(&mut self, head: &FlowSetHead) {
+        self.filter = vec![Block::default(); head.blocks];
+        self.cells = vec![Cell::default(); head.cells];
+    }
+    fn block(&mut self, i: usize, words: [u64; 8]) {
+        self.filter[i].0 = words;
+    }
+    fn cell(&mut self, i: usize, cell: Cell) {
+        self.cells[i] = cell;
+    }
+}
+
+/// A flowset's header fields, as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowSetHead {
+    /// The switch.
+    pub switch_id: u32,
+    /// The epoch number.
+    pub epoch: u64,
+    /// Sub-tables `k`.
+    pub hashes: u8,
+    /// The counting table's seed.
+    pub table_seed: u64,
+    /// The flow filter's seed.
+    pub filter_seed: u64,
+    /// Cells in all.
+    pub cells: usize,
+    /// Filter blocks.
+    pub blocks: usize,
+    /// Whether no cell and no block is in use.
+    pub quiet: bool,
+}
+
+/// Reads and checks a flowset, giving its header, then each non-empty filter block and
+/// cell by index, to `out`.
+fn read(
+    bytes: &[u8],
+    shape: Option<Shape>,
+    out: &mut impl Entries,
+) -> Result<FlowSetHead, FlowSetWireError> {
     let mut r = Reader::new(bytes);
     let head = r.take(4)?;
     if head[..3] != MAGIC {
@@ -261,19 +357,30 @@ pub fn decode_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<EpochFlowSet,
     if left < used_blocks * 65 + nonempty * 19 {
         return Err(FlowSetWireError::Truncated);
     }
-    let mut filter = vec![Block::default(); blocks];
+    let head = FlowSetHead {
+        switch_id,
+        epoch,
+        hashes: k,
+        table_seed,
+        filter_seed,
+        cells: total,
+        blocks,
+        quiet: nonempty == 0 && used_blocks == 0,
+    };
+    out.sized(&head);
     let mut index = 0usize;
     for n in 0..used_blocks {
-        index = next_index(&mut r, n, index, blocks)?;
+        index = next_index(&mut r, n, index, blocks, FlowSetWireError::BadBlockIndex)?;
         let raw = r.take(64)?;
-        for (w, chunk) in filter[index].0.iter_mut().zip(raw.chunks_exact(8)) {
+        let mut words = [0u64; 8];
+        for (w, chunk) in words.iter_mut().zip(raw.chunks_exact(8)) {
             *w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
         }
+        out.block(index, words);
     }
-    let mut cells = vec![Cell::default(); total];
     let mut index = 0usize;
     for n in 0..nonempty {
-        index = next_index(&mut r, n, index, total)?;
+        index = next_index(&mut r, n, index, total, FlowSetWireError::BadIndex)?;
         let mut key = [0u8; 16];
         key[3..].copy_from_slice(r.take(13)?);
         let check = u16::from_be_bytes(r.take(2)?.try_into().expect("2 bytes"));
@@ -283,33 +390,21 @@ pub fn decode_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<EpochFlowSet,
         let flow_count = u16::try_from(r.varint()?).map_err(|_| FlowSetWireError::BadCounter)?;
         let packets = u32::try_from(r.varint()?).map_err(|_| FlowSetWireError::BadCounter)?;
         let bytes = r.varint()?;
-        cells[index] = Cell {
-            key_xor: u128::from_be_bytes(key),
-            flow_count,
-            packets,
-            bytes,
-            check,
-        };
+        out.cell(
+            index,
+            Cell {
+                key_xor: u128::from_be_bytes(key),
+                flow_count,
+                packets,
+                bytes,
+                check,
+            },
+        );
     }
     if r.position() != bytes.len() {
         return Err(FlowSetWireError::TrailingBytes);
     }
-    let mut flowset = FlowSet::from_parts(
-        FlowFilter::from_blocks(filter, filter_seed),
-        cells,
-        k,
-        table_seed,
-    )
-    .ok_or(FlowSetWireError::BadField("table size"))?;
-    if nonempty == 0 && used_blocks == 0 {
-        // A quiet epoch: every cell and block is zero, as read.
-        flowset.known_clear();
-    }
-    Ok(EpochFlowSet {
-        switch_id,
-        epoch,
-        flowset,
-    })
+    Ok(head)
 }
 
 #[cfg(test)]

@@ -260,29 +260,58 @@ pub fn encode_flowset(
 
 impl FlowSetFrame {
     pub(crate) fn decode(payload: &[u8], hello: &Hello) -> Result<FlowSetFrame, ProtocolError> {
-        let mut r = Reader::new(payload);
-        let worker = r.u16()?;
-        let Some(&seed) = hello.table_seeds.get(usize::from(worker)) else {
-            return Err(ProtocolError::BadField("worker"));
-        };
-        let epochs = r.u32()?;
-        if epochs == 0 || epochs > MAX_EPOCHS {
-            return Err(ProtocolError::BadField("epochs"));
-        }
-        let flowset = wire::decode_shaped(&payload[r.position()..], Some(hello.shape))?;
-        if flowset.switch_id != hello.switch_id {
-            return Err(ProtocolError::BadField("flowset switch id"));
-        }
-        if flowset.flowset.table_seed() != seed
-            || flowset.flowset.filter().seed() != hello.filter_seed
-        {
-            return Err(ProtocolError::BadField("flowset seeds"));
-        }
+        let (worker, epochs, at) = Self::head(payload, hello)?;
+        let flowset = wire::decode_shaped(&payload[at..], Some(hello.shape))?;
+        Self::check_ids(
+            hello,
+            worker,
+            flowset.switch_id,
+            flowset.flowset.table_seed(),
+            flowset.flowset.filter().seed(),
+        )?;
         Ok(FlowSetFrame {
             worker,
             epochs,
             flowset,
         })
+    }
+
+    /// Checks a payload as [`FlowSetFrame::decode`] would, without allocating its table.
+    pub(crate) fn check(payload: &[u8], hello: &Hello) -> Result<(), ProtocolError> {
+        let (worker, _, at) = Self::head(payload, hello)?;
+        let h = wire::check_shaped(&payload[at..], Some(hello.shape))?;
+        Self::check_ids(hello, worker, h.switch_id, h.table_seed, h.filter_seed)
+    }
+
+    /// The worker and epoch count, and where the flowset starts.
+    fn head(payload: &[u8], hello: &Hello) -> Result<(u16, u32, usize), ProtocolError> {
+        let mut r = Reader::new(payload);
+        let worker = r.u16()?;
+        if usize::from(worker) >= hello.table_seeds.len() {
+            return Err(ProtocolError::BadField("worker"));
+        }
+        let epochs = r.u32()?;
+        if epochs == 0 || epochs > MAX_EPOCHS {
+            return Err(ProtocolError::BadField("epochs"));
+        }
+        Ok((worker, epochs, r.position()))
+    }
+
+    /// The flowset's switch and seeds must be the ones the hello declared for `worker`.
+    fn check_ids(
+        hello: &Hello,
+        worker: u16,
+        switch_id: u32,
+        table_seed: u64,
+        filter_seed: u64,
+    ) -> Result<(), ProtocolError> {
+        if switch_id != hello.switch_id {
+            return Err(ProtocolError::BadField("flowset switch id"));
+        }
+        if table_seed != hello.table_seeds[usize::from(worker)] || filter_seed != hello.filter_seed {
+            return Err(ProtocolError::BadField("flowset seeds"));
+        }
+        Ok(())
     }
 }
 

@@ -238,14 +238,18 @@ impl Session {
         self.spare.0.capacity() > 0
     }
 
-    /// Passes over one whole frame without reading its payload, as if it had been decoded
-    /// (its header and sequence number checked and counted): for a frame the reader has no
-    /// room for, so that dropping it is not a gap. Returns its type.
+    /// Passes over one whole frame without keeping its payload, as if it had been decoded
+    /// (its header and sequence number checked and counted, a flowset checked as decoding
+    /// would check it, without allocating its table): for a frame the reader has no room
+    /// for, so that dropping it is not a gap and a malformed one is still refused. Returns
+    /// its type.
     pub fn skip(&mut self, frame: &[u8]) -> Result<FrameType, ProtocolError> {
         let (ty, seq) = self.header(frame)?;
-        if ty == FrameType::Hello {
+        match (ty, &self.hello) {
             // A hello defines the session: it is never passed over.
-            return Err(ProtocolError::HelloOrder);
+            (FrameType::Hello, _) => return Err(ProtocolError::HelloOrder),
+            (FrameType::FlowSet, Some(h)) => FlowSetFrame::check(&frame[HEADER_LEN..], h)?,
+            _ => {}
         }
         self.last_seq = Some(seq);
         Ok(ty)

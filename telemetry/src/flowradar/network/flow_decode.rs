@@ -19,7 +19,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::flowradar::filter::{BLOCK_BITS, PROBES};
+use crate::flowradar::filter::{BLOCK_BITS, Block, PROBES};
 use crate::flowradar::flowset::{FlowSet, MAX_HASHES};
 use crate::flowradar::key::FlowKey;
 use crate::flowradar::prefetch;
@@ -189,6 +189,10 @@ impl<'a> Switch<'a> {
     }
 }
 
+/// Slices this large are built whatever the filters' size (a few switches with filters of
+/// a few thousand blocks, as a lab's are).
+const SLICES_ALWAYS_BYTES: usize = 64 << 20;
+
 /// The flow filters of all switches, bit-sliced: for every filter bit position, the set of
 /// switches whose filter has that bit (`words` 64-bit words per position). A flow is then
 /// tested against every switch at once.
@@ -198,17 +202,18 @@ struct Membership {
 }
 
 impl Membership {
-    /// Built when all filters share seed and size (the default configuration).
+    /// Built when all filters share seed and size (the default configuration) and the
+    /// slices take little memory beside the filters ([`Membership::worth_slicing`]).
     fn build(flowsets: &[&FlowSet]) -> Option<Membership> {
         let first = flowsets.first()?.filter();
         let same = flowsets.iter().all(|f| {
             f.filter().seed() == first.seed() && f.filter().blocks().len() == first.blocks().len()
         });
-        if !same {
-            return None;
-        }
         let words = flowsets.len().div_ceil(64);
         let blocks = first.blocks().len();
+        if !same || !Membership::worth_slicing(flowsets.len(), blocks) {
+            return None;
+        }
         let mut slices = vec![0u64; blocks * BLOCK_BITS * words];
         // Each 64-bit filter word of 64 switches is a 64 x 64 bit matrix; its transpose is
         // the switch sets of those 64 positions. Blocks are independent: split among cores.
@@ -239,6 +244,18 @@ impl Membership {
             }
         });
         Some(Membership { words, slices })
+    }
+
+    /// Whether the slices of `switches` filters of `blocks` blocks each are small enough to
+    /// build: at most twice the filters' own size, or [`SLICES_ALWAYS_BYTES`]. Slicing
+    /// takes 64 bits per filter bit for every 64 switches or fewer, so a few switches with
+    /// large filters (two of 16 MiB would take 1 GiB of slices) are tested filter by filter.
+    fn worth_slicing(switches: usize, blocks: usize) -> bool {
+        let filters = switches.saturating_mul(blocks * std::mem::size_of::<Block>());
+        let slices = switches
+            .div_ceil(64)
+            .saturating_mul(blocks * BLOCK_BITS * std::mem::size_of::<u64>());
+        slices <= SLICES_ALWAYS_BYTES.max(filters.saturating_mul(2))
     }
 
     /// Starts fetching the slices of a key's probes.
@@ -489,6 +506,21 @@ fn sw_pure(sw: &Switch<'_>, i: u32) -> Option<Found> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Slices are built for many switches, or small filters; not for a few switches with
+    /// large ones, whose slices would take far more memory than the filters.
+    #[test]
+    fn filters_are_sliced_only_where_the_slices_stay_small() {
+        // 80 switches (two words of 64), 16 MiB filters: 2 GiB of slices for 1.25 GiB.
+        assert!(Membership::worth_slicing(80, 1 << 18));
+        assert!(Membership::worth_slicing(64, 1 << 22));
+        // A lab: 5 switches of 2000 blocks (8 MiB of slices).
+        assert!(Membership::worth_slicing(5, 2000));
+        // Two switches of 16 MiB each: 1 GiB of slices for 32 MiB of filters.
+        assert!(!Membership::worth_slicing(2, 1 << 18));
+        assert!(!Membership::worth_slicing(31, 1 << 15));
+        assert!(Membership::worth_slicing(32, 1 << 15));
+    }
 
     #[test]
     fn transpose_moves_every_bit() {
