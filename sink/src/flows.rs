@@ -456,7 +456,8 @@ pub struct ShardStats {
     pub flows_created: u64,
     /// Flows forgotten after the idle timeout.
     pub flows_evicted: u64,
-    /// Updates for new flows refused because the table was full.
+    /// Updates for new flows refused because the table was full (of flows, or of their
+    /// paths' hops).
     pub flows_refused: u64,
     /// Path decodings started over.
     pub path_resets: u64,
@@ -480,6 +481,10 @@ pub struct ShardStats {
 pub struct FlowTable {
     flows: FxHashMap<FlowKey, FlowState>,
     capacity: usize,
+    /// Hops of the flows' path records together, at most [`HOPS_PER_FLOW`] per flow of
+    /// `capacity`: a record's memory grows with its path length (up to 128 hops), so that
+    /// long paths fill the table sooner rather than past its memory.
+    hops_held: usize,
     links: FxHashMap<(u32, u32), LinkStats>,
     /// Per (switch, plan version, query): samples of the hops decoded to the switch.
     switch_samples: Vec<((u32, u32, u16), RecentSummary)>,
@@ -505,6 +510,11 @@ pub struct FlowTable {
 /// dropped (counted) and the flow forgotten.
 const EXPORT_WAIT: Duration = Duration::from_secs(10);
 
+/// The path length a table of flows holds on average: a path record of `k` hops takes `k`
+/// of the table's `capacity * HOPS_PER_FLOW` (the paper's paths are 5 to 7 hops; a table
+/// of 59-hop paths holds a quarter of `capacity`).
+pub const HOPS_PER_FLOW: usize = 16;
+
 /// Most pinned records kept ([`FlowTable`]'s `pinned`); past it they are worked out anew.
 const PINNED_RECORDS: usize = 1024;
 
@@ -521,6 +531,7 @@ impl FlowTable {
         FlowTable {
             flows: FxHashMap::default(),
             capacity,
+            hops_held: 0,
             links: FxHashMap::default(),
             switch_samples: Vec::new(),
             summary_index: FxHashMap::default(),
@@ -634,6 +645,13 @@ impl FlowTable {
                 None => true,
             };
             if fresh {
+                let held = flow.pint.as_ref().map_or(0, |p| p.record.k());
+                let hops = self.hops_held - held + k;
+                if hops > self.capacity.saturating_mul(HOPS_PER_FLOW) {
+                    self.stats.flows_refused += 1;
+                    continue;
+                }
+                self.hops_held = hops;
                 if flow.pint.is_some() {
                     flow.path_resets += 1;
                     self.stats.path_resets += 1;
@@ -1182,6 +1200,7 @@ impl FlowTable {
         // an ended flow's for [`EXPORT_WAIT`] at most, and not while the table is nearly
         // full (a flow kept for its records would take a new flow's place).
         let at_stop = ending == EndReason::ForcedEnd;
+        let hop_budget = self.capacity.saturating_mul(HOPS_PER_FLOW);
         let mut sweep = Sweep {
             now: now.at,
             now_s: now.unix_s,
@@ -1189,7 +1208,8 @@ impl FlowTable {
             active,
             ending,
             at_stop,
-            crowded: self.flows.len() >= self.capacity - self.capacity / 16,
+            crowded: self.flows.len() >= self.capacity - self.capacity / 16
+                || self.hops_held >= hop_budget - hop_budget / 16,
             cx,
             out,
             full: false,
@@ -1248,7 +1268,9 @@ impl FlowTable {
         self.stats.exports_dropped += sweep.dropped;
         self.stats.exports_deferred += sweep.deferred;
         for k in gone {
-            self.flows.remove(&k);
+            if let Some(f) = self.flows.remove(&k) {
+                self.hops_held -= f.pint.map_or(0, |p| p.record.k());
+            }
             self.stats.flows_evicted += 1;
         }
     }

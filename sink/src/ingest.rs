@@ -143,7 +143,7 @@ impl Close {
                 ProtocolError::UnsupportedVersion(_) => "unsupported_version",
                 ProtocolError::HelloOrder => "hello_order",
                 ProtocolError::BadSequence { .. } => "bad_sequence",
-                ProtocolError::BadField(_) => "bad_field",
+                ProtocolError::BadField(_) | ProtocolError::NotUtf8(_) => "bad_field",
                 ProtocolError::OverLimit(_) => "over_limit",
                 ProtocolError::UnknownPlan(_) => "unknown_plan",
                 ProtocolError::FlowSet(_) => "bad_flowset",
@@ -471,7 +471,14 @@ fn declared_plan(ing: &Ingest, switch: u32, p: &PlanText) -> Result<(), Close> {
         }
         Ok(_) => Ok(()),
         Err(why) => {
-            tracing::warn!(switch, "plan {:08x} not usable: {why}", p.version);
+            // The reason quotes the peer's text: escaped, so that it stays one log line.
+            let why = why.to_string();
+            tracing::warn!(
+                switch,
+                "plan {:08x} not usable: {}",
+                p.version,
+                why.escape_debug()
+            );
             Ok(())
         }
     }

@@ -103,7 +103,7 @@ fn describe() {
     );
     describe_counter!(
         "pint_sink_flows_refused_total",
-        "Updates for new flows refused because the flow table was full."
+        "Updates for new flows refused because the flow table was full (of flows, or of their paths' hops)."
     );
     describe_counter!(
         "pint_sink_path_resets_total",

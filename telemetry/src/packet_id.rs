@@ -51,6 +51,10 @@ impl PacketFields {
     }
 }
 
+/// The longest path a hop index counts: [`hop_index`] and [`hop_after_first`] are at most
+/// this, so a digest's path length is too.
+pub const MAX_PATH_LENGTH: u8 = 128;
+
 /// The hop index of a switch that receives a packet with TTL `ttl`: `I(ttl) - ttl + 1`,
 /// where `I(t)` is the smallest of the common initial TTLs {64, 128, 255} that is >= t. The
 /// first switch after a host that sends with TTL 64 is hop 1; the last hop's index is the
@@ -122,6 +126,18 @@ mod tests {
         assert_eq!(hop_after_first(62, 62), 1);
         assert_eq!(hop_after_first(62, 58), 5);
         assert_eq!(hop_index(58), Some(7));
+    }
+
+    /// No TTL gives a hop index past the longest path the protocol carries.
+    #[test]
+    fn every_hop_index_is_within_the_longest_path() {
+        for ttl in 0..=255u8 {
+            assert!(hop_index(ttl).unwrap_or(1) <= MAX_PATH_LENGTH);
+            for first in 0..=255u8 {
+                assert!((1..=MAX_PATH_LENGTH).contains(&hop_after_first(first, ttl)));
+            }
+        }
+        assert_eq!(hop_after_first(0, 1), MAX_PATH_LENGTH);
     }
 
     #[test]

@@ -72,6 +72,44 @@ fn a_flood_of_flows_stays_within_the_bound() {
     assert_eq!(tracked + (t.stats.flows_refused - before) as usize, 1000);
 }
 
+/// Flows of the longest paths take the table's hops before its flows: their records are
+/// refused (counted) once the hops run out, and memory stays near what the table's
+/// capacity of average paths would take.
+#[test]
+fn long_paths_fill_the_table_by_their_hops() {
+    let (cx, v) = context();
+    let mut t = FlowTable::new(1000);
+    let long = |f: u32| WireDigest {
+        hops: telemetry::packet_id::MAX_PATH_LENGTH,
+        ..digest(v, f, f)
+    };
+    let ds: Vec<WireDigest> = (0..1000).map(long).collect();
+    t.add_digests(&cx, 9, &ds, &FlowRuns::default());
+    let paths = 1000 * HOPS_PER_FLOW / usize::from(telemetry::packet_id::MAX_PATH_LENGTH);
+    let with_path = (0..1000)
+        .filter(|&f| t.get(&long(f).key).is_some_and(|s| s.pint.is_some()))
+        .count();
+    assert_eq!(with_path, paths);
+    assert_eq!(t.stats.flows_refused, (1000 - paths) as u64);
+    let short: Vec<WireDigest> = (0..1000).map(|f| digest(v, f, f)).collect();
+    // The short paths of the same flows start over: each gives back its long path's hops.
+    t.add_digests(&cx, 9, &short, &FlowRuns::default());
+    let with_path = (0..1000)
+        .filter(|&f| t.get(&long(f).key).is_some_and(|s| s.pint.is_some()))
+        .count();
+    assert_eq!(with_path, 1000, "3-hop paths fit");
+    assert_eq!(t.hops_held, 3000);
+    // Forgotten flows give their hops back.
+    std::thread::sleep(Duration::from_millis(5));
+    t.sweep(
+        Duration::from_millis(1),
+        Duration::from_secs(3600),
+        None,
+        |_| true,
+    );
+    assert_eq!((t.len(), t.hops_held), (0, 0));
+}
+
 /// Digests taken grouped by flow record exactly what they record as sent: the same
 /// flows (and the same refused when the table is full), digests, path decoding and
 /// resets, samples per hop, switch summaries and counters.

@@ -521,7 +521,7 @@ impl DigestBatch {
             if usize::from(i) >= nports || usize::from(e) >= nports {
                 return Err(ProtocolError::BadField("port"));
             }
-            if hops == 0 {
+            if hops == 0 || hops > crate::packet_id::MAX_PATH_LENGTH {
                 return Err(ProtocolError::BadField("path length"));
             }
             defs.push((slot, (key, i, e, hops)));

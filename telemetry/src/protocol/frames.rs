@@ -39,7 +39,7 @@ impl PlanText {
             return Err(ProtocolError::OverLimit("plan text"));
         }
         let text = std::str::from_utf8(r.take(len)?)
-            .map_err(|_| ProtocolError::BadField("plan text (not UTF-8)"))?
+            .map_err(|_| ProtocolError::NotUtf8("plan text"))?
             .to_owned();
         if whole && r.remaining() != 0 {
             return Err(ProtocolError::TrailingBytes);
@@ -194,7 +194,7 @@ impl Hello {
             let mac = MacAddr(r.take(6)?.try_into().expect("6 bytes"));
             let len = usize::from(r.u8()?);
             let name = std::str::from_utf8(r.take(len)?)
-                .map_err(|_| ProtocolError::BadField("port name (not UTF-8)"))?
+                .map_err(|_| ProtocolError::NotUtf8("port name"))?
                 .to_owned();
             ports.push(PortInfo {
                 name,
@@ -308,7 +308,8 @@ impl FlowSetFrame {
         if switch_id != hello.switch_id {
             return Err(ProtocolError::BadField("flowset switch id"));
         }
-        if table_seed != hello.table_seeds[usize::from(worker)] || filter_seed != hello.filter_seed {
+        if table_seed != hello.table_seeds[usize::from(worker)] || filter_seed != hello.filter_seed
+        {
             return Err(ProtocolError::BadField("flowset seeds"));
         }
         Ok(())
@@ -355,7 +356,7 @@ impl Stats {
                 return Err(ProtocolError::BadField("counter name"));
             }
             let name = std::str::from_utf8(r.take(len)?)
-                .map_err(|_| ProtocolError::BadField("counter name (not UTF-8)"))?
+                .map_err(|_| ProtocolError::NotUtf8("counter name"))?
                 .to_owned();
             counters.push((name, r.u64()?));
         }

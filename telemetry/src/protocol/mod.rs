@@ -102,7 +102,7 @@ pub enum ProtocolError {
     #[error("frame ends early")]
     Truncated,
     /// The length field is below the header or above the cap.
-    #[error("frame length {0} is out of range")]
+    #[error("a frame of {0} bytes, its length field included, is out of range")]
     BadLength(usize),
     /// An unknown frame type.
     #[error("unknown frame type {0}")]
@@ -124,6 +124,9 @@ pub enum ProtocolError {
     /// A field out of range.
     #[error("field {0} is out of range")]
     BadField(&'static str),
+    /// A text field that is not UTF-8.
+    #[error("field {0} is not UTF-8")]
+    NotUtf8(&'static str),
     /// More items than the hello or the caps allow.
     #[error("{0} exceeds what the hello declared or the protocol allows")]
     OverLimit(&'static str),
