@@ -904,3 +904,37 @@ fn bad_arguments_name_their_flag() {
     assert!(!dir.join("x.pcap").exists(), "nothing written");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A sender run with EAL arguments of its own, DPDK's telemetry left on (its sockets are
+/// unlinked only at exit), leaves no runtime directory behind.
+#[test]
+fn a_sender_leaves_no_runtime_directory() {
+    let prefix = format!("pg-rundir-{}", std::process::id());
+    let dir = bench::testpmd::eal_runtime_dir(&prefix);
+    let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+        .args(["--port", "net_null0", "--rate", "1kpps", "--count", "100"])
+        .args([
+            "--",
+            "-l",
+            "1",
+            "--no-huge",
+            "-m",
+            "512",
+            "--no-shconf",
+            "--no-pci",
+            "--log-level",
+            "error",
+            "--file-prefix",
+            &prefix,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left = dir.exists();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!left, "{} left behind", dir.display());
+}

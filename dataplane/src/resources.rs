@@ -227,9 +227,18 @@ pub fn preflight(config: &Config) -> anyhow::Result<Preflight> {
     let mbufs = config.dataplane.mbufs.unwrap_or(auto_mbufs);
     let minimum = minimum_mbufs(config, held);
     if u64::from(mbufs) < minimum {
+        let held_by = if held > 0 {
+            format!("infinite_rx captures keep {held} packets in memory and ")
+        } else {
+            String::new()
+        };
         anyhow::bail!(
-            "config key `dataplane.mbufs`: {mbufs} mbufs are too few: infinite_rx captures keep {held} packets in memory and the workers need {} more to run (at least {minimum}; {auto_mbufs} recommended; leave the key out to size it automatically)",
-            minimum - held
+            "config key `dataplane.mbufs`: {mbufs} mbufs are too few: {held_by}the workers need {} to run (at least {minimum}; {auto_mbufs} recommended; leave the key out to size it automatically)",
+            if held > 0 {
+                format!("{} more", minimum - held)
+            } else {
+                minimum.to_string()
+            }
         );
     }
     let room = data_room(config, &captures);

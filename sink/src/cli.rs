@@ -197,12 +197,12 @@ fn detect(
             _ => String::new(),
         };
         eprintln!(
-            "pint-sink detect: {}{of}, {} samples, {} lost, {} windows of {window_s} s, {} events",
+            "pint-sink detect: {}{of}, {} samples, {} lost, {} of {window_s} s, {}",
             format.describe(),
             report.samples,
             report.lost,
-            report.windows,
-            report.events.len()
+            plural(report.windows, "window"),
+            plural(report.events.len() as u64, "event")
         );
         for w in crate::detect::series_warnings(&series.samples, spacing, window_s) {
             eprintln!("pint-sink detect: warning{of}: {w}");
@@ -240,32 +240,7 @@ where
     if let Err(e) = crate::limits::raise_open_files() {
         tracing::warn!("cannot raise the limit on open files: {e}");
     }
-    let a = cli.run;
-    let defaults = SinkConfig::default();
-    let config = SinkConfig {
-        listen: a.listen,
-        http: (!a.no_http).then_some(a.http),
-        topology: a.topology,
-        decode_threads: a.decode_threads.unwrap_or(defaults.decode_threads),
-        max_flows: a.max_flows,
-        idle_timeout: secs("idle-timeout", a.idle_timeout)?,
-        epoch_grace: Duration::from_millis(a.epoch_grace_ms),
-        ipfix: a.ipfix,
-        active_timeout: secs("active-timeout", a.active_timeout)?,
-        template_interval: secs("template-interval", a.template_interval)?,
-        ipfix_rate: a.ipfix_rate,
-        ipfix_message_bytes: a.ipfix_message_bytes,
-        json_lines: a.json_lines,
-        max_flowset_bytes: a.max_flowset_mb.saturating_mul(1 << 20),
-        max_connections: a.max_connections,
-        max_switches: a.max_switches,
-        flowset_memory_bytes: a.flowset_memory_mb.saturating_mul(1 << 20),
-        queue_batches: a.queue_batches,
-        sensitivity: crate::detect::Sensitivity::parse(&a.sensitivity)
-            .map_err(|e| anyhow::anyhow!("--sensitivity: {e}"))?,
-        event_lines: a.event_lines,
-        reopen: crate::lines::Reopen::default(),
-    };
+    let config = config_of(cli.run)?;
     let stop = Arc::new(AtomicBool::new(false));
     telemetry::signals::stop_on(
         &[signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM],
@@ -298,6 +273,67 @@ where
     tracing::info!("stopping");
     sink.stop();
     Ok(())
+}
+
+/// `n` and `noun`, plural but for one.
+fn plural(n: impl Into<u64>, noun: &str) -> String {
+    let n: u64 = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// Checks a server command line (the flags, without the program name) as `pint-sink`
+/// reads it, without starting anything: for a launcher (pint-lab) that refuses a bad one
+/// before it starts its processes. The error is the sink's own, on one line.
+pub fn check_server_flags<I, T>(flags: I) -> Result<(), String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args = std::iter::once(std::ffi::OsString::from("pint-sink"))
+        .chain(flags.into_iter().map(Into::into));
+    let cli = Cli::try_parse_from(args).map_err(|e| {
+        let said = e.to_string();
+        let first = said.lines().next().unwrap_or_default();
+        first.strip_prefix("error: ").unwrap_or(first).to_owned()
+    })?;
+    if cli.command.is_some() {
+        return Err("a subcommand is not a server flag".into());
+    }
+    let config = config_of(cli.run).map_err(|e| e.to_string())?;
+    config.validate().map_err(|e| e.to_string())
+}
+
+/// The server's configuration from its flags.
+fn config_of(a: Args) -> anyhow::Result<SinkConfig> {
+    let defaults = SinkConfig::default();
+    Ok(SinkConfig {
+        listen: a.listen,
+        http: (!a.no_http).then_some(a.http),
+        topology: a.topology,
+        decode_threads: a.decode_threads.unwrap_or(defaults.decode_threads),
+        max_flows: a.max_flows,
+        idle_timeout: secs("idle-timeout", a.idle_timeout)?,
+        epoch_grace: Duration::from_millis(a.epoch_grace_ms),
+        ipfix: a.ipfix,
+        active_timeout: secs("active-timeout", a.active_timeout)?,
+        template_interval: secs("template-interval", a.template_interval)?,
+        ipfix_rate: a.ipfix_rate,
+        ipfix_message_bytes: a.ipfix_message_bytes,
+        json_lines: a.json_lines,
+        max_flowset_bytes: a.max_flowset_mb.saturating_mul(1 << 20),
+        max_connections: a.max_connections,
+        max_switches: a.max_switches,
+        flowset_memory_bytes: a.flowset_memory_mb.saturating_mul(1 << 20),
+        queue_batches: a.queue_batches,
+        sensitivity: crate::detect::Sensitivity::parse(&a.sensitivity)
+            .map_err(|e| anyhow::anyhow!("--sensitivity: {e}"))?,
+        event_lines: a.event_lines,
+        reopen: crate::lines::Reopen::default(),
+    })
 }
 
 #[cfg(test)]

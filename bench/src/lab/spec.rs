@@ -85,12 +85,20 @@ struct RawSwitches {
     expected_flows: Option<u32>,
 }
 
+/// `traffic.packet_size`: a frame size (`1000` or `"1000"`) or a mix's name.
+#[derive(Debug, Deserialize)]
+#[serde(untagged, expecting = "imix or a frame size of 60 to 1514")]
+enum PacketSize {
+    Bytes(u64),
+    Named(String),
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTraffic {
     rate_pps: Option<f64>,
     flows: Option<u32>,
-    packet_size: Option<String>,
+    packet_size: Option<PacketSize>,
     tcp_share: Option<f64>,
     probes: Option<u32>,
     probe_hz: Option<f64>,
@@ -398,7 +406,11 @@ impl Lab {
         if !(1..=65_536).contains(&flows) {
             return Err(key_err("traffic.flows", format!("{flows}: 1 to 65536")));
         }
-        let packet_size = t.packet_size.unwrap_or_else(|| "imix".into());
+        let packet_size = match t.packet_size {
+            None => "imix".to_owned(),
+            Some(PacketSize::Bytes(n)) => n.to_string(),
+            Some(PacketSize::Named(s)) => s,
+        };
         if packet_size
             .parse::<crate::generator::PacketSizes>()
             .is_err()
@@ -572,6 +584,24 @@ impl Lab {
             sensitivity,
             sink_args: raw.sink.args.unwrap_or_default(),
         };
+        if let Err(e) = sink::detect::Sensitivity::parse(&lab.sensitivity) {
+            return Err(key_err("sink.sensitivity", e));
+        }
+        // The sink's whole command line as the lab will give it, checked by the sink's own
+        // parser: a bad flag in `sink.args` (or one the lab gives itself) is named now,
+        // before anything starts.
+        let placeholder = crate::lab::plan::Endpoints {
+            dir: PathBuf::from("run"),
+            sink_listen: ([127, 0, 0, 1], 0).into(),
+            sink_http: ([127, 0, 0, 1], 0).into(),
+            main_lcore: 0,
+            worker_lcores: Vec::new(),
+        };
+        if let Err(e) =
+            sink::cli::check_server_flags(crate::lab::plan::sink_args(&lab, &placeholder))
+        {
+            return Err(key_err("sink.args", e));
+        }
         let longest = lab.longest_route();
         if longest > MAX_ROUTE_SWITCHES {
             return Err(key_err(

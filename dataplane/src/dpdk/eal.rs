@@ -128,6 +128,25 @@ fn runtime_dir() -> Option<std::path::PathBuf> {
     }
 }
 
+/// Removes runtime directory `dir` if nothing but telemetry sockets is left in it.
+fn remove_runtime_dir(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let names: Vec<std::path::PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let telemetry = |p: &std::path::PathBuf| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("dpdk_telemetry."))
+    };
+    if names.iter().all(telemetry) {
+        for p in &names {
+            let _ = std::fs::remove_file(p);
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 impl Drop for Eal {
     #[cold]
     fn drop(&mut self) {
@@ -138,9 +157,11 @@ impl Drop for Eal {
         }
         // EAL makes the directory even when it puts nothing in it (`--in-memory`,
         // `--no-shconf`) and leaves it: one per process, thousands over time. Removed when
-        // empty (files another process of the same prefix shares keep it).
+        // empty (files another process of the same prefix shares keep it), or when it holds
+        // only this process's telemetry sockets, which DPDK unlinks at exit, after this (so
+        // that without `--no-telemetry` the directory stayed, empty).
         if let Some(d) = dir {
-            let _ = std::fs::remove_dir(d);
+            remove_runtime_dir(&d);
         }
     }
 }

@@ -74,6 +74,11 @@ impl fmt::Display for Errno {
         if *self == Errno::UNSPECIFIED {
             return write!(f, "the driver gave no reason (it returned -1)");
         }
+        if self.0 == 0 {
+            // EAL fails some checks (another primary process holding the file prefix's
+            // lock, for one) without setting rte_errno: its own log line says why.
+            return write!(f, "DPDK gave no errno (its EAL lines above say why)");
+        }
         match self.name() {
             Some(n) => write!(f, "{} ({n}, errno {})", self.message(), self.0),
             None => write!(f, "{} (errno {})", self.message(), self.0),
@@ -159,3 +164,17 @@ pub enum DpdkError {
 
 /// Result of the DPDK layer.
 pub type Result<T> = core::result::Result<T, DpdkError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failure without an errno is not printed as "Success".
+    #[test]
+    fn no_errno_is_not_success() {
+        let said = Errno(0).to_string();
+        assert!(!said.contains("Success"), "{said}");
+        assert!(said.contains("no errno"), "{said}");
+        assert!(Errno(libc::ENOMEM).to_string().contains("ENOMEM"));
+    }
+}

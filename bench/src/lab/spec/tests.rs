@@ -282,6 +282,16 @@ fn bad_values_name_their_key() {
             "traffic.probe_hz",
         ),
         ("[switches]\ncapacity = \"fast\"\n", "switches.capacity"),
+        ("[traffic]\npacket_size = 40\n", "traffic.packet_size"),
+        // The sink's flags, checked by the sink's own parser before anything starts.
+        ("[sink]\nsensitivity = \"extreme\"\n", "sink.sensitivity"),
+        ("[sink]\nargs = [\"--bogus\"]\n", "sink.args"),
+        ("[sink]\nargs = [\"--max-flows\", \"0\"]\n", "sink.args"),
+        // The lab gives the sink its addresses itself.
+        (
+            "[sink]\nargs = [\"--listen\", \"127.0.0.1:1\"]\n",
+            "sink.args",
+        ),
     ] {
         assert_eq!(
             key(parse(&format!("{base}{extra}")).unwrap_err()),
@@ -289,6 +299,16 @@ fn bad_values_name_their_key() {
             "{extra}"
         );
     }
+    // A frame size is a number or a string of one.
+    for size in ["1000", "\"1000\""] {
+        let lab = parse(&format!("{base}[traffic]\npacket_size = {size}\n")).unwrap();
+        assert_eq!(lab.traffic.packet_size, "1000");
+    }
+    let lab = parse(&format!(
+        "{base}[sink]\nargs = [\"--max-flows\", \"5000\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(lab.sink_args, ["--max-flows", "5000"]);
     assert_eq!(
         key(parse("[topology]\nkind = \"ring\"\n").unwrap_err()),
         "topology.kind"
