@@ -131,6 +131,10 @@ pub struct EventRow {
     pub labels: Vec<String>,
     /// The link it points to: (from, to).
     pub link: Option<(String, String)>,
+    /// Other links of its path the evidence points at as much as at `link` (the flows
+    /// that cross one cross the others): the problem is on one of them.
+    #[serde(default)]
+    pub also: Vec<(String, String)>,
     /// The flow's decoded path when it was reported (its switches, the first hop first);
     /// empty while not decoded.
     #[serde(default)]
@@ -138,18 +142,33 @@ pub struct EventRow {
 }
 
 impl EventRow {
+    /// Whether it points at link `from -> to`, alone or among links it cannot be told from.
+    pub fn points_at(&self, from: &str, to: &str) -> bool {
+        self.link
+            .iter()
+            .chain(&self.also)
+            .any(|(a, b)| a == from && b == to)
+    }
+
     /// Whether the detector puts it down to end-host noise alone (isolated delay spikes):
     /// then it says nothing about a link, wherever its flow's path goes.
     pub fn end_host_noise(&self) -> bool {
         !self.labels.is_empty() && self.labels.iter().all(|l| l == "end_host_noise")
     }
 
-    /// Where it points, for people: its link, the end hosts for end-host noise, the flow's
-    /// path when no one link of it is known, or `?` when not even that is.
+    /// Where it points, for people: its link (or the links it cannot be told from), the
+    /// end hosts for end-host noise, the flow's path when no one link of it is known, or `?`
+    /// when not even that is.
     pub fn place(&self) -> String {
         match &self.link {
             _ if self.end_host_noise() => "end hosts".into(),
-            Some((a, b)) => format!("{a} -> {b}"),
+            Some((a, b)) => {
+                let mut at = format!("{a} -> {b}");
+                for (a, b) in &self.also {
+                    at.push_str(&format!(" or {a} -> {b}"));
+                }
+                at
+            }
             None if !self.path.is_empty() => format!("on {}", self.path.join(" -> ")),
             None => "?".into(),
         }
@@ -397,6 +416,7 @@ pub fn event_row(
             })
             .unwrap_or_default(),
         link,
+        also: Vec::new(),
         path: e["path"]
             .as_array()
             .map(|p| p.iter().map(|id| name(id.as_u64().unwrap_or(0))).collect())

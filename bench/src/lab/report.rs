@@ -178,10 +178,17 @@ fn name_of_id(lab: &Lab, id: u64) -> String {
         .map_or_else(|| format!("#{id}"), |n| lab.shown(n))
 }
 
+/// A share as a percentage, as people write it (`7%`, `0.5%`: no float noise).
+fn percent(share: f64) -> String {
+    let p = format!("{:.4}", share * 100.0);
+    let p = p.trim_end_matches('0').trim_end_matches('.');
+    format!("{p}%")
+}
+
 fn impair_words(i: &super::spec::LinkImpair) -> String {
     let mut w = Vec::new();
     if i.loss > 0.0 {
-        w.push(format!("loss {}%", i.loss * 100.0));
+        w.push(format!("loss {}", percent(i.loss)));
     }
     if i.delay_us > 0 {
         let mut d = format!("delay {} ms", i.delay_us as f64 / 1e3);
@@ -191,7 +198,7 @@ fn impair_words(i: &super::spec::LinkImpair) -> String {
         w.push(d);
     }
     if i.reorder > 0.0 {
-        w.push(format!("reorder {}%", i.reorder * 100.0));
+        w.push(format!("reorder {}", percent(i.reorder)));
     }
     let mut s = w.join(", ");
     match i.until_s {
@@ -671,16 +678,24 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
                     .max_by_key(|(_, lost)| *lost)
                     .map(|(l, _)| l)
             };
-            let blamed = || blame(this, &path, &spans, paths, &probe_flows);
-            let link = if kind == "loss" {
-                lossy_link.or_else(most_lost).or_else(blamed)
-            } else if loses_meanwhile(this, &spans) {
-                lossy_link.or_else(blamed)
+            let blamed = || {
+                let mut tied = blame(this, &path, &spans, paths, &probe_flows).into_iter();
+                (tied.next(), tied.collect())
+            };
+            let one = |l: Option<(String, String)>| (l, Vec::new());
+            let (link, also) = if kind == "loss" {
+                match lossy_link.or_else(most_lost) {
+                    Some(l) => one(Some(l)),
+                    None => blamed(),
+                }
+            } else if loses_meanwhile(this, &spans) && lossy_link.is_some() {
+                one(lossy_link)
             } else {
                 blamed()
             };
             // The path the sink had decoded when it reported the event, else the flow's.
             let mut row = sink::page::event_row(e, c.start_unix, link, |id| name_of_id(lab, id));
+            row.also = also;
             if row.path.is_empty() {
                 row.path = path;
             }
@@ -723,20 +738,21 @@ fn loses_meanwhile(this: &Span, spans: &[Span]) -> bool {
     })
 }
 
-/// The link of `path` that the event `this` (on a flow with that path) points at: the one
+/// The links of `path` that the event `this` (on a flow with that path) points at: the one
 /// crossed by the most flows with an event of the same kind and the fewest probe streams
 /// with no event at all at the time; between links that tie, the one crossed by the most
 /// flows with an event of another kind at the same time. (A jittery link that reorders one
 /// flow's probes delays or loses others' without reordering them enough to tell: those are
-/// no evidence against it, and they tell it from the links it shares the flow with.) Ties
-/// left go to the first link of the path.
+/// no evidence against it, and they tell it from the links it shares the flow with.) Links
+/// that still tie are all returned, in the path's order: the flows cannot tell them apart
+/// (the same flows cross each).
 fn blame(
     this: &Span,
     path: &[String],
     spans: &[Span],
     paths: &BTreeMap<String, Vec<String>>,
     probe_flows: &BTreeSet<String>,
-) -> Option<(String, String)> {
+) -> Vec<(String, String)> {
     let same: BTreeSet<&String> = spans
         .iter()
         .filter(|s| s.kind == this.kind)
@@ -747,7 +763,8 @@ fn blame(
         .filter(|s| s.kind != this.kind && s.start <= this.end && this.start <= s.end)
         .map(|s| &s.flow)
         .collect();
-    let mut best: Option<((String, String), (i64, usize))> = None;
+    let mut best: Vec<(String, String)> = Vec::new();
+    let mut best_score = None;
     for l in links_of(path) {
         let crosses = |f: &String| paths.get(f).is_some_and(|p| links_of(p).contains(&l));
         let hits = same.iter().filter(|f| crosses(f)).count() as i64;
@@ -756,11 +773,16 @@ fn blame(
             .filter(|f| !same.contains(f) && !beside.contains(f) && crosses(f))
             .count() as i64;
         let score = (hits - misses, beside.iter().filter(|f| crosses(f)).count());
-        if best.as_ref().is_none_or(|(_, s)| score > *s) {
-            best = Some((l, score));
+        match best_score {
+            Some(s) if score < s => {}
+            Some(s) if score == s => best.push(l),
+            _ => {
+                best_score = Some(score);
+                best = vec![l];
+            }
         }
     }
-    best.map(|(l, _)| l)
+    best
 }
 
 /// The links of a path, in order.
@@ -894,18 +916,26 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
             let delays = || r.events.iter().filter(|e| e.kind == "delay");
             let noise = delays().filter(|e| e.end_host_noise()).count();
             let hits = delays()
-                .filter(|e| {
-                    !e.end_host_noise()
-                        && e.link.as_ref().is_some_and(|(a, b)| a == from && b == to)
-                })
+                .filter(|e| !e.end_host_noise() && e.points_at(from, to))
                 .count();
+            // Of those, the ones that point at other links as much (the same flows cross
+            // them): the lab cannot say which of them it is.
+            let shared = delays()
+                .filter(|e| !e.end_host_noise() && e.points_at(from, to) && !e.also.is_empty())
+                .count();
+            let mut detail = format!(
+                "{hits} delay events point at it, {} elsewhere, {noise} put down to end-host noise",
+                delays().count() - hits - noise
+            );
+            if shared > 0 {
+                detail += &format!(
+                    " ({shared} of them at it or at links the same flows cross, which they cannot tell apart)"
+                );
+            }
             v.push(Check {
                 name: format!("delay event on the impaired link {from} -> {to}"),
                 ok: hits > 0,
-                detail: format!(
-                    "{hits} delay events point at it, {} elsewhere, {noise} put down to end-host noise",
-                    delays().count() - hits - noise
-                ),
+                detail,
             });
         }
     }

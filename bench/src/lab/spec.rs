@@ -677,7 +677,7 @@ impl Lab {
         for &h in &self.hosts {
             if !self.traffic.pairs.iter().any(|&(a, b)| a == h || b == h) {
                 warnings.push(format!(
-                    "topology.hosts: `{}` has hosts, but no route to another switch with hosts: they send and receive nothing",
+                    "topology.hosts: `{}` has hosts, but no route to another switch with hosts, or no pair of traffic.pairs, takes it: they send and receive nothing",
                     self.shown(h)
                 ));
             }
@@ -703,6 +703,18 @@ impl Lab {
                     "impair[{i}].from_s: {} s, when the {} s of traffic are over, so the \
                      impairment acts on no traffic",
                     x.from_s, self.duration_s
+                ));
+            }
+            if x.reorder > 0.0 && x.delay_us == 0 {
+                warnings.push(format!(
+                    "impair[{i}].reorder: without a delay a reordered packet waits only for the port's next packet, so probe streams ({} per second) are not reordered by it and no reordering event can point at it; give the link a delay_us too",
+                    self.traffic.probe_hz
+                ));
+            }
+            if x.delay_us > 0 && x.from_s <= 0.0 && x.until_s.is_none_or(|u| u >= self.duration_s) {
+                warnings.push(format!(
+                    "impair[{i}]: a delay for the whole run is the link's baseline: detection finds changes in delay, so no delay event can point at it; give it from_s or until_s within the {} s of traffic",
+                    self.duration_s
                 ));
             }
             let crossed = active

@@ -15,8 +15,8 @@ fn span(kind: &str, flow: &str, start: f64, end: f64) -> Span {
     }
 }
 
-fn link(a: &str, b: &str) -> Option<(String, String)> {
-    Some((a.into(), b.into()))
+fn links(l: &[(&str, &str)]) -> Vec<(String, String)> {
+    l.iter().map(|&(a, b)| (a.into(), b.into())).collect()
 }
 
 /// Probe streams a (leaf2 to leaf3), b (leaf1 to leaf3) and c (leaf2 to leaf1), all
@@ -218,6 +218,33 @@ fn events_point_where_the_sink_says_without_the_flows_details() {
     }
 }
 
+/// A delay event of a flow whose links the same flows cross points at all of them: the
+/// lab cannot tell which one delays, says so, and counts it as pointing at each.
+#[test]
+fn an_event_links_the_flows_cannot_tell_apart_points_at_each() {
+    let lab = chain_lab();
+    let flow = r#"{"src":"10.0.1.1","src_port":50000,"dst":"10.0.3.1","dst_port":7,"protocol":17}"#;
+    let (a, b, z) = (
+        name_of_id(&lab, 1),
+        name_of_id(&lab, 2),
+        name_of_id(&lab, 3),
+    );
+    let events = format!(
+        "{{\"kind\":\"delay\",\"series\":\"probes\",\"flow\":{flow},\"start\":10.5,\"end\":11.5}}\n"
+    );
+    let c = collected_of(&lab, Vec::new(), Vec::new(), events);
+    let label = flow_label(&serde_json::from_str(flow).unwrap());
+    let paths = BTreeMap::from([(label, vec![a.clone(), b.clone(), z.clone()])]);
+    let rows = super::events(&lab, &c, &paths);
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r.link, Some((a.clone(), b.clone())));
+    assert_eq!(r.also, vec![(b.clone(), z.clone())]);
+    assert_eq!(r.place(), format!("{a} -> {b} or {b} -> {z}"));
+    assert!(r.points_at(&a, &b) && r.points_at(&b, &z));
+    assert!(!r.points_at(&z, &b));
+}
+
 /// A link of 4 flows that lost `lost_packets`, its switch's impairments having dropped
 /// `dropped`.
 fn link_row(from: &str, to: &str, lost_packets: i64, dropped: Option<u64>) -> LinkRow {
@@ -335,15 +362,18 @@ fn a_tie_goes_to_the_link_with_other_events_at_the_time() {
     let this = span("reordering", "a", 10.0, 15.0);
     let mut spans = vec![this.clone()];
     let blamed = |spans: &[Span]| blame(&this, &paths["a"], spans, &paths, &probes);
-    assert_eq!(blamed(&spans), link("leaf2", "spine1"), "no other evidence");
+    // With no other evidence both links tie: each is crossed by a and by one stream
+    // without the event.
+    let both = links(&[("leaf2", "spine1"), ("spine1", "leaf3")]);
+    assert_eq!(blamed(&spans), both, "no other evidence");
     spans.push(span("loss", "a", 5.0, 15.0));
     spans.push(span("loss", "b", 5.0, 15.4));
-    assert_eq!(blamed(&spans), link("spine1", "leaf3"));
+    assert_eq!(blamed(&spans), links(&[("spine1", "leaf3")]));
     // Events of another kind at another time are no evidence.
     spans.truncate(1);
     spans.push(span("loss", "a", 1.0, 2.0));
     spans.push(span("loss", "b", 20.0, 25.0));
-    assert_eq!(blamed(&spans), link("leaf2", "spine1"));
+    assert_eq!(blamed(&spans), both);
 }
 
 /// A probe stream through the bad link that shows only another kind of event at the
@@ -357,12 +387,12 @@ fn a_stream_with_another_event_is_no_evidence_against_a_link() {
     let blamed = |spans: &[Span]| blame(&this, &paths["b"], spans, &paths, &probes);
     assert_eq!(
         blamed(&spans),
-        link("leaf1", "spine1"),
+        links(&[("leaf1", "spine1")]),
         "a counts against spine1 -> leaf3"
     );
     spans.push(span("loss", "a", 5.0, 15.0));
     spans.push(span("loss", "b", 5.0, 15.0));
-    assert_eq!(blamed(&spans), link("spine1", "leaf3"));
+    assert_eq!(blamed(&spans), links(&[("spine1", "leaf3")]));
 }
 
 /// A delay event on a flow that loses packets at the same time goes where the loss is;
@@ -392,6 +422,15 @@ fn the_same_kind_of_event_outweighs_others() {
     ];
     assert_eq!(
         blame(&this, &paths["a"], &spans, &paths, &probes),
-        link("leaf2", "spine1")
+        links(&[("leaf2", "spine1")])
     );
+}
+
+/// Shares read as people write them.
+#[test]
+fn shares_print_without_float_noise() {
+    assert_eq!(percent(0.07), "7%");
+    assert_eq!(percent(0.005), "0.5%");
+    assert_eq!(percent(0.0001), "0.01%");
+    assert_eq!(percent(1.0), "100%");
 }

@@ -151,7 +151,8 @@ fn routes_and_hosts_that_carry_no_traffic_are_said() {
     assert_eq!(w.len(), 1, "{w:?}");
     // Delay on a link data crosses but no probe stream does (no probes, and the paper's
     // plan sums no latency): no delay event can point at it.
-    let w = star("[[impair]]\nlink = [\"h\", \"b\"]\ndelay_us = 5000\n").impairment_warnings();
+    let w = star("[[impair]]\nlink = [\"h\", \"b\"]\ndelay_us = 5000\nfrom_s = 2\n")
+        .impairment_warnings();
     assert!(
         w.len() == 2 && w[1].contains("impair[0].delay_us: no probe stream crosses"),
         "{w:?}"
@@ -220,6 +221,28 @@ fn impairments_no_route_crosses_are_warned_about() {
         w.len() == 1 && w[0].starts_with("impair[0].from_s: "),
         "{w:?}"
     );
+    // Reordering without a delay, and a delay from the start to the end, cannot be seen.
+    let mut reorder = lab("[\"a\", \"b\"]");
+    reorder.impair[0].reorder = 0.05;
+    let w = reorder.impairment_warnings();
+    assert!(
+        w.len() == 1 && w[0].starts_with("impair[0].reorder: "),
+        "{w:?}"
+    );
+    reorder.impair[0].delay_us = 20_000;
+    reorder.impair[0].from_s = 5.0;
+    reorder.traffic.probes = 1;
+    assert_eq!(reorder.impairment_warnings(), Vec::<String>::new());
+    let mut constant = lab("[\"a\", \"b\"]");
+    constant.impair[0].delay_us = 20_000;
+    constant.traffic.probes = 1;
+    let w = constant.impairment_warnings();
+    assert!(
+        w.len() == 1 && w[0].starts_with("impair[0]: a delay for the whole run"),
+        "{w:?}"
+    );
+    constant.impair[0].until_s = Some(constant.duration_s / 2.0);
+    assert_eq!(constant.impairment_warnings(), Vec::<String>::new());
 }
 
 /// A pair says which of its switches has no hosts; a lab named by its file says the
