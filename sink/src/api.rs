@@ -116,7 +116,7 @@ async fn not_found(uri: axum::http::Uri) -> Response {
 async fn method_not_allowed(method: axum::http::Method) -> Response {
     (
         StatusCode::METHOD_NOT_ALLOWED,
-        Json(serde_json::json!({ "error": format!("{method} is not served here: GET only") })),
+        Json(serde_json::json!({ "error": format!("{method} is not served here: GET and HEAD only") })),
     )
         .into_response()
 }

@@ -111,7 +111,7 @@ struct Args {
     /// new ones are dropped and counted).
     #[arg(long, default_value_t = 1024)]
     flowset_memory_mb: usize,
-    /// Digest batches queued per decode thread before new ones are dropped.
+    /// Digest batches queued per decode thread before new ones are dropped (1 to 65536).
     #[arg(long, default_value_t = 1024)]
     queue_batches: usize,
     /// Online detection: low, medium, high, or a number (1 = medium).
