@@ -1003,6 +1003,9 @@ fn an_impaired_port_loses_delays_and_reorders_and_counts_it() {
         lost, dropped,
         "pint-gen's missing packets are the impairment's\n{log}"
     );
+    // Counted on the port whose impairment dropped them too.
+    let port = sum.ports.iter().find(|p| p.name == "gen").unwrap();
+    assert_eq!(port.impair_lost, dropped, "{sum:?}");
     assert_eq!(sum.drops.get(pipeline::DropReason::ImpairOverflow), 0);
     // A packet counts as sent when it leaves the delay line for the device: everything
     // received is sent or dropped and counted, and what was sent arrived.

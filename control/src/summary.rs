@@ -145,6 +145,9 @@ pub struct PortSummary {
     /// Packets for the port dropped because its tx queue stayed full.
     #[serde(default)]
     pub tx_full_drops: u64,
+    /// Packets for the port its impairment dropped (`impair` loss).
+    #[serde(default)]
+    pub impair_lost: u64,
 }
 
 /// What the telemetry did over the run.
@@ -338,7 +341,7 @@ impl Summary {
         for p in &self.ports {
             let st = &p.stats;
             crate::say!(
-                "port {:<8} ({}) rx {} tx {} missed {} rx_errors {} tx_errors {} rx_nombuf {} tx_full {}",
+                "port {:<8} ({}) rx {} tx {} missed {} rx_errors {} tx_errors {} rx_nombuf {} tx_full {}{}",
                 p.name,
                 p.driver,
                 st.rx_packets,
@@ -347,7 +350,12 @@ impl Summary {
                 st.rx_errors,
                 st.tx_errors,
                 st.rx_nombuf,
-                p.tx_full_drops
+                p.tx_full_drops,
+                if p.impair_lost > 0 {
+                    format!(" impair_lost {}", p.impair_lost)
+                } else {
+                    String::new()
+                }
             );
         }
     }
@@ -438,6 +446,7 @@ mod tests {
             forwarded_packets: 0,
             forwarded_bytes: 0,
             tx_full_drops: 5,
+            impair_lost: 2,
             name: "a".into(),
             driver: "net_null".into(),
             stats: PortStats {

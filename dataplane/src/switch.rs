@@ -301,6 +301,7 @@ fn run_with_eal(
             forwarded_packets: t.ports[i].tx_packets,
             forwarded_bytes: t.ports[i].tx_bytes,
             tx_full_drops: t.ports[i].tx_full_drops,
+            impair_lost: t.ports[i].impair_lost,
         });
     }
     let mut summary = Summary::from_totals(config.switch_id, outcome.seconds, &t);

@@ -144,7 +144,10 @@ fn flush_impaired(
         );
         match fate {
             Fate::Sent => {}
-            Fate::Lost => c.drop_one(DropReason::ImpairLoss),
+            Fate::Lost => {
+                c.drop_one(DropReason::ImpairLoss);
+                c.ports[port].impair_lost += 1;
+            }
             Fate::Overflow => c.drop_one(DropReason::ImpairOverflow),
             Fate::Delayed => c.impair_delayed += 1,
             Fate::Reordered => c.impair_reordered += 1,

@@ -9,7 +9,6 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use control::summary::Summary;
-use pipeline::DropReason;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use telemetry::flowradar::FlowKey;
@@ -295,8 +294,14 @@ impl LabReport {
                     flows: at_sink.and_then(|l| l["flows"].as_u64()).unwrap_or(0),
                     utilisation: Some(tx_bytes as f64 * 8.0 / lab.duration_s / capacity),
                     impaired: imp.map(impair_words),
-                    impair_dropped: imp
-                        .map(|_| summary_of(a).map_or(0, |s| s.drops.get(DropReason::ImpairLoss))),
+                    // What the impairment of this port dropped (the switch counts it per
+                    // port).
+                    impair_dropped: imp.map(|_| {
+                        let pn = port_name(lab, a, port as u16);
+                        summary_of(a)
+                            .and_then(|s| s.ports.iter().find(|p| p.name == pn))
+                            .map_or(0, |p| p.impair_lost)
+                    }),
                 });
             }
         }
@@ -868,37 +873,18 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         let row = row_of(i.from, i.to);
         if i.loss > 0.0 {
             let lost = row.map_or(0, |l| l.lost_packets);
-            // A switch counts what its impairments drop over all its ports: with several
-            // lossy links out of one switch, their losses together are what it dropped.
-            let siblings: Vec<_> = lab
-                .impair
-                .iter()
-                .filter(|j| j.from == i.from && j.loss > 0.0)
-                .collect();
+            // The switch counts what each port's impairment drops.
             let dropped = row.and_then(|l| l.impair_dropped).unwrap_or(0);
-            let together: i64 = siblings
-                .iter()
-                .map(|j| row_of(j.from, j.to).map_or(0, |l| l.lost_packets))
-                .sum();
-            let mut detail = if siblings.len() == 1 {
-                format!("{lost} packets lost, the impairment dropped {dropped}")
-            } else {
-                format!(
-                    "{lost} packets lost; with {from}'s other {} lossy links {together}, its impairments dropped {dropped}",
-                    siblings.len() - 1
-                )
-            };
+            let mut detail = format!("{lost} packets lost, the impairment dropped {dropped}");
             // The sink puts a flow's loss on links once its path is decoded: what flows
-            // without one carried over these links may hold the rest of what was dropped
+            // without one carried over this link may hold the rest of what was dropped
             // (known only when every flow was checked).
-            let undecoded: u64 = siblings
-                .iter()
-                .filter_map(|j| {
-                    let k = format!("{} -> {}", lab.shown(j.from), lab.shown(j.to));
-                    r.undecoded_through.get(&k)
-                })
-                .sum();
-            let short = dropped as i64 - together;
+            let undecoded = r
+                .undecoded_through
+                .get(&format!("{from} -> {to}"))
+                .copied()
+                .unwrap_or(0);
+            let short = dropped as i64 - lost;
             let accounted = short == 0 || (short > 0 && short <= undecoded as i64);
             if short != 0 && undecoded > 0 {
                 detail += &format!(

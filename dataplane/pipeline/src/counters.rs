@@ -222,6 +222,8 @@ pub struct PortCounters {
     pub tx_bytes: u64,
     /// Packets for the port dropped because its tx queue stayed full.
     pub tx_full_drops: u64,
+    /// Packets for the port its impairment dropped (`impair` loss).
+    pub impair_lost: u64,
 }
 
 /// A worker's own running totals, plain integers it owns; published every few bursts.
@@ -300,6 +302,7 @@ impl LocalCounters {
             f(&mut p.tx_packets);
             f(&mut p.tx_bytes);
             f(&mut p.tx_full_drops);
+            f(&mut p.impair_lost);
         }
     }
 
@@ -321,7 +324,7 @@ impl LocalCounters {
 }
 
 /// Counters per port in [`PortCounters`].
-const PORT_FIELDS: usize = 5;
+const PORT_FIELDS: usize = 6;
 
 /// Counters in [`LocalCounters`] (as [`LocalCounters::visit`] lists them).
 const FIELDS: usize = 10 + DropReason::COUNT + TelemetryEvent::COUNT + PORT_FIELDS * MAX_PORTS;

@@ -285,11 +285,10 @@ fn report_of(links: Vec<LinkRow>) -> LabReport {
     }
 }
 
-/// Two lossy impairments out of one switch: each is checked against the switch's
-/// drops (counted over all its ports) together with the other; an impaired link that
-/// lost no more than a link without an impairment fails.
+/// Each lossy link out of one switch is checked against what its own port's impairment
+/// dropped (the switch counts it per port).
 #[test]
-fn lossy_links_out_of_one_switch_are_checked_together() {
+fn lossy_links_out_of_one_switch_are_checked_each_against_its_port() {
     let lab = Lab::parse(
         "[topology]\nkind = \"leaf-spine\"\nspines = 2\nleaves = 3\n\
              [[impair]]\nlink = [\"spine1\", \"leaf3\"]\nloss = 0.05\n\
@@ -307,28 +306,33 @@ fn lossy_links_out_of_one_switch_are_checked_together() {
             .collect()
     };
     let mut r = report_of(vec![
-        link("spine1", "leaf3", 30, Some(50)),
-        link("spine1", "leaf2", 20, Some(50)),
+        link("spine1", "leaf3", 30, Some(30)),
+        link("spine1", "leaf2", 20, Some(20)),
         link("leaf1", "spine1", 0, None),
     ]);
     assert_eq!(loss_checks(&r), [true, true]);
     // A link without an impairment lost as much as an impaired one.
     r.links[2].lost_packets = 20;
     assert_eq!(loss_checks(&r), [true, false]);
-    // The switch dropped more than the two links lost.
+    // Loss put on the wrong one of the two: their sum is what the switch dropped, each
+    // link's is not.
     r.links[2].lost_packets = 0;
-    r.links[0].impair_dropped = Some(60);
-    r.links[1].impair_dropped = Some(60);
+    r.links[0].lost_packets = 40;
+    r.links[1].lost_packets = 10;
     assert_eq!(loss_checks(&r), [false, false]);
-    // Unless flows whose paths are not decoded crossed them with at least the packets
+    // A port that dropped more than its link lost.
+    r.links[0].lost_packets = 30;
+    r.links[1].lost_packets = 20;
+    r.links[0].impair_dropped = Some(40);
+    assert_eq!(loss_checks(&r), [false, true]);
+    // Unless flows whose paths are not decoded crossed it with at least the packets
     // missing: their loss is on no link (never more than the drops, though).
     r.undecoded_through.insert("spine1 -> leaf3".into(), 9);
-    assert_eq!(loss_checks(&r), [false, false], "9 packets cannot hide 10");
+    assert_eq!(loss_checks(&r), [false, true], "9 packets cannot hide 10");
     r.undecoded_through.insert("spine1 -> leaf3".into(), 10);
     assert_eq!(loss_checks(&r), [true, true]);
-    r.links[0].impair_dropped = Some(40);
-    r.links[1].impair_dropped = Some(40);
-    assert_eq!(loss_checks(&r), [false, false]);
+    r.links[0].impair_dropped = Some(20);
+    assert_eq!(loss_checks(&r), [false, true]);
 }
 
 #[test]
