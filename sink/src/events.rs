@@ -43,9 +43,10 @@ pub struct EventPlace {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<Vec<u32>>,
     /// Loss events only: the link of that path (`[from, to]`, switch IDs) where the flow's
-    /// FlowRadar counters say the most of its packets went missing so far; absent when they
-    /// show no loss on any link (the counters may not have caught up, or the loss was
-    /// outside the switches: a host's link).
+    /// FlowRadar counters say the most of its packets went missing during the event (so
+    /// far, when no link lost any then or the event is older than what is remembered);
+    /// absent when they show no loss on any link (the counters may not have caught up, or
+    /// the loss was outside the switches: a host's link).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lossy_link: Option<[u32; 2]>,
 }
@@ -73,19 +74,18 @@ impl EventLog {
         }
     }
 
-    /// Records events of flow `key` found in `series`; `place` says where the flow is
+    /// Records events of flow `key` found in `series`; `place` says where each happens
     /// (asked only when there are events).
     pub fn record(
         &self,
         key: FlowKey,
         series: &'static str,
         events: Vec<Event>,
-        place: impl FnOnce() -> EventPlace,
+        mut place: impl FnMut(&Event) -> EventPlace,
     ) {
         if events.is_empty() {
             return;
         }
-        let place = place();
         {
             let mut c = self.counts.lock().expect("event counts lock");
             for e in &events {
@@ -98,9 +98,10 @@ impl EventLog {
         let mut recent = self.recent.lock().expect("events lock");
         let mut lines = self.lines.lock().expect("event lines lock");
         for event in events {
+            let at = place(&event);
             let place = EventPlace {
-                path: place.path.clone(),
-                lossy_link: place.lossy_link.filter(|_| event.kind == Kind::Loss),
+                path: at.path,
+                lossy_link: at.lossy_link.filter(|_| event.kind == Kind::Loss),
             };
             let fe = FlowEvent {
                 flow: key.into(),
@@ -198,7 +199,7 @@ mod tests {
                 event(Kind::Loss, vec![Label::DelayCorrelatedLoss, Label::Unknown]),
                 event(Kind::Delay, vec![Label::Unknown]),
             ],
-            || EventPlace {
+            |_| EventPlace {
                 path: Some(vec![4, 5, 6]),
                 lossy_link: Some([5, 6]),
             },

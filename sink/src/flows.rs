@@ -157,6 +157,58 @@ struct LinkLoss {
     /// What the counts before the link less those after it held that is not loss: what
     /// an end of the link may have missed in epochs whose counts there were unsure.
     offset: i64,
+    /// Where `lost` stood as recent periods began: what the flow lost on the link during
+    /// an event.
+    marks: LossMarks,
+}
+
+/// Periods a link's loss is remembered for ([`LossMarks`]): 8 detection windows (40 s by
+/// default), longer than an event takes to be reported after its window.
+const LOSS_MARKS: usize = 8;
+
+/// A link's loss over time, coarsely: its value when each of the last periods in which it
+/// changed began (a period is a detection window, `Params::window_s`, in Unix time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct LossMarks {
+    /// (period, the loss before its first change in that period), oldest first.
+    at: [(u32, i32); LOSS_MARKS],
+    len: u8,
+    /// Whether older marks were dropped.
+    evicted: bool,
+}
+
+impl LossMarks {
+    /// Notes that the loss changes in `period` from `before` (only the first change of a
+    /// period is kept; one of an earlier period than the last noted counts in that one).
+    fn note(&mut self, period: u32, before: i64) {
+        let n = usize::from(self.len);
+        if n > 0 && self.at[n - 1].0 >= period {
+            return;
+        }
+        let mark = (
+            period,
+            before.clamp(i32::MIN.into(), i32::MAX.into()) as i32,
+        );
+        if n == LOSS_MARKS {
+            self.at.copy_within(1.., 0);
+            self.at[n - 1] = mark;
+            self.evicted = true;
+        } else {
+            self.at[n] = mark;
+            self.len += 1;
+        }
+    }
+
+    /// The loss as `period` began, the loss being `now`; None when that is before the
+    /// marks kept.
+    fn at_start_of(&self, period: u32, now: i64) -> Option<i64> {
+        let marks = &self.at[..usize::from(self.len)];
+        match marks.iter().position(|m| m.0 >= period) {
+            Some(0) if self.evicted && marks[0].0 > period => None,
+            Some(i) => Some(i64::from(marks[i].1)),
+            None => Some(now),
+        }
+    }
 }
 
 /// Unsure switches a flow remembers before its path is known; beyond, every link counts
@@ -575,7 +627,9 @@ impl FlowTable {
         by_flow.for_each_run(digests, &mut identity, |run| {
             let run = run.iter().filter_map(|&j| digests.get(j as usize));
             if let Some(key) = self.add_run(cx, space, reporter, now, run, &mut current) {
-                self.update_loss(cx, key, &[]);
+                // The loss its counts show comes with the path: as of their latest epoch.
+                let at_s = self.flows.get(&key).map_or(0.0, |f| f.last_ms as f64 / 1e3);
+                self.update_loss(cx, key, &[], at_s);
             }
         });
         self.identity = identity;
@@ -799,8 +853,8 @@ impl FlowTable {
             }
         }
         self.samples = samples;
-        cx.events.record(first.key, "latency", latency_events, || {
-            event_place(flow, space)
+        cx.events.record(first.key, "latency", latency_events, |e| {
+            event_place(flow, space, e, cx.detection.window_s)
         });
         flow.last_ms = flow.last_ms.max(last_ns / 1_000_000);
         if (flow.due == UNSCHEDULED && self.schedule.timeouts().is_some())
@@ -882,7 +936,7 @@ impl FlowTable {
         touched.sort_unstable();
         touched.dedup();
         for key in touched {
-            self.update_loss(cx, key, unsure);
+            self.update_loss(cx, key, unsure, epoch_ms.0 as f64 / 1e3);
             self.detect_loss(cx, key, epoch, epoch_ms, unsure, missing, now.unix_s);
             if let Some(flow) = self.flows.get_mut(&key) {
                 let due = flow.deadline(&self.schedule, now);
@@ -943,7 +997,7 @@ impl FlowTable {
             }) {
                 let events = old.finish().events;
                 cx.events
-                    .record(p.key, "probes", events, || place_of(flow, cx));
+                    .record(p.key, "probes", events, |e| place_of(flow, cx, e));
             }
             let det = flow
                 .probe_detector
@@ -956,7 +1010,7 @@ impl FlowTable {
             });
             let events = det.take_events();
             cx.events
-                .record(p.key, "probes", events, || place_of(flow, cx));
+                .record(p.key, "probes", events, |e| place_of(flow, cx, e));
             flow.detect_due_s = FlowState::detect_due(
                 &flow.latency_detector,
                 &flow.loss_detector,
@@ -1027,8 +1081,9 @@ impl FlowTable {
         det.note_arrival(now_s, (epoch_ms.0 + epoch_ms.1) as f64 / 1e3);
         det.push_loss(epoch_ms.0 as f64 / 1e3, lost, sent);
         let events = det.take_events();
-        cx.events
-            .record(key, "counters", events, || event_place(flow, space));
+        cx.events.record(key, "counters", events, |e| {
+            event_place(flow, space, e, cx.detection.window_s)
+        });
         flow.detect_due_s = FlowState::detect_due(
             &flow.latency_detector,
             &flow.loss_detector,
@@ -1039,7 +1094,7 @@ impl FlowTable {
     /// Recomputes a flow's loss on each link of its decoded path and adds the change to the
     /// links' totals. A link with an end in `unsure` keeps the loss it had: what its counts
     /// now differ by beyond that is taken as what that end missed, not as loss.
-    fn update_loss(&mut self, cx: &ShardContext, key: FlowKey, unsure: &[u32]) {
+    fn update_loss(&mut self, cx: &ShardContext, key: FlowKey, unsure: &[u32], at_s: f64) {
         let Some(flow) = self.flows.get_mut(&key) else {
             return;
         };
@@ -1122,6 +1177,7 @@ impl FlowTable {
                     lost,
                     vanished,
                     offset: raw - lost,
+                    marks: LossMarks::default(),
                 }
             } else {
                 let offset = match old {
@@ -1137,8 +1193,19 @@ impl FlowTable {
                     lost: raw - offset,
                     vanished: up > 0 && down == 0,
                     offset,
+                    marks: LossMarks::default(),
                 }
             });
+        }
+        // Where each link's loss stood as this period began, when it changes now.
+        let period = loss_period(at_s, cx.detection.window_s);
+        for l in &mut now {
+            let old = flow.loss.iter().find(|o| o.link == l.link);
+            l.marks = old.map_or_else(LossMarks::default, |o| o.marks);
+            let was = old.map_or(0, |o| o.lost);
+            if l.lost != was {
+                l.marks.note(period, was);
+            }
         }
         flow.loss_unsettled = Vec::new();
         let before = std::mem::take(&mut flow.loss);
@@ -1368,11 +1435,9 @@ impl<F: FnMut(FlowExport) -> bool> Sweep<'_, F> {
             (series, events)
         });
         if let Some(cx) = self.cx {
-            let mut place = None;
             for (series, events) in found {
-                cx.events.record(*key, series, events, || {
-                    place.get_or_insert_with(|| place_of(flow, cx)).clone()
-                });
+                cx.events
+                    .record(*key, series, events, |e| place_of(flow, cx, e));
             }
         }
         let ports = flow.pint.as_ref().map(|p| {
@@ -1617,23 +1682,61 @@ pub fn flow_heap_bytes(f: &FlowState) -> usize {
         })
 }
 
-/// Where `flow`'s events happen: its decoded path, and the link of it where its counters
-/// lost the most packets.
-fn event_place(flow: &FlowState, space: Space<'_>) -> EventPlace {
+/// The period of a link's loss marks that time `t_s` (Unix s) falls in.
+fn loss_period(t_s: f64, window_s: f64) -> u32 {
+    (t_s / window_s).floor().clamp(0.0, f64::from(u32::MAX - 1)) as u32
+}
+
+/// Where event `e` of `flow` happens: the flow's decoded path, and the link of it where its
+/// counters lost the most packets during the event (`window_s`: the loss marks' period).
+fn event_place(
+    flow: &FlowState,
+    space: Space<'_>,
+    e: &crate::detect::Event,
+    window_s: f64,
+) -> EventPlace {
     EventPlace {
         path: decoded_path(flow, space),
-        lossy_link: flow
-            .loss
-            .iter()
-            .filter(|l| l.lost > 0)
-            .max_by_key(|l| l.lost)
-            .map(|l| [l.link.0, l.link.1]),
+        lossy_link: lossy_link(flow, (e.start, e.end), window_s),
     }
 }
 
+/// The link of `flow`'s path that lost the most of its packets from `start` to `end` (s,
+/// to the loss marks' periods); the one that lost the most so far where no link lost any
+/// then (the loss may be off the switches: a host's link) or the marks do not reach back
+/// that far.
+fn lossy_link(flow: &FlowState, (start, end): (f64, f64), window_s: f64) -> Option<[u32; 2]> {
+    let most_so_far = || {
+        flow.loss
+            .iter()
+            .filter(|l| l.lost > 0)
+            .max_by_key(|l| l.lost)
+            .map(|l| [l.link.0, l.link.1])
+    };
+    // From the period the event starts in to the first that begins at or after its end.
+    let (from, to) = (
+        loss_period(start, window_s),
+        loss_period((end / window_s).ceil() * window_s, window_s),
+    );
+    let mut best: Option<([u32; 2], i64)> = None;
+    for l in &flow.loss {
+        let (Some(a), Some(b)) = (
+            l.marks.at_start_of(from, l.lost),
+            l.marks.at_start_of(to, l.lost),
+        ) else {
+            return most_so_far();
+        };
+        let lost = b - a;
+        if lost > 0 && best.is_none_or(|(_, most)| lost > most) {
+            best = Some(([l.link.0, l.link.1], lost));
+        }
+    }
+    best.map(|(l, _)| l).or_else(most_so_far)
+}
+
 /// [`event_place`] among the sink's switches.
-fn place_of(flow: &FlowState, cx: &ShardContext) -> EventPlace {
-    event_place(flow, cx.switches().space())
+fn place_of(flow: &FlowState, cx: &ShardContext, e: &crate::detect::Event) -> EventPlace {
+    event_place(flow, cx.switches().space(), e, cx.detection.window_s)
 }
 
 /// A decoded path's hash, never 0.

@@ -1325,3 +1325,83 @@ fn a_flow_that_ends_says_so_even_with_nothing_new() {
     );
     assert_eq!(t.len(), 0);
 }
+
+/// A loss event from the counters points at the link that lost the flow's packets during
+/// the event, not at one that lost more of them later, before the event was reported (the
+/// counters' totals so far put an early loss on a later one's link).
+#[test]
+fn a_loss_event_points_where_the_flow_lost_packets_at_its_time() {
+    let (mut cx, v) = context();
+    let line = Arc::new(Topology::line(4));
+    cx.topology = Some(Arc::clone(&line));
+    let key = digest(v, 5, 0).key;
+    cx.registry.learn_owners(&[(key.src, 1)]);
+    let mut t = FlowTable::new(10);
+    record_along(&mut t, &cx, v, (5, &[1, 2, 3, 4]), 3000, 1_000, 0);
+    assert_eq!(
+        decoded_path(&t.flows[&key], Space::Topology(&line)),
+        Some(vec![1, 2, 3, 4])
+    );
+    // 200 packets in each 100 ms epoch for 40 s: 1 -> 2 drops 10% from 5 s to 10 s, then
+    // 3 -> 4 half of them from 20 s to 30 s (two events: more than 5 s apart).
+    for e in 0..400u64 {
+        let s = e as f64 / 10.0;
+        let after_12: u64 = if (5.0..10.0).contains(&s) { 180 } else { 200 };
+        let after_34 = if (20.0..30.0).contains(&s) {
+            after_12 / 2
+        } else {
+            after_12
+        };
+        t.add_counts(
+            &cx,
+            e,
+            (1_000_000 + e * 100, 100),
+            &[
+                (key, 1, 200, 20_000),
+                (key, 2, after_12, after_12 * 100),
+                (key, 3, after_12, after_12 * 100),
+                (key, 4, after_34, after_34 * 100),
+            ],
+            &[],
+            &[],
+        );
+    }
+    let flow = &t.flows[&key];
+    assert_eq!(
+        (flow.loss_on((1, 2)), flow.loss_on((3, 4))),
+        (Some(1000), Some(10_000))
+    );
+    t.flush(Some(&cx), |_| true);
+    let events = counter_losses(&cx, &key);
+    let at = |s: f64| {
+        let s = 1000.0 + s;
+        events
+            .iter()
+            .find(|e| e.event.start <= s && s <= e.event.end)
+            .unwrap_or_else(|| panic!("no event at {s}: {events:?}"))
+            .place
+            .lossy_link
+    };
+    assert_eq!(at(7.0), Some([1, 2]), "the early loss");
+    assert_eq!(at(25.0), Some([3, 4]), "the later loss");
+}
+
+/// A link's loss marks give its loss as each period began, and say when a period is
+/// older than the marks kept.
+#[test]
+fn loss_marks_give_the_loss_as_each_period_began() {
+    let mut m = LossMarks::default();
+    assert_eq!(m.at_start_of(3, 7), Some(7), "no change yet: as now");
+    m.note(10, 0);
+    m.note(10, 5);
+    m.note(12, 8);
+    assert_eq!(m.at_start_of(5, 20), Some(0));
+    assert_eq!(m.at_start_of(10, 20), Some(0));
+    assert_eq!(m.at_start_of(11, 20), Some(8));
+    assert_eq!(m.at_start_of(13, 20), Some(20));
+    for p in 13..13 + LOSS_MARKS as u32 {
+        m.note(p, i64::from(p));
+    }
+    assert_eq!(m.at_start_of(12, 99), None, "dropped");
+    assert_eq!(m.at_start_of(13, 99), Some(13));
+}
