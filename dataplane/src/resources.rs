@@ -232,13 +232,16 @@ pub fn preflight(config: &Config) -> anyhow::Result<Preflight> {
         } else {
             String::new()
         };
+        let need = if held > 0 {
+            format!(
+                "{} more to run (at least {minimum} in all; ",
+                minimum - held
+            )
+        } else {
+            format!("{minimum} to run (")
+        };
         anyhow::bail!(
-            "config key `dataplane.mbufs`: {mbufs} mbufs are too few: {held_by}the workers need {} to run (at least {minimum}; {auto_mbufs} recommended; leave the key out to size it automatically)",
-            if held > 0 {
-                format!("{} more", minimum - held)
-            } else {
-                minimum.to_string()
-            }
+            "config key `dataplane.mbufs`: {mbufs} mbufs are too few: {held_by}the workers need {need}{auto_mbufs} recommended; leave the key out to size it automatically)"
         );
     }
     let room = data_room(config, &captures);

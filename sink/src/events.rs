@@ -86,6 +86,8 @@ impl EventLog {
         if events.is_empty() {
             return;
         }
+        // Worked out before the log's locks are taken (every decode thread records here).
+        let places: Vec<EventPlace> = events.iter().map(&mut place).collect();
         {
             let mut c = self.counts.lock().expect("event counts lock");
             for e in &events {
@@ -97,8 +99,7 @@ impl EventLog {
         }
         let mut recent = self.recent.lock().expect("events lock");
         let mut lines = self.lines.lock().expect("event lines lock");
-        for event in events {
-            let at = place(&event);
+        for (event, at) in events.into_iter().zip(places) {
             let place = EventPlace {
                 path: at.path,
                 lossy_link: at.lossy_link.filter(|_| event.kind == Kind::Loss),

@@ -162,9 +162,10 @@ struct LinkLoss {
     marks: LossMarks,
 }
 
-/// Periods a link's loss is remembered for ([`LossMarks`]): 8 detection windows (40 s by
-/// default), longer than an event takes to be reported after its window.
-const LOSS_MARKS: usize = 8;
+/// Periods a link's loss is remembered for ([`LossMarks`]): 16 detection windows (80 s by
+/// default), as long as an online event lasts (60 s at most) and is reported after its
+/// end (15 s); an older event's loss is put where the flow lost the most so far.
+const LOSS_MARKS: usize = 16;
 
 /// A link's loss over time, coarsely: its value when each of the last periods in which it
 /// changed began (a period is a detection window, `Params::window_s`, in Unix time).
@@ -178,25 +179,45 @@ struct LossMarks {
 }
 
 impl LossMarks {
-    /// Notes that the loss changes in `period` from `before` (only the first change of a
-    /// period is kept; one of an earlier period than the last noted counts in that one).
-    fn note(&mut self, period: u32, before: i64) {
+    /// Notes that the loss changes from `was` to `now` in `period`. A change of an earlier
+    /// period than the last noted (a late flowset's) is read into the later marks too.
+    fn note(&mut self, period: u32, was: i64, now: i64) {
         let n = usize::from(self.len);
-        if n > 0 && self.at[n - 1].0 >= period {
-            return;
+        match n.checked_sub(1).map(|last| self.at[last].0) {
+            Some(last) if last == period => {}
+            Some(last) if last > period => {
+                let start = self.at_start_of(period, was);
+                for m in &mut self.at[..n] {
+                    if m.0 > period {
+                        m.1 = narrow(i64::from(m.1) + now - was);
+                    }
+                }
+                if let Some(v) = start
+                    && !self.at[..n].iter().any(|m| m.0 == period)
+                {
+                    self.insert(period, v);
+                }
+            }
+            _ => self.insert(period, was),
         }
-        let mark = (
-            period,
-            before.clamp(i32::MIN.into(), i32::MAX.into()) as i32,
-        );
-        if n == LOSS_MARKS {
-            self.at.copy_within(1.., 0);
-            self.at[n - 1] = mark;
+    }
+
+    /// Puts mark (`period`, `value`) in its place, the oldest dropped when all are taken
+    /// (and this one, when it is older than all of them).
+    fn insert(&mut self, period: u32, value: i64) {
+        if usize::from(self.len) == LOSS_MARKS {
             self.evicted = true;
-        } else {
-            self.at[n] = mark;
-            self.len += 1;
+            if period < self.at[0].0 {
+                return;
+            }
+            self.at.copy_within(1.., 0);
+            self.len -= 1;
         }
+        let n = usize::from(self.len);
+        let at = self.at[..n].partition_point(|m| m.0 < period);
+        self.at.copy_within(at..n, at + 1);
+        self.at[at] = (period, narrow(value));
+        self.len += 1;
     }
 
     /// The loss as `period` began, the loss being `now`; None when that is before the
@@ -701,7 +722,8 @@ impl FlowTable {
             if fresh {
                 let held = flow.pint.as_ref().map_or(0, |p| p.record.k());
                 let hops = self.hops_held - held + k;
-                if hops > self.capacity.saturating_mul(HOPS_PER_FLOW) {
+                // One flow's path is always taken (a table of one flow per thread).
+                if hops > self.capacity.saturating_mul(HOPS_PER_FLOW) && self.hops_held > held {
                     self.stats.flows_refused += 1;
                     continue;
                 }
@@ -1204,7 +1226,7 @@ impl FlowTable {
             l.marks = old.map_or_else(LossMarks::default, |o| o.marks);
             let was = old.map_or(0, |o| o.lost);
             if l.lost != was {
-                l.marks.note(period, was);
+                l.marks.note(period, was, l.lost);
             }
         }
         flow.loss_unsettled = Vec::new();
@@ -1680,6 +1702,11 @@ pub fn flow_heap_bytes(f: &FlowState) -> usize {
         + f.pint.as_ref().map_or(0, |p| {
             p.record.memory_bytes() + p.summary_slots.capacity() * std::mem::size_of::<u32>()
         })
+}
+
+/// A loss in a mark (a flow's loss on one link beyond 2^31 packets reads as that).
+fn narrow(v: i64) -> i32 {
+    v.clamp(i32::MIN.into(), i32::MAX.into()) as i32
 }
 
 /// The period of a link's loss marks that time `t_s` (Unix s) falls in.

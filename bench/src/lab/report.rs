@@ -181,6 +181,9 @@ fn name_of_id(lab: &Lab, id: u64) -> String {
 fn percent(share: f64) -> String {
     let p = format!("{:.4}", share * 100.0);
     let p = p.trim_end_matches('0').trim_end_matches('.');
+    if p == "0" && share > 0.0 {
+        return "below 0.0001%".into();
+    }
     format!("{p}%")
 }
 
@@ -618,7 +621,7 @@ fn events(lab: &Lab, c: &Collected, paths: &BTreeMap<String, Vec<String>>) -> Ve
         .collect();
     let spans: Vec<Span> = raw.iter().map(Span::of).collect();
     // The link the sink names in a loss event (`lossy_link`, switch IDs): where the flow's
-    // counters lost the most when it was reported.
+    // counters lost the most during the event.
     let named_link = |e: &Value| {
         let l = e["lossy_link"].as_array()?;
         Some((

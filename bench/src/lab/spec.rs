@@ -707,8 +707,8 @@ impl Lab {
             }
             if x.reorder > 0.0 && x.delay_us == 0 {
                 warnings.push(format!(
-                    "impair[{i}].reorder: without a delay a reordered packet waits only for the port's next packet, so probe streams ({} per second) are not reordered by it and no reordering event can point at it; give the link a delay_us too",
-                    self.traffic.probe_hz
+                    "impair[{i}].reorder: without a delay a reordered packet waits only for the port's next packet, so probe streams (each a probe every {} ms) are not reordered by it and no reordering event can point at it; give the link a delay_us too",
+                    1000.0 / self.traffic.probe_hz
                 ));
             }
             if x.delay_us > 0 && x.from_s <= 0.0 && x.until_s.is_none_or(|u| u >= self.duration_s) {

@@ -158,8 +158,10 @@ impl Drop for Eal {
         // EAL makes the directory even when it puts nothing in it (`--in-memory`,
         // `--no-shconf`) and leaves it: one per process, thousands over time. Removed when
         // empty (files another process of the same prefix shares keep it), or when it holds
-        // only this process's telemetry sockets, which DPDK unlinks at exit, after this (so
-        // that without `--no-telemetry` the directory stayed, empty).
+        // only telemetry sockets, which DPDK unlinks at exit, after this (so that without
+        // `--no-telemetry` the directory stayed, empty). Two processes that share one file
+        // prefix without shared configuration (`--no-shconf`) share these sockets' names:
+        // give each its own prefix.
         if let Some(d) = dir {
             remove_runtime_dir(&d);
         }

@@ -77,7 +77,7 @@ impl fmt::Display for Errno {
         if self.0 == 0 {
             // EAL fails some checks (another primary process holding the file prefix's
             // lock, for one) without setting rte_errno: its own log line says why.
-            return write!(f, "DPDK gave no errno (its EAL lines above say why)");
+            return write!(f, "DPDK gave no errno (EAL's own log lines may say why)");
         }
         match self.name() {
             Some(n) => write!(f, "{} ({n}, errno {})", self.message(), self.0),

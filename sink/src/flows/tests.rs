@@ -1392,16 +1392,26 @@ fn a_loss_event_points_where_the_flow_lost_packets_at_its_time() {
 fn loss_marks_give_the_loss_as_each_period_began() {
     let mut m = LossMarks::default();
     assert_eq!(m.at_start_of(3, 7), Some(7), "no change yet: as now");
-    m.note(10, 0);
-    m.note(10, 5);
-    m.note(12, 8);
+    m.note(10, 0, 5);
+    m.note(10, 5, 8);
+    m.note(12, 8, 20);
     assert_eq!(m.at_start_of(5, 20), Some(0));
     assert_eq!(m.at_start_of(10, 20), Some(0));
     assert_eq!(m.at_start_of(11, 20), Some(8));
     assert_eq!(m.at_start_of(13, 20), Some(20));
+    // A late flowset of period 11 takes 3 back: the loss at 12's start read 3 less, and
+    // 11's start is where 12's stood.
+    m.note(11, 20, 17);
+    assert_eq!(m.at_start_of(11, 17), Some(8));
+    assert_eq!(m.at_start_of(12, 17), Some(5));
+    assert_eq!(m.at_start_of(13, 17), Some(17));
     for p in 13..13 + LOSS_MARKS as u32 {
-        m.note(p, i64::from(p));
+        m.note(p, i64::from(p), i64::from(p) + 1);
     }
     assert_eq!(m.at_start_of(12, 99), None, "dropped");
     assert_eq!(m.at_start_of(13, 99), Some(13));
+    // One older than every mark kept is read into them, not kept.
+    m.note(5, 99, 100);
+    assert_eq!(m.at_start_of(13, 100), Some(14));
+    assert_eq!(m.at_start_of(12, 100), None);
 }

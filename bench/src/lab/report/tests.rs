@@ -437,4 +437,5 @@ fn shares_print_without_float_noise() {
     assert_eq!(percent(0.005), "0.5%");
     assert_eq!(percent(0.0001), "0.01%");
     assert_eq!(percent(1.0), "100%");
+    assert_eq!(percent(1e-7), "below 0.0001%");
 }
