@@ -649,4 +649,9 @@ fn a_switch_that_dies_stops_the_lab_and_nothing_is_left_behind() {
         !run_dir.join("report.json").exists(),
         "no report of a lab cut short"
     );
+    // Killed, the switch could not remove its DPDK runtime directory: the lab did.
+    let rundir = bench::testpmd::eal_runtime_dir(&format!("pint-switch-2-{pid}"));
+    let left = rundir.exists();
+    let _ = std::fs::remove_dir(&rundir);
+    assert!(!left, "{} left behind", rundir.display());
 }

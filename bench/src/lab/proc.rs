@@ -73,6 +73,9 @@ pub struct Proc {
     out: Arc<Mutex<Output>>,
     readers: Vec<std::thread::JoinHandle<()>>,
     status: Option<ExitStatus>,
+    /// DPDK's runtime directory of the process, removed (when empty) once it has ended: a
+    /// process killed cannot remove its own.
+    runtime_dir: Option<PathBuf>,
 }
 
 impl Proc {
@@ -157,6 +160,7 @@ impl Proc {
             out,
             readers,
             status: None,
+            runtime_dir: None,
         })
     }
 
@@ -226,12 +230,28 @@ impl Proc {
         }
     }
 
+    /// Says where DPDK keeps the process's runtime files (`/var/run/dpdk/PREFIX`): removed
+    /// once it has ended, if empty.
+    pub fn set_runtime_dir(&mut self, dir: PathBuf) {
+        self.runtime_dir = Some(dir);
+    }
+
     /// Its exit status, if it has exited.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         if self.status.is_none() {
             self.status = self.child.try_wait().ok().flatten();
+            if self.status.is_some() {
+                self.ended();
+            }
         }
         self.status
+    }
+
+    /// What is left to do once it has ended.
+    fn ended(&mut self) {
+        if let Some(d) = self.runtime_dir.take() {
+            let _ = std::fs::remove_dir(d);
+        }
     }
 
     /// Sends `sig`.
@@ -254,6 +274,7 @@ impl Proc {
                 let _ = self.child.kill();
                 let st = self.child.wait().expect("wait for a killed child");
                 self.status = Some(st);
+                self.ended();
                 self.join_readers();
                 return st;
             }
@@ -291,6 +312,7 @@ impl Drop for Proc {
         if self.exited().is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
+            self.ended();
         }
     }
 }

@@ -395,12 +395,16 @@ fn run_inner(
             "--duration".into(),
             format!("{}", lab.duration_s + opts.hold.as_secs_f64() + 600.0),
         ];
-        let p = Proc::start(
+        let mut p = Proc::start(
             &format!("switch {}", s.name),
             &programs.switch,
             &args,
             &dir.join(format!("switch-{}.log", s.file_name)),
         )?;
+        // The file prefix the switch gives EAL (docs/config.md): a switch that dies leaves
+        // its runtime directory, which the lab then removes.
+        let prefix = format!("pint-switch-{}-{}", lab.switch_id(s.node), p.pid());
+        p.set_runtime_dir(crate::testpmd::eal_runtime_dir(&prefix));
         procs.switches.push((s.node, p, summary));
         // A memif client's port does not start without its server, and every switch is a
         // client only of lower-numbered ones: each waits for the one before.
