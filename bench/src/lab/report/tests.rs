@@ -178,26 +178,32 @@ fn a_process_that_did_not_end_cleanly_fails_the_run() {
     );
 }
 
+/// A probe stream of the chain lab, from s1's hosts to s3's.
+const PROBE_FLOW: &str =
+    r#"{"src":"10.0.1.1","src_port":50000,"dst":"10.0.3.1","dst_port":7,"protocol":17}"#;
+
+/// The chain lab, a run of it that collected these event lines, [`PROBE_FLOW`]'s path
+/// and its three switches' names.
+fn chain_run(events: &str) -> (Lab, Collected, BTreeMap<String, Vec<String>>, [String; 3]) {
+    let lab = chain_lab();
+    let names = [1, 2, 3].map(|id| name_of_id(&lab, id));
+    let c = collected_of(&lab, Vec::new(), Vec::new(), events.to_owned());
+    let label = flow_label(&serde_json::from_str(PROBE_FLOW).unwrap());
+    let paths = BTreeMap::from([(label, names.to_vec())]);
+    (lab, c, paths, names)
+}
+
 /// A delay event at the same time as its flow's loss event points where the sink's loss
 /// event says the flow lost its packets, also for a flow whose details the report did not
 /// read (`--top`: probe streams are small, so a delay event went to the first link of
 /// its path instead).
 #[test]
 fn events_point_where_the_sink_says_without_the_flows_details() {
-    let lab = chain_lab();
-    let flow = r#"{"src":"10.0.1.1","src_port":50000,"dst":"10.0.3.1","dst_port":7,"protocol":17}"#;
-    let (a, b, z) = (
-        name_of_id(&lab, 1),
-        name_of_id(&lab, 2),
-        name_of_id(&lab, 3),
-    );
-    let events = format!(
+    let flow = PROBE_FLOW;
+    let (lab, c, paths, [_, b, z]) = chain_run(&format!(
         "{{\"kind\":\"loss\",\"series\":\"probes\",\"flow\":{flow},\"start\":10.0,\"end\":12.0,\"lossy_link\":[2,3]}}\n\
              {{\"kind\":\"delay\",\"series\":\"probes\",\"flow\":{flow},\"start\":10.5,\"end\":11.5}}\n"
-    );
-    let c = collected_of(&lab, Vec::new(), Vec::new(), events);
-    let label = flow_label(&serde_json::from_str(flow).unwrap());
-    let paths = BTreeMap::from([(label, vec![a, b.clone(), z.clone()])]);
+    ));
     let rows = super::events(&lab, &c, &paths);
     assert_eq!(rows.len(), 2);
     for r in &rows {
@@ -222,19 +228,9 @@ fn events_point_where_the_sink_says_without_the_flows_details() {
 /// lab cannot tell which one delays, says so, and counts it as pointing at each.
 #[test]
 fn an_event_links_the_flows_cannot_tell_apart_points_at_each() {
-    let lab = chain_lab();
-    let flow = r#"{"src":"10.0.1.1","src_port":50000,"dst":"10.0.3.1","dst_port":7,"protocol":17}"#;
-    let (a, b, z) = (
-        name_of_id(&lab, 1),
-        name_of_id(&lab, 2),
-        name_of_id(&lab, 3),
-    );
-    let events = format!(
-        "{{\"kind\":\"delay\",\"series\":\"probes\",\"flow\":{flow},\"start\":10.5,\"end\":11.5}}\n"
-    );
-    let c = collected_of(&lab, Vec::new(), Vec::new(), events);
-    let label = flow_label(&serde_json::from_str(flow).unwrap());
-    let paths = BTreeMap::from([(label, vec![a.clone(), b.clone(), z.clone()])]);
+    let (lab, c, paths, [a, b, z]) = chain_run(&format!(
+        "{{\"kind\":\"delay\",\"series\":\"probes\",\"flow\":{PROBE_FLOW},\"start\":10.5,\"end\":11.5}}\n"
+    ));
     let rows = super::events(&lab, &c, &paths);
     assert_eq!(rows.len(), 1);
     let r = &rows[0];
