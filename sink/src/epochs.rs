@@ -351,14 +351,22 @@ pub fn run(
 struct Finished {
     order: VecDeque<(u64, u64)>,
     epochs: rustc_hash::FxHashMap<(u64, u64), FinishedEpoch>,
+    /// Flowsets of several epochs that came before their first epoch finished, by that
+    /// epoch (sorted), taken into its deliveries when it finishes: a repeat of one is a
+    /// duplicate then too.
+    spanning: rustc_hash::FxHashMap<(u64, u64), Vec<Delivery>>,
+    spanning_order: VecDeque<(u64, u64)>,
 }
+
+/// A flowset's (switch, worker, session).
+type Delivery = (u32, u16, u64);
 
 /// What is kept of a finished epoch.
 struct FinishedEpoch {
     unsure: Vec<u32>,
     /// Sorted: a list, not the bucket's hash set, so that thousands of finished epochs
     /// of many switches take 16 bytes per delivery.
-    sessions: Vec<(u32, u16, u64)>,
+    sessions: Vec<Delivery>,
 }
 
 impl Finished {
@@ -376,7 +384,9 @@ impl Finished {
         self.order.push_back(key);
         let unsure = unsure.to_vec();
         let mut sessions: Vec<_> = sessions.into_iter().collect();
+        sessions.extend(self.spanning.remove(&key).unwrap_or_default());
         sessions.sort_unstable();
+        sessions.dedup();
         self.epochs.insert(key, FinishedEpoch { unsure, sessions });
     }
 
@@ -392,17 +402,29 @@ impl Finished {
             .is_some_and(|e| e.unsure.contains(&switch))
     }
 
-    /// Notes that `f` came for epoch `key` after it finished; false when its switch's
-    /// worker had delivered that epoch in the same session already (a duplicate).
+    /// Notes that `f` came for epoch `key` after it finished, or spans several epochs;
+    /// false when its switch's worker had delivered that epoch in the same session already
+    /// (a duplicate).
     fn first_delivery(&mut self, key: (u64, u64), f: &FlowSetIn) -> bool {
-        let Some(e) = self.epochs.get_mut(&key) else {
-            return true;
+        let sessions = match self.epochs.get_mut(&key) {
+            Some(e) => &mut e.sessions,
+            None => {
+                if !self.spanning.contains_key(&key) {
+                    if self.spanning_order.len() >= 4096
+                        && let Some(old) = self.spanning_order.pop_front()
+                    {
+                        self.spanning.remove(&old);
+                    }
+                    self.spanning_order.push_back(key);
+                }
+                self.spanning.entry(key).or_default()
+            }
         };
         let t = (f.switch, f.worker, f.session);
-        match e.sessions.binary_search(&t) {
+        match sessions.binary_search(&t) {
             Ok(_) => false,
             Err(at) => {
-                e.sessions.insert(at, t);
+                sessions.insert(at, t);
                 true
             }
         }
@@ -867,6 +889,51 @@ mod tests {
             .unwrap_or_else(|| panic!("{got:?}"));
         assert_eq!(spanning.1, (70, 20));
         assert_eq!(spanning.3, 1, "its counts count");
+    }
+
+    /// A flowset of several epochs that comes again is a duplicate, before its first epoch
+    /// finished (it was decoded, and its counts counted, twice) and after.
+    #[test]
+    fn a_flowset_of_several_epochs_again_is_a_duplicate() {
+        let (registry, held) = registry(2, 1);
+        let spanning = || FlowSetIn {
+            epochs: 2,
+            ..item(&held, 1, 0, 7)
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for i in [spanning(), spanning(), item(&held, 2, 0, 7)] {
+            tx.send(i).unwrap();
+        }
+        let log = Arc::new(EpochLog::default());
+        let mut counted = Vec::new();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // Epoch 7 finishes by its grace time (switch 1 delivers no flowset of 7
+                // alone); then the spanning flowset comes once more.
+                while log.counters.epochs.load(Relaxed) == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                tx.send(spanning()).unwrap();
+                drop(tx);
+            });
+            run(
+                rx,
+                registry,
+                Arc::clone(&log),
+                Duration::ZERO,
+                &mut |c: EpochCounts| counted.push(c.epoch),
+            );
+        });
+        let c = &log.counters;
+        assert_eq!(c.flowsets.load(Relaxed), 4);
+        assert_eq!(c.duplicate_flowsets.load(Relaxed), 2);
+        assert_eq!(
+            c.late_flowsets.load(Relaxed),
+            1,
+            "the first, decoded on its own"
+        );
+        assert_eq!(c.epochs.load(Relaxed), 1);
+        assert_eq!(counted, [7, 7], "the spanning flowset, then the epoch");
     }
 
     /// A flowset that comes again after its epoch finished is a duplicate, not a late one
