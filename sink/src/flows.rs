@@ -542,8 +542,13 @@ pub struct ShardStats {
     /// Export records put off to a later sweep because the exporter's queue was full
     /// (their counts go in the next record that does go).
     pub exports_deferred: u64,
-    /// Probe arrivals left out of detection: sent more than a second after they arrived.
+    /// Probe arrivals left out of detection: sent more than a second after they arrived,
+    /// or more than 10 s before.
     pub probes_refused: u64,
+    /// Samples left out of detection (a digest's latency, a probe's delay, an epoch's loss
+    /// from counters) because their time was more than [`crate::detect::online::MAX_AHEAD_S`]
+    /// ahead of the sink's clock.
+    pub samples_ahead: u64,
     /// Flows the sweeps looked at (ended, an active timeout passed, or a detection window
     /// due to close); the others were passed by.
     pub flows_swept: u64,
@@ -782,12 +787,14 @@ impl FlowTable {
                         ..cx.detection
                     }))
                 });
-                det.note_arrival(now.unix_s, d.time_ns as f64 / 1e9);
-                det.push(Sample {
+                let sample = Sample {
                     seq: None,
                     send: d.time_ns as f64 / 1e9,
                     delay_ms: a.last / 1e6,
-                });
+                };
+                if !det.push_at(now.unix_s, sample) {
+                    self.stats.samples_ahead += 1;
+                }
                 latency_events.extend(det.take_events());
                 flow.detect_due_s = FlowState::detect_due(
                     &flow.latency_detector,
@@ -1024,12 +1031,14 @@ impl FlowTable {
             let det = flow
                 .probe_detector
                 .get_or_insert_with(|| Box::new(Detector::adaptive(cx.detection)));
-            det.note_arrival(now.unix_s, p.sent_ns as f64 / 1e9);
-            det.push(Sample {
+            let sample = Sample {
                 seq: Some(p.seq),
                 send: p.sent_ns as f64 / 1e9,
                 delay_ms: (p.recv_ns as i128 - p.sent_ns as i128) as f64 / 1e6,
-            });
+            };
+            if !det.push_at(now.unix_s, sample) {
+                self.stats.samples_ahead += 1;
+            }
             let events = det.take_events();
             cx.events
                 .record(p.key, "probes", events, |e| place_of(flow, cx, e));
@@ -1100,8 +1109,10 @@ impl FlowTable {
         let det = flow
             .loss_detector
             .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
-        det.note_arrival(now_s, (epoch_ms.0 + epoch_ms.1) as f64 / 1e3);
-        det.push_loss(epoch_ms.0 as f64 / 1e3, lost, sent);
+        let end = (epoch_ms.0 + epoch_ms.1) as f64 / 1e3;
+        if !det.push_loss_at(now_s, end, epoch_ms.0 as f64 / 1e3, lost, sent) {
+            self.stats.samples_ahead += 1;
+        }
         let events = det.take_events();
         cx.events.record(key, "counters", events, |e| {
             event_place(flow, space, e, cx.detection.window_s)

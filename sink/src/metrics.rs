@@ -171,6 +171,10 @@ fn describe() {
         "Probe arrivals left out of detection: sent more than a second after they arrived, or more than 10 s before."
     );
     describe_counter!(
+        "pint_sink_samples_ahead_total",
+        "Samples left out of detection (a digest's latency, a probe's delay, an epoch's loss from counters) because their time was more than a minute ahead of the sink's clock."
+    );
+    describe_counter!(
         "pint_sink_flows_swept_total",
         "Flows the decode threads' once-a-second sweeps looked at (ended, an active timeout passed, or a detection window due to close); the others were passed by."
     );
@@ -205,6 +209,7 @@ fn sum_stats(shared: &Shared) -> (ShardStats, usize) {
         total.exports_dropped += x.exports_dropped;
         total.exports_deferred += x.exports_deferred;
         total.probes_refused += x.probes_refused;
+        total.samples_ahead += x.samples_ahead;
         total.flows_swept += x.flows_swept;
     }
     (total, flows)
@@ -312,6 +317,7 @@ impl SinkMetrics {
             counter!("pint_sink_flows_refused_total").absolute(stats.flows_refused);
             counter!("pint_sink_path_resets_total").absolute(stats.path_resets);
             counter!("pint_sink_probes_refused_total").absolute(stats.probes_refused);
+            counter!("pint_sink_samples_ahead_total").absolute(stats.samples_ahead);
             counter!("pint_sink_plans_evicted_total").absolute(shared.registry.plans_evicted());
             counter!("pint_sink_flows_swept_total").absolute(stats.flows_swept);
             let ec = &shared.epochs.counters;

@@ -152,9 +152,22 @@ const ADAPT_WAIT_S: f64 = 60.0;
 /// The most a series' clock is taken to run behind the caller's, s.
 const MAX_BEHIND_S: f64 = 3600.0;
 
+/// The furthest a sample's time may lie ahead of the caller's clock, s, for
+/// [`Detector::push_at`] and [`Detector::push_loss_at`] to take it: a sample timed far
+/// ahead (a corrupt time, a clock stepped ahead and back) would close every open window at
+/// once, and every later sample would join the one window it opened, which time reaches
+/// only that much later: the series' detection stopped until then.
+pub const MAX_AHEAD_S: f64 = 60.0;
+
 /// How long the least lag seen holds, s: after a clock steps, the lag follows within two
 /// such periods.
 const BEHIND_PERIOD_S: f64 = 30.0;
+
+/// Whether series time `t` is at most [`MAX_AHEAD_S`] ahead of `now_s` (false when either
+/// is not finite).
+pub fn ahead_in_reach(now_s: f64, t: f64) -> bool {
+    t <= now_s + MAX_AHEAD_S && now_s.is_finite() && t.is_finite()
+}
 
 impl Detector {
     /// A detector with parameters `p`.
@@ -340,6 +353,30 @@ impl Detector {
             w.stride = stride * 2;
         }
         w.samples.push(s);
+    }
+
+    /// Adds a packet that arrived at `now_s` (the clock [`Detector::tick`] is given), noting
+    /// its arrival ([`Detector::note_arrival`]); false, and nothing added, when its send
+    /// time is more than [`MAX_AHEAD_S`] ahead of `now_s`.
+    pub fn push_at(&mut self, now_s: f64, s: Sample) -> bool {
+        if !ahead_in_reach(now_s, s.send) {
+            return false;
+        }
+        self.note_arrival(now_s, s.send);
+        self.push(s);
+        true
+    }
+
+    /// [`Detector::push_loss`] for a stretch ending at `end` that became known at `now_s`,
+    /// noting its arrival; false, and nothing added, when `end` is more than
+    /// [`MAX_AHEAD_S`] ahead of `now_s`.
+    pub fn push_loss_at(&mut self, now_s: f64, end: f64, t: f64, lost: i64, sent: u64) -> bool {
+        if !ahead_in_reach(now_s, end) {
+            return false;
+        }
+        self.note_arrival(now_s, end);
+        self.push_loss(t, lost, sent);
+        true
     }
 
     /// Adds every sample of a series.

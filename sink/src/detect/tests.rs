@@ -404,6 +404,27 @@ fn a_level_shift_at_a_window_boundary_is_found() {
     assert!(run(&s, &Params::default()).is_empty());
 }
 
+/// Sweeps `d` on for a minute from `sweep`, finishes it, and checks that it found one
+/// event, where `offline` found it.
+fn assert_one_event_as_offline(
+    mut d: online::Detector,
+    sweep: f64,
+    mut events: Vec<Event>,
+    offline: &[Event],
+) {
+    for k in 0..60 {
+        d.tick(sweep + f64::from(k));
+        events.extend(d.take_events());
+    }
+    events.extend(d.finish().events);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        (events[0].start - offline[0].start).abs() < 1e-9
+            && (events[0].end - offline[0].end).abs() < 1e-9,
+        "{events:?} against {offline:?}"
+    );
+}
+
 /// A series whose clock runs 20 s behind the sink's, its samples arriving as they are sent
 /// and the sink's sweeps ticking every second by its own clock, has its windows closed by
 /// its own clock: a problem is one event, as offline (each sweep closed a part of a window,
@@ -427,17 +448,7 @@ fn a_series_behind_the_sinks_clock_keeps_its_windows_whole() {
         d.note_arrival(now, x.send);
         d.push(*x);
     }
-    for k in 0..60 {
-        d.tick(sweep + f64::from(k));
-        events.extend(d.take_events());
-    }
-    events.extend(d.finish().events);
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert!(
-        (events[0].start - offline[0].start).abs() < 1e-9
-            && (events[0].end - offline[0].end).abs() < 1e-9,
-        "{events:?} against {offline:?}"
-    );
+    assert_one_event_as_offline(d, sweep, events, &offline);
     // A window closes when the series' own clock has left it behind by a window: by the
     // sink's, that far later.
     let mut d = online::Detector::new(Params::default());
@@ -530,6 +541,44 @@ fn a_slow_series_chooses_windows_that_can_show_a_problem() {
         delays(online::Detector::adaptive(Params::default()), &burst).0,
         20.0
     );
+}
+
+/// A sample timed far ahead of the caller's clock (a corrupt time, a clock stepped ahead
+/// and back) is refused: taken, it closed every open window at once and every later sample
+/// joined the window it opened, a day ahead, so the series' problem was not found in its
+/// windows. Samples as far ahead as a minute are taken.
+#[test]
+fn a_sample_far_ahead_of_the_clock_is_refused() {
+    let s = series(120.0, |t, r| raised(t, r, &[40.0..70.0]), |_| false);
+    let offline = run(&s, &Params::default());
+    assert_eq!(offline.len(), 1, "{offline:?}");
+    let mut d = online::Detector::new(Params::default());
+    let mut events = Vec::new();
+    let mut sweep = 1000.0;
+    for (i, x) in s.iter().enumerate() {
+        let now = x.send + 0.005;
+        while sweep <= now {
+            d.tick(sweep);
+            events.extend(d.take_events());
+            sweep += 1.0;
+        }
+        if i == 200 {
+            let stray = Sample {
+                seq: None,
+                send: now + 86_400.0,
+                ..*x
+            };
+            assert!(!d.push_at(now, stray));
+            assert!(!d.push_loss_at(now, now + 86_400.0, now + 86_390.0, 5, 10));
+            let near = Sample {
+                send: now + online::MAX_AHEAD_S,
+                ..stray
+            };
+            assert!(online::Detector::new(Params::default()).push_at(now, near));
+        }
+        assert!(d.push_at(now, *x));
+    }
+    assert_one_event_as_offline(d, sweep, events, &offline);
 }
 
 /// The lag a series' windows close by follows its clock when it steps (it kept the least

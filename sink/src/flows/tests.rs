@@ -832,6 +832,35 @@ fn a_probe_sent_long_after_it_arrived_is_left_out() {
     assert!(kinds.contains(&crate::detect::Kind::Loss), "{kinds:?}");
 }
 
+/// A probe timed a day ahead of the sink's clock, its send and arrival times agreeing (a
+/// switch's and a sender's clocks stepped ahead together, a forged probe), is left out and
+/// counted: taken, it closed every window and opened one a day ahead that the later probes
+/// fell into, and the loss that follows was not found.
+#[test]
+fn a_probe_timed_far_ahead_of_the_sinks_clock_is_left_out() {
+    let (cx, _) = context();
+    let mut t = FlowTable::new(10);
+    let t0 = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - 100.0;
+    t.add_probes(
+        &cx,
+        &probes_from(t0, (0..100).map(|s| (s, s as f64 / 20.0))),
+    );
+    t.add_probes(
+        &cx,
+        &probes_from(t0 + 86_400.0, std::iter::once((100, 5.0))),
+    );
+    // 60 of the next 100 lost, then 25 s more received.
+    let rest = (101..700u64).filter(|s| !(120..180).contains(s));
+    t.add_probes(&cx, &probes_from(t0, rest.map(|s| (s, s as f64 / 20.0))));
+    assert_eq!((t.stats.samples_ahead, t.stats.probes_refused), (1, 0));
+    let kinds = probe_events(&cx);
+    assert!(kinds.contains(&crate::detect::Kind::Loss), "{kinds:?}");
+}
+
 /// Probes sent an hour before they arrived (a capture replayed, its probes carrying the
 /// send times of its making; a sender's clock far off) are left out and counted: their
 /// delays were events of years.
