@@ -1,6 +1,7 @@
 //! The flow table against digests, counts and probes with known truth: path decoding,
 //! loss per link, detection windows, memory bounds and sweeps.
 
+use super::loss::{LOSS_MARKS, LossMarks, loss_input};
 use super::*;
 use telemetry::pint::plan::Plan;
 use telemetry::pint::query::QueryFile;

@@ -1,0 +1,102 @@
+//! Probe arrivals: each probe stream's one-way delay, loss and reordering, fed to its flow's
+//! probe detector; probes whose times cannot be of one clock are left out.
+
+use super::loss::place_of;
+use super::{FlowState, FlowTable, ShardContext, flow_entry};
+use crate::detect::Sample;
+use crate::detect::online::Detector;
+use crate::schedule::Now;
+
+/// How far a probe's send time may be after its arrival (clocks of one machine, or of
+/// hosts kept in step), ns.
+const PROBE_CLOCK_SLACK_NS: u64 = 1_000_000_000;
+
+/// The longest one-way delay a probe may show, ns: beyond it the send time is not of the
+/// clock the arrival is measured by. Two windows: the sweeps close a series' windows by the
+/// sink's clock, and a sender's clock further behind would have them closed before its
+/// probes came.
+const PROBE_MAX_DELAY_NS: u64 = 10_000_000_000;
+
+/// A probe stream seen this far (numbered up to at least this) that shows a number this far
+/// below its highest, sent later than any before, restarted.
+const RESTART_AFTER_SEQ: u64 = 64;
+
+impl FlowTable {
+    /// Records probe arrivals: each probe stream's samples (sequence number, send time,
+    /// one-way delay = arrival at the last switch less send time) go to its flow's detector.
+    pub fn add_probes(&mut self, cx: &ShardContext, probes: &[telemetry::protocol::WireProbe]) {
+        self.add_probes_at(cx, probes, Now::read());
+    }
+
+    /// [`FlowTable::add_probes`] at `now`.
+    pub(super) fn add_probes_at(
+        &mut self,
+        cx: &ShardContext,
+        probes: &[telemetry::protocol::WireProbe],
+        now: Now,
+    ) {
+        for p in probes {
+            let Some(flow) = flow_entry(
+                &mut self.flows,
+                self.capacity,
+                &mut self.stats.flows_created,
+                p.key,
+                p.recv_ns / 1_000_000,
+            ) else {
+                self.stats.flows_refused += 1;
+                continue;
+            };
+            flow.touched = now.at;
+            flow.probes += 1;
+            flow.last_ms = flow.last_ms.max(p.recv_ns / 1_000_000);
+            // Sent more than a second after it arrived: a clock stepped, or not a probe. Its
+            // send time would close every window and open one far ahead. Sent more than
+            // 10 s before: no path holds a packet that long; a capture replayed (its probes
+            // carry the send times of its making) or a clock far off, whose delays would be
+            // events of years, or whose windows the sweeps would close before they filled.
+            if p.sent_ns > p.recv_ns.saturating_add(PROBE_CLOCK_SLACK_NS)
+                || p.sent_ns.saturating_add(PROBE_MAX_DELAY_NS) < p.recv_ns
+            {
+                self.stats.probes_refused += 1;
+                let due = flow.deadline(&self.schedule, now);
+                self.schedule.put(p.key, &mut flow.due, due);
+                continue;
+            }
+            // A stream that starts again from 0 (its sender restarted) is a new series: the
+            // old one's events are closed, not mixed with it. Its first probes may be lost:
+            // a number far below the stream's highest, sent after every probe seen so far
+            // (a late probe of the old numbers was sent before), starts it again.
+            let sent_s = p.sent_ns as f64 / 1e9;
+            if let Some(old) = flow.probe_detector.take_if(|d| {
+                d.highest_seq()
+                    .is_some_and(|h| h >= RESTART_AFTER_SEQ && p.seq <= h - RESTART_AFTER_SEQ)
+                    && d.latest_send().is_some_and(|t| sent_s > t)
+            }) {
+                let events = old.finish().events;
+                cx.events
+                    .record(p.key, "probes", events, |e| place_of(flow, cx, e));
+            }
+            let det = flow
+                .probe_detector
+                .get_or_insert_with(|| Box::new(Detector::adaptive(cx.detection)));
+            let sample = Sample {
+                seq: Some(p.seq),
+                send: p.sent_ns as f64 / 1e9,
+                delay_ms: (p.recv_ns as i128 - p.sent_ns as i128) as f64 / 1e6,
+            };
+            if !det.push_at(now.unix_s, sample) {
+                self.stats.samples_ahead += 1;
+            }
+            let events = det.take_events();
+            cx.events
+                .record(p.key, "probes", events, |e| place_of(flow, cx, e));
+            flow.detect_due_s = FlowState::detect_due(
+                &flow.latency_detector,
+                &flow.loss_detector,
+                &flow.probe_detector,
+            );
+            let due = flow.deadline(&self.schedule, now);
+            self.schedule.put(p.key, &mut flow.due, due);
+        }
+    }
+}
