@@ -23,10 +23,11 @@ switch-demo: setup
 test: setup
 	cargo test --workspace
 
-# Formatting and lints (CI fails on either).
+# Formatting, lints and the API docs' links (CI fails on any).
 lint: setup
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
 # The forwarding benchmark against dpdk-testpmd.
 bench: setup

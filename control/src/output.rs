@@ -1,4 +1,4 @@
-//! Printing that survives its reader going away (see [`say!`]).
+//! Printing that survives its reader going away (see `say!`).
 
 /// `println!` that ignores a failed write: a terminal closed (SIGHUP) or a reader gone
 /// (`... | head`, a lab that was killed) must not abort a program (a panic aborts in
@@ -12,7 +12,7 @@ macro_rules! say {
     }};
 }
 
-/// `print!` (flushed) that ignores a failed write, as [`say!`].
+/// `print!` (flushed) that ignores a failed write, as `say!`.
 #[macro_export]
 macro_rules! say_inline {
     ($($t:tt)*) => {{
@@ -23,7 +23,7 @@ macro_rules! say_inline {
     }};
 }
 
-/// `eprintln!` that ignores a failed write, as [`say!`].
+/// `eprintln!` that ignores a failed write, as `say!`.
 #[macro_export]
 macro_rules! say_err {
     ($($t:tt)*) => {{

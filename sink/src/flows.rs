@@ -377,7 +377,7 @@ pub struct ShardStats {
     /// FlowRadar counters applied (flow, switch, epoch).
     pub counts_applied: u64,
     /// Export records lost to the exporter's full queue: at the sink's stop, after an ended
-    /// flow's [`EXPORT_WAIT`], or at once while the table is nearly full.
+    /// flow's `EXPORT_WAIT` (10 s), or at once while the table is nearly full.
     pub exports_dropped: u64,
     /// Export records put off to a later sweep because the exporter's queue was full
     /// (their counts go in the next record that does go).

@@ -1,7 +1,7 @@
 //! Why packets are dropped, what the telemetry did to them, and the per-worker counters the
 //! poll loop keeps and the control thread reads.
 //!
-//! Each list of named counters is declared once with [`named_counters!`]: the enum, its
+//! Each list of named counters is declared once with `named_counters!`: the enum, its
 //! names (as printed, in JSON and in metrics labels), `COUNT` and `ALL` all come from that
 //! one declaration, so adding a reason is one line.
 

@@ -35,7 +35,7 @@ pub struct WindowStats {
     /// Of those, ones whose neighbours (in arrival order) are not high: single spikes.
     pub isolated_high: usize,
     /// Send times of the raised samples where the delay rose and where it fell again (see
-    /// [`high_span`]; the rise may come after the fall when the delay was up at both ends
+    /// `high_span`; the rise may come after the fall when the delay was up at both ends
     /// of the window): where an event starting or ending in this window starts or ends.
     pub high_span: Option<(f64, f64)>,
     /// Samples sent before that rise and after that fall: few of them mean the delay was

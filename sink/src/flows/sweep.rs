@@ -144,7 +144,7 @@ impl<F: FnMut(FlowExport) -> bool> Sweep<'_, F> {
 impl FlowTable {
     /// Exports counters due (the active timeout passed) and forgets flows idle for
     /// `idle`; records go to `out`. A record `out` refuses (its queue is full) waits for a
-    /// later sweep, counted, an ended flow kept for it [`EXPORT_WAIT`] at most and not while
+    /// later sweep, counted, an ended flow kept for it `EXPORT_WAIT` (10 s) at most and not while
     /// the table is nearly full (then it is dropped, counted). Events of the detection
     /// windows it closes go to `cx`'s event log, when given.
     pub fn sweep(
@@ -176,7 +176,7 @@ impl FlowTable {
         }
         // At the stop a record that cannot go is lost (counted); otherwise it waits: its
         // counts stay unexported (and an ended flow in the table) until a sweep with room,
-        // an ended flow's for [`EXPORT_WAIT`] at most, and not while the table is nearly
+        // an ended flow's for `EXPORT_WAIT` (10 s) at most, and not while the table is nearly
         // full (a flow kept for its records would take a new flow's place).
         let at_stop = ending == EndReason::ForcedEnd;
         let hop_budget = self.capacity.saturating_mul(HOPS_PER_FLOW);

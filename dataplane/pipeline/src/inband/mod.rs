@@ -3,13 +3,13 @@
 //! overlaps (a hash chain of one packet runs beside the next packet's, instead of one packet
 //! going through everything before the next starts):
 //!
-//! 1. parse ([`parse`]): headers found and validated once, the fields read; a packet whose
-//!    route has one next hop is routed ([`route`]) on the spot: rewritten (TTL and MACs)
+//! 1. parse (`parse`): headers found and validated once, the fields read; a packet whose
+//!    route has one next hop is routed (`route`) on the spot: rewritten (TTL and MACs)
 //!    and given its telemetry action while its headers are at hand;
 //! 2. hash ([`telemetry::hash::burst`]): the flow key's hash `F` (ECMP and FlowRadar use
 //!    it), the packet ID, the packet word and the hop's tape and value words, eight packets
 //!    at a time where the CPU allows;
-//! 3. route ([`route`]): the packets whose route has several next hops routed by `F`, and
+//! 3. route (`route`): the packets whose route has several next hops routed by `F`, and
 //!    each counted packet's FlowRadar entry prefetched;
 //! 4. per burst: the clock (hop latency = now - the burst's rx time), each used egress
 //!    port's utilisation, and the burst's values prepared for compression at each port;
@@ -17,7 +17,7 @@
 //!    set, sampling, rounding coins) from the hashes, the path query encoded on the way,
 //!    eight packets at a time where the CPU allows; a burst whose packets all leave by one
 //!    port with one plan gets its values encoded here too, eight at a time;
-//! 6. encode ([`encode`]): the draws applied to the digests (unless stage 5 did), shims
+//! 6. encode (`encode`): the draws applied to the digests (unless stage 5 did), shims
 //!    inserted, updated or stripped, digest records put on the ring at an edge egress,
 //!    packets counted.
 //!

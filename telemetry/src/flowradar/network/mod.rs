@@ -1,9 +1,9 @@
 //! Network-wide decoding across the flowsets of all switches of an epoch (FlowRadar's
 //! FlowDecode and CounterDecode).
 //!
-//! FlowDecode ([`flow_decode`]) finds every switch's flow keys together: flows found at one
+//! FlowDecode (`flow_decode`) finds every switch's flow keys together: flows found at one
 //! switch are removed from the others whose flow filters hold them. CounterDecode
-//! ([`counters`]) then solves each switch whose keys are all known: by peeling, then with the
+//! (`counters`) then solves each switch whose keys are all known: by peeling, then with the
 //! counters decoded at other switches as verified hints (switches are solved in rounds, each
 //! round's results hinting the next), then numerically.
 

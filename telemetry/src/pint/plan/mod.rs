@@ -204,7 +204,7 @@ pub const UTILIZATION_SCALE: f64 = 512.0;
 const SUM_HOPS: f64 = 16.0;
 
 /// The step of a sum query given no `unit`: the value's usual range per hop (as the
-/// multiplicative codes take it) over [`SUM_HOPS`] hops, in `2^bits` steps, at least 1 (a
+/// multiplicative codes take it) over `SUM_HOPS` hops, in `2^bits` steps, at least 1 (a
 /// latency sum of 8 bits steps by 4096 ns up to about 1 ms; of 16 bits by 16 ns). Values
 /// without such a range (switch IDs, ports) step by 1.
 pub fn default_sum_unit(kind: ValueKind, bits: u32) -> f64 {
