@@ -60,11 +60,17 @@ fn topology_toml(t: &Topology) -> String {
 }
 
 /// Runs `spec` on `topology` into `sink`, through one exporter per switch, once the sink
-/// knows every switch.
-fn drive(topology: &Topology, edges: &[u32], spec: &TrafficSpec, sink: &Sink) -> Truth {
+/// knows every switch; the emulated clock starts at `start_ns` (Unix ns).
+fn drive(
+    topology: &Topology,
+    edges: &[u32],
+    spec: &TrafficSpec,
+    sink: &Sink,
+    start_ns: u64,
+) -> Truth {
     let known = || sink.shared().registry.switches().len() == topology.len();
     let sink = sink.listen_addr();
-    let mut emu = emulator(topology.clone(), spec, unix_ns());
+    let mut emu = emulator(topology.clone(), spec, start_ns);
     let plan = SwitchPlan::compile(&spec.plan, 1).unwrap();
     let exporters: Vec<Exporter> = (0..topology.len() as u32)
         .map(|n| {
@@ -217,7 +223,7 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
     })
     .unwrap();
     let http = sink.http_addr().unwrap();
-    let truth = drive(&topology, &edges, &spec, &sink);
+    let truth = drive(&topology, &edges, &spec, &sink, unix_ns());
     settle(&sink, &truth);
     let id = |n: u32| topology.switch_id(n);
 
@@ -474,7 +480,7 @@ fn ipfix_records_reach_nfcapd_exactly() {
         ..SinkConfig::default()
     })
     .unwrap();
-    let truth = drive(&topology, &[0, 2], &spec, &sink);
+    let truth = drive(&topology, &[0, 2], &spec, &sink, unix_ns());
     settle(&sink, &truth);
     sink.stop();
     std::thread::sleep(Duration::from_millis(500));
@@ -569,8 +575,11 @@ fn the_sink_detects_delay_and_loss_as_they_happen() {
     })
     .unwrap();
     let http = sink.http_addr().unwrap();
-    let start_ns = unix_ns();
-    let truth = drive(&topology, &[0, 2], &spec, &sink);
+    // The emulated network runs faster than time: its clock starts far enough back that
+    // its 60 s stay behind the sink's (a sample more than a minute ahead of the sink's clock
+    // is left out of detection).
+    let start_ns = unix_ns() - 120_000_000_000;
+    let truth = drive(&topology, &[0, 2], &spec, &sink, start_ns);
     settle(&sink, &truth);
     let t0 = start_ns as f64 / 1e9;
     // An event is raised once the window after it closes, which the decode threads reach
@@ -713,6 +722,12 @@ fn the_sink_detects_delay_and_loss_as_they_happen() {
             .any(|l| l.starts_with("pint_sink_events_total{kind=\"delay\"")
                 && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) >= Some(1.0)),
         "{metrics}"
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "pint_sink_samples_ahead_total 0"),
+        "no sample left out: {metrics}"
     );
     if let Err(e) = bench::promtool::check_metrics(&metrics) {
         panic!("promtool check metrics:\n{e}\n{metrics}");
