@@ -15,8 +15,13 @@ use crate::dpdk::{Burst, Mbuf, RxQueue, TxQueue};
 /// Times a tx call is retried for one burst before the rest is dropped.
 const TX_RETRIES: u32 = 16;
 /// Bursts between counter publications (counters are also published whenever the worker
-/// goes idle and when it stops).
+/// goes idle, now and then while it stays idle ([`IDLE_PUBLISH_EVERY`]), and when it
+/// stops).
 const PUBLISH_EVERY: u32 = 8;
+/// Empty polls between counter publications while a worker in `poll` mode stays idle (in
+/// `sleep` mode, before every sleep): the epochs it closes meanwhile are counted as they
+/// close, not when traffic comes again.
+const IDLE_PUBLISH_EVERY: u32 = 256;
 /// Empty polls in a row before a worker in `sleep` idle mode sleeps.
 const IDLE_POLLS_BEFORE_SLEEP: u32 = 64;
 /// How long a worker in `sleep` mode sleeps its shortest sleep before it backs off: traffic
@@ -292,11 +297,15 @@ impl Worker<'_> {
             }
             pipeline.tick(now);
             if got == 0 {
-                if idle_polls == 0 {
+                let first = idle_polls == 0;
+                // Wraps after 2^32 empty polls (the next 63 do not sleep): publishing every
+                // IDLE_PUBLISH_EVERY polls goes on however long the worker stays idle.
+                idle_polls = idle_polls.wrapping_add(1);
+                let sleeps = self.idle == IdleMode::Sleep && idle_polls >= IDLE_POLLS_BEFORE_SLEEP;
+                if first || sleeps || idle_polls.is_multiple_of(IDLE_PUBLISH_EVERY) {
                     shared.publish(&pipeline.counters);
                 }
-                idle_polls = idle_polls.saturating_add(1);
-                if self.idle == IdleMode::Sleep && idle_polls >= IDLE_POLLS_BEFORE_SLEEP {
+                if sleeps {
                     std::thread::sleep(nap);
                     busy.woke(crate::dpdk::tsc());
                     napped += nap;
