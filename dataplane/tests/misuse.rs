@@ -6,7 +6,9 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Scratch, capture_config, run_for_summary, run_switch, text, worker_lcore, write};
+use common::{
+    Scratch, capture_config, run_for_summary, run_switch, switch_config, text, worker_lcore, write,
+};
 use dataplane::capture::{bench_udp, write_pcap};
 use telemetry::wire::MacAddr;
 
@@ -278,4 +280,39 @@ fn demo_runs_with_telemetry_on() {
         s.tx_packets,
         "{t}"
     );
+}
+
+/// A switch with nothing to forward still closes its epochs, and its stats lines say so as
+/// they close: an idle worker published its counters once as it went idle and not again
+/// until traffic came, so every line showed `epochs 0` (then a lump when traffic came).
+#[test]
+fn an_idle_switchs_stats_lines_count_its_epochs_as_they_close() {
+    let dir = Scratch::new("idle-epochs");
+    for idle in ["poll", "sleep"] {
+        let cfg = dir.path(&format!("{idle}.toml"));
+        let config = switch_config(
+            ("net_null0,no-rx=1", ""),
+            &format!("[dataplane]\nidle = \"{idle}\"\n[telemetry]"),
+            ("net_null1,no-rx=1", "mtu = 1514"),
+            worker_lcore(),
+        );
+        write(&cfg, &config);
+        let out = run_switch(
+            &["--config", cfg.to_str().unwrap(), "--duration", "2"],
+            Duration::from_secs(60),
+        );
+        let t = text(&out);
+        assert!(out.status.success(), "{t}");
+        let epochs: Vec<u64> = t
+            .lines()
+            .filter_map(|l| l.split(", epochs ").nth(1))
+            .filter_map(|rest| rest.split(',').next()?.parse().ok())
+            .collect();
+        // About 20 epochs of 10 ms in each 200 ms line (the first may hold the start).
+        assert!(epochs.len() >= 5, "{idle}: {t}");
+        assert!(
+            epochs[1..].iter().all(|&n| n > 0),
+            "{idle}: {epochs:?}\n{t}"
+        );
+    }
 }

@@ -23,7 +23,11 @@ pub struct PortSetup {
     pub tx_descriptors: u16,
     /// MTU to set (devices that cannot set it keep theirs; see [`PortReport`]).
     pub mtu: u16,
-    /// MAC address to program as the port's own (devices that cannot keep theirs).
+    /// The port's MAC address: programmed into the device, where it can take it, only when
+    /// the port is not promiscuous (the device's receive filter must pass it); a
+    /// promiscuous port receives every frame and leaves the device's own address alone (a
+    /// kernel interface behind `net_af_packet` or `net_tap` would otherwise take the
+    /// switch's frames for its own).
     pub mac: [u8; 6],
     /// Enable promiscuous mode.
     pub promiscuous: bool,
@@ -63,6 +67,11 @@ pub struct Port<'eal> {
     tx_queues: u16,
     rx_taken: AtomicU64,
     tx_taken: AtomicU64,
+    /// What configuring changed in the device, put back when the port closes: its MAC
+    /// address before, and whether promiscuous mode was turned on (a kernel interface
+    /// behind `net_af_packet` keeps both after the process ends).
+    restore_mac: Option<[u8; 6]>,
+    restore_promiscuous_off: bool,
     _eal: PhantomData<&'eal Eal>,
 }
 
@@ -135,6 +144,8 @@ impl<'eal> Port<'eal> {
             tx_queues: 0,
             rx_taken: AtomicU64::new(0),
             tx_taken: AtomicU64::new(0),
+            restore_mac: None,
+            restore_promiscuous_off: false,
             _eal: PhantomData,
         })
     }
@@ -219,13 +230,20 @@ impl<'eal> Port<'eal> {
         } else {
             check(ret, &self.name, "setting the MTU")?;
         }
-        let mut mac = dpdk_sys::rte_ether_addr {
-            addr_bytes: setup.mac,
-        };
-        // SAFETY: valid port id and address.
-        let ret = unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(self.id, &mut mac) };
-        if ret < 0 {
-            report.unsupported.push("set MAC address");
+        if !setup.promiscuous {
+            let before = self.mac();
+            if before != Some(setup.mac) {
+                let mut mac = dpdk_sys::rte_ether_addr {
+                    addr_bytes: setup.mac,
+                };
+                // SAFETY: valid port id and address.
+                let ret = unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(self.id, &mut mac) };
+                if ret < 0 {
+                    report.unsupported.push("set MAC address");
+                } else {
+                    self.restore_mac = before;
+                }
+            }
         }
 
         // SAFETY: valid port id.
@@ -252,11 +270,14 @@ impl<'eal> Port<'eal> {
             };
             check(ret, &self.name, "tx queue set-up")?;
         }
-        if setup.promiscuous {
+        // SAFETY: valid port id.
+        if setup.promiscuous && unsafe { dpdk_sys::rte_eth_promiscuous_get(self.id) } != 1 {
             // SAFETY: valid port id.
             let ret = unsafe { dpdk_sys::rte_eth_promiscuous_enable(self.id) };
             if ret < 0 {
                 report.unsupported.push("promiscuous mode");
+            } else {
+                self.restore_promiscuous_off = true;
             }
         }
         self.rx_queues = setup.rx_queues;
@@ -285,6 +306,14 @@ impl<'eal> Port<'eal> {
             unsafe { dpdk_sys::rte_eth_dev_stop(self.id) };
             self.started = false;
         }
+    }
+
+    /// The device's MAC address, if it can say.
+    pub fn mac(&self) -> Option<[u8; 6]> {
+        let mut mac = dpdk_sys::rte_ether_addr::default();
+        // SAFETY: valid port id and out pointer.
+        let ret = unsafe { dpdk_sys::rte_eth_macaddr_get(self.id, &mut mac) };
+        (ret == 0).then_some(mac.addr_bytes)
     }
 
     /// Current link state, without waiting.
@@ -378,6 +407,15 @@ impl Drop for Port<'_> {
     #[cold]
     fn drop(&mut self) {
         self.stop();
+        if let Some(before) = self.restore_mac.take() {
+            let mut mac = dpdk_sys::rte_ether_addr { addr_bytes: before };
+            // SAFETY: valid port id and address.
+            unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(self.id, &mut mac) };
+        }
+        if std::mem::take(&mut self.restore_promiscuous_off) {
+            // SAFETY: valid port id.
+            unsafe { dpdk_sys::rte_eth_promiscuous_disable(self.id) };
+        }
         // SAFETY: valid, stopped port; closing frees its queues and their mbufs.
         unsafe { dpdk_sys::rte_eth_dev_close(self.id) };
     }

@@ -99,6 +99,19 @@ pub fn capture_config(
     out_keys: &str,
     lcore: u32,
 ) -> String {
+    let in_device = format!("net_pcap0,rx_pcap={},infinite_rx=1", capture.display());
+    switch_config((&in_device, ""), extra_top, (out_device, out_keys), lcore)
+}
+
+/// A switch with an edge port `in` (device and extra keys) routing 10.1.0.0/16 out of a
+/// fabric port `out` (device and extra keys), with `extra_top` at the top level, stats
+/// every 200 ms and its worker on `lcore`.
+pub fn switch_config(
+    (in_device, in_keys): (&str, &str),
+    extra_top: &str,
+    (out_device, out_keys): (&str, &str),
+    lcore: u32,
+) -> String {
     format!(
         r#"switch_id = 4
 {extra_top}
@@ -106,9 +119,10 @@ pub fn capture_config(
 interval_ms = 200
 [[ports]]
 name = "in"
-device = "net_pcap0,rx_pcap={cap},infinite_rx=1"
+device = "{in_device}"
 role = "edge"
 mac = "02:00:00:00:00:01"
+{in_keys}
 [[ports]]
 name = "out"
 device = "{out_device}"
@@ -121,7 +135,6 @@ rx = ["in"]
 [[routes]]
 prefix = "10.1.0.0/16"
 next_hops = [{{ port = "out", mac = "02:00:00:00:02:00" }}]
-"#,
-        cap = capture.display()
+"#
     )
 }
