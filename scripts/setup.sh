@@ -8,7 +8,7 @@
 #   scripts/setup.sh --hugepages 1024  # also reserve 1024 x 2 MiB hugepages (root)
 set -euo pipefail
 
-PACKAGES=(libdpdk-dev dpdk-dev pkg-config clang libclang-dev libpcap-dev tshark prometheus nfdump chromium iputils-ping make gcc)
+PACKAGES=(libdpdk-dev dpdk-dev pkg-config clang libclang-dev libpcap-dev tshark prometheus nfdump chromium iputils-ping iproute2 make gcc)
 HUGEPAGES=0
 while [ $# -gt 0 ]; do
   case "$1" in
