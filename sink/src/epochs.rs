@@ -909,8 +909,12 @@ mod tests {
         std::thread::scope(|scope| {
             scope.spawn(|| {
                 // Epoch 7 finishes by its grace time (switch 1 delivers no flowset of 7
-                // alone); then the spanning flowset comes once more.
-                while log.counters.epochs.load(Relaxed) == 0 {
+                // alone); then the spanning flowset comes once more (after a minute in any
+                // case: the counts below then say what went wrong).
+                let waited = Instant::now();
+                while log.counters.epochs.load(Relaxed) == 0
+                    && waited.elapsed() < Duration::from_secs(60)
+                {
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 tx.send(spanning()).unwrap();

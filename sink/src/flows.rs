@@ -394,6 +394,19 @@ pub struct ShardStats {
     pub flows_swept: u64,
 }
 
+/// Counts a sample left out of detection as timed ahead of the sink's clock in `count`
+/// ([`ShardStats::samples_ahead`]); the 1st, 2nd, 4th, ... are logged too (a clock that runs
+/// ahead has every sample counted).
+fn note_ahead(count: &mut u64) {
+    *count += 1;
+    if count.is_power_of_two() {
+        tracing::warn!(
+            samples = *count,
+            "samples timed more than a minute ahead of the sink's clock left out of detection: a switch's or a sender's clock ahead of the sink's?"
+        );
+    }
+}
+
 /// The flows of one decode thread.
 #[derive(Debug)]
 pub struct FlowTable {
@@ -633,7 +646,7 @@ impl FlowTable {
                     delay_ms: a.last / 1e6,
                 };
                 if !det.push_at(now.unix_s, sample) {
-                    self.stats.samples_ahead += 1;
+                    note_ahead(&mut self.stats.samples_ahead);
                 }
                 latency_events.extend(det.take_events());
                 flow.detect_due_s = FlowState::detect_due(

@@ -153,7 +153,8 @@ const ADAPT_WAIT_S: f64 = 60.0;
 const MAX_BEHIND_S: f64 = 3600.0;
 
 /// The furthest a sample's time may lie ahead of the caller's clock, s, for
-/// [`Detector::push_at`] and [`Detector::push_loss_at`] to take it: a sample timed far
+/// [`Detector::push_at`], [`Detector::push_loss_at`] and [`Detector::push_unsure_at`] to
+/// take it: a sample timed far
 /// ahead (a corrupt time, a clock stepped ahead and back) would close every open window at
 /// once, and every later sample would join the one window it opened, which time reaches
 /// only that much later: the series' detection stopped until then.
@@ -376,6 +377,17 @@ impl Detector {
         }
         self.note_arrival(now_s, end);
         self.push_loss(t, lost, sent);
+        true
+    }
+
+    /// [`Detector::push_unsure`] for a stretch ending at `end` that became known at
+    /// `now_s`; false, and nothing added, when `end` is more than [`MAX_AHEAD_S`] ahead of
+    /// `now_s`.
+    pub fn push_unsure_at(&mut self, now_s: f64, end: f64, t: f64) -> bool {
+        if !ahead_in_reach(now_s, end) {
+            return false;
+        }
+        self.push_unsure(t);
         true
     }
 

@@ -570,6 +570,7 @@ fn a_sample_far_ahead_of_the_clock_is_refused() {
             };
             assert!(!d.push_at(now, stray));
             assert!(!d.push_loss_at(now, now + 86_400.0, now + 86_390.0, 5, 10));
+            assert!(!d.push_unsure_at(now, now + 86_400.0, now + 86_390.0));
             let near = Sample {
                 send: now + online::MAX_AHEAD_S,
                 ..stray

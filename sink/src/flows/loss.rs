@@ -6,7 +6,7 @@
 use telemetry::flowradar::FlowKey;
 use telemetry::pint::path_decoder::Space;
 
-use super::{FlowState, FlowTable, ShardContext, decoded_path, path_hash};
+use super::{FlowState, FlowTable, ShardContext, decoded_path, note_ahead, path_hash};
 use crate::detect::online::Detector;
 use crate::events::EventPlace;
 
@@ -278,7 +278,10 @@ impl FlowTable {
             // Packets in flight into or out of it are counted at one end only: the windows
             // it falls in are judged for loss only while few of their epochs are left out.
             if let Some(det) = flow.loss_detector.as_mut() {
-                det.push_unsure(epoch_ms.0 as f64 / 1e3);
+                let end = (epoch_ms.0 + epoch_ms.1) as f64 / 1e3;
+                if !det.push_unsure_at(now_s, end, epoch_ms.0 as f64 / 1e3) {
+                    note_ahead(&mut self.stats.samples_ahead);
+                }
                 flow.detect_due_s = FlowState::detect_due(
                     &flow.latency_detector,
                     &flow.loss_detector,
@@ -296,7 +299,7 @@ impl FlowTable {
             .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
         let end = (epoch_ms.0 + epoch_ms.1) as f64 / 1e3;
         if !det.push_loss_at(now_s, end, epoch_ms.0 as f64 / 1e3, lost, sent) {
-            self.stats.samples_ahead += 1;
+            note_ahead(&mut self.stats.samples_ahead);
         }
         let events = det.take_events();
         cx.events.record(key, "counters", events, |e| {

@@ -2,9 +2,9 @@
 //! probe detector; probes whose times cannot be of one clock are left out.
 
 use super::loss::place_of;
-use super::{FlowState, FlowTable, ShardContext, flow_entry};
+use super::{FlowState, FlowTable, ShardContext, flow_entry, note_ahead};
 use crate::detect::Sample;
-use crate::detect::online::Detector;
+use crate::detect::online::{Detector, ahead_in_reach};
 use crate::schedule::Now;
 
 /// How far a probe's send time may be after its arrival (clocks of one machine, or of
@@ -62,11 +62,19 @@ impl FlowTable {
                 self.schedule.put(p.key, &mut flow.due, due);
                 continue;
             }
+            // Timed far ahead of the sink's clock: left out before it can start a new
+            // series.
+            let sent_s = p.sent_ns as f64 / 1e9;
+            if !ahead_in_reach(now.unix_s, sent_s) {
+                note_ahead(&mut self.stats.samples_ahead);
+                let due = flow.deadline(&self.schedule, now);
+                self.schedule.put(p.key, &mut flow.due, due);
+                continue;
+            }
             // A stream that starts again from 0 (its sender restarted) is a new series: the
             // old one's events are closed, not mixed with it. Its first probes may be lost:
             // a number far below the stream's highest, sent after every probe seen so far
             // (a late probe of the old numbers was sent before), starts it again.
-            let sent_s = p.sent_ns as f64 / 1e9;
             if let Some(old) = flow.probe_detector.take_if(|d| {
                 d.highest_seq()
                     .is_some_and(|h| h >= RESTART_AFTER_SEQ && p.seq <= h - RESTART_AFTER_SEQ)
@@ -84,9 +92,8 @@ impl FlowTable {
                 send: p.sent_ns as f64 / 1e9,
                 delay_ms: (p.recv_ns as i128 - p.sent_ns as i128) as f64 / 1e6,
             };
-            if !det.push_at(now.unix_s, sample) {
-                self.stats.samples_ahead += 1;
-            }
+            let taken = det.push_at(now.unix_s, sample);
+            debug_assert!(taken, "checked above");
             let events = det.take_events();
             cx.events
                 .record(p.key, "probes", events, |e| place_of(flow, cx, e));

@@ -850,10 +850,11 @@ fn a_probe_timed_far_ahead_of_the_sinks_clock_is_left_out() {
         &cx,
         &probes_from(t0, (0..100).map(|s| (s, s as f64 / 20.0))),
     );
-    t.add_probes(
-        &cx,
-        &probes_from(t0 + 86_400.0, std::iter::once((100, 5.0))),
-    );
+    // Numbered 0: taken, it would have started the stream anew.
+    t.add_probes(&cx, &probes_from(t0 + 86_400.0, std::iter::once((0, 5.0))));
+    let detector = &t.flows[&digest(0, 7, 0).key].probe_detector;
+    let highest = detector.as_ref().and_then(|d| d.highest_seq());
+    assert_eq!(highest, Some(99), "the stream goes on");
     // 60 of the next 100 lost, then 25 s more received.
     let rest = (101..700u64).filter(|s| !(120..180).contains(s));
     t.add_probes(&cx, &probes_from(t0, rest.map(|s| (s, s as f64 / 20.0))));
