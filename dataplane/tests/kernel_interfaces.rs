@@ -1,7 +1,8 @@
 //! A port on a kernel interface (`net_af_packet` on one end of a veth pair) leaves the
-//! interface as the switch found it: a promiscuous port never takes the interface's MAC
+//! interface as the switch found it: a promiscuous port never gives the interface its MAC
 //! address (the kernel would take the switch's frames for its own, and route them too where
-//! it forwards), and whatever the switch turned on or set is put back when it stops.
+//! it forwards), and the MAC, MTU and promiscuous mode the switch set are put back when it
+//! stops.
 //! Needs root and a kernel with veth: elsewhere the test says why it did nothing.
 
 mod common;
@@ -14,18 +15,26 @@ use common::{Scratch, switch_config, text, worker_lcore, write};
 /// IFF_PROMISC in an interface's flags.
 const IFF_PROMISC: u32 = 0x100;
 
+/// The test interface's own MAC address.
+const VETH_MAC: &str = "02:00:00:00:5e:01";
+
 /// A veth pair made for one test, deleted on drop.
 struct Veth {
     name: String,
 }
 
 impl Veth {
-    /// A pair `pk<pid><tag>a` / `...b`, both up; None (saying why) where it cannot be made.
+    /// A pair `pk<pid><tag>a` / `...b`, both up, the first with MAC [`VETH_MAC`] (given,
+    /// so that no udev policy changes it meanwhile); None (saying why) where it cannot be
+    /// made.
     fn new(tag: char) -> Option<Veth> {
         let name = format!("pk{}{tag}a", std::process::id() % 1_000_000);
         let peer = name.replace(&format!("{tag}a"), &format!("{tag}b"));
         let ip = |args: &[&str]| Command::new("ip").args(args).output();
-        match ip(&["link", "add", &name, "type", "veth", "peer", "name", &peer]) {
+        let add = [
+            "link", "add", &name, "address", VETH_MAC, "type", "veth", "peer", "name", &peer,
+        ];
+        match ip(&add) {
             Ok(out) if out.status.success() => {}
             Ok(out) => {
                 eprintln!(
@@ -47,18 +56,22 @@ impl Veth {
         Some(veth)
     }
 
-    /// The interface's MAC address and flags, as the kernel has them.
-    fn state(&self) -> (String, u32) {
-        let read = |f: &str| {
-            std::fs::read_to_string(format!("/sys/class/net/{}/{f}", self.name))
-                .unwrap()
-                .trim()
-                .to_owned()
-        };
-        let flags = read("flags");
-        let flags = u32::from_str_radix(flags.trim_start_matches("0x"), 16).unwrap();
-        (read("address"), flags)
+    /// The interface's MAC address, flags and MTU, as the kernel has them.
+    fn state(&self) -> (String, u32, u32) {
+        state_of(&self.name).expect("the veth is there")
     }
+}
+
+/// Interface `name`'s MAC address, flags and MTU, as the kernel has them (None while there
+/// is no such interface).
+fn state_of(name: &str) -> Option<(String, u32, u32)> {
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/sys/class/net/{name}/{f}"))
+            .ok()
+            .map(|s| s.trim().to_owned())
+    };
+    let flags = u32::from_str_radix(read("flags")?.trim_start_matches("0x"), 16).ok()?;
+    Some((read("address")?, flags, read("mtu")?.parse().ok()?))
 }
 
 impl Drop for Veth {
@@ -70,18 +83,24 @@ impl Drop for Veth {
 }
 
 /// Runs a switch whose edge port `in` is `net_af_packet` on `veth` for a few seconds, the
-/// port promiscuous or not; returns every state of the interface seen while it ran.
-fn run_on(veth: &Veth, dir: &Scratch, promiscuous: bool) -> Vec<(String, u32)> {
+/// port promiscuous or not, with MTU `mtu`; returns every state of the interface seen while
+/// it ran.
+fn run_on(veth: &Veth, dir: &Scratch, promiscuous: bool, mtu: u16) -> Vec<(String, u32, u32)> {
+    let device = format!("net_af_packet0,iface={}", veth.name);
+    let keys = format!("promiscuous = {promiscuous}\nmtu = {mtu}");
+    run_with(&device, &keys, &veth.name, dir)
+}
+
+/// Runs a switch whose edge port `in` is `device` (with the port's extra `keys`) for a few
+/// seconds; returns every state of interface `iface` seen while it ran.
+fn run_with(device: &str, keys: &str, iface: &str, dir: &Scratch) -> Vec<(String, u32, u32)> {
     let config = switch_config(
-        (
-            &format!("net_af_packet0,iface={}", veth.name),
-            &format!("promiscuous = {promiscuous}"),
-        ),
+        (device, keys),
         "[dataplane]\nidle = \"sleep\"",
         ("net_null0,no-rx=1", ""),
         worker_lcore(),
     );
-    let path = dir.path(&format!("switch-{promiscuous}.toml"));
+    let path = dir.path("switch.toml");
     write(&path, &config);
     let child = Command::new(env!("CARGO_BIN_EXE_pint-switch"))
         .args(["--config", path.to_str().unwrap(), "--duration", "3"])
@@ -90,16 +109,18 @@ fn run_on(veth: &Veth, dir: &Scratch, promiscuous: bool) -> Vec<(String, u32)> {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start pint-switch");
+    let pid = child.id();
     let waiter = std::thread::spawn(move || child.wait_with_output().expect("wait"));
     let mut seen = Vec::new();
     let start = Instant::now();
     while !waiter.is_finished() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the switch hangs"
-        );
-        let s = veth.state();
-        if seen.last() != Some(&s) {
+        if start.elapsed() > Duration::from_secs(60) {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("the switch hangs: {}", text(&waiter.join().unwrap()));
+        }
+        let s = state_of(iface);
+        if let Some(s) = s.filter(|s| seen.last() != Some(s)) {
             seen.push(s);
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -115,21 +136,53 @@ fn a_kernel_interface_is_left_as_the_switch_found_it() {
         return;
     };
     let dir = Scratch::new("kernel-iface");
-    let (mac, flags) = veth.state();
-    assert_eq!(flags & IFF_PROMISC, 0, "a new interface is not promiscuous");
+    let before = veth.state();
+    let (mac, flags, mtu) = before.clone();
+    assert_eq!(
+        (mac.as_str(), flags & IFF_PROMISC, mtu),
+        (VETH_MAC, 0, 1500)
+    );
     // A promiscuous port: the interface keeps its address all along, is promiscuous while
-    // the switch runs, and not after.
-    let seen = run_on(&veth, &dir, true);
-    assert!(seen.iter().all(|(m, _)| *m == mac), "{seen:?}");
-    assert!(seen.iter().any(|(_, f)| f & IFF_PROMISC != 0), "{seen:?}");
-    assert_eq!(veth.state(), (mac.clone(), flags), "put back: {seen:?}");
-    // A port that is not promiscuous: the switch's address is the interface's while it
-    // runs (its receive filter), and the interface's own again after.
-    let seen = run_on(&veth, &dir, false);
+    // the switch runs, and not after; the MTU the port sets is put back.
+    let seen = run_on(&veth, &dir, true, 1400);
+    assert!(seen.iter().all(|(m, ..)| *m == mac), "{seen:?}");
     assert!(
-        seen.iter().any(|(m, _)| m == "02:00:00:00:00:01"),
+        seen.iter().any(|(_, f, _)| f & IFF_PROMISC != 0),
         "{seen:?}"
     );
-    assert!(seen.iter().all(|(_, f)| f & IFF_PROMISC == 0), "{seen:?}");
-    assert_eq!(veth.state(), (mac, flags), "put back: {seen:?}");
+    assert!(seen.iter().any(|(.., m)| *m == 1400), "{seen:?}");
+    assert_eq!(veth.state(), before, "put back: {seen:?}");
+    // A port that is not promiscuous: the switch's address is the interface's while it
+    // runs (its receive filter), and the interface's own again after.
+    let seen = run_on(&veth, &dir, false, 1500);
+    assert!(
+        seen.iter().any(|(m, ..)| m == "02:00:00:00:00:01"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().all(|(_, f, _)| f & IFF_PROMISC == 0),
+        "{seen:?}"
+    );
+    assert_eq!(veth.state(), before, "put back: {seen:?}");
+}
+
+/// A tap's MAC address is the host's side of the link: the switch never programs its own
+/// into it, promiscuous or not (it gave the host's interface the switch port's address).
+#[test]
+fn a_taps_address_stays_the_hosts() {
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("skipped: no /dev/net/tun");
+        return;
+    }
+    let dir = Scratch::new("tap-mac");
+    let iface = format!("pk{}t", std::process::id() % 1_000_000);
+    let device = format!("net_tap0,iface={iface},mac=02:00:00:00:5e:02");
+    for keys in ["promiscuous = true", "promiscuous = false"] {
+        let seen = run_with(&device, keys, &iface, &dir);
+        assert!(!seen.is_empty(), "{keys}: the tap was never seen");
+        assert!(
+            seen.iter().all(|(m, ..)| m == "02:00:00:00:5e:02"),
+            "{keys}: {seen:?}"
+        );
+    }
 }

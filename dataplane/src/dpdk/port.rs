@@ -23,14 +23,24 @@ pub struct PortSetup {
     pub tx_descriptors: u16,
     /// MTU to set (devices that cannot set it keep theirs; see [`PortReport`]).
     pub mtu: u16,
-    /// The port's MAC address: programmed into the device, where it can take it, only when
-    /// the port is not promiscuous (the device's receive filter must pass it); a
-    /// promiscuous port receives every frame and leaves the device's own address alone (a
-    /// kernel interface behind `net_af_packet` or `net_tap` would otherwise take the
-    /// switch's frames for its own).
+    /// The port's MAC address, programmed into the device where it can take it; but not into
+    /// a host's kernel interface where the port needs it for no receive filter
+    /// ([`programs_mac`]): the host would take the switch's frames for its own.
     pub mac: [u8; 6],
     /// Enable promiscuous mode.
     pub promiscuous: bool,
+}
+
+/// Whether a port of driver `driver` programs its MAC address into the device. A tap's
+/// address is the host's side of the link (the tap driver receives every frame the host
+/// sends); a packet socket's interface (`net_af_packet`) is a host's, needed only by a port
+/// that is not promiscuous, whose interface receives by it; any other device takes it.
+pub fn programs_mac(driver: &str, promiscuous: bool) -> bool {
+    match driver {
+        "net_tap" => false,
+        "net_af_packet" => !promiscuous,
+        _ => true,
+    }
 }
 
 /// What configuring a port did, for the start-up report.
@@ -68,9 +78,10 @@ pub struct Port<'eal> {
     rx_taken: AtomicU64,
     tx_taken: AtomicU64,
     /// What configuring changed in the device, put back when the port closes: its MAC
-    /// address before, and whether promiscuous mode was turned on (a kernel interface
-    /// behind `net_af_packet` keeps both after the process ends).
+    /// address and MTU before, and whether promiscuous mode was turned on (a kernel
+    /// interface behind `net_af_packet` keeps them after the process ends).
     restore_mac: Option<[u8; 6]>,
+    restore_mtu: Option<u16>,
     restore_promiscuous_off: bool,
     _eal: PhantomData<&'eal Eal>,
 }
@@ -145,6 +156,7 @@ impl<'eal> Port<'eal> {
             rx_taken: AtomicU64::new(0),
             tx_taken: AtomicU64::new(0),
             restore_mac: None,
+            restore_mtu: None,
             restore_promiscuous_off: false,
             _eal: PhantomData,
         })
@@ -223,14 +235,20 @@ impl<'eal> Port<'eal> {
         check(ret, &self.name, "adjusting descriptor counts")?;
         report.descriptors = (nrx, ntx);
 
+        let mut mtu_before = 0u16;
+        // SAFETY: valid port id and out pointer.
+        let known = unsafe { dpdk_sys::rte_eth_dev_get_mtu(self.id, &mut mtu_before) } == 0;
         // SAFETY: valid port id.
         let ret = unsafe { dpdk_sys::rte_eth_dev_set_mtu(self.id, setup.mtu) };
         if ret == -libc::ENOTSUP {
             report.unsupported.push("set MTU");
         } else {
             check(ret, &self.name, "setting the MTU")?;
+            if known && mtu_before != setup.mtu {
+                self.restore_mtu = Some(mtu_before);
+            }
         }
-        if !setup.promiscuous {
+        if programs_mac(&report.driver, setup.promiscuous) {
             let before = self.mac();
             if before != Some(setup.mac) {
                 let mut mac = dpdk_sys::rte_ether_addr {
@@ -411,6 +429,10 @@ impl Drop for Port<'_> {
             let mut mac = dpdk_sys::rte_ether_addr { addr_bytes: before };
             // SAFETY: valid port id and address.
             unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(self.id, &mut mac) };
+        }
+        if let Some(mtu) = self.restore_mtu.take() {
+            // SAFETY: valid port id.
+            unsafe { dpdk_sys::rte_eth_dev_set_mtu(self.id, mtu) };
         }
         if std::mem::take(&mut self.restore_promiscuous_off) {
             // SAFETY: valid port id.
