@@ -17,6 +17,7 @@ use pipeline::impair::Impairer;
 use pipeline::inband::Inband;
 use pipeline::{Forwarder, Pipeline, SharedCounters};
 
+use crate::dpdk::port::programs_mac;
 use crate::dpdk::{Eal, Mbuf, Mempool, Port, PortSetup};
 use crate::resources;
 use crate::worker::Worker;
@@ -126,8 +127,15 @@ fn run_with_eal(
         let report = port.configure(&setup, &pool).with_context(key)?;
         port.start().with_context(key)?;
         let link = port.link();
+        // A host's interface that keeps its own address (a tap's: the host's) says which.
+        let device_mac = match port.mac() {
+            Some(m) if !programs_mac(&report.driver, pc.promiscuous) && m != pc.mac.0 => {
+                format!(" (device {})", telemetry::wire::MacAddr(m))
+            }
+            _ => String::new(),
+        };
         control::say!(
-            "port {:<8} id {} {:<12} {} {:?} mtu {} rxq {} txq {} desc {}/{} link {}{}",
+            "port {:<8} id {} {:<12} {}{device_mac} {:?} mtu {} rxq {} txq {} desc {}/{} link {}{}",
             pc.name,
             port.id(),
             report.driver,
