@@ -18,6 +18,9 @@ const IFF_PROMISC: u32 = 0x100;
 /// The test interface's own MAC address.
 const VETH_MAC: &str = "02:00:00:00:5e:01";
 
+/// The test interface's own MTU (neither the ports' default nor DPDK's).
+const VETH_MTU: u32 = 1450;
+
 /// A veth pair made for one test, deleted on drop.
 struct Veth {
     name: String,
@@ -25,15 +28,20 @@ struct Veth {
 
 impl Veth {
     /// A pair `pk<pid><tag>a` / `...b`, both up, the first with MAC [`VETH_MAC`] (given,
-    /// so that no udev policy changes it meanwhile); None (saying why) where it cannot be
-    /// made.
+    /// so that no udev policy changes it meanwhile) and MTU [`VETH_MTU`]; None (saying why)
+    /// where it cannot be made. One left by a killed run of the same number goes first.
     fn new(tag: char) -> Option<Veth> {
         let name = format!("pk{}{tag}a", std::process::id() % 1_000_000);
         let peer = name.replace(&format!("{tag}a"), &format!("{tag}b"));
         let ip = |args: &[&str]| Command::new("ip").args(args).output();
+        let mtu = VETH_MTU.to_string();
         let add = [
-            "link", "add", &name, "address", VETH_MAC, "type", "veth", "peer", "name", &peer,
+            "link", "add", &name, "address", VETH_MAC, "mtu", &mtu, "type", "veth", "peer", "name",
+            &peer,
         ];
+        if std::path::Path::new("/sys/class/net").join(&name).exists() {
+            let _ = ip(&["link", "del", &name]);
+        }
         match ip(&add) {
             Ok(out) if out.status.success() => {}
             Ok(out) => {
@@ -140,7 +148,7 @@ fn a_kernel_interface_is_left_as_the_switch_found_it() {
     let (mac, flags, mtu) = before.clone();
     assert_eq!(
         (mac.as_str(), flags & IFF_PROMISC, mtu),
-        (VETH_MAC, 0, 1500)
+        (VETH_MAC, 0, VETH_MTU)
     );
     // A promiscuous port: the interface keeps its address all along, is promiscuous while
     // the switch runs, and not after; the MTU the port sets is put back.
@@ -153,8 +161,9 @@ fn a_kernel_interface_is_left_as_the_switch_found_it() {
     assert!(seen.iter().any(|(.., m)| *m == 1400), "{seen:?}");
     assert_eq!(veth.state(), before, "put back: {seen:?}");
     // A port that is not promiscuous: the switch's address is the interface's while it
-    // runs (its receive filter), and the interface's own again after.
+    // runs (its receive filter), and the interface's own again after; so is the MTU.
     let seen = run_on(&veth, &dir, false, 1500);
+    assert!(seen.iter().any(|(.., m)| *m == 1500), "{seen:?}");
     assert!(
         seen.iter().any(|(m, ..)| m == "02:00:00:00:00:01"),
         "{seen:?}"
@@ -170,12 +179,26 @@ fn a_kernel_interface_is_left_as_the_switch_found_it() {
 /// into it, promiscuous or not (it gave the host's interface the switch port's address).
 #[test]
 fn a_taps_address_stays_the_hosts() {
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        eprintln!("skipped: no /dev/net/tun");
-        return;
+    let iface = format!("pk{}t", std::process::id() % 1_000_000);
+    // Where no tap can be made (no /dev/net/tun, not root, no CAP_NET_ADMIN), nothing to do.
+    let ip = |args: &[&str]| Command::new("ip").args(args).output();
+    match ip(&["tuntap", "add", "dev", &iface, "mode", "tap"]) {
+        Ok(out) if out.status.success() => {
+            let _ = ip(&["link", "del", &iface]);
+        }
+        Ok(out) => {
+            eprintln!(
+                "skipped: no tap can be made here: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: no `ip` command: {e}");
+            return;
+        }
     }
     let dir = Scratch::new("tap-mac");
-    let iface = format!("pk{}t", std::process::id() % 1_000_000);
     let device = format!("net_tap0,iface={iface},mac=02:00:00:00:5e:02");
     for keys in ["promiscuous = true", "promiscuous = false"] {
         let seen = run_with(&device, keys, &iface, &dir);

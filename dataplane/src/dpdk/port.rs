@@ -43,6 +43,27 @@ pub fn programs_mac(driver: &str, promiscuous: bool) -> bool {
     }
 }
 
+/// The MTU of the host's network interface of index `if_index` (a device bound to one:
+/// `net_af_packet`, `net_tap`, a bifurcated NIC); None for 0 (none) or one it cannot read.
+fn host_interface_mtu(if_index: u32) -> Option<u16> {
+    if if_index == 0 {
+        return None;
+    }
+    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: `name` holds IF_NAMESIZE bytes, as if_indextoname needs.
+    let p = unsafe { libc::if_indextoname(if_index, name.as_mut_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: if_indextoname wrote a NUL-terminated name into `name`.
+    let name = unsafe { CStr::from_ptr(name.as_ptr()) }.to_str().ok()?;
+    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// What configuring a port did, for the start-up report.
 #[derive(Debug, Clone, Default)]
 pub struct PortReport {
@@ -235,17 +256,16 @@ impl<'eal> Port<'eal> {
         check(ret, &self.name, "adjusting descriptor counts")?;
         report.descriptors = (nrx, ntx);
 
-        let mut mtu_before = 0u16;
-        // SAFETY: valid port id and out pointer.
-        let known = unsafe { dpdk_sys::rte_eth_dev_get_mtu(self.id, &mut mtu_before) } == 0;
+        // A host interface's own MTU (DPDK's stored one is its default after configuring).
+        let mtu_before = host_interface_mtu(info.if_index);
         // SAFETY: valid port id.
         let ret = unsafe { dpdk_sys::rte_eth_dev_set_mtu(self.id, setup.mtu) };
         if ret == -libc::ENOTSUP {
             report.unsupported.push("set MTU");
         } else {
             check(ret, &self.name, "setting the MTU")?;
-            if known && mtu_before != setup.mtu {
-                self.restore_mtu = Some(mtu_before);
+            if mtu_before.is_some_and(|m| m != setup.mtu) {
+                self.restore_mtu = mtu_before;
             }
         }
         if programs_mac(&report.driver, setup.promiscuous) {
