@@ -271,12 +271,7 @@ impl<'eal> Port<'eal> {
         if programs_mac(&report.driver, setup.promiscuous) {
             let before = self.mac();
             if before != Some(setup.mac) {
-                let mut mac = dpdk_sys::rte_ether_addr {
-                    addr_bytes: setup.mac,
-                };
-                // SAFETY: valid port id and address.
-                let ret = unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(self.id, &mut mac) };
-                if ret < 0 {
+                if self.set_mac(setup.mac) < 0 {
                     report.unsupported.push("set MAC address");
                 } else {
                     self.restore_mac = before;
@@ -344,6 +339,13 @@ impl<'eal> Port<'eal> {
             unsafe { dpdk_sys::rte_eth_dev_stop(self.id) };
             self.started = false;
         }
+    }
+
+    /// Programs `mac` as the device's address; DPDK's return value (negative: refused).
+    fn set_mac(&self, mac: [u8; 6]) -> i32 {
+        let mut mac = dpdk_sys::rte_ether_addr { addr_bytes: mac };
+        // SAFETY: valid port id and address.
+        unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(self.id, &mut mac) }
     }
 
     /// The device's MAC address, if it can say.
@@ -446,9 +448,7 @@ impl Drop for Port<'_> {
     fn drop(&mut self) {
         self.stop();
         if let Some(before) = self.restore_mac.take() {
-            let mut mac = dpdk_sys::rte_ether_addr { addr_bytes: before };
-            // SAFETY: valid port id and address.
-            unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(self.id, &mut mac) };
+            self.set_mac(before);
         }
         if let Some(mtu) = self.restore_mtu.take() {
             // SAFETY: valid port id.

@@ -38,6 +38,11 @@ pub fn worker_lcore() -> u32 {
 
 /// Runs pint-switch with `args`, killing it after `limit` (a hang fails the test).
 pub fn run_switch(args: &[&str], limit: Duration) -> Output {
+    run_switch_watching(args, limit, || {})
+}
+
+/// [`run_switch`], calling `watch` every 20 ms while the switch runs.
+pub fn run_switch_watching(args: &[&str], limit: Duration, mut watch: impl FnMut()) -> Output {
     let child = Command::new(env!("CARGO_BIN_EXE_pint-switch"))
         .args(args)
         .stdin(Stdio::null())
@@ -59,6 +64,7 @@ pub fn run_switch(args: &[&str], limit: Duration) -> Output {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+        watch();
         std::thread::sleep(Duration::from_millis(20));
     }
     waiter.join().unwrap()
