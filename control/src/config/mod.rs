@@ -239,6 +239,23 @@ pub fn is_pci_address(s: &str) -> bool {
     }
 }
 
+/// The ethdev name DPDK gives the device in `devargs`: the text before the first comma,
+/// trimmed; a PCI address in DPDK's form (`0000:3b:00.0`: with its domain, in lower case),
+/// so that two spellings of one device are one name.
+pub fn device_name(devargs: &str) -> String {
+    let name = devargs.split(',').next().unwrap_or("").trim();
+    if is_pci_address(name) {
+        let lower = name.to_ascii_lowercase();
+        if lower.matches(':').count() == 1 {
+            format!("0000:{lower}")
+        } else {
+            lower
+        }
+    } else {
+        name.to_owned()
+    }
+}
+
 impl Config {
     /// Reads and validates a configuration file; relative paths in it (the query file)
     /// are relative to the file's directory.
@@ -646,7 +663,7 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
     }
     let mut devices = BTreeMap::new();
     for (i, p) in ports.iter().enumerate() {
-        let dev_name = p.device.split(',').next().unwrap_or("").to_owned();
+        let dev_name = device_name(&p.device);
         if let Some(j) = devices.insert(dev_name.clone(), i) {
             return Err(key_err(
                 format!("ports[{i}].device"),

@@ -207,6 +207,32 @@ fn pci_addresses() {
     assert!(!is_pci_address("virtio_user0"));
 }
 
+/// Two spellings of one device are one device: DPDK gives both one port.
+#[test]
+fn a_device_spelt_twice_is_one_device() {
+    assert_eq!(device_name("3B:00.1,txq_inline=128"), "0000:3b:00.1");
+    assert_eq!(device_name(" 0000:3b:00.1 "), "0000:3b:00.1");
+    assert_eq!(device_name("net_null0,no-rx=1"), "net_null0");
+    for (spelt, other) in [
+        ("3b:00.1", "0000:3b:00.1"),
+        ("0000:3B:00.1", "0000:3b:00.1"),
+        (" net_null0 ,no-rx=1", "net_null0"),
+    ] {
+        let text = GOOD
+            .replace(
+                "device = \"net_null0,no-rx=1\"",
+                &format!("device = \"{spelt}\""),
+            )
+            .replace(
+                "device = \"0000:3b:00.1\"",
+                &format!("device = \"{other}\""),
+            );
+        let e = err(&text);
+        assert_eq!(key_of(&e), "ports[2].device", "{spelt} and {other}: {e}");
+        assert!(e.to_string().contains("ports[1]"), "{e}");
+    }
+}
+
 #[test]
 fn telemetry_is_off_without_its_table_and_on_with_it() {
     let c = Config::from_toml(GOOD).unwrap();

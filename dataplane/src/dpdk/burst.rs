@@ -169,7 +169,13 @@ impl<const N: usize> Burst<N> {
     /// The `n` slots after `len` must now hold owned, valid mbufs.
     #[inline(always)]
     pub(crate) unsafe fn commit(&mut self, n: usize) {
-        debug_assert!(self.len + n <= N);
+        // A driver that says it filled more slots than it was given would have the burst
+        // read past its array: checked once per burst.
+        assert!(
+            n <= N - self.len,
+            "the driver filled {n} of {} slots",
+            N - self.len
+        );
         self.len += n;
     }
 

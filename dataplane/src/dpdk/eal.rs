@@ -68,8 +68,16 @@ impl Eal {
     }
 
     /// Registers the calling (non-EAL) thread with EAL so that it gets an lcore id and the
-    /// mempool per-lcore caches work for it. Unregisters when the guard drops.
-    pub fn register_thread(&self) -> Result<ThreadRegistration> {
+    /// mempool per-lcore caches work for it. Unregisters when the guard drops (before the
+    /// Eal does). Refused on a thread that has an lcore id already (EAL's own threads, or
+    /// registered before): registering it again would give it a second one, and dropping
+    /// that would take its first away.
+    pub fn register_thread(&self) -> Result<ThreadRegistration<'_>> {
+        // SAFETY: reads the calling thread's lcore id.
+        let had = unsafe { dpdk_sys::rte_lcore_id() };
+        if had != u32::MAX {
+            return Err(DpdkError::ThreadRegistered(had));
+        }
         // SAFETY: EAL is initialised; the call affects only the calling thread.
         let ret = unsafe { dpdk_sys::rte_thread_register() };
         if ret < 0 {
@@ -83,6 +91,7 @@ impl Eal {
         Ok(ThreadRegistration {
             lcore_id,
             _not_send: core::marker::PhantomData,
+            _eal: core::marker::PhantomData,
         })
     }
 
@@ -99,7 +108,13 @@ impl Eal {
     /// so skipping it loses nothing.
     #[cold]
     pub fn keep_memory_at_exit(&self) {
-        KEEP_MEMORY.store(true, Ordering::SeqCst);
+        keep_memory();
+    }
+
+    /// Whether DPDK's memory stays mapped when the Eal drops ([`Eal::keep_memory_at_exit`],
+    /// or a pool dropped while some of its mbufs were still out).
+    pub fn keeps_memory_at_exit() -> bool {
+        KEEP_MEMORY.load(Ordering::SeqCst)
     }
 
     /// DPDK's version string.
@@ -111,6 +126,11 @@ impl Eal {
                 .into_owned()
         }
     }
+}
+
+/// Leaves DPDK's memory mapped at the Eal's drop (see [`Eal::keep_memory_at_exit`]).
+pub(super) fn keep_memory() {
+    KEEP_MEMORY.store(true, Ordering::SeqCst);
 }
 
 /// The directory EAL made for this process's runtime files (`/var/run/dpdk/PREFIX` as
@@ -168,14 +188,16 @@ impl Drop for Eal {
     }
 }
 
-/// A thread's EAL registration; dropping it unregisters the thread.
-pub struct ThreadRegistration {
+/// A thread's EAL registration; dropping it unregisters the thread. It borrows the Eal, so
+/// it is gone before EAL is cleaned up.
+pub struct ThreadRegistration<'eal> {
     /// The lcore id EAL gave the thread.
     pub lcore_id: u32,
     _not_send: core::marker::PhantomData<*const ()>,
+    _eal: core::marker::PhantomData<&'eal Eal>,
 }
 
-impl Drop for ThreadRegistration {
+impl Drop for ThreadRegistration<'_> {
     fn drop(&mut self) {
         // SAFETY: the thread registered itself and unregisters itself.
         unsafe { dpdk_sys::rte_thread_unregister() };

@@ -122,6 +122,17 @@ pub enum DpdkError {
     /// A device was probed but no ethdev port matches it.
     #[error("device `{0}` created no ethernet port")]
     NoPort(String),
+    /// The device's port is already owned by another `Port` of this process.
+    #[error("device `{device}` (DPDK port {id}) is already in use by another port")]
+    PortOwned {
+        /// The device arguments.
+        device: String,
+        /// DPDK's port id.
+        id: u16,
+    },
+    /// The calling thread already has an lcore id (an EAL thread, or registered before).
+    #[error("this thread is already known to EAL as lcore {0}")]
+    ThreadRegistered(u32),
     /// The mbuf pool could not be created.
     #[error(
         "cannot create mbuf pool `{name}` of {count} mbufs: {errno} (give EAL more memory: eal.memory_mb, or use fewer mbufs)"

@@ -10,8 +10,11 @@ use super::error::{DpdkError, Errno, Result};
 /// Bytes reserved in front of packet data in every mbuf (DPDK's RTE_PKTMBUF_HEADROOM).
 pub const HEADROOM: u16 = 128;
 
-/// A pool of packet buffers. Freed on drop; every mbuf from it must be gone by then (ports
-/// that hold mbufs in their rings must be closed first).
+/// A pool of packet buffers. Freed on drop when every mbuf taken from it is back; a pool
+/// dropped while some are still out (an [`super::Mbuf`] kept past it: mbufs do not borrow
+/// their pool) is left allocated, and DPDK's memory mapped until the process exits, so that
+/// those mbufs stay valid to read and to free. Ports borrow the pool their rings take mbufs
+/// from, so they close first.
 pub struct Mempool<'eal> {
     raw: NonNull<dpdk_sys::rte_mempool>,
     _eal: PhantomData<&'eal Eal>,
@@ -74,7 +77,14 @@ impl<'eal> Mempool<'eal> {
 impl Drop for Mempool<'_> {
     #[cold]
     fn drop(&mut self) {
-        // SAFETY: the pool is alive and no longer used.
+        if self.in_use() != 0 {
+            // Mbufs of this pool are still out: freeing it would leave them pointing into
+            // freed memory, and their drop would put them back into it.
+            super::eal::keep_memory();
+            return;
+        }
+        // SAFETY: the pool is alive, and no mbuf of it is out (none can be taken: that
+        // needs a borrow of the pool, or a port, which borrows it too).
         unsafe { dpdk_sys::rte_mempool_free(self.raw.as_ptr()) };
     }
 }

@@ -105,6 +105,9 @@ pub struct Port<'eal> {
     restore_mtu: Option<u16>,
     restore_promiscuous_off: bool,
     _eal: PhantomData<&'eal Eal>,
+    /// Not Sync: DPDK's ethdev control calls (stats, link, MAC) are not safe from two
+    /// threads at once on one port.
+    _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
 fn check(ret: i32, port: &str, step: &'static str) -> Result<()> {
@@ -120,15 +123,16 @@ fn check(ret: i32, port: &str, step: &'static str) -> Result<()> {
 }
 
 /// The ethdev name of the device in `devargs` (text before the first comma; PCI addresses
-/// get their domain when it is missing).
+/// in DPDK's form, with their domain and in lower case).
 pub fn device_name(devargs: &str) -> String {
-    let name = devargs.split(',').next().unwrap_or("").trim();
-    if control::config::is_pci_address(name) && name.matches(':').count() == 1 {
-        format!("0000:{name}")
-    } else {
-        name.to_owned()
-    }
+    control::config::device_name(devargs)
 }
+
+/// The DPDK port ids a [`Port`] owns: one `Port` per device, so that no two values can hand
+/// out the same queue or close a port another still uses (probing a device again succeeds
+/// in DPDK, with the same port id).
+static OWNED_PORTS: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
 
 /// Whether `devargs` names a memif device in the server role (memif's default), whose
 /// listening socket outlives the port in EAL's interrupt thread ([`Eal::keep_memory_at_exit`]).
@@ -168,6 +172,16 @@ impl<'eal> Port<'eal> {
         if ret < 0 {
             return Err(DpdkError::NoPort(devargs.to_owned()));
         }
+        if !OWNED_PORTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id)
+        {
+            return Err(DpdkError::PortOwned {
+                device: devargs.to_owned(),
+                id,
+            });
+        }
         Ok(Port {
             id,
             name: name.to_owned(),
@@ -180,6 +194,7 @@ impl<'eal> Port<'eal> {
             restore_mtu: None,
             restore_promiscuous_off: false,
             _eal: PhantomData,
+            _not_sync: PhantomData,
         })
     }
 
@@ -205,9 +220,20 @@ impl<'eal> Port<'eal> {
     }
 
     /// Configures queues, descriptors, MTU, MAC and promiscuous mode, and sets up every
-    /// queue with `pool`. The port is not started.
+    /// queue with `pool`. The port is not started. The port borrows the pool for as long as
+    /// it lives: its rx rings take mbufs from it, and closing the port gives them back.
+    ///
+    /// ```compile_fail
+    /// # use dataplane::dpdk::{Eal, Mempool, Port, PortSetup};
+    /// # fn f(eal: &Eal, setup: &PortSetup) -> dataplane::dpdk::error::Result<()> {
+    /// let mut port = Port::probe(eal, "p", "net_null0")?;
+    /// let pool = Mempool::new(eal, "pool", 1023, 0, 2048, 0)?;
+    /// port.configure(setup, &pool)?;
+    /// drop(pool); // refused: the port still uses it
+    /// # Ok(()) }
+    /// ```
     #[cold]
-    pub fn configure(&mut self, setup: &PortSetup, pool: &Mempool<'_>) -> Result<PortReport> {
+    pub fn configure(&mut self, setup: &PortSetup, pool: &'eal Mempool<'_>) -> Result<PortReport> {
         let info = self.info()?;
         let mut report = PortReport::default();
         if !info.driver_name.is_null() {
@@ -460,6 +486,10 @@ impl Drop for Port<'_> {
         }
         // SAFETY: valid, stopped port; closing frees its queues and their mbufs.
         unsafe { dpdk_sys::rte_eth_dev_close(self.id) };
+        OWNED_PORTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
     }
 }
 
