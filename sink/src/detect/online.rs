@@ -108,6 +108,9 @@ pub struct Detector {
     open: VecDeque<WindowBuf>,
     /// The lowest sequence number not yet accounted for (received or lost).
     next_seq: Option<u64>,
+    /// Sequence numbers up to this one are not counted as lost: packets the caller left out
+    /// ([`Detector::excuse_seq`]) are numbered up to it.
+    excused_through: Option<u64>,
     /// The highest-numbered packet of the windows closed so far: (sequence number, send
     /// time).
     last_received: Option<(u64, f64)>,
@@ -178,6 +181,7 @@ impl Detector {
             t0: None,
             open: VecDeque::with_capacity(3),
             next_seq: None,
+            excused_through: None,
             last_received: None,
             last: None,
             aggregators: Kind::ALL.map(Aggregator::new),
@@ -391,6 +395,20 @@ impl Detector {
         true
     }
 
+    /// Says that the packet numbered `q` arrived but is left out (its times cannot be
+    /// taken: a clock stepped): it and the numbers before it are not counted as lost, as
+    /// their gap would be. A number beyond [`MAX_LOST_LISTED`] above every number seen or
+    /// excused (not of this series) changes nothing.
+    pub fn excuse_seq(&mut self, q: u64) {
+        let reach = self
+            .highest_seq()
+            .max(self.excused_through)
+            .map(|h| h.saturating_add(MAX_LOST_LISTED));
+        if reach.is_some_and(|r| q <= r) {
+            self.excused_through = self.excused_through.max(Some(q));
+        }
+    }
+
     /// Adds every sample of a series.
     pub fn push_all(&mut self, samples: &[Sample]) {
         for s in samples {
@@ -539,6 +557,7 @@ impl Detector {
             let lo = *self
                 .next_seq
                 .get_or_insert_with(|| w.seqs.min().unwrap_or(max));
+            let lo = lo.max(self.excused_through.map_or(0, |e| e.saturating_add(1)));
             if max >= lo {
                 let next = self.open.front().map(|n| &n.seqs);
                 let span = (max - lo).saturating_add(1);

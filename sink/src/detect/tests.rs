@@ -878,3 +878,24 @@ fn an_event_of_a_series_gone_quiet_is_reported_online() {
     // Finished, nothing more: the event went once.
     assert!(d.finish().events.is_empty());
 }
+
+/// Numbers the caller excuses (packets that arrived but were left out) are no loss; a
+/// number far beyond the series' (not of it) excuses nothing.
+#[test]
+fn excused_numbers_are_no_loss() {
+    // 60 s at 10 Hz, 100 to 149 missing.
+    let s = series(60.0, |_, rng| base(rng), |q| (100..150).contains(&q));
+    let lost = |excuse: &[u64]| {
+        let mut d = online::Detector::new(Params::default());
+        d.push_all(&s[..100]);
+        for &q in excuse {
+            d.excuse_seq(q);
+        }
+        d.push_all(&s[100..]);
+        d.finish().lost
+    };
+    assert_eq!(lost(&[]), 50);
+    assert_eq!(lost(&[120]), 29, "100 to 120 excused");
+    assert_eq!(lost(&[110, 149, 130]), 0);
+    assert_eq!(lost(&[1 << 40]), 50, "not of the series");
+}

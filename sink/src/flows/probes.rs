@@ -58,6 +58,10 @@ impl FlowTable {
                 || p.sent_ns.saturating_add(PROBE_MAX_DELAY_NS) < p.recv_ns
             {
                 self.stats.probes_refused += 1;
+                // Arrived, not lost: the gap it leaves in the stream's numbers is no loss.
+                if let Some(d) = &mut flow.probe_detector {
+                    d.excuse_seq(p.seq);
+                }
                 let due = flow.deadline(&self.schedule, now);
                 self.schedule.put(p.key, &mut flow.due, due);
                 continue;
@@ -67,6 +71,9 @@ impl FlowTable {
             let sent_s = p.sent_ns as f64 / 1e9;
             if !ahead_in_reach(now.unix_s, sent_s) {
                 note_ahead(&mut self.stats.samples_ahead);
+                if let Some(d) = &mut flow.probe_detector {
+                    d.excuse_seq(p.seq);
+                }
                 let due = flow.deadline(&self.schedule, now);
                 self.schedule.put(p.key, &mut flow.due, due);
                 continue;

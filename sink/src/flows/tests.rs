@@ -833,6 +833,37 @@ fn a_probe_sent_long_after_it_arrived_is_left_out() {
     assert!(kinds.contains(&crate::detect::Kind::Loss), "{kinds:?}");
 }
 
+/// Probes left out for their times while a clock was stepped (here the sender's, 3 s ahead
+/// for 80 of them) arrived: the gap they leave in the stream's numbers is no loss. Had they
+/// not arrived, it would be.
+#[test]
+fn probes_left_out_for_a_stepped_clock_are_no_loss() {
+    for refused in [true, false] {
+        let (cx, _) = context();
+        let mut t = FlowTable::new(10);
+        let mut all = probes((0..700).map(|s| (s, s as f64 / 20.0)));
+        if refused {
+            for p in &mut all[100..180] {
+                p.sent_ns += 3_000_000_000;
+            }
+        } else {
+            all.drain(100..180);
+        }
+        t.add_probes(&cx, &all);
+        std::thread::sleep(Duration::from_millis(5));
+        t.sweep(
+            Duration::from_millis(1),
+            Duration::from_secs(3600),
+            Some(&cx),
+            |_| true,
+        );
+        assert_eq!(t.stats.probes_refused, if refused { 80 } else { 0 });
+        let kinds = probe_events(&cx);
+        let loss = kinds.contains(&crate::detect::Kind::Loss);
+        assert_eq!(loss, !refused, "refused {refused}: {kinds:?}");
+    }
+}
+
 /// A probe timed a day ahead of the sink's clock, its send and arrival times agreeing (a
 /// switch's and a sender's clocks stepped ahead together, a forged probe), is left out and
 /// counted: taken, it closed every window and opened one a day ahead that the later probes
