@@ -1,7 +1,9 @@
 //! FlowRadar epochs at the sink: every flowset is decoded on its own as it arrives
 //! (SingleDecode); once every connected switch with the same epoch length has delivered an
-//! epoch (one flowset per worker), or the grace time after its first flowset has passed, the
-//! epoch is finished: if some flowset did not decode completely, the epoch's flowsets are
+//! epoch (one flowset per worker), or its deadline has passed (the grace time after most of
+//! its switches usually deliver an epoch, by the sink's clock, so that one whose clock runs
+//! ahead does not start the wait for the others early; at most a second beyond the grace
+//! time after its first flowset), the epoch is finished: if some flowset did not decode completely, the epoch's flowsets are
 //! decoded together (FlowDecode and CounterDecode over the switches that delivered). The
 //! per-flow counters then go to the decode threads that own the flows, and the epoch's
 //! report (what decoded, how) to the API.
@@ -215,9 +217,38 @@ pub struct EpochCounts {
 /// Where decoded counters go.
 pub type CountSink<'a> = dyn FnMut(EpochCounts) + 'a;
 
+/// The longest an epoch waits for its switches beyond its grace time because its first
+/// flowset came early (its switch's clock ahead of the others'): a switch up to this far
+/// ahead meets the others in every epoch; one further ahead has them missing from its
+/// epochs (and their flowsets late), as `/api/switches` shows by its lag
+/// ([`crate::registry::FlowsetLag::WARN_MS`]: the sink warns beyond it).
+const MAX_EARLY_WAIT: Duration = Duration::from_secs(1);
+
+/// When a bucket opened now for epoch `epoch` (of `epoch_ns`) is finished without the
+/// switches that have not delivered: its grace time after most switches usually deliver it
+/// (`typical_lag_ms` after its end by the sink's clock, now `now_unix_ms`), and at most
+/// [`MAX_EARLY_WAIT`] later than after the first flowset. (A switch behind the others is
+/// not waited for longer than before: every epoch would hold every switch's flowsets
+/// as long.)
+fn bucket_due(
+    epoch: u64,
+    epoch_ns: u64,
+    typical_lag_ms: Option<i64>,
+    now_unix_ms: u64,
+    grace: Duration,
+) -> Instant {
+    let end_ms = i128::from(epoch.saturating_add(1)) * i128::from(epoch_ns) / 1_000_000;
+    let expected_ms = end_ms + i128::from(typical_lag_ms.unwrap_or(0));
+    let wait_ms =
+        (expected_ms - i128::from(now_unix_ms)).clamp(0, MAX_EARLY_WAIT.as_millis() as i128) as u64;
+    Instant::now() + Duration::from_millis(wait_ms) + grace
+}
+
 /// One epoch's flowsets while it waits for the rest.
 struct Bucket {
     first: Instant,
+    /// When it is finished without the switches that have not delivered.
+    due: Instant,
     sets: Vec<FlowSetIn>,
     /// The (switch, worker) pairs that delivered.
     delivered: rustc_hash::FxHashSet<(u32, u16)>,
@@ -304,6 +335,13 @@ pub fn run(
                 }
                 let b = buckets.entry(key).or_insert_with(|| Bucket {
                     first: Instant::now(),
+                    due: bucket_due(
+                        key.1,
+                        key.0,
+                        registry.typical_flowset_lag_ms(key.0, grace),
+                        crate::registry::unix_ms(),
+                        grace,
+                    ),
                     sets: Vec::new(),
                     delivered: Default::default(),
                     sessions: Default::default(),
@@ -320,12 +358,13 @@ pub fn run(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        // Every bucket past its grace time (a few per epoch length: the order of their keys
+        // Every bucket past its deadline (a few per epoch length: the order of their keys
         // is not the order they started waiting in, with several epoch lengths or a switch
         // whose clock runs ahead).
+        let now = Instant::now();
         let due: Vec<(u64, u64)> = buckets
             .iter()
-            .filter(|(_, b)| b.first.elapsed() >= grace)
+            .filter(|(_, b)| now >= b.due)
             .map(|(k, _)| *k)
             .collect();
         for key in due {
@@ -999,6 +1038,58 @@ mod tests {
         };
         assert_eq!(at(1), [(6, 600)], "both sessions' packets");
         assert_eq!(at(2), [(3, 300)]);
+    }
+
+    /// An epoch opened by a switch whose clock runs 300 ms ahead waits for the others, who
+    /// deliver it when it ends by the sink's clock (its grace time from the first flowset
+    /// had it finished without them, each epoch); a switch further ahead than the longest
+    /// wait does not hold it longer than that.
+    #[test]
+    fn an_epoch_waits_for_its_switches_by_the_sinks_clock() {
+        for (ahead_ms, complete) in [(300u64, true), (2500, false)] {
+            let (registry, held) = registry(2, 1);
+            let epoch_ms = EPOCH_NS / 1_000_000;
+            let now = crate::registry::unix_ms();
+            // Switch 2 delivers its epochs 5 ms after they end.
+            let e = now / epoch_ms;
+            registry
+                .switch(2)
+                .unwrap()
+                .counters
+                .flowset_lag
+                .note(e, e * EPOCH_NS - 5_000_000, now);
+            let epoch = (now + ahead_ms) / epoch_ms - 1;
+            let end_ms = (epoch + 1) * epoch_ms;
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let late = item(&held, 2, 0, epoch);
+            let sender = std::thread::spawn(move || {
+                tx.send(item(&held, 1, 0, epoch)).unwrap();
+                // Switch 2's flowset when the epoch has ended (by the sink's clock).
+                while crate::registry::unix_ms() < end_ms + 5 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                tx.send(late).unwrap();
+                std::thread::sleep(Duration::from_millis(200));
+            });
+            let log = Arc::new(EpochLog::default());
+            let mut switches = Vec::new();
+            run(
+                rx,
+                registry,
+                Arc::clone(&log),
+                Duration::from_millis(50),
+                &mut |c: EpochCounts| switches.push((c.counts.len(), c.missing)),
+            );
+            sender.join().unwrap();
+            if complete {
+                assert_eq!(switches, [(2, vec![])], "one epoch, both switches' counts");
+            } else {
+                // Finished at most a second past its grace time, switch 2 then missing;
+                // its flowset came late.
+                assert_eq!(switches[0], (1, vec![2]));
+                assert_eq!(log.counters.late_flowsets.load(Relaxed), 1);
+            }
+        }
     }
 
     /// An epoch of another length (or far ahead) is finished at its deadline even while

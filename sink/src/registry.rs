@@ -629,6 +629,21 @@ impl Registry {
             .collect()
     }
 
+    /// The median flowset lag ([`FlowsetLag`], ms; of an even number, the higher middle
+    /// one) of the switches [`Registry::connected_with_epoch`] lists, if one has delivered:
+    /// how long after an epoch's end by the sink's clock most of them deliver it, whatever a
+    /// few switches' clocks say.
+    pub fn typical_flowset_lag_ms(&self, epoch_ns: u64, recent: Duration) -> Option<i64> {
+        let ids = self.connected_with_epoch(epoch_ns, recent);
+        let map = self.switches.read().expect("registry lock");
+        let mut lags: Vec<i64> = ids
+            .iter()
+            .filter_map(|(id, _)| map.get(id)?.counters.flowset_lag.get())
+            .collect();
+        lags.sort_unstable();
+        lags.get(lags.len() / 2).copied()
+    }
+
     /// Switches with epoch length `epoch_ns` that are connected or were less than `recent`
     /// ago (their last flowsets may still be on their way), with their worker counts.
     pub fn connected_with_epoch(&self, epoch_ns: u64, recent: Duration) -> Vec<(u32, usize)> {
@@ -813,6 +828,27 @@ pub(crate) mod tests {
         assert_eq!(r.owner(10), Some(3));
         assert_eq!(r.owner(11), Some(2));
         assert_eq!(r.owner(12), None);
+    }
+
+    /// The typical lag is the middle one of the switches of one epoch length (the higher
+    /// of two): neither a switch whose clock runs ahead nor one that runs behind moves it.
+    #[test]
+    fn the_typical_flowset_lag_is_the_median() {
+        let r = Registry::default();
+        let lags = [(1, -300), (2, 5), (3, 6), (4, 300), (5, 7)];
+        for (i, (id, ms)) in lags.into_iter().enumerate() {
+            r.connect(&hello(id, None), "peer", 0).unwrap();
+            let entry = r.switch(id).unwrap();
+            entry
+                .counters
+                .flowset_lag
+                .note(100, 1_000_000_000, (1000 + ms) as u64);
+            let expected = [-300, 5, 5, 6, 6][i];
+            let epoch_ns = entry.info.lock().unwrap().epoch_ns;
+            let got = r.typical_flowset_lag_ms(epoch_ns, Duration::ZERO);
+            assert_eq!(got, Some(expected), "with switches 1 to {id}");
+            assert_eq!(r.typical_flowset_lag_ms(epoch_ns + 1, Duration::ZERO), None);
+        }
     }
 
     /// A switch that stops sends its epoch in progress before the epoch's end: once its
