@@ -111,6 +111,9 @@ pub struct Detector {
     /// Sequence numbers up to this one are not counted as lost: packets the caller left out
     /// ([`Detector::excuse_seq`]) are numbered up to it.
     excused_through: Option<u64>,
+    /// The losses known from counters of the windows closed so far, summed (signed): where
+    /// the counts at the two ends stand apart.
+    counted_level: i64,
     /// The highest-numbered packet of the windows closed so far: (sequence number, send
     /// time).
     last_received: Option<(u64, f64)>,
@@ -182,6 +185,7 @@ impl Detector {
             open: VecDeque::with_capacity(3),
             next_seq: None,
             excused_through: None,
+            counted_level: 0,
             last_received: None,
             last: None,
             aggregators: Kind::ALL.map(Aggregator::new),
@@ -548,10 +552,20 @@ impl Detector {
             w.extra_lost = 0;
             w.extra_sent = 0;
         }
+        // Loss from counters: how far the counts stand apart at the window's end beyond
+        // where they stood before it, counted from no further below even than even. Counts
+        // that show more delivered than sent (the far end's clock behind: its counts of a
+        // packet come in an earlier epoch than the near end's) are timing, and so is their
+        // way back to even (where a flow ends, in the window after the one its last
+        // packets were counted delivered in: a loss of all its packets there that never
+        // was).
+        let before = self.counted_level;
+        self.counted_level = before.saturating_add(w.extra_lost);
+        let counted = self.counted_level.saturating_sub(before.max(0)).max(0);
         // Loss: sequence numbers up to this window's highest that never arrived (in this
         // window or the next, which catches packets that arrived late).
         self.lost_list.clear();
-        let counted_lost = (w.extra_lost.max(0) as u64).min(w.extra_sent);
+        let counted_lost = (counted as u64).min(w.extra_sent);
         let mut extra_lost = counted_lost;
         if let Some(max) = w.seqs.max {
             let lo = *self

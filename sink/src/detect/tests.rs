@@ -899,3 +899,36 @@ fn excused_numbers_are_no_loss() {
     assert_eq!(lost(&[110, 149, 130]), 0);
     assert_eq!(lost(&[1 << 40]), 50, "not of the series");
 }
+
+/// A flow whose far end's clock runs 30 ms behind the near end's has its packets counted
+/// delivered three 10 ms epochs before they are counted sent. Where it ends just after a
+/// window began, its last packets were counted delivered in the window before: no loss,
+/// in the window they were sent in or any other. Real loss while the counts stand so is
+/// still found, at the latest as they come back to even.
+#[test]
+fn counts_of_a_far_end_whose_clock_runs_behind_are_no_loss() {
+    for lost_at in [None, Some(1200i64)] {
+        let mut d = online::Detector::new(Params::default());
+        // 10 packets an epoch for 20.02 s: the last 2 epochs in a window of their own.
+        let epochs = 2002;
+        let sent = |i: i64| if (0..epochs).contains(&i) { 10i64 } else { 0 };
+        // From the far end's first count, 3 epochs before the near end's.
+        for i in -3..epochs + 3 {
+            let mut delivered = sent(i + 3);
+            if lost_at == Some(i + 3) {
+                delivered -= 4;
+            }
+            let t = 1000.0 + i as f64 * 0.01;
+            d.push_loss(t, sent(i) - delivered, sent(i) as u64);
+        }
+        let r = d.finish();
+        let loss: Vec<&Event> = r.events.iter().filter(|e| e.kind == Kind::Loss).collect();
+        match lost_at {
+            None => {
+                assert!(loss.is_empty(), "{loss:?}");
+                assert_eq!(r.lost, 0);
+            }
+            Some(_) => assert_eq!(r.lost, 4),
+        }
+    }
+}
