@@ -231,13 +231,14 @@ impl Sink {
                             if counts.is_empty() {
                                 continue;
                             }
-                            let msg = ShardMsg::Counts(epochs::EpochCounts {
+                            let msg = ShardMsg::Counts(Box::new(epochs::EpochCounts {
                                 epoch: all.epoch,
                                 epoch_ms: all.epoch_ms,
                                 counts,
                                 unsure: all.unsure.clone(),
                                 missing: all.missing.clone(),
-                            });
+                                leads: all.leads.clone(),
+                            }));
                             if let Err(SendTimeoutError::Timeout(_)) =
                                 shared.shards[i].send_timeout(msg, Duration::from_secs(1))
                             {

@@ -23,6 +23,7 @@ use telemetry::flowradar::decode::{DecodeResult, SingleDecoder};
 use telemetry::flowradar::network::network_decode;
 use telemetry::flowradar::{FlowKey, FlowSet};
 
+use crate::clock_leads::ClockLeads;
 use crate::registry::Registry;
 
 /// A flowset as ingest hands it over.
@@ -212,6 +213,11 @@ pub struct EpochCounts {
     /// totals; but a flow's loss series, cut in time windows, leaves the epoch out rather
     /// than take its sent packets now and its delivered ones in a later window.
     pub missing: Vec<u32>,
+    /// Switches (sorted) whose clocks run half an epoch or more ahead of the typical
+    /// switch's (ms; negative: behind), from when their flowsets arrive
+    /// ([`crate::clock_leads`]): a flow's loss series takes their counts at the time they
+    /// stand for, not at their epoch's.
+    pub leads: Vec<(u32, i64)>,
 }
 
 /// Where decoded counters go.
@@ -307,10 +313,19 @@ pub fn run(
     let mut buckets: BTreeMap<(u64, u64), Bucket> = BTreeMap::new();
     let mut finished = Finished::default();
     let mut single = SingleDecoder::default();
+    let mut leads = ClockLeads::default();
+    let mut leads_swept_ms = 0u64;
     loop {
         match rx.recv_timeout(grace.min(Duration::from_millis(20))) {
             Ok(f) => {
                 log.counters.flowsets.fetch_add(1, Relaxed);
+                let end = f.epoch.saturating_add(u64::from(f.epochs.max(1)));
+                let now_ms = crate::registry::unix_ms();
+                leads.note(f.switch, end.saturating_mul(f.epoch_ns) / 1_000_000, now_ms);
+                if now_ms >= leads_swept_ms + 1000 {
+                    leads.forget_quiet(now_ms);
+                    leads_swept_ms = now_ms;
+                }
                 let key = (f.epoch_ns, f.epoch);
                 if f.epochs > 1 || finished.contains(key) {
                     if !finished.first_delivery(key, &f) {
@@ -323,8 +338,7 @@ pub fn run(
                     };
                     let report = finish(
                         vec![f],
-                        &registry,
-                        grace,
+                        &Env::new(&registry, &leads, grace),
                         &mut single,
                         counts,
                         false,
@@ -349,9 +363,9 @@ pub fn run(
                 });
                 if b.add(f, &registry, grace, &log.counters.duplicate_flowsets) {
                     let b = buckets.remove(&key).expect("present");
-                    let opened = Waited::Bucket(b.first);
-                    let r = finish(b.sets, &registry, grace, &mut single, counts, false, opened);
-                    finished.add(key, &r.unsure, b.sessions);
+                    let env = Env::new(&registry, &leads, grace);
+                    let (r, sessions) = b.finish(&env, &mut single, counts, false);
+                    finished.add(key, &r.unsure, sessions);
                     keep(&log, r);
                 }
             }
@@ -369,16 +383,16 @@ pub fn run(
             .collect();
         for key in due {
             let b = buckets.remove(&key).expect("present");
-            let opened = Waited::Bucket(b.first);
-            let r = finish(b.sets, &registry, grace, &mut single, counts, true, opened);
-            finished.add(key, &r.unsure, b.sessions);
+            let env = Env::new(&registry, &leads, grace);
+            let (r, sessions) = b.finish(&env, &mut single, counts, true);
+            finished.add(key, &r.unsure, sessions);
             keep(&log, r);
         }
     }
     // Whatever is still waiting is decoded with what came.
     for (_, b) in std::mem::take(&mut buckets) {
-        let opened = Waited::Bucket(b.first);
-        let r = finish(b.sets, &registry, grace, &mut single, counts, true, opened);
+        let env = Env::new(&registry, &leads, grace);
+        let (r, _) = b.finish(&env, &mut single, counts, true);
         keep(&log, r);
     }
 }
@@ -506,15 +520,52 @@ enum Waited {
 }
 
 /// Decodes one epoch's flowsets and hands the counters over.
+/// What finishing an epoch reads besides its flowsets.
+struct Env<'a> {
+    registry: &'a Registry,
+    leads: &'a ClockLeads,
+    grace: Duration,
+}
+
+impl<'a> Env<'a> {
+    fn new(registry: &'a Registry, leads: &'a ClockLeads, grace: Duration) -> Env<'a> {
+        Env {
+            registry,
+            leads,
+            grace,
+        }
+    }
+}
+
+impl Bucket {
+    /// Finishes its epoch with the flowsets that came: the report, and the (switch,
+    /// worker, session) triples that delivered.
+    fn finish(
+        self,
+        env: &Env<'_>,
+        single: &mut SingleDecoder,
+        counts: &mut CountSink<'_>,
+        by_deadline: bool,
+    ) -> (EpochReport, rustc_hash::FxHashSet<(u32, u16, u64)>) {
+        let opened = Waited::Bucket(self.first);
+        let r = finish(self.sets, env, single, counts, by_deadline, opened);
+        (r, self.sessions)
+    }
+}
+
 fn finish(
     sets: Vec<FlowSetIn>,
-    registry: &Registry,
-    grace: Duration,
+    env: &Env<'_>,
     single: &mut SingleDecoder,
     counts: &mut CountSink<'_>,
     by_deadline: bool,
     waited: Waited,
 ) -> EpochReport {
+    let Env {
+        registry,
+        leads,
+        grace,
+    } = *env;
     let late = matches!(waited, Waited::Late { .. });
     let t = Instant::now();
     let (epoch_ns, epoch) = (sets[0].epoch_ns, sets[0].epoch);
@@ -656,6 +707,7 @@ fn finish(
         counts: out,
         unsure: unsure.clone(),
         missing: left_out,
+        leads: leads.leads(epoch_ms, crate::registry::unix_ms()),
     });
     let unsure_out = unsure;
     EpochReport {

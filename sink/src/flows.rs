@@ -760,6 +760,27 @@ impl FlowTable {
         unsure: &[u32],
         missing: &[u32],
     ) {
+        let c = crate::epochs::EpochCounts {
+            epoch,
+            epoch_ms,
+            counts: Vec::new(),
+            unsure: unsure.to_vec(),
+            missing: missing.to_vec(),
+            leads: Vec::new(),
+        };
+        self.add_epoch_counts(cx, &c, counts);
+    }
+
+    /// [`FlowTable::add_counts`] of the epoch `c` describes (its `counts` given apart, so
+    /// that a caller's share of them need not be copied), with its switches' clock leads.
+    pub fn add_epoch_counts(
+        &mut self,
+        cx: &ShardContext,
+        c: &crate::epochs::EpochCounts,
+        counts: &[(FlowKey, u32, u64, u64)],
+    ) {
+        let (epoch, epoch_ms) = (c.epoch, c.epoch_ms);
+        let unsure = &c.unsure[..];
         let now = Now::read();
         let mut touched: Vec<FlowKey> = Vec::with_capacity(counts.len());
         for &(key, switch, packets, bytes) in counts {
@@ -819,7 +840,7 @@ impl FlowTable {
         touched.dedup();
         for key in touched {
             self.update_loss(cx, key, unsure, epoch_ms.0 as f64 / 1e3);
-            self.detect_loss(cx, key, epoch, epoch_ms, unsure, missing, now.unix_s);
+            self.detect_loss(cx, key, c, now.unix_s);
             if let Some(flow) = self.flows.get_mut(&key) {
                 let due = flow.deadline(&self.schedule, now);
                 self.schedule.put(key, &mut flow.due, due);

@@ -11,6 +11,7 @@
 pub mod api;
 pub mod app;
 pub mod cli;
+pub mod clock_leads;
 pub mod config;
 pub mod detect;
 pub mod epochs;

@@ -27,8 +27,9 @@ pub enum ShardMsg {
         /// [`telemetry::protocol::DigestOrder::ByFlow`]).
         by_flow: FlowRuns,
     },
-    /// One epoch's decoded counters of this thread's flows.
-    Counts(EpochCounts),
+    /// One epoch's decoded counters of this thread's flows (boxed: the other messages are
+    /// smaller).
+    Counts(Box<EpochCounts>),
     /// Probe arrivals of this thread's flows.
     Probes(Vec<telemetry::protocol::WireProbe>),
     /// Export everything and end.
@@ -149,9 +150,7 @@ pub fn run(
                         t.add_digests(&cx, switch, &digests, &by_flow);
                         buffers.give((digests, by_flow));
                     }
-                    ShardMsg::Counts(c) => {
-                        t.add_counts(&cx, c.epoch, c.epoch_ms, &c.counts, &c.unsure, &c.missing)
-                    }
+                    ShardMsg::Counts(c) => t.add_epoch_counts(&cx, &c, &c.counts),
                     ShardMsg::Probes(p) => t.add_probes(&cx, &p),
                     ShardMsg::Stop => break,
                 }

@@ -388,6 +388,25 @@ impl Detector {
         true
     }
 
+    /// Adds packets known delivered from counters, `delivered` of those counted sent by
+    /// [`Detector::push_loss_at`] around time `t` (a stretch ending at `end`, known at
+    /// `now_s`): for counts at the far end whose time is another than the near end's (its
+    /// clock runs ahead or behind); false, and nothing added, when `end` is more than
+    /// [`MAX_AHEAD_S`] ahead of `now_s`.
+    pub fn push_delivered_at(&mut self, now_s: f64, end: f64, t: f64, delivered: i64) -> bool {
+        if !ahead_in_reach(now_s, end) {
+            return false;
+        }
+        if !t.is_finite() {
+            return true;
+        }
+        self.settle();
+        let idx = self.index_of(t);
+        let w = self.window(idx);
+        w.extra_lost -= delivered;
+        true
+    }
+
     /// [`Detector::push_unsure`] for a stretch ending at `end` that became known at
     /// `now_s`; false, and nothing added, when `end` is more than [`MAX_AHEAD_S`] ahead of
     /// `now_s`.

@@ -7,6 +7,7 @@ use telemetry::flowradar::FlowKey;
 use telemetry::pint::path_decoder::Space;
 
 use super::{FlowState, FlowTable, ShardContext, decoded_path, note_ahead, path_hash};
+use crate::clock_leads::lead_of;
 use crate::detect::online::Detector;
 use crate::events::EventPlace;
 
@@ -244,12 +245,11 @@ impl FlowTable {
         &mut self,
         cx: &ShardContext,
         key: FlowKey,
-        epoch: u64,
-        epoch_ms: (u64, u64),
-        unsure: &[u32],
-        missing: &[u32],
+        c: &crate::epochs::EpochCounts,
         now_s: f64,
     ) {
+        let (epoch, epoch_ms) = (c.epoch, c.epoch_ms);
+        let (unsure, missing) = (&c.unsure[..], &c.missing[..]);
         let Some(flow) = self.flows.get_mut(&key) else {
             return;
         };
@@ -298,7 +298,21 @@ impl FlowTable {
             .loss_detector
             .get_or_insert_with(|| Box::new(Detector::new(cx.detection)));
         let end = (epoch_ms.0 + epoch_ms.1) as f64 / 1e3;
-        if !det.push_loss_at(now_s, end, epoch_ms.0 as f64 / 1e3, lost, sent) {
+        let start = epoch_ms.0 as f64 / 1e3;
+        // The last switch's clock ahead of the first's by `shift` epochs: it counts a
+        // packet that many epochs after the first did, and its counts of this epoch stand
+        // for packets sent that much earlier (behind: later).
+        let lead = lead_of(&c.leads, last) - lead_of(&c.leads, first);
+        let shift = (lead as f64 / epoch_ms.1.max(1) as f64).round();
+        let taken = if shift == 0.0 {
+            det.push_loss_at(now_s, end, start, lost, sent)
+        } else {
+            let delivered = sent as i64 - lost;
+            let moved = shift * epoch_ms.1 as f64 / 1e3;
+            det.push_loss_at(now_s, end, start, sent as i64, sent)
+                && det.push_delivered_at(now_s, end - moved, start - moved, delivered)
+        };
+        if !taken {
             note_ahead(&mut self.stats.samples_ahead);
         }
         let events = det.take_events();

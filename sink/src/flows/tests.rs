@@ -719,6 +719,45 @@ fn packets_in_flight_into_epochs_left_out_are_no_loss() {
     assert!(loss.is_empty(), "{loss:?}");
 }
 
+/// A flow whose last switch's clock runs 30 ms behind its first's: the last switch counts
+/// each packet three 10 ms epochs earlier. Its loss series starts mid-flow (as it does once
+/// the path decodes), and the flow ends two epochs into a window: by epoch numbers, those
+/// epochs' packets were sent and never delivered (a loss event of them all). Taken at the
+/// time they stand for (the switch's lead, from when its flowsets arrive), the counts agree.
+#[test]
+fn counts_of_a_last_switch_whose_clock_runs_behind_are_taken_at_their_time() {
+    for leads in [vec![(2, -30)], vec![]] {
+        let mut t = FlowTable::new(10);
+        let (cx, key) = two_hop_flow(&mut t);
+        let at = |e: u64| (1_000_000 + 10 * e, 10);
+        for e in 10..2020u64 {
+            let mut counts = Vec::new();
+            if e <= 2011 {
+                counts.push((key, 1, 10, 1000));
+            }
+            if e + 3 <= 2011 {
+                counts.push((key, 2, 10, 1000));
+            }
+            let c = crate::epochs::EpochCounts {
+                epoch: e,
+                epoch_ms: at(e),
+                counts: Vec::new(),
+                unsure: Vec::new(),
+                missing: Vec::new(),
+                leads: leads.clone(),
+            };
+            t.add_epoch_counts(&cx, &c, &counts);
+        }
+        t.flush(Some(&cx), |_| true);
+        let loss = counter_losses(&cx, &key);
+        assert_eq!(
+            loss.is_empty(),
+            !leads.is_empty(),
+            "leads {leads:?}: {loss:?}"
+        );
+    }
+}
+
 /// A flow losing a fifth of its packets while a few of its epochs (one in 25) are left
 /// out still shows the loss: a hole here and there takes nothing from what the others
 /// counted.
