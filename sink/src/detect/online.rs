@@ -111,9 +111,11 @@ pub struct Detector {
     /// Sequence numbers up to this one are not counted as lost: packets the caller left out
     /// ([`Detector::excuse_seq`]) are numbered up to it.
     excused_through: Option<u64>,
-    /// The losses known from counters of the windows closed so far, summed (signed): where
-    /// the counts at the two ends stand apart.
+    /// The losses known from counters of the windows closed so far, summed (signed): how far
+    /// the counts at the two ends stand apart; and the furthest they stood apart (0 or
+    /// more).
     counted_level: i64,
+    counted_high: i64,
     /// The highest-numbered packet of the windows closed so far: (sequence number, send
     /// time).
     last_received: Option<(u64, f64)>,
@@ -186,6 +188,7 @@ impl Detector {
             next_seq: None,
             excused_through: None,
             counted_level: 0,
+            counted_high: 0,
             last_received: None,
             last: None,
             aggregators: Kind::ALL.map(Aggregator::new),
@@ -571,16 +574,17 @@ impl Detector {
             w.extra_lost = 0;
             w.extra_sent = 0;
         }
-        // Loss from counters: how far the counts stand apart at the window's end beyond
-        // where they stood before it, counted from no further below even than even. Counts
-        // that show more delivered than sent (the far end's clock behind: its counts of a
-        // packet come in an earlier epoch than the near end's) are timing, and so is their
-        // way back to even (where a flow ends, in the window after the one its last
-        // packets were counted delivered in: a loss of all its packets there that never
-        // was).
-        let before = self.counted_level;
-        self.counted_level = before.saturating_add(w.extra_lost);
-        let counted = self.counted_level.saturating_sub(before.max(0)).max(0);
+        // Loss from counters: how far the counts stand apart at the window's end beyond the
+        // furthest they stood apart before (lost packets stay lost: what the counts lose
+        // and gain back is timing). Counts that show more delivered than sent, or fewer lost
+        // than before (the far end's clock behind: its counts of a packet come in an earlier
+        // epoch than the near end's; a packet counted sent in an epoch the series had not
+        // yet taken), and their way back, are no loss: where a flow ends just after a
+        // window began, its last packets were counted delivered in the window before, a loss
+        // of all of them that never was.
+        self.counted_level = self.counted_level.saturating_add(w.extra_lost);
+        let counted = self.counted_level.saturating_sub(self.counted_high).max(0);
+        self.counted_high = self.counted_high.max(self.counted_level);
         // Loss: sequence numbers up to this window's highest that never arrived (in this
         // window or the next, which catches packets that arrived late).
         self.lost_list.clear();

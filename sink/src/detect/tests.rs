@@ -932,3 +932,29 @@ fn counts_of_a_far_end_whose_clock_runs_behind_are_no_loss() {
         }
     }
 }
+
+/// Counts that stand apart by a few packets for good (packets counted sent in epochs the
+/// series took and delivered in ones it did not), then stand two closer for a while and
+/// move back in the last window, where the flow sends its last two packets: no loss there;
+/// lost packets beyond the most the counts stood apart are found.
+#[test]
+fn counts_that_gain_back_what_they_lost_before_are_no_loss() {
+    for real in [0i64, 2] {
+        let mut d = online::Detector::new(Params::default());
+        for i in 0..2002i64 {
+            let t = 3000.0 + i as f64 * 0.01;
+            let sent = if i < 2000 { 10 } else { 1 };
+            let lost = match i {
+                1 => 5,
+                1400 => -2,
+                2000 => 2 + real,
+                _ => 0,
+            };
+            d.push_loss(t, lost, sent);
+        }
+        let r = d.finish();
+        let loss: Vec<&Event> = r.events.iter().filter(|e| e.kind == Kind::Loss).collect();
+        assert_eq!(loss.is_empty(), real == 0, "{loss:?}");
+        assert_eq!(r.lost, 5 + real as u64, "{r:?}");
+    }
+}
