@@ -15,22 +15,42 @@ use rustc_hash::FxHashMap;
 /// How long one least lag holds, ms: a clock that steps is followed within two.
 const PERIOD_MS: u64 = 1000;
 
+/// The furthest the typical switch's lag may be from 0 for lags to tell clocks apart, ms.
+const MAX_TYPICAL_LAG_MS: i64 = 1000;
+
+/// One switch's least lags.
+#[derive(Debug, Default)]
+struct Lags {
+    /// The switch process's session they are of.
+    session: u64,
+    /// (period, least lag in it, ms) for the last two periods it delivered in.
+    least: [Option<(u64, i64)>; 2],
+}
+
 /// The least lags of each switch that delivered in the current or the last period.
 #[derive(Debug, Default)]
 pub struct ClockLeads {
-    /// Switch: (period, least lag in it, ms) for the last two periods it delivered in.
-    least: FxHashMap<u32, [Option<(u64, i64)>; 2]>,
+    least: FxHashMap<u32, Lags>,
 }
 
 impl ClockLeads {
-    /// Notes a flowset of `switch` whose epochs end at `end_ms` by its clock (Unix ms), that
-    /// arrived at `now_ms` by the sink's.
-    pub fn note(&mut self, switch: u32, end_ms: u64, now_ms: u64) {
+    /// Notes a flowset of `switch` (its process's `session`) whose epochs end at `end_ms` by
+    /// its clock (Unix ms), that arrived at `now_ms` by the sink's. A new session starts
+    /// afresh: a switch that stops sends its epoch under way before its end, which reads as
+    /// a clock ahead.
+    pub fn note(&mut self, switch: u32, session: u64, end_ms: u64, now_ms: u64) {
         let lag = i64::try_from(now_ms)
             .unwrap_or(i64::MAX)
             .saturating_sub(i64::try_from(end_ms).unwrap_or(i64::MAX));
         let period = now_ms / PERIOD_MS;
-        let e = self.least.entry(switch).or_default();
+        let lags = self.least.entry(switch).or_default();
+        if lags.session != session {
+            *lags = Lags {
+                session,
+                least: [None; 2],
+            };
+        }
+        let e = &mut lags.least;
         match &mut e[1] {
             Some((p, least)) if *p == period => *least = (*least).min(lag),
             current => {
@@ -46,6 +66,7 @@ impl ClockLeads {
         let period = now_ms / PERIOD_MS;
         self.least
             .get(&switch)?
+            .least
             .iter()
             .flatten()
             .filter(|(p, _)| p + 1 >= period)
@@ -66,6 +87,12 @@ impl ClockLeads {
         let Some(&typical) = sorted.get(sorted.len() / 2) else {
             return Vec::new();
         };
+        if typical.abs() > MAX_TYPICAL_LAG_MS {
+            // Most switches' flowsets come long after (or before) their epochs end by the
+            // sink's clock: telemetry replayed or emulated faster or slower than time, or
+            // the sink's own clock far off. Their lags then tell nothing of their clocks.
+            return Vec::new();
+        }
         let half = i64::try_from(epoch_ms / 2).unwrap_or(i64::MAX).max(1);
         lags.retain(|&(_, l)| (typical - l).abs() >= half);
         let mut leads: Vec<(u32, i64)> = lags.into_iter().map(|(s, l)| (s, typical - l)).collect();
@@ -77,7 +104,7 @@ impl ClockLeads {
     pub fn forget_quiet(&mut self, now_ms: u64) {
         let period = now_ms / PERIOD_MS;
         self.least
-            .retain(|_, e| e.iter().flatten().any(|(p, _)| p + 1 >= period));
+            .retain(|_, e| e.least.iter().flatten().any(|(p, _)| p + 1 >= period));
     }
 }
 
@@ -101,11 +128,11 @@ mod tests {
         let now = 1_800_000_000_000u64;
         for (i, t) in (now..now + 500).step_by(10).enumerate() {
             let end = t - 3;
-            c.note(1, end, t);
-            c.note(2, end, t + (i as u64 % 7));
-            c.note(3, end, t + 1);
-            c.note(4, end - 30, t);
-            c.note(5, end + 300, t + 50 * (i as u64 % 2));
+            c.note(1, 1, end, t);
+            c.note(2, 1, end, t + (i as u64 % 7));
+            c.note(3, 1, end, t + 1);
+            c.note(4, 1, end - 30, t);
+            c.note(5, 1, end + 300, t + 50 * (i as u64 % 2));
         }
         let leads = c.leads(10, now + 500);
         assert_eq!(leads, [(4, -30), (5, 300)]);
@@ -115,10 +142,22 @@ mod tests {
         let later = now + 2 * PERIOD_MS + 500;
         for t in (later..later + 100).step_by(10) {
             for s in 1..=5 {
-                c.note(s, t - 3, t);
+                c.note(s, 1, t - 3, t);
             }
         }
         assert_eq!(c.leads(10, later + 100), []);
+        // Switch 1 stops, sending its epoch under way 8 ms early: it reads as ahead until
+        // it starts again (a new session).
+        c.note(1, 1, later + 108, later + 100);
+        assert_eq!(c.leads(10, later + 100), [(1, 11)]);
+        c.note(1, 2, later + 107, later + 110);
+        assert_eq!(c.leads(10, later + 110), []);
+        // Flowsets of epochs that ended two minutes before (telemetry replayed): no leads.
+        let replay = later + 3 * PERIOD_MS;
+        for s in 1..=5 {
+            c.note(s, 2, replay - 120_000 - 10 * u64::from(s), replay);
+        }
+        assert_eq!(c.leads(10, replay), []);
         c.forget_quiet(later + 5 * PERIOD_MS);
         assert!(c.least.is_empty());
         assert_eq!(c.leads(10, later + 5 * PERIOD_MS), []);

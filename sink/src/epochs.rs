@@ -233,9 +233,9 @@ const MAX_EARLY_WAIT: Duration = Duration::from_secs(1);
 /// When a bucket opened now for epoch `epoch` (of `epoch_ns`) is finished without the
 /// switches that have not delivered: its grace time after most switches usually deliver it
 /// (`typical_lag_ms` after its end by the sink's clock, now `now_unix_ms`), and at most
-/// [`MAX_EARLY_WAIT`] later than after the first flowset. (A switch behind the others is
-/// not waited for longer than before: every epoch would hold every switch's flowsets
-/// as long.)
+/// [`MAX_EARLY_WAIT`] later than after the first flowset. (A switch behind most others is
+/// not waited for longer than before: every epoch would hold every switch's flowsets as
+/// long. Of two switches, the median is the later one's, waited for.)
 fn bucket_due(
     epoch: u64,
     epoch_ns: u64,
@@ -321,7 +321,8 @@ pub fn run(
                 log.counters.flowsets.fetch_add(1, Relaxed);
                 let end = f.epoch.saturating_add(u64::from(f.epochs.max(1)));
                 let now_ms = crate::registry::unix_ms();
-                leads.note(f.switch, end.saturating_mul(f.epoch_ns) / 1_000_000, now_ms);
+                let end_ms = end.saturating_mul(f.epoch_ns) / 1_000_000;
+                leads.note(f.switch, f.session, end_ms, now_ms);
                 if now_ms >= leads_swept_ms + 1000 {
                     leads.forget_quiet(now_ms);
                     leads_swept_ms = now_ms;

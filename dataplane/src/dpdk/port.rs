@@ -223,7 +223,7 @@ impl<'eal> Port<'eal> {
     /// queue with `pool`. The port is not started. The port borrows the pool for as long as
     /// it lives: its rx rings take mbufs from it, and closing the port gives them back.
     ///
-    /// ```compile_fail
+    /// ```compile_fail,E0505
     /// # use dataplane::dpdk::{Eal, Mempool, Port, PortSetup};
     /// # fn f(eal: &Eal, setup: &PortSetup) -> dataplane::dpdk::error::Result<()> {
     /// let mut port = Port::probe(eal, "p", "net_null0")?;

@@ -391,22 +391,48 @@ impl Detector {
         true
     }
 
-    /// Adds packets known delivered from counters, `delivered` of those counted sent by
-    /// [`Detector::push_loss_at`] around time `t` (a stretch ending at `end`, known at
-    /// `now_s`): for counts at the far end whose time is another than the near end's (its
-    /// clock runs ahead or behind); false, and nothing added, when `end` is more than
-    /// [`MAX_AHEAD_S`] ahead of `now_s`.
-    pub fn push_delivered_at(&mut self, now_s: f64, end: f64, t: f64, delivered: i64) -> bool {
-        if !ahead_in_reach(now_s, end) {
+    /// Adds the counts of a stretch from `t` to `end` (known at `now_s`) whose far end's
+    /// clock runs `moved` s ahead of the near end's (behind: negative): `sent` counted at
+    /// the near end around `t`, and `delivered` at the far end, whose counts stand for
+    /// packets sent `moved` s before `t`. What one end counted of packets whose counts at
+    /// the other end came before the series' first stretch (never given) is left out.
+    /// False, and nothing added, when a time is more than [`MAX_AHEAD_S`] ahead of `now_s`.
+    pub fn push_shifted_at(
+        &mut self,
+        now_s: f64,
+        (t, end): (f64, f64),
+        sent: u64,
+        delivered: u64,
+        moved: f64,
+    ) -> bool {
+        if !ahead_in_reach(now_s, end) || !ahead_in_reach(now_s, end - moved) {
             return false;
         }
-        if !t.is_finite() {
+        if !t.is_finite() || !moved.is_finite() {
             return true;
         }
+        self.note_arrival(now_s, end);
         self.settle();
-        let idx = self.index_of(t);
-        let w = self.window(idx);
-        w.extra_lost -= delivered;
+        let t0 = *self.t0.get_or_insert(t);
+        // Sent packets the far end (behind) counted before the series began.
+        if t >= t0 - moved.min(0.0) {
+            let idx = self.index_of(t);
+            let w = self.window(idx);
+            w.extra_lost = w
+                .extra_lost
+                .saturating_add(sent.min(i64::MAX as u64) as i64);
+            w.extra_sent += sent;
+            w.counted_inputs = w.counted_inputs.saturating_add(1);
+        }
+        // Delivered packets the near end (behind the far end) counted sent before it.
+        let at = t - moved;
+        if at >= t0 {
+            let idx = self.index_of(at);
+            let w = self.window(idx);
+            w.extra_lost = w
+                .extra_lost
+                .saturating_sub(delivered.min(i64::MAX as u64) as i64);
+        }
         true
     }
 

@@ -958,3 +958,32 @@ fn counts_that_gain_back_what_they_lost_before_are_no_loss() {
         assert_eq!(r.lost, 5 + real as u64, "{r:?}");
     }
 }
+
+/// A flow's counts whose far end's clock runs 30 ms ahead or behind the near end's, taken
+/// at their time from mid-flow (where a series starts once the path decodes): the counts
+/// each end made of packets whose counts at the other end came before the series began are
+/// left out, so neither a loss nor a gain stands from the start; 7 packets lost later are
+/// found, exactly, and nothing else.
+#[test]
+fn counts_shifted_to_their_time_start_even() {
+    for far_ahead in [3i64, -3] {
+        let mut d = online::Detector::new(Params::default());
+        let now = 4000.0 + 100.0;
+        // 10 packets an epoch from epoch -1000 (the series starts at 0) to 2005; 7 lost
+        // at epoch 1200 (counted at the far end `far_ahead` epochs later).
+        let sent = |i: i64| if (-1000..2005).contains(&i) { 10u64 } else { 0 };
+        for i in 0..2010i64 {
+            let mut delivered = sent(i - far_ahead);
+            if i - far_ahead == 1200 {
+                delivered -= 7;
+            }
+            let t = 4000.0 + i as f64 * 0.01;
+            let moved = far_ahead as f64 * 0.01;
+            assert!(d.push_shifted_at(now, (t, t + 0.01), sent(i), delivered, moved));
+        }
+        let r = d.finish();
+        let loss: Vec<&Event> = r.events.iter().filter(|e| e.kind == Kind::Loss).collect();
+        assert_eq!(r.lost, 7, "far end ahead {far_ahead}: {r:?}");
+        assert!(loss.len() <= 1, "{loss:?}");
+    }
+}

@@ -307,10 +307,9 @@ impl FlowTable {
         let taken = if shift == 0.0 {
             det.push_loss_at(now_s, end, start, lost, sent)
         } else {
-            let delivered = sent as i64 - lost;
+            let delivered = (sent as i64).saturating_sub(lost).max(0) as u64;
             let moved = shift * epoch_ms.1 as f64 / 1e3;
-            det.push_loss_at(now_s, end, start, sent as i64, sent)
-                && det.push_delivered_at(now_s, end - moved, start - moved, delivered)
+            det.push_shifted_at(now_s, (start, end), sent, delivered, moved)
         };
         if !taken {
             note_ahead(&mut self.stats.samples_ahead);
