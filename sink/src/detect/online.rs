@@ -449,8 +449,8 @@ impl Detector {
 
     /// Says that the packet numbered `q` arrived but is left out (its times cannot be
     /// taken: a clock stepped): it and the numbers before it are not counted as lost, as
-    /// their gap would be. A number beyond [`MAX_LOST_LISTED`] above every number seen or
-    /// excused (not of this series) changes nothing.
+    /// their gap would be. A number more than 65,536 above every number seen or excused
+    /// (not of this series) changes nothing.
     pub fn excuse_seq(&mut self, q: u64) {
         let reach = self
             .highest_seq()
