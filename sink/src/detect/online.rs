@@ -416,13 +416,7 @@ impl Detector {
         let t0 = *self.t0.get_or_insert(t);
         // Sent packets the far end (behind) counted before the series began.
         if t >= t0 - moved.min(0.0) {
-            let idx = self.index_of(t);
-            let w = self.window(idx);
-            w.extra_lost = w
-                .extra_lost
-                .saturating_add(sent.min(i64::MAX as u64) as i64);
-            w.extra_sent += sent;
-            w.counted_inputs = w.counted_inputs.saturating_add(1);
+            self.push_loss(t, sent.min(i64::MAX as u64) as i64, sent);
         }
         // Delivered packets the near end (behind the far end) counted sent before it.
         let at = t - moved;
