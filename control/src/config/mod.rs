@@ -219,6 +219,14 @@ pub struct NextHopConfig {
     pub mac: MacAddr,
 }
 
+/// The ECMP seed of switch `switch_id` when its config gives none: its own, so that
+/// switches in tiers do not choose alike (a flow set one switch sent up one of its links
+/// would all take the same few links of the next switch's group: polarisation).
+pub fn default_ecmp_seed(switch_id: u32) -> u64 {
+    // Below 2^63, as a TOML integer holds it (`--check-config` prints it back).
+    ::telemetry::hash::mix64(0x5049_4e54_4543_4d50 ^ u64::from(switch_id)) >> 1
+}
+
 /// Whether `s` looks like a PCI address (`0000:01:00.0` or `01:00.0`).
 pub fn is_pci_address(s: &str) -> bool {
     let parts: Vec<&str> = s.split(':').collect();
@@ -486,7 +494,10 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
             .unwrap_or(DEFAULT_IDLE_SLEEP_MAX_US.max(idle_sleep_us)),
         mbufs: raw.dataplane.mbufs,
         mbuf_cache: raw.dataplane.mbuf_cache.unwrap_or(256),
-        ecmp_seed: raw.dataplane.ecmp_seed.unwrap_or(0x5049_4e54_4543_4d50),
+        ecmp_seed: raw
+            .dataplane
+            .ecmp_seed
+            .unwrap_or_else(|| default_ecmp_seed(switch_id)),
         prefetch: raw.dataplane.prefetch.unwrap_or(false),
     };
     if dataplane.idle_sleep_us == 0 || dataplane.idle_sleep_us > 1_000_000 {
@@ -835,6 +846,32 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
             next_hops.push(hop);
         }
         routes.push(RouteConfig { prefix, next_hops });
+    }
+    // Routes with the same next-hop group share its entries in the table, whose room is
+    // bounded; checked here so that a config that passes does not fail at the start.
+    let mut groups = std::collections::HashSet::new();
+    let entries: usize = routes
+        .iter()
+        .map(|r| {
+            r.next_hops
+                .iter()
+                .map(|h| (h.port_index, h.mac))
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|g| {
+            let n = g.len();
+            groups.insert(g).then_some(n)
+        })
+        .sum();
+    if entries > pipeline::fib::MAX_NEXT_HOP_ENTRIES {
+        return Err(key_err(
+            "routes",
+            format!(
+                "their {} distinct next-hop groups hold {entries} next hops together, more than the {} the route table holds (routes with the same group share it)",
+                groups.len(),
+                pipeline::fib::MAX_NEXT_HOP_ENTRIES
+            ),
+        ));
     }
 
     let telemetry = telemetry::validate(raw.telemetry, base)?;

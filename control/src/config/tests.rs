@@ -664,3 +664,43 @@ fn more_workers_than_the_sink_takes_are_refused() {
     assert_eq!(key_of(&e), "workers", "{e}");
     assert!(e.to_string().contains("at most 256"), "{e}");
 }
+
+/// Switches whose configs give no ECMP seed each take their own: flows one switch sent up
+/// one of its two links spread over all four links of the next switch's group (with one
+/// seed for both, they took two of the four: polarisation). A seed given is kept.
+#[test]
+fn switches_without_an_ecmp_seed_do_not_polarise() {
+    let seed_of = |id: u32| {
+        Config::from_toml(&GOOD.replace("switch_id = 7", &format!("switch_id = {id}")))
+            .unwrap()
+            .dataplane
+            .ecmp_seed
+    };
+    let (s1, s2) = (seed_of(1), seed_of(2));
+    assert_eq!(s1, seed_of(1));
+    // Printed back, it is a config the switch takes, with the same seed.
+    let c = Config::from_toml(&GOOD.replace("switch_id = 7", "switch_id = 2")).unwrap();
+    let back = Config::from_toml(&c.to_toml()).unwrap();
+    assert_eq!(back.dataplane.ecmp_seed, s2);
+    let pick =
+        |seed: u64, f: u64, n: u64| (u64::from(::telemetry::hash::ecmp_hash(seed, f)) * n) >> 32;
+    let spread = |s2: u64| {
+        let mut links = [0u32; 4];
+        for f in (0..8000u64).map(::telemetry::hash::mix64) {
+            if pick(s1, f, 2) == 0 {
+                links[pick(s2, f, 4) as usize] += 1;
+            }
+        }
+        links
+    };
+    let links = spread(s2);
+    let total: u32 = links.iter().sum();
+    assert!(
+        links.iter().all(|&n| n * 6 > total),
+        "every link takes a share: {links:?}"
+    );
+    // The control: one seed for both tiers leaves half the links unused.
+    assert_eq!(spread(s1).iter().filter(|&&n| n == 0).count(), 2);
+    let given = GOOD.replace("[stats]", "[dataplane]\necmp_seed = 99\n\n[stats]");
+    assert_eq!(Config::from_toml(&given).unwrap().dataplane.ecmp_seed, 99);
+}

@@ -2,8 +2,10 @@
 
 use telemetry::wire::MacAddr;
 
+use std::collections::{HashMap, HashSet};
+
 use crate::lpm::{Lpm, LpmError};
-use crate::tables::Tables;
+use crate::tables::{NextHopSpec, Tables};
 
 /// One next hop: the egress port (index into the configuration's ports), the MAC to send to,
 /// and what the rewrite needs from the egress port, kept together for one cache line.
@@ -30,14 +32,35 @@ impl NextHop {
 const COUNT_BITS: u32 = 7;
 
 /// Destinations a router does not forward (RFC 1812 5.3.7): "this network" 0/8, loopback
-/// 127/8, and 224/3 (multicast 224/4, reserved 240/4 and the limited broadcast
-/// 255.255.255.255). The table holds them as prefixes of their own, below any configured
-/// route of the same prefix, so that a default route does not carry them.
-pub const MARTIANS: [(u32, u8); 3] = [(0x0000_0000, 8), (0x7f00_0000, 8), (0xe000_0000, 3)];
+/// 127/8, multicast 224/4, reserved 240/4 and the limited broadcast 255.255.255.255. The
+/// table holds them as prefixes of their own, below any configured route of the same
+/// prefix, so that a default route (or a route covering one, such as 224/3) does not carry
+/// them, and a route for 240/4 does not carry the limited broadcast.
+pub const MARTIANS: [(u32, u8); 5] = [
+    (0x0000_0000, 8),
+    (0x7f00_0000, 8),
+    (0xe000_0000, 4),
+    (0xf000_0000, 4),
+    (0xffff_ffff, 32),
+];
 
 /// The LPM value of a martian prefix: no next hop, starting past any next hop there is, so
 /// a lookup gives none without a test of its own.
 const MARTIAN_VALUE: u32 = crate::lpm::MAX_VALUE & !((1 << COUNT_BITS) - 1);
+
+/// Most next-hop entries the table holds: every distinct next-hop group's hops together
+/// (routes with the same group share its entries). A martian's value starts past them.
+pub const MAX_NEXT_HOP_ENTRIES: usize = (MARTIAN_VALUE >> COUNT_BITS) as usize - 1;
+
+/// The next-hop entries `routes` take in the table: the hops of each distinct group once.
+pub fn next_hop_entries<'a>(routes: impl IntoIterator<Item = &'a [NextHopSpec]>) -> usize {
+    let mut seen: HashSet<&[NextHopSpec]> = HashSet::new();
+    routes
+        .into_iter()
+        .filter(|g| seen.insert(*g))
+        .map(<[NextHopSpec]>::len)
+        .sum()
+}
 
 /// Whether `dst` (host order) is a destination a router does not forward ([`MARTIANS`]).
 #[inline(always)]
@@ -66,10 +89,13 @@ pub struct Fib {
 }
 
 impl Fib {
-    /// Builds the table from the routes; every next hop's port must exist and a route has
-    /// at most 64 next hops (the configuration checks both with key names).
+    /// Builds the table from the routes; every next hop's port must exist, a route has at
+    /// most 64 next hops, and the distinct groups at most [`MAX_NEXT_HOP_ENTRIES`] hops
+    /// together (the configuration checks each with key names). Routes with the same group
+    /// share its entries.
     pub fn new(tables: &Tables) -> Result<Fib, LpmError> {
         let mut hops = Vec::new();
+        let mut groups: HashMap<&[NextHopSpec], u32> = HashMap::new();
         let mut entries = Vec::with_capacity(MARTIANS.len() + tables.routes.len());
         // First: a configured route of the same prefix, later in the list, wins.
         entries.extend(MARTIANS.map(|(addr, len)| (addr, len, MARTIAN_VALUE)));
@@ -77,8 +103,24 @@ impl Fib {
             if r.next_hops.is_empty() || r.next_hops.len() >= 1 << COUNT_BITS {
                 return Err(LpmError::BadNextHops(r.next_hops.len()));
             }
-            let value = ((hops.len() as u32) << COUNT_BITS) | r.next_hops.len() as u32;
-            entries.push((r.addr, r.len, value));
+            if let Some(&start) = groups.get(r.next_hops.as_slice()) {
+                entries.push((
+                    r.addr,
+                    r.len,
+                    (start << COUNT_BITS) | r.next_hops.len() as u32,
+                ));
+                continue;
+            }
+            if hops.len() + r.next_hops.len() > MAX_NEXT_HOP_ENTRIES {
+                return Err(LpmError::TooManyNextHops(MAX_NEXT_HOP_ENTRIES));
+            }
+            let start = hops.len() as u32;
+            groups.insert(r.next_hops.as_slice(), start);
+            entries.push((
+                r.addr,
+                r.len,
+                (start << COUNT_BITS) | r.next_hops.len() as u32,
+            ));
             for h in &r.next_hops {
                 let egress = tables
                     .ports
@@ -94,7 +136,6 @@ impl Fib {
                 });
             }
         }
-        debug_assert!(hops.len() < (MARTIAN_VALUE >> COUNT_BITS) as usize);
         Ok(Fib {
             lpm: Lpm::build(&entries)?,
             routes: tables.routes.len(),
@@ -110,6 +151,11 @@ impl Fib {
         let start = (v >> COUNT_BITS) as usize;
         let len = (v & ((1 << COUNT_BITS) - 1)) as usize;
         self.hops.get(start..start + len)
+    }
+
+    /// Next-hop entries the table holds (each distinct group's hops once).
+    pub fn next_hop_entries(&self) -> usize {
+        self.hops.len()
     }
 
     /// Number of routes.

@@ -29,6 +29,9 @@ pub enum LpmError {
     /// A route with no next hop or more than 127.
     #[error("a route has {0} next hops (1 to 127)")]
     BadNextHops(usize),
+    /// The routes' distinct next-hop groups hold more hops together than the table does.
+    #[error("the routes' distinct next-hop groups hold more than {0} next hops together")]
+    TooManyNextHops(usize),
     /// A next hop names a port the switch does not have.
     #[error("a next hop names port {0}, which does not exist")]
     NoSuchPort(u16),

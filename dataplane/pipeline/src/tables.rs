@@ -37,7 +37,7 @@ pub struct PortSpec {
 }
 
 /// One next hop of a route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NextHopSpec {
     /// Egress port index.
     pub port: u16,

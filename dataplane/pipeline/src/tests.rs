@@ -344,6 +344,51 @@ fn martian_destinations_are_not_forwarded_by_a_default_route() {
     t.routes.push(route([239, 1, 0, 0], 16, &[(2, a_hop)]));
     let f = Forwarder::new(&t).unwrap();
     assert_eq!(run(&f, spec([239, 1, 2, 3]).build()).0, Verdict::Forward(2));
+    // A route for 240/4 (used as address space) carries it, but not the limited broadcast;
+    // one for 224/3 covers multicast and 240/4 without carrying them.
+    t.routes.push(route([240, 0, 0, 0], 4, &[(2, a_hop)]));
+    t.routes.push(route([224, 0, 0, 0], 3, &[(1, a_hop)]));
+    let f = Forwarder::new(&t).unwrap();
+    assert_eq!(run(&f, spec([240, 1, 2, 3]).build()).0, Verdict::Forward(2));
+    assert_eq!(
+        run(&f, spec([255, 255, 255, 254]).build()).0,
+        Verdict::Forward(2)
+    );
+    for dst in [[255, 255, 255, 255], [224, 0, 0, 1]] {
+        assert_eq!(
+            run(&f, spec(dst).build()).0,
+            Verdict::Drop(DropReason::Martian),
+            "{dst:?}"
+        );
+    }
+}
+
+/// Routes with the same next-hop group share its entries in the table: a full table's
+/// routes over a few groups take a few entries, and route as before.
+#[test]
+fn routes_share_their_next_hop_groups() {
+    let (a, b) = ([2, 0, 0, 0, 1, 0xc], [2, 0, 0, 0, 1, 0xd]);
+    let mut t = tables();
+    for i in 0..1000u32 {
+        let group: &[(u16, [u8; 6])] = if i % 2 == 0 {
+            &[(1, a), (2, b)]
+        } else {
+            &[(2, b)]
+        };
+        t.routes
+            .push(route([11, (i >> 8) as u8, i as u8, 0], 24, group));
+    }
+    let groups: Vec<&[NextHopSpec]> = t.routes.iter().map(|r| r.next_hops.as_slice()).collect();
+    let before = crate::fib::next_hop_entries(groups[..groups.len() - 1000].iter().copied());
+    assert_eq!(
+        crate::fib::next_hop_entries(groups.iter().copied()),
+        before + 3
+    );
+    let f = Forwarder::new(&t).unwrap();
+    assert_eq!(f.fib().next_hop_entries(), before + 3);
+    assert_eq!(run(&f, spec([11, 3, 7, 1]).build()).0, Verdict::Forward(2));
+    let hops = f.fib().lookup(u32::from_be_bytes([11, 3, 6, 1])).unwrap();
+    assert_eq!(hops.iter().map(|h| h.port).collect::<Vec<_>>(), [1, 2]);
 }
 
 #[test]

@@ -31,6 +31,33 @@ pub struct PortSetup {
     pub promiscuous: bool,
 }
 
+/// Why the queues `setup` polls cannot work on a device of driver `driver`, if they cannot:
+/// an af_packet device's kernel spreads packets over all of its sockets (fanout), so one
+/// whose queues are not all polled loses what lands on the others, uncounted; a tap device
+/// takes as many rx queues as tx queues (one per worker).
+fn queue_layout_refused(
+    driver: &str,
+    setup: &PortSetup,
+    info: &dpdk_sys::rte_eth_dev_info,
+) -> Option<String> {
+    match driver {
+        "net_af_packet" if setup.rx_queues < info.max_rx_queues => Some(format!(
+            "the device has {} queue pairs (qpairs) but {} of its rx queues are polled: the kernel spreads packets over every queue's socket, and those on a queue no worker polls would be lost; poll queues 0 to {} or give qpairs={}",
+            info.max_rx_queues,
+            setup.rx_queues,
+            info.max_rx_queues - 1,
+            setup.rx_queues
+        )),
+        "net_tap" if setup.rx_queues != setup.tx_queues => Some(format!(
+            "a tap device needs as many rx queues polled as it has tx queues (one per worker): {} polled, {} workers; poll queues 0 to {} of this port",
+            setup.rx_queues,
+            setup.tx_queues,
+            setup.tx_queues - 1
+        )),
+        _ => None,
+    }
+}
+
 /// Whether a port of driver `driver` programs its MAC address into the device. A tap's
 /// address is the host's side of the link (the tap driver receives every frame the host
 /// sends); a packet socket's interface (`net_af_packet`) is a host's, needed only by a port
@@ -255,9 +282,15 @@ impl<'eal> Port<'eal> {
             return Err(DpdkError::Capability {
                 port: self.name.clone(),
                 reason: format!(
-                    "each of the {} workers needs its own tx queue but the device ({}) has at most {} (for net_pcap, give one tx_pcap/tx_iface per worker)",
-                    setup.tx_queues, report.driver, info.max_tx_queues
+                    "each of the {} workers needs its own tx queue but the device ({}) has at most {} (for net_pcap, give one tx_pcap/tx_iface per worker; for net_af_packet, qpairs={} in its device arguments, and poll each queue)",
+                    setup.tx_queues, report.driver, info.max_tx_queues, setup.tx_queues
                 ),
+            });
+        }
+        if let Some(reason) = queue_layout_refused(&report.driver, setup, &info) {
+            return Err(DpdkError::Capability {
+                port: self.name.clone(),
+                reason,
             });
         }
         let mut conf = dpdk_sys::rte_eth_conf::default();
@@ -561,7 +594,7 @@ unsafe impl Send for TxQueue<'_> {}
 
 #[cfg(test)]
 mod tests {
-    use super::is_memif_server;
+    use super::{PortSetup, is_memif_server, queue_layout_refused};
 
     #[test]
     fn memif_servers_are_told_from_clients_and_other_devices() {
@@ -574,5 +607,45 @@ mod tests {
         assert!(!is_memif_server("net_memif1, role = client"));
         assert!(!is_memif_server("net_pcap0,rx_pcap=a.pcap"));
         assert!(!is_memif_server("0000:3b:00.0"));
+    }
+
+    /// An af_packet device must have every queue polled (the kernel spreads packets over
+    /// them all), a tap device as many rx queues as tx queues; other devices take any layout
+    /// within their limits.
+    #[test]
+    fn queue_layouts_that_lose_packets_are_refused() {
+        let setup = |rx, tx| PortSetup {
+            rx_queues: rx,
+            tx_queues: tx,
+            rx_descriptors: 1024,
+            tx_descriptors: 1024,
+            mtu: 1500,
+            mac: [2, 0, 0, 0, 0, 1],
+            promiscuous: true,
+        };
+        let info = |queues| dpdk_sys::rte_eth_dev_info {
+            max_rx_queues: queues,
+            max_tx_queues: queues,
+            ..Default::default()
+        };
+        let why = queue_layout_refused("net_af_packet", &setup(1, 2), &info(2)).unwrap();
+        assert!(
+            why.contains("qpairs=1") && why.contains("poll queues 0 to 1"),
+            "{why}"
+        );
+        assert_eq!(
+            queue_layout_refused("net_af_packet", &setup(2, 2), &info(2)),
+            None
+        );
+        let why = queue_layout_refused("net_tap", &setup(1, 2), &info(16)).unwrap();
+        assert!(why.contains("1 polled, 2 workers"), "{why}");
+        assert_eq!(
+            queue_layout_refused("net_tap", &setup(2, 2), &info(16)),
+            None
+        );
+        assert_eq!(
+            queue_layout_refused("net_memif", &setup(1, 2), &info(2)),
+            None
+        );
     }
 }

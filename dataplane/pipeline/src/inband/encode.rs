@@ -178,6 +178,12 @@ impl State {
                     self.count_flow(s, i, meta);
                 }
                 (Action::Remove, _) => {
+                    // At an edge egress (an unknown plan, or a digest left incomplete at a
+                    // hop before) the packet still arrived: a probe's arrival is reported
+                    // without the digest, so that its stream shows no loss.
+                    if self.is_edge(e) {
+                        self.report_probe(&*m, meta, i, s, time, c);
+                    }
                     strip(m, meta);
                     self.count_flow(s, i, meta);
                 }
@@ -296,27 +302,9 @@ impl State {
         time: &BurstTime,
         c: &mut LocalCounters,
     ) {
+        self.report_probe(m, meta, i, s, time, c);
         let i = i & (s.hashes.f.len() - 1);
         let (w0, w1) = (s.hashes.w0[i], s.hashes.w1[i]);
-        if meta.udp_payload_at != 0
-            && let Some(probe) = m
-                .data()
-                // Within the IP packet: the frame's padding is no probe.
-                .get(
-                    usize::from(meta.udp_payload_at)
-                        ..usize::from(meta.l3) + usize::from(meta.ip_len),
-                )
-                .and_then(ProbePayload::decode)
-        {
-            let p = ProbeRecord {
-                key: FlowKey::from_words(w0, w1),
-                probe,
-                tsc: time.now_tsc,
-            };
-            if !self.digests.push_probe(p) {
-                c.event(TelemetryEvent::ProbeDropped);
-            }
-        }
         self.digests.gather(RingDigest::new(
             w0,
             w1,
@@ -328,6 +316,40 @@ impl State {
             digest,
             time.now_tsc,
         ));
+    }
+
+    /// Records packet `i`'s probe, if it carries one, as arrived at this edge egress (called
+    /// before its shim is stripped: `meta`'s offsets are the frame's as parsed).
+    #[inline(always)]
+    fn report_probe<B: PacketBuf>(
+        &mut self,
+        m: &B,
+        meta: &Meta,
+        i: usize,
+        s: &Scratch,
+        time: &BurstTime,
+        c: &mut LocalCounters,
+    ) {
+        if meta.udp_payload_at == 0 {
+            return;
+        }
+        let Some(probe) = m
+            .data()
+            // Within the IP packet: the frame's padding is no probe.
+            .get(usize::from(meta.udp_payload_at)..usize::from(meta.l3) + usize::from(meta.ip_len))
+            .and_then(ProbePayload::decode)
+        else {
+            return;
+        };
+        let i = i & (s.hashes.f.len() - 1);
+        let p = ProbeRecord {
+            key: FlowKey::from_words(s.hashes.w0[i], s.hashes.w1[i]),
+            probe,
+            tsc: time.now_tsc,
+        };
+        if !self.digests.push_probe(p) {
+            c.event(TelemetryEvent::ProbeDropped);
+        }
     }
 }
 

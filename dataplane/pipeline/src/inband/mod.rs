@@ -92,8 +92,9 @@ enum Action {
     Strip,
     /// Edge in, edge out: encode and report; no shim on the wire.
     OneHop,
-    /// Remove the shim without encoding or reporting (unknown plan at the edge, or the
-    /// shim no longer fits the egress MTU).
+    /// Remove the shim without encoding or reporting a digest (unknown plan at the edge,
+    /// or the shim no longer fits the egress MTU); at an edge a probe's arrival is still
+    /// reported.
     Remove,
 }
 
