@@ -228,7 +228,9 @@ impl Sink {
                             parts[shard_of(k, n)].push(c);
                         }
                         for (i, counts) in parts.into_iter().enumerate() {
-                            if counts.is_empty() {
+                            // Every decode thread hears of unsure switches, counts or none:
+                            // its flows' loss must not take what those switches missed.
+                            if counts.is_empty() && all.unsure.is_empty() {
                                 continue;
                             }
                             let msg = ShardMsg::Counts(Box::new(epochs::EpochCounts {

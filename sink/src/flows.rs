@@ -433,9 +433,16 @@ pub struct FlowTable {
     pinned: FxHashMap<(u32, u32, usize), FlowRecord>,
     /// When each flow is next due for a sweep.
     schedule: Schedule,
+    /// Per switch, the latest epochs (start and length, Unix ms) whose counts there were
+    /// unsure, at most [`UNSURE_EPOCHS_KEPT`]: a flow the switch's flowset missed in one
+    /// was not touched then, and its links' loss must not take what it missed.
+    unsure_epochs: FxHashMap<u32, std::collections::VecDeque<(u64, u64)>>,
     /// Counters.
     pub stats: ShardStats,
 }
+
+/// Unsure epochs kept per switch ([`FlowTable`]'s `unsure_epochs`).
+const UNSURE_EPOCHS_KEPT: usize = 64;
 
 /// How long an ended flow's records may wait for room in the export queue before they are
 /// dropped (counted) and the flow forgotten.
@@ -472,6 +479,7 @@ impl FlowTable {
             owners: Vec::new(),
             pinned: FxHashMap::default(),
             schedule: Schedule::default(),
+            unsure_epochs: FxHashMap::default(),
             stats: ShardStats::default(),
         }
     }
@@ -781,6 +789,15 @@ impl FlowTable {
     ) {
         let (epoch, epoch_ms) = (c.epoch, c.epoch_ms);
         let unsure = &c.unsure[..];
+        for &s in unsure {
+            let kept = self.unsure_epochs.entry(s).or_default();
+            if !kept.contains(&epoch_ms) {
+                if kept.len() == UNSURE_EPOCHS_KEPT {
+                    kept.pop_front();
+                }
+                kept.push_back(epoch_ms);
+            }
+        }
         let now = Now::read();
         let mut touched: Vec<FlowKey> = Vec::with_capacity(counts.len());
         for &(key, switch, packets, bytes) in counts {
@@ -839,6 +856,17 @@ impl FlowTable {
         touched.sort_unstable();
         touched.dedup();
         for key in touched {
+            // A switch that counted the flow before and whose counts of this epoch are
+            // unsure, yet has none of the flow in it: its flowset may have missed the flow.
+            if !unsure.is_empty()
+                && let Some(flow) = self.flows.get_mut(&key)
+            {
+                for c in &mut flow.counts {
+                    if c.last_epoch.0 != epoch && unsure.binary_search(&c.switch).is_ok() {
+                        c.unsure_epochs += 1;
+                    }
+                }
+            }
             self.update_loss(cx, key, unsure, epoch_ms.0 as f64 / 1e3);
             self.detect_loss(cx, key, c, now.unix_s);
             if let Some(flow) = self.flows.get_mut(&key) {

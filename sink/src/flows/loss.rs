@@ -21,6 +21,13 @@ pub(super) struct LinkLoss {
     /// What the counts before the link less those after it held that is not loss: what
     /// an end of the link may have missed in epochs whose counts there were unsure.
     offset: i64,
+    /// `lost` before the last update changed it.
+    prev_lost: i64,
+    /// Start of the epoch of the last update, Unix ms.
+    at_ms: u64,
+    /// Whether the last update was unsure at an end of the link (see
+    /// [`FlowTable::update_loss`]).
+    after_unsure: bool,
     /// Where `lost` stood as recent periods began: what the flow lost on the link during
     /// an event.
     marks: LossMarks,
@@ -335,10 +342,12 @@ impl FlowTable {
         unsure: &[u32],
         at_s: f64,
     ) {
+        let unsure_epochs = &self.unsure_epochs;
         let Some(flow) = self.flows.get_mut(&key) else {
             return;
         };
         let is_unsure = |s: u32| unsure.binary_search(&s).is_ok();
+        let at_ms = (at_s * 1e3).round() as u64;
         let switches = cx.switches();
         let space = switches.space();
         let Some(path) = decoded_path(flow, space) else {
@@ -410,17 +419,56 @@ impl FlowTable {
             };
             let raw = up as i64 - down as i64;
             let old = flow.loss.iter().find(|o| o.link == (a, b));
-            now.push(if is_unsure(a) || is_unsure(b) {
-                let (lost, vanished) = old.map_or((0, false), |o| (o.lost, o.vanished));
+            // An end unsure in this epoch, or in one since the link's last update that did
+            // not count the flow (its flowset there may have missed the flow's packets).
+            let unsure_within = |s: u32, from: u64, to: u64| {
+                unsure_epochs
+                    .get(&s)
+                    .is_some_and(|e| e.iter().any(|&(start, _)| start > from && start <= to))
+            };
+            let unsure_now = is_unsure(a)
+                || is_unsure(b)
+                || old.is_some_and(|o| {
+                    unsure_within(a, o.at_ms, at_ms) || unsure_within(b, o.at_ms, at_ms)
+                });
+            now.push(if unsure_now {
+                // The loss before stays; what the counts differ by beyond it is what the
+                // unsure end missed. Packets counted at `a` in the epoch just before one
+                // unsure at `b` may have been in flight into it, missed there, and would
+                // stay as loss for good: what the last sure update added, within an epoch
+                // before one unsure at `b`, is taken back (loss that the update before had
+                // shown too stays).
+                let next_to_unsure = |o: &LinkLoss| {
+                    unsure_epochs.get(&b).is_some_and(|e| {
+                        e.iter().any(|&(start, len)| {
+                            start > o.at_ms && start <= o.at_ms.saturating_add(2 * len)
+                        })
+                    })
+                };
+                let (lost, vanished) = old.map_or((0, false), |o| {
+                    let lost = if !o.after_unsure && next_to_unsure(o) {
+                        o.lost.min(o.prev_lost)
+                    } else {
+                        o.lost
+                    };
+                    (lost, o.vanished)
+                });
                 LinkLoss {
                     link: (a, b),
                     lost,
                     vanished,
                     offset: raw - lost,
+                    prev_lost: lost,
+                    at_ms,
+                    after_unsure: true,
                     marks: LossMarks::default(),
                 }
             } else {
                 let offset = match old {
+                    // Right after an unsure update, packets that were in flight across the
+                    // unsure epoch and that its end missed show as counts coming closer: no
+                    // gain, the loss stays as it was.
+                    Some(o) if o.after_unsure && raw - o.offset < o.lost => raw - o.lost,
                     // What an unsure epoch set aside held the packets in flight across it
                     // too: counted at `b` later, they take it back, never below no loss.
                     Some(o) if o.offset > 0 && raw < o.offset => raw.max(0),
@@ -433,6 +481,9 @@ impl FlowTable {
                     lost: raw - offset,
                     vanished: up > 0 && down == 0,
                     offset,
+                    prev_lost: old.map_or(0, |o| o.lost),
+                    at_ms,
+                    after_unsure: false,
                     marks: LossMarks::default(),
                 }
             });

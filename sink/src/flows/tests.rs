@@ -548,44 +548,135 @@ fn an_epoch_unsure_at_one_end_adds_no_loss() {
         &[],
     );
     assert_eq!(lost(&t, key), (3, 3, 0));
-    // Epoch 2: switch 2 did not decode the flow: it looks vanished there, but is not.
-    t.add_counts(&cx, 2, (1010, 10), &[(key, 1, 100, 10_000)], &[2], &[]);
-    assert_eq!(lost(&t, key), (3, 3, 0));
-    // Epoch 3: switch 1 not decoded whole (it missed the flow), switch 2 counted it.
-    t.add_counts(&cx, 3, (1020, 10), &[(key, 2, 50, 5_000)], &[1], &[]);
-    assert_eq!(lost(&t, key), (3, 3, 0));
-    // Epoch 4: both sure, 2 lost.
+    // Epoch 2: sure, nothing more lost (the 3 were no packets in flight).
     t.add_counts(
         &cx,
-        4,
-        (1030, 10),
+        2,
+        (1010, 10),
+        &[(key, 1, 10, 1_000), (key, 2, 10, 1_000)],
+        &[],
+        &[],
+    );
+    assert_eq!(lost(&t, key), (3, 3, 0));
+    // Epoch 3: switch 2 did not decode the flow: it looks vanished there, but is not.
+    t.add_counts(&cx, 3, (1020, 10), &[(key, 1, 100, 10_000)], &[2], &[]);
+    assert_eq!(lost(&t, key), (3, 3, 0));
+    // Epoch 4: switch 1 not decoded whole (it missed the flow), switch 2 counted it.
+    t.add_counts(&cx, 4, (1030, 10), &[(key, 2, 50, 5_000)], &[1], &[]);
+    assert_eq!(lost(&t, key), (3, 3, 0));
+    // Epoch 5: both sure, 2 lost.
+    t.add_counts(
+        &cx,
+        5,
+        (1040, 10),
         &[(key, 1, 60, 6_000), (key, 2, 58, 5_800)],
         &[],
         &[],
     );
     assert_eq!(lost(&t, key), (5, 5, 0));
-    // The flow's own loss series saw the two sure epochs only.
+    // The flow's own loss series saw the sure epochs only.
     let unsure: Vec<_> = t.flows[&key]
         .loss_fed
         .iter()
-        .filter(|f| f.0 == 2 || f.0 == 3)
+        .filter(|f| f.0 == 3 || f.0 == 4)
         .collect();
-    assert_eq!(unsure, [&(2, u64::MAX, u64::MAX), &(3, u64::MAX, u64::MAX)]);
-    // Epoch 5: switch 2 counted the flow in a flowset it did not decode whole. Each
-    // switch's counts say how many of their epochs were unsure there.
+    assert_eq!(unsure, [&(3, u64::MAX, u64::MAX), &(4, u64::MAX, u64::MAX)]);
+    // Epoch 6: switch 2 counted the flow in a flowset it did not decode whole; epoch 7:
+    // switch 1 counted it, switch 2 (unsure) has none of it. Each switch's counts say how
+    // many of their epochs were unsure there, those that missed the flow included.
     t.add_counts(
         &cx,
-        5,
-        (1040, 10),
+        6,
+        (1050, 10),
         &[(key, 1, 10, 1_000), (key, 2, 10, 1_000)],
         &[2],
         &[],
     );
+    t.add_counts(&cx, 7, (1060, 10), &[(key, 1, 10, 1_000)], &[2], &[]);
     let unsure_at = |s: u32| {
         let c = t.flows[&key].counts.iter().find(|c| c.switch == s).unwrap();
         (c.epochs, c.unsure_epochs)
     };
-    assert_eq!((unsure_at(1), unsure_at(2)), ((4, 0), (4, 1)));
+    assert_eq!((unsure_at(1), unsure_at(2)), ((6, 1), (5, 3)));
+    // The 2 lost in epoch 5, right before an epoch unsure at switch 2, may have been
+    // packets in flight into it that its flowset missed: taken back (loss goes unseen
+    // rather than made up); the 3 shown over two epochs before stay.
+    assert_eq!(lost(&t, key), (3, 3, 0));
+}
+
+/// Packets counted at the first switch at the end of an epoch and in flight into the next,
+/// which the second switch's flowset (not decoded whole) missed, are no loss for good; nor
+/// is a packet the first switch's unsure flowset missed, counted at the second switch in
+/// the epoch after, where the flow was in no count of the unsure epoch (it showed as -1 for
+/// good). The flow's first loss, seen over two epochs, stays.
+#[test]
+fn packets_in_flight_that_an_unsure_end_missed_are_no_loss() {
+    let mut t = FlowTable::new(10);
+    let (cx, key) = two_hop_flow(&mut t);
+    t.add_counts(
+        &cx,
+        1,
+        (1000, 10),
+        &[(key, 1, 10, 1_000), (key, 2, 9, 900)],
+        &[],
+        &[],
+    );
+    t.add_counts(
+        &cx,
+        2,
+        (1010, 10),
+        &[(key, 1, 5, 500), (key, 2, 5, 500)],
+        &[],
+        &[],
+    );
+    assert_eq!(lost(&t, key), (1, 1, 0));
+    // Epoch 3: 4 counted at switch 1, 2 of them still on the link at its end.
+    t.add_counts(
+        &cx,
+        3,
+        (1020, 10),
+        &[(key, 1, 4, 400), (key, 2, 2, 200)],
+        &[],
+        &[],
+    );
+    assert_eq!(lost(&t, key), (3, 3, 0));
+    // Epoch 4: switch 2's flowset missed the flow (the 2 it would have counted), and no
+    // other switch counted it: the flow is in no count of the epoch.
+    t.add_counts(&cx, 4, (1030, 10), &[], &[2], &[]);
+    // Epoch 5: both sure and even.
+    t.add_counts(
+        &cx,
+        5,
+        (1040, 10),
+        &[(key, 1, 3, 300), (key, 2, 3, 300)],
+        &[],
+        &[],
+    );
+    assert_eq!(lost(&t, key), (1, 1, 0), "the 2 in flight are no loss");
+    // Epoch 6: switch 1's flowset missed a packet that switch 2 counts in epoch 7.
+    t.add_counts(&cx, 6, (1050, 10), &[], &[1], &[]);
+    t.add_counts(&cx, 7, (1060, 10), &[(key, 2, 1, 100)], &[], &[]);
+    t.add_counts(
+        &cx,
+        8,
+        (1070, 10),
+        &[(key, 1, 2, 200), (key, 2, 2, 200)],
+        &[],
+        &[],
+    );
+    assert_eq!(lost(&t, key), (1, 1, 0), "no gain either");
+    // Epoch 9: switch 1 unsure, its counts missing one of the three packets; switch 2
+    // counts two, the third in epoch 10.
+    t.add_counts(
+        &cx,
+        9,
+        (1080, 10),
+        &[(key, 1, 2, 200), (key, 2, 2, 200)],
+        &[1],
+        &[],
+    );
+    t.add_counts(&cx, 10, (1090, 10), &[(key, 2, 1, 100)], &[], &[]);
+    assert_eq!(lost(&t, key), (1, 1, 0), "nor after an epoch that counted the flow");
 }
 
 /// Packets in flight across an unsure epoch (counted at the first switch in it, at the
