@@ -328,7 +328,10 @@ fn open(
     if !c.write(FrameType::Hello, &a.hello.payload(), stats) {
         return None;
     }
-    for p in &a.older_plans {
+    // The older plans, oldest first, then the hello's again when there were any: the last
+    // plan frame is the one in force (a reload right after is then simply the next one).
+    let again = a.hello.plan.iter().filter(|_| !a.older_plans.is_empty());
+    for p in a.older_plans.iter().chain(again) {
         if !c.write(FrameType::Plan, &p.payload(), stats) {
             return None;
         }
@@ -520,6 +523,42 @@ mod tests {
         let f = read_frames(&mut s, 2);
         assert!(matches!(f[0], Frame::Hello(_)));
         assert!(ex.stats.connections.load(Ordering::Relaxed) >= 2);
+        ex.finish(Duration::from_millis(100));
+    }
+
+    /// After its hello a connection gets the older plans, oldest first, then the hello's
+    /// plan again: the last plan declared is the one in force (a reload just after is the
+    /// next plan frame, and a collector taking each plan frame as in force is right).
+    #[test]
+    fn older_plans_come_after_the_hello_then_the_plan_in_force() {
+        let plan = |version: u32| PlanText {
+            version,
+            digest_bytes: 2,
+            text: format!("# {version}"),
+        };
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ex = Exporter::start(
+            l.local_addr().unwrap().to_string(),
+            Announcement {
+                hello: Hello {
+                    plan: Some(plan(3)),
+                    ..hello()
+                },
+                older_plans: vec![plan(1), plan(2)],
+            },
+            1 << 20,
+        );
+        let (mut s, _) = l.accept().unwrap();
+        assert!(ex.send(stats_frame(1)));
+        let versions: Vec<Option<u32>> = read_frames(&mut s, 5)
+            .into_iter()
+            .map(|f| match f {
+                Frame::Hello(h) => h.plan.map(|p| p.version),
+                Frame::Plan(p) => Some(p.version),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(versions, [Some(3), Some(1), Some(2), Some(3), None]);
         ex.finish(Duration::from_millis(100));
     }
 

@@ -172,9 +172,6 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     let opened = Instant::now();
     let mut last_frame = Instant::now();
     let mut silent_limit = silent_after(0);
-    // Plan frames straight after the hello are older plans whose packets may still be in
-    // flight, not the plan in force (the hello's).
-    let mut after_hello = false;
     // What one of its flowsets takes in memory, from its hello.
     let mut flowset_bytes = 0usize;
     let mut gaps = 0u64;
@@ -282,18 +279,15 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
             .expect("a hello came first (the session checks)");
         e.counters.frames.fetch_add(1, Relaxed);
         e.counters.bytes.fetch_add(len, Relaxed);
-        let announcing_older = after_hello;
-        after_hello =
-            matches!(frame, Frame::Hello(_)) || (after_hello && matches!(frame, Frame::Plan(_)));
         match frame {
             Frame::Hello(_) => {}
             Frame::Plan(p) => {
                 if let Err(c) = declared_plan(&ing, e.info_id(), &p) {
                     break Err(c);
                 }
-                if !announcing_older {
-                    e.info.lock().expect("switch lock").plan = Some(p.version);
-                }
+                // The last plan frame is in force: after a reconnection the switch sends its
+                // older plans, oldest first, then the hello's again.
+                e.info.lock().expect("switch lock").plan = Some(p.version);
             }
             Frame::Digests(b) => {
                 e.counters

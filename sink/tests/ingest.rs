@@ -796,3 +796,47 @@ fn a_topology_without_links_is_refused() {
         "{e}"
     );
 }
+
+/// The plan in force is the last one declared: after a reconnection a switch sends its
+/// older plans, oldest first, then the hello's again; a reload is the next plan frame, also
+/// right after those (it was taken for an older plan there).
+#[test]
+fn the_last_plan_declared_is_in_force() {
+    let sink = sink();
+    let shared = sink.shared().clone();
+    let now = paper();
+    let plan = |low: &str, high: &str| {
+        let text = PAPER
+            .replace("frequency = \"1/16\"", &format!("frequency = \"{low}\""))
+            .replace("frequency = \"15/16\"", &format!("frequency = \"{high}\""));
+        PlanText {
+            version: Plan::compile(&QueryFile::from_toml(&text).unwrap())
+                .unwrap()
+                .version,
+            digest_bytes: 2,
+            text,
+        }
+    };
+    let (older, reload) = (plan("1/8", "7/8"), plan("1/4", "3/4"));
+    let in_force = |sw: &mut FakeSwitch, n: u32| {
+        // A frame after the plans, so that they have all been read.
+        let d: Vec<WireDigest> = (0..10).map(|i| digest(now.version, i)).collect();
+        sw.send(FrameType::Digests, &encode_digests(0, &d, |_| 2));
+        wait_for("switch 9", || shared.registry.switch(9).is_some());
+        let e = shared.registry.switch(9).unwrap();
+        wait_for("digests", || {
+            e.counters.digests.load(Relaxed) == 10 * u64::from(n)
+        });
+        e.info.lock().unwrap().plan
+    };
+    let mut sw = FakeSwitch::connect(sink.listen_addr(), &hello(9, Some(now.clone())));
+    sw.send(FrameType::Plan, &older.payload());
+    sw.send(FrameType::Plan, &now.payload());
+    assert_eq!(in_force(&mut sw, 1), Some(now.version));
+    drop(sw);
+    let mut sw = FakeSwitch::connect(sink.listen_addr(), &hello(9, Some(now.clone())));
+    sw.send(FrameType::Plan, &older.payload());
+    sw.send(FrameType::Plan, &now.payload());
+    sw.send(FrameType::Plan, &reload.payload());
+    assert_eq!(in_force(&mut sw, 2), Some(reload.version));
+}

@@ -676,7 +676,11 @@ fn packets_in_flight_that_an_unsure_end_missed_are_no_loss() {
         &[],
     );
     t.add_counts(&cx, 10, (1090, 10), &[(key, 2, 1, 100)], &[], &[]);
-    assert_eq!(lost(&t, key), (1, 1, 0), "nor after an epoch that counted the flow");
+    assert_eq!(
+        lost(&t, key),
+        (1, 1, 0),
+        "nor after an epoch that counted the flow"
+    );
 }
 
 /// Packets in flight across an unsure epoch (counted at the first switch in it, at the
