@@ -798,17 +798,23 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
                 format!("{prefix} is already routed by routes[{j}]"),
             ));
         }
-        if rr.next_hops.is_empty() {
+        let Some(raw_hops) = rr.next_hops else {
+            return Err(key_err(
+                k("next_hops"),
+                "missing (a list of { port = \"...\", mac = \"...\" })",
+            ));
+        };
+        if raw_hops.is_empty() {
             return Err(key_err(
                 k("next_hops"),
                 "no next hop (list { port = \"...\", mac = \"...\" })",
             ));
         }
-        if rr.next_hops.len() > 64 {
+        if raw_hops.len() > 64 {
             return Err(key_err(k("next_hops"), "more than 64 next hops"));
         }
-        let mut next_hops = Vec::with_capacity(rr.next_hops.len());
-        for (n, nh) in rr.next_hops.into_iter().enumerate() {
+        let mut next_hops = Vec::with_capacity(raw_hops.len());
+        for (n, nh) in raw_hops.into_iter().enumerate() {
             let nk = |f: &str| format!("routes[{r}].next_hops[{n}].{f}");
             let port = nh.port.ok_or_else(|| key_err(nk("port"), "missing"))?;
             let port_index = find_port(&port)
@@ -840,8 +846,11 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
                 port_index,
                 mac,
             };
-            if next_hops.contains(&hop) {
-                return Err(key_err(nk("port"), "the same next hop is listed twice"));
+            if let Some(j) = next_hops.iter().position(|h| *h == hop) {
+                return Err(key_err(
+                    nk("port"),
+                    format!("the same next hop as next_hops[{j}] (each next hop once)"),
+                ));
             }
             next_hops.push(hop);
         }

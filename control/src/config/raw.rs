@@ -162,8 +162,7 @@ pub(super) struct RawWorker {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRoute {
     pub prefix: Option<String>,
-    #[serde(default)]
-    pub next_hops: Vec<RawNextHop>,
+    pub next_hops: Option<Vec<RawNextHop>>,
 }
 
 #[derive(Debug, Deserialize)]

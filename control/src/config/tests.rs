@@ -176,12 +176,37 @@ fn bad_values_name_their_key() {
             "routes[0].next_hops[1].mac",
         ),
         ("interval_ms = 500", "interval_ms = 5", "stats.interval_ms"),
+        (
+            "prefix = \"10.0.0.0/8\"",
+            "prefix = \"10.0.0.0/+8\"",
+            "routes[0].prefix",
+        ),
     ];
     for (from, to, key) in cases {
         assert!(GOOD.contains(from), "test case does not apply: {from}");
         let e = err(&GOOD.replacen(from, to, 1));
         assert_eq!(key_of(&e), *key, "{from} -> {to}: {e}");
     }
+}
+
+/// A route without `next_hops` says the key is missing; a next hop listed twice names the
+/// first listing.
+#[test]
+fn route_next_hop_errors_say_what_is_wrong() {
+    let no_hops = GOOD.replace(
+        "next_hops = [{ port = \"in\", mac = \"02:00:00:00:03:00\" }]",
+        "",
+    );
+    let e = err(&no_hops);
+    assert_eq!(key_of(&e), "routes[1].next_hops");
+    assert!(e.to_string().contains("missing"), "{e}");
+    let twice = GOOD.replace(
+        "{ port = \"up1\", mac = \"02:00:00:00:02:01\" }",
+        "{ port = \"up0\", mac = \"02:00:00:00:02:00\" }",
+    );
+    let e = err(&twice);
+    assert_eq!(key_of(&e), "routes[0].next_hops[1].port");
+    assert!(e.to_string().contains("next_hops[0]"), "{e}");
 }
 
 #[test]

@@ -47,9 +47,10 @@ impl FromStr for Ipv4Prefix {
         let addr: Ipv4Addr = a
             .parse()
             .map_err(|_| format!("`{a}` is not an IPv4 address"))?;
-        let len: u8 = l
-            .parse()
-            .ok()
+        // Digits only: `u8`'s parser also takes a sign (`/+8`).
+        let len: u8 = Some(l)
+            .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|l| l.parse().ok())
             .filter(|l| *l <= 32)
             .ok_or_else(|| format!("`{l}` is not a prefix length (0 to 32)"))?;
         let p = Ipv4Prefix {
@@ -83,6 +84,9 @@ mod tests {
         assert!(p.contains(u32::from(Ipv4Addr::new(10, 1, 200, 3))));
         assert!(!p.contains(u32::from(Ipv4Addr::new(10, 2, 0, 0))));
         assert_eq!(p.to_string(), "10.1.0.0/16");
+        for bad in ["10.0.0.0/+8", "10.0.0.0/", "10.0.0.0/33", "10.0.0.0/ 8"] {
+            assert!(bad.parse::<Ipv4Prefix>().is_err(), "{bad}");
+        }
         let d: Ipv4Prefix = "0.0.0.0/0".parse().unwrap();
         assert!(d.contains(0xffff_ffff));
         assert!(
