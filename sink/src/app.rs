@@ -233,6 +233,7 @@ impl Sink {
                             if counts.is_empty() && all.unsure.is_empty() {
                                 continue;
                             }
+                            let news_only = counts.is_empty();
                             let msg = ShardMsg::Counts(Box::new(epochs::EpochCounts {
                                 epoch: all.epoch,
                                 epoch_ms: all.epoch_ms,
@@ -241,7 +242,11 @@ impl Sink {
                                 missing: all.missing.clone(),
                                 leads: all.leads.clone(),
                             }));
-                            if let Err(SendTimeoutError::Timeout(_)) =
+                            if news_only {
+                                // No counts to lose: never waits for a busy decode thread
+                                // (a switch away is unsure in every epoch).
+                                let _ = shared.shards[i].try_send(msg);
+                            } else if let Err(SendTimeoutError::Timeout(_)) =
                                 shared.shards[i].send_timeout(msg, Duration::from_secs(1))
                             {
                                 shared.counts_dropped.fetch_add(1, Relaxed);

@@ -516,7 +516,7 @@ impl FlowTable {
             if let Some(key) = self.add_run(cx, space, reporter, now, run, &mut current) {
                 // The loss its counts show comes with the path: as of their latest epoch.
                 let at_s = self.flows.get(&key).map_or(0.0, |f| f.last_ms as f64 / 1e3);
-                self.update_loss(cx, key, &[], at_s);
+                self.update_loss(cx, key, &[], at_s, None);
             }
         });
         self.identity = identity;
@@ -856,18 +856,21 @@ impl FlowTable {
         touched.sort_unstable();
         touched.dedup();
         for key in touched {
-            // A switch that counted the flow before and whose counts of this epoch are
-            // unsure, yet has none of the flow in it: its flowset may have missed the flow.
+            // A switch that counted the flow in the second before and whose counts of this
+            // epoch are unsure, yet have none of the flow: its flowset may have missed it.
             if !unsure.is_empty()
                 && let Some(flow) = self.flows.get_mut(&key)
             {
                 for c in &mut flow.counts {
-                    if c.last_epoch.0 != epoch && unsure.binary_search(&c.switch).is_ok() {
+                    if c.last_epoch.0 != epoch
+                        && c.last_ms.saturating_add(1000) >= epoch_ms.0
+                        && unsure.binary_search(&c.switch).is_ok()
+                    {
                         c.unsure_epochs += 1;
                     }
                 }
             }
-            self.update_loss(cx, key, unsure, epoch_ms.0 as f64 / 1e3);
+            self.update_loss(cx, key, unsure, epoch_ms.0 as f64 / 1e3, Some(epoch_ms.0));
             self.detect_loss(cx, key, c, now.unix_s);
             if let Some(flow) = self.flows.get_mut(&key) {
                 let due = flow.deadline(&self.schedule, now);

@@ -42,11 +42,16 @@ fn queue_layout_refused(
 ) -> Option<String> {
     match driver {
         "net_af_packet" if setup.rx_queues < info.max_rx_queues => Some(format!(
-            "the device has {} queue pairs (qpairs) but {} of its rx queues are polled: the kernel spreads packets over every queue's socket, and those on a queue no worker polls would be lost; poll queues 0 to {} or give qpairs={}",
+            "the device has {} queue pairs (qpairs) but {} of its rx queues are polled: the kernel spreads packets over every queue's socket, and those on a queue no worker polls would be lost; poll queues 0 to {}{}",
             info.max_rx_queues,
             setup.rx_queues,
             info.max_rx_queues - 1,
-            setup.rx_queues
+            // Fewer queue pairs only where each worker still has its tx queue.
+            if setup.rx_queues >= setup.tx_queues {
+                format!(" or give qpairs={}", setup.rx_queues)
+            } else {
+                String::new()
+            }
         )),
         "net_tap" if setup.rx_queues != setup.tx_queues => Some(format!(
             "a tap device needs as many rx queues polled as it has tx queues (one per worker): {} polled, {} workers; poll queues 0 to {} of this port",
@@ -629,10 +634,13 @@ mod tests {
             ..Default::default()
         };
         let why = queue_layout_refused("net_af_packet", &setup(1, 2), &info(2)).unwrap();
+        assert!(why.contains("poll queues 0 to 1"), "{why}");
         assert!(
-            why.contains("qpairs=1") && why.contains("poll queues 0 to 1"),
-            "{why}"
+            !why.contains("qpairs=1"),
+            "two workers need two tx queues: {why}"
         );
+        let why = queue_layout_refused("net_af_packet", &setup(1, 1), &info(2)).unwrap();
+        assert!(why.contains("or give qpairs=1"), "{why}");
         assert_eq!(
             queue_layout_refused("net_af_packet", &setup(2, 2), &info(2)),
             None

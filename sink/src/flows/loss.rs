@@ -335,19 +335,27 @@ impl FlowTable {
     /// Recomputes a flow's loss on each link of its decoded path and adds the change to the
     /// links' totals. A link with an end in `unsure` keeps the loss it had: what its counts
     /// now differ by beyond that is taken as what that end missed, not as loss.
+    ///
+    /// `epoch_ms` is the start of the epoch whose counts came (Unix ms), None where a newly
+    /// decoded path, not counts, calls for the update; `at_s` is the time the loss marks
+    /// take.
     pub(super) fn update_loss(
         &mut self,
         cx: &ShardContext,
         key: FlowKey,
         unsure: &[u32],
         at_s: f64,
+        epoch_ms: Option<u64>,
     ) {
         let unsure_epochs = &self.unsure_epochs;
         let Some(flow) = self.flows.get_mut(&key) else {
             return;
         };
         let is_unsure = |s: u32| unsure.binary_search(&s).is_ok();
-        let at_ms = (at_s * 1e3).round() as u64;
+        // Without an epoch: just before the start of the epoch after the latest counted, so
+        // that an unsure epoch after the latest counted one is after it.
+        let latest = flow.counts.iter().map(|c| c.last_ms).max().unwrap_or(0);
+        let at_ms = epoch_ms.unwrap_or(latest.saturating_sub(1));
         let switches = cx.switches();
         let space = switches.space();
         let Some(path) = decoded_path(flow, space) else {
@@ -428,25 +436,31 @@ impl FlowTable {
             };
             let unsure_now = is_unsure(a)
                 || is_unsure(b)
-                || old.is_some_and(|o| {
-                    unsure_within(a, o.at_ms, at_ms) || unsure_within(b, o.at_ms, at_ms)
-                });
+                || (epoch_ms.is_some()
+                    && old.is_some_and(|o| {
+                        unsure_within(a, o.at_ms, at_ms) || unsure_within(b, o.at_ms, at_ms)
+                    }));
+            // A late epoch's counts do not move the link's time back.
+            let link_ms = old.map_or(at_ms, |o| o.at_ms.max(at_ms));
             now.push(if unsure_now {
                 // The loss before stays; what the counts differ by beyond it is what the
                 // unsure end missed. Packets counted at `a` in the epoch just before one
-                // unsure at `b` may have been in flight into it, missed there, and would
-                // stay as loss for good: what the last sure update added, within an epoch
-                // before one unsure at `b`, is taken back (loss that the update before had
-                // shown too stays).
-                let next_to_unsure = |o: &LinkLoss| {
+                // whose counts at `b` are unsure, and which missed the flow there, may have
+                // been in flight into it and would stay as loss for good: what the last
+                // sure update added is taken back (loss that the update before had shown
+                // too stays).
+                let b_counted_now = counted(b).is_some_and(|c| c.last_ms > at_ms);
+                let missed_next = |o: &LinkLoss| {
                     unsure_epochs.get(&b).is_some_and(|e| {
                         e.iter().any(|&(start, len)| {
-                            start > o.at_ms && start <= o.at_ms.saturating_add(2 * len)
+                            start > o.at_ms
+                                && start <= o.at_ms.saturating_add(len)
+                                && (start < at_ms || !b_counted_now)
                         })
                     })
                 };
                 let (lost, vanished) = old.map_or((0, false), |o| {
-                    let lost = if !o.after_unsure && next_to_unsure(o) {
+                    let lost = if !o.after_unsure && epoch_ms.is_some() && missed_next(o) {
                         o.lost.min(o.prev_lost)
                     } else {
                         o.lost
@@ -459,16 +473,15 @@ impl FlowTable {
                     vanished,
                     offset: raw - lost,
                     prev_lost: lost,
-                    at_ms,
+                    at_ms: link_ms,
                     after_unsure: true,
                     marks: LossMarks::default(),
                 }
             } else {
                 let offset = match old {
-                    // Right after an unsure update, packets that were in flight across the
-                    // unsure epoch and that its end missed show as counts coming closer: no
-                    // gain, the loss stays as it was.
-                    Some(o) if o.after_unsure && raw - o.offset < o.lost => raw - o.lost,
+                    // Right after an unsure update, a packet its end missed and the other
+                    // end counts now shows as counts coming closer than no loss: none.
+                    Some(o) if o.after_unsure && raw - o.offset < 0 => raw,
                     // What an unsure epoch set aside held the packets in flight across it
                     // too: counted at `b` later, they take it back, never below no loss.
                     Some(o) if o.offset > 0 && raw < o.offset => raw.max(0),
@@ -476,14 +489,21 @@ impl FlowTable {
                     None if rerouted || unsettled(a) || unsettled(b) => raw,
                     None => missed_upstream(a, b).map_or(0, |m| -m),
                 };
+                let lost = raw - offset;
+                // An update for a newly decoded path keeps the link's bookkeeping.
+                let (prev_lost, after_unsure) = match (old, epoch_ms) {
+                    (Some(o), None) => (o.prev_lost, o.after_unsure),
+                    (Some(o), Some(_)) => (o.lost, false),
+                    (None, _) => (lost, false),
+                };
                 LinkLoss {
                     link: (a, b),
-                    lost: raw - offset,
+                    lost,
                     vanished: up > 0 && down == 0,
                     offset,
-                    prev_lost: old.map_or(0, |o| o.lost),
-                    at_ms,
-                    after_unsure: false,
+                    prev_lost,
+                    at_ms: link_ms,
+                    after_unsure,
                     marks: LossMarks::default(),
                 }
             });
