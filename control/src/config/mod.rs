@@ -311,6 +311,7 @@ impl Config {
     /// Today: fabric ports without room for the plan's shim ([`Config::shim_room_warnings`]).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = self.memif_queue_warnings();
+        out.extend(self.own_mac_next_hop_warnings());
         if self.eal.args.is_some() {
             // The arguments replace the generated ones whole.
             for (key, set) in [
@@ -343,6 +344,38 @@ impl Config {
             out.extend(self.shim_room_warnings(::telemetry::wire::shim::shim_len(
                 ::telemetry::wire::shim::digest_bytes(plan.global_bits),
             )));
+        }
+        out
+    }
+
+    /// Lines for next hops whose MAC is one of this switch's own ports' (at most 5, then
+    /// a count): frames sent there come back to the switch, or go nowhere.
+    pub fn own_mac_next_hop_warnings(&self) -> Vec<String> {
+        let own: BTreeSet<MacAddr> = self.ports.iter().map(|p| p.mac).collect();
+        let hits: Vec<String> = self
+            .routes
+            .iter()
+            .enumerate()
+            .flat_map(|(r, route)| {
+                route
+                    .next_hops
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, h)| own.contains(&h.mac))
+                    .map(move |(n, h)| (r, n, h.mac))
+            })
+            .map(|(r, n, mac)| {
+                format!(
+                    "config key `routes[{r}].next_hops[{n}].mac`: {mac} is one of this switch's own port MACs (frames sent there come back to the switch or go nowhere)"
+                )
+            })
+            .collect();
+        let more = hits.len().saturating_sub(5);
+        let mut out: Vec<String> = hits.into_iter().take(5).collect();
+        if more > 0 {
+            out.push(format!(
+                "... and {more} more next hops with this switch's own MACs"
+            ));
         }
         out
     }

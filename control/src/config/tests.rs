@@ -729,3 +729,16 @@ fn switches_without_an_ecmp_seed_do_not_polarise() {
     let given = GOOD.replace("[stats]", "[dataplane]\necmp_seed = 99\n\n[stats]");
     assert_eq!(Config::from_toml(&given).unwrap().dataplane.ecmp_seed, 99);
 }
+
+/// A next hop given one of the switch's own port MACs is warned about, naming its key.
+#[test]
+fn a_next_hop_with_the_switchs_own_mac_is_warned_about() {
+    assert!(Config::from_toml(GOOD).unwrap().warnings().is_empty());
+    let own = GOOD.replace(
+        "{ port = \"up1\", mac = \"02:00:00:00:02:01\" }",
+        "{ port = \"up1\", mac = \"02:00:00:00:01:00\" }",
+    );
+    let w = Config::from_toml(&own).unwrap().warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("routes[0].next_hops[1].mac"), "{w:?}");
+}
