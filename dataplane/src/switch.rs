@@ -161,10 +161,6 @@ fn run_with_eal(
         ports.push(port);
     }
     let fwd = Arc::new(Forwarder::new(&config.tables()).context("building the route table")?);
-    // Reading a large route table leaves the allocator holding what the parser freed (a
-    // million routes: about 6 GB); give it back before the workers start.
-    // SAFETY: malloc_trim only returns free memory to the system.
-    unsafe { libc::malloc_trim(0) };
     control::say!(
         "routes: {} ({} KiB table); workers: {}; telemetry lanes: {}",
         fwd.fib().routes(),
