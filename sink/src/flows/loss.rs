@@ -356,6 +356,16 @@ impl FlowTable {
         // that an unsure epoch after the latest counted one is after it.
         let latest = flow.counts.iter().map(|c| c.last_ms).max().unwrap_or(0);
         let at_ms = epoch_ms.unwrap_or(latest.saturating_sub(1));
+        // Whether switch `s` had an unsure epoch (start, length) starting after `after` that
+        // `also` accepts.
+        let unsure_in = |s: u32, after: u64, also: &dyn Fn(u64, u64) -> bool| {
+            unsure_epochs.get(&s).is_some_and(|e| {
+                e.iter()
+                    .any(|&(start, len)| start > after && also(start, len))
+            })
+        };
+        let unsure_within =
+            |s: u32, from: u64, to: u64| unsure_in(s, from, &|start, _| start <= to);
         let switches = cx.switches();
         let space = switches.space();
         let Some(path) = decoded_path(flow, space) else {
@@ -429,11 +439,6 @@ impl FlowTable {
             let old = flow.loss.iter().find(|o| o.link == (a, b));
             // An end unsure in this epoch, or in one since the link's last update that did
             // not count the flow (its flowset there may have missed the flow's packets).
-            let unsure_within = |s: u32, from: u64, to: u64| {
-                unsure_epochs
-                    .get(&s)
-                    .is_some_and(|e| e.iter().any(|&(start, _)| start > from && start <= to))
-            };
             let unsure_now = is_unsure(a)
                 || is_unsure(b)
                 || (epoch_ms.is_some()
@@ -451,16 +456,13 @@ impl FlowTable {
                 // too stays).
                 let b_counted_now = counted(b).is_some_and(|c| c.last_ms > at_ms);
                 let missed_next = |o: &LinkLoss| {
-                    unsure_epochs.get(&b).is_some_and(|e| {
-                        e.iter().any(|&(start, len)| {
-                            start > o.at_ms
-                                && start <= o.at_ms.saturating_add(len)
-                                && (start < at_ms || !b_counted_now)
-                        })
+                    unsure_in(b, o.at_ms, &|start, len| {
+                        start <= o.at_ms.saturating_add(len) && (start < at_ms || !b_counted_now)
                     })
                 };
+                // (Only counts make an update unsure: `epoch_ms` is known here.)
                 let (lost, vanished) = old.map_or((0, false), |o| {
-                    let lost = if !o.after_unsure && epoch_ms.is_some() && missed_next(o) {
+                    let lost = if !o.after_unsure && missed_next(o) {
                         o.lost.min(o.prev_lost)
                     } else {
                         o.lost
