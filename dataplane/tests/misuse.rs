@@ -186,6 +186,7 @@ fn check_config_prints_resolved_defaults() {
         assert!(t.contains(n), "expected `{n}` in:\n{t}");
     }
     assert!(!t.contains("EAL"), "--check-config starts nothing:\n{t}");
+    assert!(!t.contains("# The query plan"), "telemetry is off:\n{t}");
     // What it prints is a config the switch takes as it is, and prints back the same.
     let printed = dir.path("printed.toml");
     std::fs::write(&printed, &out.stdout).unwrap();
@@ -197,6 +198,25 @@ fn check_config_prints_resolved_defaults() {
     assert_eq!(
         String::from_utf8_lossy(&again.stdout),
         String::from_utf8_lossy(&out.stdout)
+    );
+    // With telemetry on, the plan a start installs is shown as comments (the config
+    // names only its query file, or none for the built-in plan).
+    let tele = dir.path("tele.toml");
+    write(
+        &tele,
+        &(base(&dir, "", "net_null0,no-rx=1", worker_lcore()) + "\n[telemetry]\n"),
+    );
+    let out = run_switch(
+        &["--config", tele.to_str().unwrap(), "--check-config"],
+        Duration::from_secs(30),
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(
+        t.contains("# The query plan a start installs (the built-in paper plan):\n# plan ")
+            && t.contains(": 16 bits per packet\n#   ")
+            && t.contains("path@"),
+        "{t}"
     );
     // The capture files are checked too: a missing one fails, naming its key.
     std::fs::remove_file(dir.path("in.pcap")).unwrap();

@@ -446,6 +446,21 @@ fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<(Arc<SwitchEntry>, u64, 
         return Err((Some(e), c));
     }
     tracing::info!(peer = %peer, switch = h.switch_id, workers = h.table_seeds.len(), "switch connected");
+    let others = ing
+        .registry
+        .other_shim_ethertypes(h.switch_id, h.shim_ethertype);
+    if !others.is_empty() {
+        let listed: Vec<String> = others
+            .iter()
+            .map(|(id, t)| format!("switch {id} {t:#06x}"))
+            .collect();
+        tracing::warn!(
+            switch = h.switch_id,
+            "shim EtherType {:#06x}, where {} (every switch of a fabric needs the same: packets between them cross without telemetry or are dropped as other_ethertype)",
+            h.shim_ethertype,
+            listed.join(", ")
+        );
+    }
     Ok((e, generation, bytes))
 }
 

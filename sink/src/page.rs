@@ -183,7 +183,7 @@ impl EventRow {
 }
 
 /// One host switch's traffic.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct HostRow {
     /// The switch its hosts hang off.
     pub name: String,
@@ -216,10 +216,49 @@ pub struct HostRow {
 pub struct Check {
     /// What.
     pub name: String,
-    /// Whether it held.
+    /// Whether it held (true for a check that does not apply).
     pub ok: bool,
-    /// The figures.
+    /// The figures, or why the check does not apply.
     pub detail: String,
+    /// Whether the run could be checked for it (a lab whose query plan traces no path
+    /// cannot check paths): one that cannot is shown as such, neither held nor failed.
+    #[serde(default = "applies_by_default")]
+    pub applies: bool,
+}
+
+fn applies_by_default() -> bool {
+    true
+}
+
+impl Check {
+    /// A check made: `ok` is whether it held.
+    pub fn new(name: impl Into<String>, ok: bool, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            ok,
+            detail: detail.into(),
+            applies: true,
+        }
+    }
+
+    /// A check this run cannot make, and why.
+    pub fn not_applicable(name: impl Into<String>, why: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            ok: true,
+            detail: why.into(),
+            applies: false,
+        }
+    }
+
+    /// How a list shows its outcome: `ok`, `FAILED` or `n/a`.
+    pub fn outcome(&self) -> &'static str {
+        match (self.applies, self.ok) {
+            (false, _) => "n/a",
+            (true, true) => "ok",
+            (true, false) => "FAILED",
+        }
+    }
 }
 
 /// Everything the page shows.
@@ -450,7 +489,7 @@ document.body.innerHTML=d.body.innerHTML;since=null;})\
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:72em}\
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;\
-text-align:left;font-size:.9em}th{background:#f3f3f3}.ok{color:#17712b}.bad{color:#b3261e}\
+text-align:left;font-size:.9em}th{background:#f3f3f3}.ok{color:#17712b}.bad{color:#b3261e}.na{color:#777}\
 .pending{color:#8a6d00}.mono{font-family:ui-monospace,monospace}svg text{font-family:system-ui,sans-serif}";
 
 /// The page as HTML.
@@ -478,8 +517,16 @@ pub fn render(r: &Page) -> String {
             let _ = write!(
                 h,
                 "<li class=\"{}\">{} {}: {}</li>",
-                if c.ok { "ok" } else { "bad" },
-                if c.ok { "&#10003;" } else { "&#10007;" },
+                match c.outcome() {
+                    "n/a" => "na",
+                    "ok" => "ok",
+                    _ => "bad",
+                },
+                match c.outcome() {
+                    "n/a" => "&#8211;",
+                    "ok" => "&#10003;",
+                    _ => "&#10007;",
+                },
                 esc(&c.name),
                 esc(&c.detail)
             );

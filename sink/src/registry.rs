@@ -205,6 +205,8 @@ pub struct SwitchInfo {
     pub session: u64,
     /// FlowRadar epoch length, ns.
     pub epoch_ns: u64,
+    /// The EtherType its shim goes under (every switch of a fabric needs the same).
+    pub shim_ethertype: u16,
     /// Workers, one flowset each per epoch.
     pub workers: usize,
     /// Ports: name and role.
@@ -364,6 +366,7 @@ impl Registry {
             peer: peer.to_owned(),
             session: hello.session,
             epoch_ns: hello.epoch_ns,
+            shim_ethertype: hello.shim_ethertype,
             workers: hello.table_seeds.len(),
             ports: hello
                 .ports
@@ -594,6 +597,24 @@ impl Registry {
         self.owners.read().expect("owners lock").get(&addr).copied()
     }
 
+    /// Other switches that said hello with a shim EtherType other than `ethertype`, with
+    /// theirs (at most 8): packets between them and a switch of `ethertype` cross without
+    /// telemetry, or are dropped where the shim's type is no protocol the switch knows.
+    pub fn other_shim_ethertypes(&self, id: u32, ethertype: u16) -> Vec<(u32, u16)> {
+        let mut v: Vec<(u32, u16)> = self
+            .switches
+            .read()
+            .expect("registry lock")
+            .iter()
+            .filter(|(other, _)| **other != id)
+            .map(|(other, e)| (*other, e.info.lock().expect("switch lock").shim_ethertype))
+            .filter(|&(_, t)| t != ethertype)
+            .collect();
+        v.sort_unstable();
+        v.truncate(8);
+        v
+    }
+
     /// Switches that said hello once and have been disconnected for `recent` or longer:
     /// whatever they count does not reach the sink.
     pub fn disconnected_for(&self, recent: Duration) -> Vec<u32> {
@@ -749,6 +770,30 @@ pub(crate) mod tests {
             }
             assert_eq!(r.ids().len(), 16);
         }
+    }
+
+    /// A switch whose shim EtherType differs from its fabric's is named to the others (its
+    /// packets cross them without telemetry, or are dropped there).
+    #[test]
+    fn switches_of_another_shim_ethertype_are_named() {
+        let r = Registry::default();
+        for (id, t) in [(1, 0x88b5), (2, 0x88b6), (3, 0x88b5)] {
+            let mut h = hello(id, None);
+            h.shim_ethertype = t;
+            assert!(r.connect(&h, "peer", 0).is_ok());
+        }
+        assert_eq!(
+            r.other_shim_ethertypes(2, 0x88b6),
+            [(1, 0x88b5), (3, 0x88b5)]
+        );
+        assert_eq!(r.other_shim_ethertypes(1, 0x88b5), [(2, 0x88b6)]);
+        assert_eq!(
+            r.other_shim_ethertypes(9, 0x88b6),
+            [(1, 0x88b5), (3, 0x88b5)]
+        );
+        let r = Registry::default();
+        assert!(r.connect(&hello(1, None), "peer", 0).is_ok());
+        assert!(r.other_shim_ethertypes(1, 0x88b5).is_empty());
     }
 
     /// Plans no switch has in force are kept up to a bound, the first added let go first

@@ -147,7 +147,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(note) = lab.left_out_note() {
                 eprintln!("pint-lab: {note}");
             }
-            for w in lab.impairment_warnings() {
+            for w in lab.warnings() {
                 eprintln!("pint-lab: warning: {w}");
             }
             std::fs::create_dir_all(&out)?;

@@ -574,7 +574,7 @@ mod tests {
             let path = entry.unwrap().path();
             let lab = Lab::from_file(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
             LabPlan::new(&lab, &at()).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-            let idle = lab.impairment_warnings();
+            let idle = lab.warnings();
             assert!(idle.is_empty(), "{path:?}: {idle:?}");
             seen += 1;
         }

@@ -60,6 +60,10 @@ fn key_of(f: &Value) -> Option<FlowKey> {
     })
 }
 
+fn traced_by_default() -> bool {
+    true
+}
+
 /// The most flows the report reads from the sink (the API's cap on `/api/flows?top=`):
 /// their paths are the ones checked.
 pub const FLOWS_READ: usize = 10_000;
@@ -168,6 +172,14 @@ pub struct LabReport {
     pub epochs: Value,
     /// Checks.
     pub checks: Vec<Check>,
+    /// The packets in the flows' FlowRadar counts (each flow's largest count at a switch),
+    /// when the report read every flow the sink saw.
+    #[serde(default)]
+    pub packets_counted: Option<u64>,
+    /// Whether the lab's query plan traces paths (a `static_per_flow` `switch_id` query):
+    /// without one the sink decodes no path and puts loss on no link.
+    #[serde(default = "traced_by_default")]
+    pub paths_traced: bool,
     /// Node positions for drawing: (name, x, y) in 0..1.
     pub layout: Vec<(String, f64, f64)>,
 }
@@ -409,19 +421,27 @@ impl LabReport {
                 e
             },
             checks: Vec::new(),
+            packets_counted: (c.view.flows_seen <= c.view.flows.len()).then(|| {
+                c.view
+                    .flows
+                    .iter()
+                    .map(|f| f["packets"].as_u64().unwrap_or(0))
+                    .sum()
+            }),
+            paths_traced: lab.plan_traces_paths(),
             layout: layout(&lab.topology, &lab.hosts, |n| lab.shown(n)),
         };
         report.checks = checks(lab, &report);
         report.checks.push(processes_check(lab, &c));
         if let Some(at) = c.cut_short_at {
-            report.checks.push(Check {
-                name: "the traffic ran its course".into(),
-                ok: false,
-                detail: format!(
+            report.checks.push(Check::new(
+                "the traffic ran its course",
+                false,
+                format!(
                     "interrupted {at:.1} s into its {} s (Ctrl-C or a signal): the counts are of what was sent until then",
                     lab.duration_s
                 ),
-            });
+            ));
         }
         Ok(report)
     }
@@ -477,7 +497,7 @@ impl LabReport {
 
     /// Whether every check held.
     pub fn all_ok(&self) -> bool {
-        self.checks.iter().all(|c| c.ok)
+        self.checks.iter().all(|c| c.ok || !c.applies)
     }
 
     /// The one-screen summary.
@@ -586,12 +606,7 @@ impl LabReport {
             sink::page::epochs_line(&self.epochs)
         ));
         for c in &self.checks {
-            s.push_str(&format!(
-                "[{}] {}: {}\n",
-                if c.ok { "ok" } else { "FAILED" },
-                c.name,
-                c.detail
-            ));
+            s.push_str(&format!("[{}] {}: {}\n", c.outcome(), c.name, c.detail));
         }
         s.push_str(&format!(
             "report: {}\n",
@@ -826,10 +841,10 @@ fn processes_check(lab: &Lab, c: &Collected) -> Check {
             })
             .map(|(n, _)| format!("generator at {} (no report)", lab.shown(*n))),
     );
-    Check {
-        name: "every process ended cleanly".into(),
-        ok: broken.is_empty(),
-        detail: if broken.is_empty() {
+    Check::new(
+        "every process ended cleanly",
+        broken.is_empty(),
+        if broken.is_empty() {
             format!(
                 "{} switches and {} generators",
                 c.summaries.len(),
@@ -838,22 +853,30 @@ fn processes_check(lab: &Lab, c: &Collected) -> Check {
         } else {
             broken.join("; ")
         },
-    }
+    )
 }
 
 /// What the lab should show, checked.
 fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
-    let mut v = vec![Check {
-        name: "decoded paths equal routes".into(),
-        ok: r.flows_decoded > 0 && r.flows_matching == r.flows_decoded,
-        detail: format!(
-            "{} of {} decoded paths ({} flows{})",
-            r.flows_matching,
-            r.flows_decoded,
-            r.flows_total,
-            r.checked_note()
-        ),
-    }];
+    let mut v = vec![
+        if r.paths_traced {
+            Check::new(
+                "decoded paths equal routes",
+                r.flows_decoded > 0 && r.flows_matching == r.flows_decoded,
+                format!(
+                    "{} of {} decoded paths ({} flows{})",
+                    r.flows_matching,
+                    r.flows_decoded,
+                    r.flows_total,
+                    r.checked_note()
+                ),
+            )
+        } else {
+            Check::not_applicable("decoded paths equal routes", NO_PATHS)
+        },
+        delivery_check(r),
+        counting_check(r),
+    ];
     let impaired: Vec<(String, String)> = lab
         .impair
         .iter()
@@ -874,7 +897,12 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         let (from, to) = (lab.shown(i.from), lab.shown(i.to));
         let (from, to) = (from.as_str(), to.as_str());
         let row = row_of(i.from, i.to);
-        if i.loss > 0.0 {
+        if i.loss > 0.0 && !r.paths_traced {
+            v.push(Check::not_applicable(
+                format!("loss found on the impaired link {from} -> {to}"),
+                NO_PATHS,
+            ));
+        } else if i.loss > 0.0 {
             let lost = row.map_or(0, |l| l.lost_packets);
             // The switch counts what each port's impairment drops.
             let dropped = row.and_then(|l| l.impair_dropped).unwrap_or(0);
@@ -894,11 +922,11 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
                     "; flows whose path the sink had not decoded carried {undecoded} packets over it (their loss is on no link)"
                 );
             }
-            v.push(Check {
-                name: format!("loss found on the impaired link {from} -> {to}"),
-                ok: lost > 0 && accounted && lost > most_elsewhere,
+            v.push(Check::new(
+                format!("loss found on the impaired link {from} -> {to}"),
+                lost > 0 && accounted && lost > most_elsewhere,
                 detail,
-            });
+            ));
         }
         if i.delay_us > 0 {
             // Delay put down to end-host noise points at no link.
@@ -921,11 +949,11 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
                     " ({shared} of them at it or at links the same flows cross, which they cannot tell apart)"
                 );
             }
-            v.push(Check {
-                name: format!("delay event on the impaired link {from} -> {to}"),
-                ok: hits > 0,
+            v.push(Check::new(
+                format!("delay event on the impaired link {from} -> {to}"),
+                hits > 0,
                 detail,
-            });
+            ));
         }
     }
     let elsewhere: i64 = others().map(|l| l.lost_packets.max(0)).sum();
@@ -943,12 +971,102 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
     {
         detail += &format!("; {note}");
     }
-    v.push(Check {
-        name: "no loss elsewhere".into(),
-        ok: elsewhere == 0 && missing == 0,
-        detail,
+    v.push(if r.paths_traced {
+        Check::new("no loss elsewhere", elsewhere == 0 && missing == 0, detail)
+    } else {
+        Check::not_applicable("no loss elsewhere", NO_PATHS)
     });
     v
+}
+
+/// Why a lab whose plan traces no path cannot check paths or loss per link.
+const NO_PATHS: &str = "the query plan traces no path (no static_per_flow switch_id query): the sink decodes none and puts loss on no link";
+
+/// Whether every packet the hosts sent reached a host or was dropped by an impairment: a
+/// lab whose switches drop its traffic (or whose machine does not keep up) fails here,
+/// whatever the telemetry says.
+fn delivery_check(r: &LabReport) -> Check {
+    let sent: u64 = r.hosts.iter().map(|h| h.sent).sum();
+    let received: u64 = r.hosts.iter().map(|h| h.received).sum();
+    let impaired: u64 = r
+        .switches
+        .iter()
+        .flat_map(|s| s.drops.iter())
+        .filter(|(reason, _)| reason.starts_with("impair_"))
+        .map(|(_, n)| n)
+        .sum();
+    let mut detail = format!("{sent} sent, {received} received, {impaired} dropped by impairments");
+    let ok = sent > 0 && received + impaired == sent;
+    if !ok && received + impaired < sent {
+        detail += &format!("; {} missing", sent - received - impaired);
+    }
+    if !ok {
+        let mut drops: Vec<(u64, String)> = r
+            .switches
+            .iter()
+            .flat_map(|s| {
+                s.drops
+                    .iter()
+                    .filter(|(reason, _)| !reason.starts_with("impair_"))
+                    .map(move |(reason, n)| (*n, format!("{} {reason} {n}", s.name)))
+            })
+            .collect();
+        drops.sort_by(|a, b| b.cmp(a));
+        if !drops.is_empty() {
+            detail += &format!(
+                "; switches dropped: {}{}",
+                drops
+                    .iter()
+                    .take(4)
+                    .map(|(_, d)| d.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if drops.len() > 4 { ", ..." } else { "" }
+            );
+        }
+        if let Some(note) = full_queue_note(&r.switches) {
+            detail += &format!("; {note}");
+        }
+    }
+    Check::new(
+        "every packet sent arrived or was dropped by an impairment",
+        ok,
+        detail,
+    )
+}
+
+/// Whether the flows' FlowRadar counts hold every packet the hosts sent (each flow's
+/// largest count at a switch is what entered the network): flowsets too full to decode,
+/// or dropped on their way, lose counts.
+fn counting_check(r: &LabReport) -> Check {
+    const NAME: &str = "FlowRadar counted every packet sent";
+    let Some(counted) = r.packets_counted else {
+        return Check::not_applicable(
+            NAME,
+            format!(
+                "the sink saw {} flows, more than the report reads ({FLOWS_READ})",
+                r.flows_total
+            ),
+        );
+    };
+    let sent: u64 = r.hosts.iter().map(|h| h.sent).sum();
+    let mut detail = format!(
+        "{counted} packets in the counts of {} flows, {sent} sent",
+        r.flows_total
+    );
+    if counted < sent {
+        detail += &format!(
+            "; {} missing: counts of flowsets that did not decode (more flows an epoch than \
+             switches.expected_flows) or did not reach the sink",
+            sent - counted
+        );
+    } else if counted > sent {
+        detail += &format!("; {} more than sent", counted - sent);
+    }
+    if let Some(note) = sink_drop_note(&r.switches) {
+        detail += &format!("; {note}");
+    }
+    Check::new(NAME, sent > 0 && counted == sent, detail)
 }
 
 /// What the switches dropped at full tx queues, if anything: packets lost on their links

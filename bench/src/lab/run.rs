@@ -378,7 +378,7 @@ fn run_inner(
     if let Some(note) = lab.left_out_note() {
         crate::say!("pint-lab: {note}");
     }
-    for w in lab.impairment_warnings() {
+    for w in lab.warnings() {
         crate::say!("pint-lab: warning: {w}");
     }
     crate::say!("pint-lab: sink http://{http}/ (API /api/..., Prometheus /metrics)");
@@ -503,8 +503,25 @@ fn run_inner(
         std::thread::sleep(Duration::from_millis(200));
     }
     status.finish();
-    // The last epochs reach the sink and are decoded.
-    std::thread::sleep(Duration::from_millis(lab.epoch_ms.max(10) * 5 + 500));
+    // The last epochs reach the sink and are decoded. Long epochs make a long wait: said,
+    // and a Ctrl-C (or SIGTERM) ends it (the report then misses what had not arrived).
+    let settle = Duration::from_millis(lab.epoch_ms.max(10) * 5 + 500);
+    if settle >= Duration::from_secs(3) {
+        crate::say!(
+            "pint-lab: traffic done; waiting {:.1} s for the last epochs ({} ms each) to reach the sink (Ctrl-C ends the wait)",
+            settle.as_secs_f64(),
+            lab.epoch_ms
+        );
+    }
+    let until = Instant::now() + settle;
+    // A Ctrl-C that stopped the traffic does not cut this wait short (a second one exits).
+    while interrupted || !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
     if !opts.hold.is_zero() {
         crate::say!(
             "pint-lab: traffic done; the lab stays up {:.0} s more (live page http://{http}/)",

@@ -394,6 +394,15 @@ impl Lab {
                 format!("{expected_flows}: 1 to 10000000"),
             ));
         }
+        // The switches' own limit (a full flowset must fit a frame to the sink), checked
+        // here so that the lab names its key and writes no config a switch refuses.
+        let mut sized = control::config::telemetry::TelemetryConfig::off();
+        sized.flowradar.expected_flows = expected_flows;
+        if let Err(control::config::ConfigError::Key { reason, .. }) =
+            control::config::telemetry::check_flowset_size(&sized)
+        {
+            return Err(key_err("switches.expected_flows", reason));
+        }
         let t = raw.traffic;
         let rate_pps = t.rate_pps.unwrap_or(2000.0);
         if !(rate_pps.is_finite() && (1.0..=20e6).contains(&rate_pps)) {
@@ -654,12 +663,14 @@ impl Lab {
         ))
     }
 
-    /// Warnings about impairments that act on no traffic, so that their loss and delay
-    /// checks cannot pass: one on a link direction that lies on no shortest path between a
-    /// pair of hosts that send to each other (routes are the shortest paths, with ECMP over
-    /// equal ones: a link on any one of them may carry some of the traffic), and one that
-    /// starts when the traffic is over (`--duration` can make it so).
-    pub fn impairment_warnings(&self) -> Vec<String> {
+    /// Warnings about a lab that runs but cannot show what it is meant to, each naming its
+    /// key: host pairs or hosts without traffic; a query plan without paths; flowsets sized
+    /// below the flows an epoch brings them; impairments that act on no traffic, so that
+    /// their loss and delay checks cannot pass (on a link direction that lies on no shortest
+    /// path between a pair of hosts that send to each other: routes are the shortest paths,
+    /// with ECMP over equal ones, so a link on any one of them may carry some of the
+    /// traffic; or starting when the traffic is over, as `--duration` can make it).
+    pub fn warnings(&self) -> Vec<String> {
         let rows = self.hops_from_senders();
         // Hops from sender `a` to any switch `b` (rows only exist for senders).
         let d = |a: u32, b: u32| -> u64 { u64::from(rows[a as usize][b as usize]) };
@@ -682,20 +693,33 @@ impl Lab {
                 ));
             }
         }
+        if !self.plan_traces_paths() {
+            warnings.push(
+                "queries: the query plan traces no path (no static_per_flow switch_id query): the sink decodes no path and puts loss on no link, so the report cannot check paths or loss per link".to_owned(),
+            );
+        }
+        if let Some((n, flows)) = self.busiest_switch_flows()
+            && flows > u64::from(self.expected_flows)
+        {
+            warnings.push(format!(
+                "switches.expected_flows: {}, but about {flows} flows an epoch cross {} (its hosts' flows and probe streams both ways): a flowset with more flows than it is sized for does not decode, and its counts are lost; give it {flows} or more",
+                self.expected_flows,
+                self.shown(n)
+            ));
+        }
         // Delay events come from probe streams, and from flows whose plan sums hop latency.
-        let latency_sum = control::config::telemetry::load_queries(self.queries.as_deref(), None)
-            .is_ok_and(|(_, plan)| {
-                plan.queries.iter().any(|q| {
-                    q.value == telemetry::pint::query::ValueKind::HopLatency
-                        && matches!(
-                            q.kind,
-                            telemetry::pint::plan::QueryKind::PerPacket {
-                                op: telemetry::pint::plan::PerPacketOp::Sum,
-                                ..
-                            }
-                        )
-                })
-            });
+        let latency_sum = self.plan().is_some_and(|plan| {
+            plan.queries.iter().any(|q| {
+                q.value == telemetry::pint::query::ValueKind::HopLatency
+                    && matches!(
+                        q.kind,
+                        telemetry::pint::plan::QueryKind::PerPacket {
+                            op: telemetry::pint::plan::PerPacketOp::Sum,
+                            ..
+                        }
+                    )
+            })
+        });
         let probed = self.pairs_of_first(self.traffic.probes as usize);
         for (i, x) in self.impair.iter().enumerate() {
             if x.from_s >= self.duration_s {
@@ -743,6 +767,61 @@ impl Lab {
             }
         }
         warnings
+    }
+
+    /// The query plan every switch runs (None: its file does not compile, which the lab's
+    /// parse refuses).
+    fn plan(&self) -> Option<telemetry::pint::plan::Plan> {
+        control::config::telemetry::load_queries(self.queries.as_deref(), None)
+            .ok()
+            .map(|(_, plan)| plan)
+    }
+
+    /// Whether the query plan traces paths (a `static_per_flow` `switch_id` query, the
+    /// one the sink decodes paths from): without one the sink puts loss on no link.
+    pub fn plan_traces_paths(&self) -> bool {
+        self.plan().is_some_and(|plan| {
+            plan.queries.iter().any(|q| {
+                q.value == telemetry::pint::query::ValueKind::SwitchId
+                    && matches!(
+                        q.kind,
+                        telemetry::pint::plan::QueryKind::StaticPerFlow { .. }
+                    )
+            })
+        })
+    }
+
+    /// The switch with hosts whose traffic makes the most flows an epoch, and about how
+    /// many: its hosts' flows and probe streams both ways, or the packets an epoch brings
+    /// them when fewer. None without traffic.
+    fn busiest_switch_flows(&self) -> Option<(u32, u64)> {
+        let t = &self.traffic;
+        let data_rate =
+            (t.rate_pps - f64::from(t.probes) * t.probe_hz).max(0.0) / f64::from(t.flows.max(1));
+        let mut flows = vec![0u64; self.topology.len()];
+        let mut rate = vec![0.0f64; self.topology.len()];
+        for &s in &self.hosts {
+            let dsts = self.destinations(s);
+            if dsts.is_empty() {
+                continue;
+            }
+            for (count, each) in [(t.flows, data_rate), (t.probes, t.probe_hz)] {
+                for i in 0..count as usize {
+                    for end in [s, dsts[i % dsts.len()]] {
+                        flows[end as usize] += 1;
+                        rate[end as usize] += each;
+                    }
+                }
+            }
+        }
+        let epoch_s = self.epoch_ms as f64 / 1000.0;
+        (0..self.topology.len() as u32)
+            .map(|n| {
+                let packets = (rate[n as usize] * epoch_s).ceil() as u64;
+                (n, flows[n as usize].min(packets))
+            })
+            .filter(|&(_, f)| f > 0)
+            .max_by_key(|&(_, f)| f)
     }
 
     /// The name of node `n`.

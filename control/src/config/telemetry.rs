@@ -190,9 +190,16 @@ fn ethertype(raw: Option<RawNumber>) -> Result<u16, ConfigError> {
             format!("{ty:#06x} is already in use by another protocol"),
         ));
     }
+    // 0x9100 is an old QinQ tag, which switches and NICs may take as one.
+    if ty == 0x9100 {
+        return Err(key_err(
+            key,
+            "0x9100 is a VLAN tag protocol identifier (an old QinQ one)",
+        ));
+    }
     // Frames of these types end at the NIC or a link-layer agent (pause frames, LACP,
-    // LLDP, 802.1X, MACsec), and 0x9100 is an old QinQ tag: a shim of them never arrives.
-    if [0x8808, 0x8809, 0x88cc, 0x888e, 0x88e5, 0x9100].contains(&ty) {
+    // LLDP, 802.1X, MACsec): a shim of them never arrives.
+    if [0x8808, 0x8809, 0x88cc, 0x888e, 0x88e5].contains(&ty) {
         return Err(key_err(
             key,
             format!(
@@ -346,8 +353,9 @@ pub(super) fn validate(
 /// Refuses FlowRadar sizes whose flowsets the protocol cannot carry: more cells or filter
 /// blocks than a flowset holds (the sink would refuse the switch's hello), or a full
 /// flowset larger than a frame to the sink or the export queue (every busy epoch's would be
-/// dropped).
-fn check_flowset_size(t: &TelemetryConfig) -> Result<(), ConfigError> {
+/// dropped). The error names the key that sets the limit: `expected_flows` at the default
+/// cells (or filter bits) per flow, the per-flow key when that was raised.
+pub fn check_flowset_size(t: &TelemetryConfig) -> Result<(), ConfigError> {
     use telemetry::flowradar::filter::BLOCK_BITS;
     use telemetry::flowradar::wire::{MAX_CELLS, MAX_FILTER_BLOCKS, max_encoded_len};
     let fr = &t.flowradar;
@@ -359,17 +367,31 @@ fn check_flowset_size(t: &TelemetryConfig) -> Result<(), ConfigError> {
         seed: 0,
     }
     .sizes();
+    let defaults = TelemetryConfig::off().flowradar;
+    // The key to name for a limit on cells: the per-flow one when it was raised.
+    let cells_key = if fr.cells_per_flow > defaults.cells_per_flow {
+        "telemetry.flowradar.cells_per_flow"
+    } else {
+        "telemetry.flowradar.expected_flows"
+    };
     let cells = per_table.saturating_mul(u64::from(fr.hashes));
     if cells > MAX_CELLS as u64 {
         return Err(key_err(
-            "telemetry.flowradar.expected_flows",
-            format!("{cells} counting-table cells are more than a flowset holds ({MAX_CELLS})"),
+            cells_key,
+            format!(
+                "{cells} counting-table cells (expected_flows {} x cells_per_flow {}) are more than a flowset holds ({MAX_CELLS})",
+                fr.expected_flows, fr.cells_per_flow
+            ),
         ));
     }
     let blocks = filter_bits.div_ceil(BLOCK_BITS).max(1);
     if blocks > MAX_FILTER_BLOCKS {
         return Err(key_err(
-            "telemetry.flowradar.filter_bits_per_flow",
+            if fr.filter_bits_per_flow > defaults.filter_bits_per_flow {
+                "telemetry.flowradar.filter_bits_per_flow"
+            } else {
+                "telemetry.flowradar.expected_flows"
+            },
             format!(
                 "{blocks} flow-filter blocks (expected_flows x filter_bits_per_flow / {BLOCK_BITS}) are more than a flowset holds ({MAX_FILTER_BLOCKS})"
             ),
@@ -378,10 +400,24 @@ fn check_flowset_size(t: &TelemetryConfig) -> Result<(), ConfigError> {
     // A flowset frame: the 16-byte header, worker and epoch count, then the flowset.
     let largest = 16 + 6 + max_encoded_len(cells as usize, blocks);
     if largest > telemetry::protocol::MAX_FRAME {
+        // Whichever per-flow size was raised is the one to lower; else the flows.
+        let (key, fewer) = if fr.cells_per_flow > defaults.cells_per_flow {
+            ("telemetry.flowradar.cells_per_flow", "fewer cells per flow")
+        } else if fr.filter_bits_per_flow > defaults.filter_bits_per_flow {
+            (
+                "telemetry.flowradar.filter_bits_per_flow",
+                "fewer filter bits per flow",
+            )
+        } else {
+            (
+                "telemetry.flowradar.expected_flows",
+                "fewer expected flows per worker (more workers share the flows)",
+            )
+        };
         return Err(key_err(
-            "telemetry.flowradar.expected_flows",
+            key,
             format!(
-                "a full flowset ({cells} cells, {blocks} filter blocks) takes up to {} MiB, more than a frame to the sink holds ({} MiB): fewer expected flows per worker (more workers share the flows)",
+                "a full flowset ({cells} cells, {blocks} filter blocks) takes up to {} MiB, more than a frame to the sink holds ({} MiB): {fewer}",
                 largest.div_ceil(1 << 20),
                 telemetry::protocol::MAX_FRAME >> 20
             ),

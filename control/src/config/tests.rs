@@ -301,6 +301,7 @@ fn bad_telemetry_values_name_their_key() {
         ("shim_ethertype = 12", "telemetry.shim_ethertype"),
         ("shim_ethertype = 0x8808", "telemetry.shim_ethertype"),
         ("shim_ethertype = \"0x88cc\"", "telemetry.shim_ethertype"),
+        ("shim_ethertype = \"0x9100\"", "telemetry.shim_ethertype"),
         ("epoch_ms = 0", "telemetry.epoch_ms"),
         ("sink = \"nowhere\"", "telemetry.sink"),
         ("sink = \"host:0\"", "telemetry.sink"),
@@ -325,7 +326,16 @@ fn bad_telemetry_values_name_their_key() {
         // cannot hold one flowset.
         (
             "[telemetry.flowradar]\nexpected_flows = 10000000\ncells_per_flow = 2.0",
-            "telemetry.flowradar.expected_flows",
+            "telemetry.flowradar.cells_per_flow",
+        ),
+        // A full flowset above a frame because a per-flow size was raised names it.
+        (
+            "[telemetry.flowradar]\nexpected_flows = 1000000\ncells_per_flow = 16",
+            "telemetry.flowradar.cells_per_flow",
+        ),
+        (
+            "[telemetry.flowradar]\nexpected_flows = 1000000\nfilter_bits_per_flow = 512",
+            "telemetry.flowradar.filter_bits_per_flow",
         ),
         (
             "[telemetry.flowradar]\nexpected_flows = 2000000",

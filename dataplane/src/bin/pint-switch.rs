@@ -55,6 +55,32 @@ fn main() -> ExitCode {
     }
 }
 
+/// The query plan a start would install, as comments for `--check-config` (the config
+/// names only its file): its version, bits per packet and query sets.
+fn plan_comment(config: &Config) -> String {
+    if !config.telemetry.enabled {
+        return String::new();
+    }
+    match config.telemetry.load_queries() {
+        Ok((_, plan)) => {
+            let lines: Vec<String> = plan.describe().lines().map(|l| format!("# {l}")).collect();
+            format!(
+                "\n# The query plan a start installs ({}):\n{}\n",
+                config
+                    .telemetry
+                    .queries
+                    .as_ref()
+                    .map_or("the built-in paper plan".to_owned(), |q| q
+                        .display()
+                        .to_string()),
+                lines.join("\n")
+            )
+        }
+        // The config's own check compiled it: only a file changed since can fail here.
+        Err(e) => format!("\n# The query file does not compile now: {e}\n"),
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     let mut demo = None;
     let config = if cli.demo {
@@ -80,7 +106,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         // What a start checks before DPDK (capture files, lcores on this machine, mbufs
         // for the captures) fails here as it would there.
         let worked_out = dataplane::resources::preflight(&config)?;
-        control::say_inline!("{}{}", config.to_toml(), worked_out.worked_out(&config));
+        control::say_inline!(
+            "{}{}{}",
+            config.to_toml(),
+            worked_out.worked_out(&config),
+            plan_comment(&config)
+        );
         return Ok(());
     }
     let duration = match (cli.duration, cli.demo) {

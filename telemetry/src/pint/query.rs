@@ -76,6 +76,20 @@ pub enum Aggregation {
     DynamicPerFlow,
 }
 
+impl std::fmt::Display for ValueKind {
+    /// The name a query file gives it (`hop_latency`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ValueKind::SwitchId => "switch_id",
+            ValueKind::IngressPort => "ingress_port",
+            ValueKind::EgressPort => "egress_port",
+            ValueKind::HopLatency => "hop_latency",
+            ValueKind::QueueOccupancy => "queue_occupancy",
+            ValueKind::LinkUtilization => "link_utilization",
+        })
+    }
+}
+
 /// Which packets form a flow, for per-flow queries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -89,6 +103,18 @@ pub enum FlowDefinition {
     SrcIp,
     /// Destination address.
     DstIp,
+}
+
+impl std::fmt::Display for FlowDefinition {
+    /// The name a query file gives it (`five_tuple`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FlowDefinition::FiveTuple => "five_tuple",
+            FlowDefinition::SrcDst => "src_dst",
+            FlowDefinition::SrcIp => "src_ip",
+            FlowDefinition::DstIp => "dst_ip",
+        })
+    }
 }
 
 /// A fraction of packets, written as a number (`0.0625`) or a ratio (`"1/16"`).

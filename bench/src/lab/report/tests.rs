@@ -277,6 +277,8 @@ fn report_of(links: Vec<LinkRow>) -> LabReport {
         hosts: Vec::new(),
         epochs: Value::Null,
         checks: Vec::new(),
+        packets_counted: None,
+        paths_traced: true,
         layout: Vec::new(),
     }
 }
@@ -434,4 +436,141 @@ fn shares_print_without_float_noise() {
     assert_eq!(percent(0.0001), "0.01%");
     assert_eq!(percent(1.0), "100%");
     assert_eq!(percent(1e-7), "below 0.0001%");
+}
+
+/// Hosts that sent `sent` packets each and received `received` each.
+fn hosts(sent: u64, received: u64) -> Vec<HostRow> {
+    ["s1", "s3"]
+        .map(|name| HostRow {
+            name: name.into(),
+            sent,
+            received,
+            ..HostRow::default()
+        })
+        .to_vec()
+}
+
+/// A switch that dropped these packets by reason.
+fn dropping(name: &str, drops: &[(&str, u64)]) -> SwitchRow {
+    SwitchRow {
+        name: name.into(),
+        drops: drops.iter().map(|(r, n)| ((*r).to_owned(), *n)).collect(),
+        ..SwitchRow::default()
+    }
+}
+
+/// A lab whose switches drop its traffic fails, however quiet the telemetry is (a switch
+/// of another shim EtherType dropped every packet and the report said every check held);
+/// what impairments drop is no failure.
+#[test]
+fn traffic_that_does_not_arrive_fails_the_run() {
+    let mut r = report_of(Vec::new());
+    r.hosts = hosts(8000, 8000);
+    r.switches = vec![dropping("s2", &[])];
+    let c = delivery_check(&r);
+    assert!(c.ok, "{}", c.detail);
+    assert_eq!(
+        c.detail,
+        "16000 sent, 16000 received, 0 dropped by impairments"
+    );
+    // What an impairment dropped is accounted for.
+    r.hosts[1].received = 7815;
+    r.switches = vec![dropping(
+        "s2",
+        &[("impair_loss", 180), ("impair_overflow", 5)],
+    )];
+    assert!(delivery_check(&r).ok, "{}", delivery_check(&r).detail);
+    // A switch dropping the traffic.
+    r.hosts = hosts(8000, 0);
+    r.switches = vec![
+        dropping("s1", &[("arp", 2)]),
+        dropping("s2", &[("other_ethertype", 16000)]),
+    ];
+    let c = delivery_check(&r);
+    assert!(!c.ok);
+    assert_eq!(
+        c.detail,
+        "16000 sent, 0 received, 0 dropped by impairments; 16000 missing; switches dropped: \
+         s2 other_ethertype 16000, s1 arp 2"
+    );
+    // Nothing sent is nothing shown.
+    r.hosts = hosts(0, 0);
+    r.switches = Vec::new();
+    assert!(!delivery_check(&r).ok);
+}
+
+/// The flows' FlowRadar counts must hold every packet sent: flowsets sized for one flow
+/// decoded nothing and the report said every check held.
+#[test]
+fn counts_short_of_what_was_sent_fail_the_run() {
+    let mut r = report_of(Vec::new());
+    r.hosts = hosts(8000, 8000);
+    r.flows_total = 24;
+    r.packets_counted = Some(16000);
+    let c = counting_check(&r);
+    assert!(c.ok && c.applies, "{}", c.detail);
+    assert_eq!(
+        c.detail,
+        "16000 packets in the counts of 24 flows, 16000 sent"
+    );
+    r.packets_counted = Some(0);
+    let c = counting_check(&r);
+    assert!(!c.ok);
+    assert!(
+        c.detail
+            .starts_with("0 packets in the counts of 24 flows, 16000 sent; 16000 missing"),
+        "{}",
+        c.detail
+    );
+    r.packets_counted = Some(16001);
+    assert!(!counting_check(&r).ok);
+    // Flows beyond what the report reads: not checked, and not a failure.
+    r.packets_counted = None;
+    r.flows_total = 20_000;
+    let c = counting_check(&r);
+    assert!(!c.applies);
+    r.checks = vec![c];
+    assert!(r.all_ok());
+    assert!(
+        r.text()
+            .contains("[n/a] FlowRadar counted every packet sent: the sink saw 20000 flows"),
+        "{}",
+        r.text()
+    );
+}
+
+/// A plan that traces no path cannot check paths or loss per link: those checks say so
+/// instead of failing (0 of 0 paths) or passing on nothing (no loss anywhere).
+#[test]
+fn a_plan_without_paths_checks_neither_paths_nor_loss_per_link() {
+    let lab = Lab::parse(
+        "[topology]\nkind = \"chain\"\nswitches = 3\n\
+             [[impair]]\nlink = [\"s2\", \"s3\"]\nloss = 0.05\n",
+        Path::new("."),
+        "t",
+    )
+    .unwrap();
+    let mut r = report_of(vec![link_row("s2", "s3", 0, Some(185))]);
+    r.hosts = hosts(8000, 8000);
+    let outcomes = |r: &LabReport| -> Vec<(String, &'static str)> {
+        checks(&lab, r)
+            .iter()
+            .map(|c| (c.name.clone(), c.outcome()))
+            .collect()
+    };
+    let traced = outcomes(&r);
+    assert_eq!(traced[0], ("decoded paths equal routes".into(), "FAILED"));
+    assert!(traced.contains(&("loss found on the impaired link s2 -> s3".into(), "FAILED")));
+    r.paths_traced = false;
+    let untraced = outcomes(&r);
+    for name in [
+        "decoded paths equal routes",
+        "loss found on the impaired link s2 -> s3",
+        "no loss elsewhere",
+    ] {
+        assert!(
+            untraced.contains(&(name.into(), "n/a")),
+            "{name}: {untraced:?}"
+        );
+    }
 }

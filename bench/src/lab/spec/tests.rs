@@ -113,7 +113,7 @@ fn routes_and_hosts_that_carry_no_traffic_are_said() {
     .unwrap_err();
     assert!(e.to_string().contains("no switch is called `4`"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
-    let w = apart.impairment_warnings();
+    let w = apart.warnings();
     assert!(w.len() == 1 && w[0].contains("(d)`"), "{w:?}");
     // A TOML adjacency file's switches by ID: `"10"` is the switch it names `s10`.
     let dir = std::env::temp_dir().join(format!("pint-lab-ids-{}", std::process::id()));
@@ -140,19 +140,18 @@ fn routes_and_hosts_that_carry_no_traffic_are_said() {
     };
     let s = star("");
     assert_eq!(s.active_pairs().len(), 10);
-    let w = s.impairment_warnings();
+    let w = s.warnings();
     assert!(
         w.len() == 1 && w[0].contains("10 of the 20 host pairs"),
         "{w:?}"
     );
-    let w = star("[[impair]]\nlink = [\"h\", \"x\"]\nloss = 0.1\n").impairment_warnings();
+    let w = star("[[impair]]\nlink = [\"h\", \"x\"]\nloss = 0.1\n").warnings();
     assert!(w.len() == 2 && w[1].contains("acts on no traffic"), "{w:?}");
-    let w = star("[[impair]]\nlink = [\"h\", \"b\"]\nloss = 0.1\n").impairment_warnings();
+    let w = star("[[impair]]\nlink = [\"h\", \"b\"]\nloss = 0.1\n").warnings();
     assert_eq!(w.len(), 1, "{w:?}");
     // Delay on a link data crosses but no probe stream does (no probes, and the paper's
     // plan sums no latency): no delay event can point at it.
-    let w = star("[[impair]]\nlink = [\"h\", \"b\"]\ndelay_us = 5000\nfrom_s = 2\n")
-        .impairment_warnings();
+    let w = star("[[impair]]\nlink = [\"h\", \"b\"]\ndelay_us = 5000\nfrom_s = 2\n").warnings();
     assert!(
         w.len() == 2 && w[1].contains("impair[0].delay_us: no probe stream crosses"),
         "{w:?}"
@@ -163,7 +162,7 @@ fn routes_and_hosts_that_carry_no_traffic_are_said() {
              hosts = [\"a\", \"b\", \"c\", \"d\", \"e\"]\n[traffic]\nflows = 2\nprobes = 1\n[[impair]]\nlink = [\"h\", \"b\"]\ndelay_us = 5000\n",
         )
         .unwrap();
-    let w = probed.impairment_warnings();
+    let w = probed.warnings();
     assert!(!w.iter().any(|w| w.contains("delay_us")), "{w:?}");
 }
 
@@ -198,9 +197,9 @@ fn impairments_no_route_crosses_are_warned_about() {
             .unwrap()
     };
     for crossed in ["[\"a\", \"b\"]", "[\"b\", \"a\"]", "[\"c\", \"b\"]"] {
-        assert_eq!(lab(crossed).impairment_warnings(), Vec::<String>::new());
+        assert_eq!(lab(crossed).warnings(), Vec::<String>::new());
     }
-    let w = lab("[\"b\", \"d\"]").impairment_warnings();
+    let w = lab("[\"b\", \"d\"]").warnings();
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(
         w[0].starts_with("impair[0].link: ") && w[0].contains("b -> d"),
@@ -212,11 +211,11 @@ fn impairments_no_route_crosses_are_warned_about() {
              [traffic]\npairs = [[\"a\", \"c\"]]\n[[impair]]\nlink = [\"c\", \"b\"]\nloss = 0.1\n",
     )
     .unwrap();
-    assert_eq!(one_way.impairment_warnings().len(), 1);
+    assert_eq!(one_way.warnings().len(), 1);
     // An impairment that starts after the traffic.
     let mut late = lab("[\"a\", \"b\"]");
     late.impair[0].from_s = late.duration_s;
-    let w = late.impairment_warnings();
+    let w = late.warnings();
     assert!(
         w.len() == 1 && w[0].starts_with("impair[0].from_s: "),
         "{w:?}"
@@ -224,7 +223,7 @@ fn impairments_no_route_crosses_are_warned_about() {
     // Reordering without a delay, and a delay from the start to the end, cannot be seen.
     let mut reorder = lab("[\"a\", \"b\"]");
     reorder.impair[0].reorder = 0.05;
-    let w = reorder.impairment_warnings();
+    let w = reorder.warnings();
     assert!(
         w.len() == 1 && w[0].starts_with("impair[0].reorder: "),
         "{w:?}"
@@ -232,17 +231,17 @@ fn impairments_no_route_crosses_are_warned_about() {
     reorder.impair[0].delay_us = 20_000;
     reorder.impair[0].from_s = 5.0;
     reorder.traffic.probes = 1;
-    assert_eq!(reorder.impairment_warnings(), Vec::<String>::new());
+    assert_eq!(reorder.warnings(), Vec::<String>::new());
     let mut constant = lab("[\"a\", \"b\"]");
     constant.impair[0].delay_us = 20_000;
     constant.traffic.probes = 1;
-    let w = constant.impairment_warnings();
+    let w = constant.warnings();
     assert!(
         w.len() == 1 && w[0].starts_with("impair[0]: a delay for the whole run"),
         "{w:?}"
     );
     constant.impair[0].until_s = Some(constant.duration_s / 2.0);
-    assert_eq!(constant.impairment_warnings(), Vec::<String>::new());
+    assert_eq!(constant.warnings(), Vec::<String>::new());
 }
 
 /// A pair says which of its switches has no hosts; a lab named by its file says the
@@ -624,4 +623,66 @@ fn a_query_file_is_read_where_the_lab_is_and_checked() {
     for q in ["bad.toml", "missing.toml"] {
         assert_eq!(key(lab(q).unwrap_err()), "queries", "{q}");
     }
+}
+
+/// A lab that runs but cannot show what it is for says so before it starts: flowsets sized
+/// below the flows an epoch brings them (they do not decode and their counts are lost), a
+/// query plan that traces no path (no path or loss per link to check); and a flowset
+/// size the switches would refuse is refused under the lab's own key.
+#[test]
+fn labs_that_cannot_show_their_telemetry_are_warned_about() {
+    let chain = |extra: &str| {
+        parse(&format!(
+            "[topology]\nkind = \"chain\"\nswitches = 3\n{extra}"
+        ))
+    };
+    assert_eq!(chain("").unwrap().warnings(), Vec::<String>::new());
+    // The chain's ends: 20 flows out and 20 in each, 40 packets an epoch (2000 pps both
+    // ways over 10 ms): 40 flows an epoch at most.
+    let w = chain("[switches]\nexpected_flows = 1\n")
+        .unwrap()
+        .warnings();
+    assert!(
+        w.len() == 1
+            && w[0].starts_with("switches.expected_flows: 1, but about 40 flows an epoch cross s"),
+        "{w:?}"
+    );
+    assert_eq!(
+        chain("[switches]\nexpected_flows = 40\n")
+            .unwrap()
+            .warnings(),
+        Vec::<String>::new()
+    );
+    // Fewer packets an epoch than flows: the packets bound it.
+    let w = chain("[switches]\nexpected_flows = 10\nepoch_ms = 2\n")
+        .unwrap()
+        .warnings();
+    assert!(w.is_empty(), "8 packets an epoch: {w:?}");
+    let dir = crate::scratch::Scratch::new("lab-no-paths").unwrap();
+    std::fs::write(
+        dir.path("q.toml"),
+        "global_bits = 8\n[[queries]]\nname = \"u\"\nvalue = \"link_utilization\"\naggregation = \"max\"\nbits = 8\n",
+    )
+    .unwrap();
+    let lab = parse_in(
+        &dir,
+        "queries = \"q.toml\"\n[topology]\nkind = \"chain\"\nswitches = 3\n",
+    )
+    .unwrap();
+    assert!(!lab.plan_traces_paths());
+    let w = lab.warnings();
+    assert!(
+        w.len() == 1 && w[0].starts_with("queries: the query plan traces no path"),
+        "{w:?}"
+    );
+    assert!(chain("").unwrap().plan_traces_paths());
+    // Within the lab's range, beyond what a flowset frame holds.
+    let e = chain("[switches]\nexpected_flows = 5000000\n").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("more than a frame to the sink holds"),
+        "{e}"
+    );
+    assert_eq!(key(e), "switches.expected_flows");
+    assert!(chain("[switches]\nexpected_flows = 1000000\n").is_ok());
 }

@@ -333,7 +333,7 @@ impl CompiledQuery {
         if spec.flow != FlowDefinition::FiveTuple {
             // Accepted and ignored, it would promise what no switch or sink does.
             return Err(bad(format!(
-                "flow = {:?}: the switch and the sink key every flow by its 5-tuple; only five_tuple is supported",
+                "flow = \"{}\": the switch and the sink key every flow by its 5-tuple; only five_tuple is supported",
                 spec.flow
             )));
         }
@@ -464,7 +464,7 @@ impl CompiledQuery {
             Aggregation::StaticPerFlow => {
                 if !spec.value.is_static() {
                     return Err(bad(format!(
-                        "{:?} changes from packet to packet; static_per_flow needs switch_id, ingress_port or egress_port (use dynamic_per_flow)",
+                        "{} changes from packet to packet; static_per_flow needs switch_id, ingress_port or egress_port (use dynamic_per_flow)",
                         spec.value
                     )));
                 }
@@ -492,7 +492,7 @@ impl CompiledQuery {
             Aggregation::DynamicPerFlow => {
                 if spec.value.is_static() {
                     return Err(bad(format!(
-                        "{:?} is fixed per switch; use static_per_flow",
+                        "{} is fixed per switch; use static_per_flow",
                         spec.value
                     )));
                 }

@@ -176,8 +176,10 @@ fn mixed_widths_and_errors() {
         queries: vec![bad.clone()],
     })
     .unwrap_err();
+    // Named as the query file names them.
     assert!(
-        e.to_string().contains("static_per_flow needs switch_id"),
+        e.to_string()
+            .contains("hop_latency changes from packet to packet; static_per_flow needs switch_id"),
         "{e}"
     );
     bad.aggregation = Aggregation::Max;
@@ -189,7 +191,10 @@ fn mixed_widths_and_errors() {
         queries: vec![by_source],
     })
     .unwrap_err();
-    assert!(e.to_string().contains("only five_tuple"), "{e}");
+    assert!(
+        e.to_string().contains("flow = \"src_ip\": the switch and the sink key every flow by its 5-tuple; only five_tuple"),
+        "{e}"
+    );
     bad.frequency = Frequency::Number(1.5);
     assert!(
         Plan::compile(&QueryFile {
