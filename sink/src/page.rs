@@ -109,7 +109,7 @@ pub struct FlowRow {
 }
 
 /// One detected event.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EventRow {
     /// `delay`, `loss` or `reordering`.
     pub kind: String,

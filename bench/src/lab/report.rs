@@ -929,8 +929,22 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
             ));
         }
         if i.delay_us > 0 {
-            // Delay put down to end-host noise points at no link.
-            let delays = || r.events.iter().filter(|e| e.kind == "delay");
+            // Delay events while the impairment acted (a detection window's slack either
+            // side), whose delay rose above their baseline: a fall back to normal after it,
+            // or one before it, is no finding of it. Delay put down to end-host noise
+            // points at no link.
+            let until = i.until_s.unwrap_or(r.duration_s).min(r.duration_s);
+            let delays = || {
+                r.events.iter().filter(move |e| {
+                    e.kind == "delay"
+                        && e.start_s <= until + DETECTION_WINDOW_S
+                        && e.end_s >= i.from_s - DETECTION_WINDOW_S
+                        && match (e.peak_ms, e.baseline_ms) {
+                            (Some(peak), Some(base)) => peak > base,
+                            _ => true,
+                        }
+                })
+            };
             let noise = delays().filter(|e| e.end_host_noise()).count();
             let hits = delays()
                 .filter(|e| !e.end_host_noise() && e.points_at(from, to))
@@ -941,7 +955,7 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
                 .filter(|e| !e.end_host_noise() && e.points_at(from, to) && !e.also.is_empty())
                 .count();
             let mut detail = format!(
-                "{hits} delay events point at it, {} elsewhere, {noise} put down to end-host noise",
+                "{hits} delay events point at it while it acted, {} elsewhere, {noise} put down to end-host noise",
                 delays().count() - hits - noise
             );
             if shared > 0 {
@@ -978,6 +992,10 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
     });
     v
 }
+
+/// The sink's detection window (s): an event may start or end up to one window from the
+/// change it found.
+const DETECTION_WINDOW_S: f64 = 5.0;
 
 /// Why a lab whose plan traces no path cannot check paths or loss per link.
 const NO_PATHS: &str = "the query plan traces no path (no static_per_flow switch_id query): the sink decodes none and puts loss on no link";

@@ -152,6 +152,14 @@ pub struct Traffic {
     pub pairs: Vec<(u32, u32)>,
 }
 
+/// The sink's delay threshold at medium sensitivity (tau_d), us: a delay whose jitter
+/// spreads a window's delays by as much is seen whatever its level.
+const DELAY_THRESHOLD_US: u64 = 5000;
+
+/// The earliest a delay can start (s into the traffic) for detection to see it rise: the
+/// first 5 s window must hold the normal delay as its lowest mode (40% of it).
+const EARLIEST_DELAY_S: f64 = 2.0;
+
 /// Flowsets a second a lab's sink is given by default: each switch sends one per epoch, and
 /// the sink shares a CPU with every switch's control thread. Measured on 2 CPUs: 40
 /// switches at 10 ms epochs (4000 a second) kept up; 158 at 10 ms (15 800) dropped some, at
@@ -735,10 +743,21 @@ impl Lab {
                     1000.0 / self.traffic.probe_hz
                 ));
             }
-            if x.delay_us > 0 && x.from_s <= 0.0 && x.until_s.is_none_or(|u| u >= self.duration_s) {
+            // Jitter spreads each window's delays, which detection sees whatever the level.
+            let steady = 2 * x.jitter_us < DELAY_THRESHOLD_US;
+            if x.delay_us > 0
+                && steady
+                && x.from_s <= 0.0
+                && x.until_s.is_none_or(|u| u >= self.duration_s)
+            {
                 warnings.push(format!(
                     "impair[{i}]: a delay for the whole run is the link's baseline: detection finds changes in delay, so no delay event can point at it; give it from_s or until_s within the {} s of traffic",
                     self.duration_s
+                ));
+            } else if x.delay_us > 0 && steady && x.from_s < EARLIEST_DELAY_S {
+                warnings.push(format!(
+                    "impair[{i}].from_s: a delay from {} s into the traffic leaves detection too little of the link's normal delay before it (its first 5 s window is then mostly raised, and taken as the baseline): its end shows as a fall, and no delay event can point at it; give it from_s = {EARLIEST_DELAY_S} or more",
+                    x.from_s
                 ));
             }
             let crossed = active

@@ -5,6 +5,12 @@
 //! window before, and one whose delay was still up when its last window ended ends where it
 //! fell in the quiet window after: a window only part raised is no problem on its own
 //! (its lowest mode still holds most samples), but the event began or ended in it.
+//!
+//! The delay aggregator keeps the baseline of the last normal window: a window whose own
+//! level (its lowest mode) sits more than the delay threshold above it is a problem too, the
+//! delay up throughout it, however narrow its spread; a level that stays up for
+//! [`ADOPT_LEVEL_S`] becomes the baseline (a route that got longer is the new normal). A
+//! window at a lower level is no problem: its level is the baseline from then on.
 
 use super::diagnose::diagnose;
 use super::window::{FLAT_MS, LEVEL_SHIFT_MS, WindowStats};
@@ -13,6 +19,15 @@ use super::{Event, Kind, Params};
 /// A window's delay counts as up from its start (or until its end) when fewer than this
 /// many of its samples were sent before the rise (or after the fall).
 const EDGE_SAMPLES: usize = 5;
+
+/// A delay level raised above the baseline for this long (s) becomes the baseline: what
+/// lasts a minute (a longer route, a moved clock) is the new normal, not a problem forever.
+pub const ADOPT_LEVEL_S: f64 = 60.0;
+
+/// A delay window's level: its lowest mode, or its median when its delays have no spread.
+fn level(w: &WindowStats) -> f64 {
+    w.baseline_ms.unwrap_or(w.median_ms)
+}
 
 /// An event being built.
 #[derive(Debug, Clone)]
@@ -62,6 +77,12 @@ pub struct Aggregator {
     /// The last window, if it was normal and held more than a few samples (delay only):
     /// its end and its level (its baseline, or its median when it has none).
     last_normal: Option<(f64, f64)>,
+    /// When the delay's level rose above the baseline, while it stays up (delay only).
+    raised_since: Option<f64>,
+    /// The end of the last window with more than a few samples (delay only): a window
+    /// after a gap in the series is not judged against the baseline from before it (where
+    /// the level changed is not known).
+    last_dense_end: Option<f64>,
 }
 
 /// Whether a window starting at `b_start` begins where one ending at `a_end` ends.
@@ -78,6 +99,8 @@ impl Aggregator {
             baseline_ms: None,
             last_quiet: None,
             last_normal: None,
+            raised_since: None,
+            last_dense_end: None,
         }
     }
 
@@ -107,22 +130,55 @@ impl Aggregator {
         }
     }
 
-    /// Whether delay window `w`, right after a normal one, sits flat at a level more than
-    /// [`LEVEL_SHIFT_MS`] from that one's: the level changed at the boundary between them
-    /// (a route or a clock changed), which neither window's own spread shows.
-    fn shifted_at_start(&self, w: &WindowStats, p: &Params) -> bool {
+    /// Whether delay window `w` sits at a level more than the delay threshold above the
+    /// baseline, right after a window with more than a few samples: its delay was up
+    /// throughout, which its own spread does not show.
+    fn raised(&self, w: &WindowStats, p: &Params) -> bool {
         self.kind == Kind::Delay
             && w.samples > p.min_high_samples
-            && w.p95_ms - w.p5_ms < FLAT_MS
-            && self.last_normal.is_some_and(|(end, level)| {
-                adjacent(end, w.start) && (w.median_ms - level).abs() > LEVEL_SHIFT_MS
-            })
+            && self
+                .last_dense_end
+                .is_some_and(|end| adjacent(end, w.start))
+            && self
+                .baseline_ms
+                .is_some_and(|b| level(w) - b > p.delay_threshold_ms)
+    }
+
+    /// Whether delay window `w`, right after a normal one, sits flat at a level more than
+    /// [`LEVEL_SHIFT_MS`] from that one's: the level changed at the boundary between them
+    /// (a route or a clock changed), which neither window's own spread shows. Returns
+    /// whether it fell (a shorter route, a clock set back).
+    fn shifted_at_start(&self, w: &WindowStats, p: &Params) -> Option<bool> {
+        if self.kind != Kind::Delay
+            || w.samples <= p.min_high_samples
+            || w.p95_ms - w.p5_ms >= FLAT_MS
+        {
+            return None;
+        }
+        let (end, level) = self.last_normal?;
+        (adjacent(end, w.start) && (w.median_ms - level).abs() > LEVEL_SHIFT_MS)
+            .then_some(w.median_ms < level)
     }
 
     /// Takes the next window; returns an event that ended before it, if any.
     pub fn push(&mut self, w: &WindowStats, p: &Params) -> Option<Event> {
-        let shifted = self.shifted_at_start(w, p);
-        let problem = self.is_problem(w, p) || shifted;
+        let raised = self.raised(w, p);
+        let shift = self.shifted_at_start(w, p);
+        if self.kind == Kind::Delay && w.samples > p.min_high_samples {
+            self.last_dense_end = Some(w.end);
+        }
+        let shifted = shift.is_some();
+        if raised {
+            let since = *self.raised_since.get_or_insert(w.start);
+            if w.end - since >= ADOPT_LEVEL_S - 1e-9 {
+                // Up for a minute: the new normal (this window still ends the event).
+                self.baseline_ms = Some(level(w));
+                self.raised_since = None;
+            }
+        } else {
+            self.raised_since = None;
+        }
+        let problem = self.is_problem(w, p) || raised || shifted;
         let w = &WindowStats {
             level_shift: w.level_shift || shifted,
             ..*w
@@ -137,7 +193,13 @@ impl Aggregator {
             }
         }
         if problem {
-            let baseline = self.baseline_ms.or(w.baseline_ms);
+            // A delay event's baseline is the last normal window's; without one, its first
+            // window's lowest mode, kept as the baseline the windows after it are raised
+            // against. Other kinds report the delay's baseline too.
+            let baseline = self.baseline_ms.or(w.reference_ms).or(w.baseline_ms);
+            if self.kind == Kind::Delay && self.baseline_ms.is_none() {
+                self.baseline_ms = w.baseline_ms;
+            }
             let before = self.last_quiet.take().filter(|q| adjacent(q.end, w.start));
             let open = self.open.get_or_insert_with(|| Open {
                 windows: Vec::new(),
@@ -152,10 +214,10 @@ impl Aggregator {
             open.after = None;
             open.windows.push(*w);
             self.last_normal = None;
-            if shifted {
-                // The new level is the baseline from now on: the windows after it are no
-                // problem for being at it.
-                self.baseline_ms = w.baseline_ms.or(Some(w.median_ms));
+            if shift == Some(true) {
+                // Fallen to a level of its own: the baseline from now on, so that the
+                // windows after it are no problem for being at it.
+                self.baseline_ms = Some(level(w));
             }
             // Long enough: reported now; the problem, if it goes on, is the next event.
             let lasted = open.windows.first().map_or(0.0, |f| w.end - f.start);
@@ -176,8 +238,15 @@ impl Aggregator {
             if self.kind == Kind::Delay {
                 self.last_quiet = Quiet::of(w);
             }
-            if self.kind == Kind::Delay && w.baseline_ms.is_some() {
-                self.baseline_ms = w.baseline_ms;
+            if self.kind == Kind::Delay {
+                // A normal window's level is the baseline: the same, one a little off, or
+                // lower (a shorter route: no problem, the new normal). A window too sparse
+                // for a level of its own leaves it.
+                if w.samples > p.min_high_samples {
+                    self.baseline_ms = Some(level(w));
+                } else if w.baseline_ms.is_some() {
+                    self.baseline_ms = w.baseline_ms;
+                }
             }
             if self.kind == Kind::Delay {
                 self.last_normal = (w.samples > p.min_high_samples)

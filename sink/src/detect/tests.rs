@@ -987,3 +987,101 @@ fn counts_shifted_to_their_time_start_even() {
         assert!(loss.len() <= 1, "{loss:?}");
     }
 }
+
+/// A steady step of delay above tau_d is one event over the raised stretch, against the
+/// baseline before it, wherever it falls against the windows (a step at a window boundary
+/// below 10 ms was missed; one of 15 ms was split at its windows, the fall back to normal
+/// reported as a delay event whose peak was below its baseline, and events ended a window
+/// late).
+#[test]
+fn a_steady_step_of_delay_is_one_event_over_it() {
+    for (step, from, until) in [
+        (7.0, 5.0, 15.0),
+        (7.0, 7.5, 17.5),
+        (15.0, 2.0, 15.0),
+        (15.0, 5.0, 15.0),
+        (15.0, 7.5, 37.5),
+        (30.0, 12.3, 31.1),
+    ] {
+        let s = series(
+            60.0,
+            |t, r| {
+                base(r)
+                    + if (from..until).contains(&t) {
+                        step
+                    } else {
+                        0.0
+                    }
+            },
+            |_| false,
+        );
+        let e = run(&s, &Params::default());
+        let what = format!("{step} ms from {from} s to {until} s: {e:?}");
+        assert_eq!(e.len(), 1, "{what}");
+        assert_eq!(e[0].kind, Kind::Delay, "{what}");
+        assert!((e[0].start - (1000.0 + from)).abs() < 0.15, "{what}");
+        assert!((e[0].end - (1000.0 + until)).abs() < 0.15, "{what}");
+        let baseline = e[0].baseline_ms.unwrap();
+        assert!((10.0..10.3).contains(&baseline), "{what}");
+        assert!(e[0].peak_ms.unwrap() > baseline + step, "{what}");
+    }
+    // Below tau_d: none.
+    let s = series(
+        60.0,
+        |t, r| base(r) + if (5.0..15.0).contains(&t) { 4.0 } else { 0.0 },
+        |_| false,
+    );
+    assert!(run(&s, &Params::default()).is_empty());
+}
+
+/// A level that stays up becomes the baseline after a minute: one event, not one a
+/// window (or, online, one a minute) for as long as the new level lasts.
+#[test]
+fn a_level_that_stays_up_is_the_new_normal_after_a_minute() {
+    let s = series(
+        200.0,
+        |t, r| base(r) + if t >= 20.0 { 15.0 } else { 0.0 },
+        |_| false,
+    );
+    let e = run(&s, &Params::default());
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!((e[0].start - 1020.0).abs() < 0.15, "{e:?}");
+    assert!(
+        e[0].end - e[0].start >= super::aggregate::ADOPT_LEVEL_S - 5.0
+            && e[0].end - e[0].start <= super::aggregate::ADOPT_LEVEL_S + 0.1,
+        "{e:?}"
+    );
+    // Then a fall back to the old level is a level change of its own.
+    let s = series(
+        200.0,
+        |t, r| {
+            base(r)
+                + if (20.0..140.0).contains(&t) {
+                    15.0
+                } else {
+                    0.0
+                }
+        },
+        |_| false,
+    );
+    let e = run(&s, &Params::default());
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!((e[1].start - 1140.0).abs() < 0.15, "{e:?}");
+    assert!(e[1].labels.contains(&Label::RouteOrClockChange), "{e:?}");
+}
+
+/// A loss or reordering event reports the delay baseline from before it, not the raised
+/// level of the windows it spans (the loss came with a delay).
+#[test]
+fn loss_events_report_the_delay_baseline_before_them() {
+    let s = series(
+        60.0,
+        |t, r| base(r) + if (20.0..40.0).contains(&t) { 20.0 } else { 0.0 },
+        |q| (200..400).contains(&q) && q % 10 == 3,
+    );
+    let e = run(&s, &Params::default());
+    let loss: Vec<&Event> = e.iter().filter(|e| e.kind == Kind::Loss).collect();
+    assert_eq!(loss.len(), 1, "{e:?}");
+    let baseline = loss[0].baseline_ms.unwrap();
+    assert!((10.0..10.3).contains(&baseline), "{e:?}");
+}

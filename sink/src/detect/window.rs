@@ -25,6 +25,9 @@ pub struct WindowStats {
     pub median_ms: f64,
     /// The lowest mode's peak (the window's baseline), ms, when the window has spread.
     pub baseline_ms: Option<f64>,
+    /// The baseline the window was judged against: that of the last normal window before
+    /// it, if any (what an event's `baseline_ms` reports, whatever its kind).
+    pub reference_ms: Option<f64>,
     /// Whether delay makes it a problem window.
     pub delay_problem: bool,
     /// Whether the delays form two flat levels more than 10 ms apart: a level shift inside
@@ -247,6 +250,7 @@ pub fn analyse(
     let mut w = WindowStats {
         start,
         end,
+        reference_ms,
         samples: samples.len(),
         lost: lost.len() as u64 + extra.0,
         sent: samples.len() as u64 + lost.len() as u64 + extra.0 + extra.1,

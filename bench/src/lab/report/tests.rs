@@ -574,3 +574,43 @@ fn a_plan_without_paths_checks_neither_paths_nor_loss_per_link() {
         );
     }
 }
+
+/// The delay check counts events while the impairment acted whose delay rose: the fall
+/// back to normal after a delay detection took for the baseline (an impairment from the
+/// traffic's start) passed it, at a time the impairment had ended.
+#[test]
+fn only_delay_events_while_the_impairment_acted_find_it() {
+    let lab = Lab::parse(
+        "[topology]\nkind = \"chain\"\nswitches = 3\n\
+             [[impair]]\nlink = [\"s2\", \"s3\"]\ndelay_us = 15000\nfrom_s = 5\nuntil_s = 15\n",
+        Path::new("."),
+        "t",
+    )
+    .unwrap();
+    let event = |start_s: f64, end_s: f64, peak_ms: f64| EventRow {
+        kind: "delay".into(),
+        start_s,
+        end_s,
+        peak_ms: Some(peak_ms),
+        baseline_ms: Some(0.4),
+        link: Some(("s2".into(), "s3".into())),
+        ..EventRow::default()
+    };
+    let found = |events: Vec<EventRow>| {
+        let mut r = report_of(Vec::new());
+        r.duration_s = 40.0;
+        r.events = events;
+        checks(&lab, &r)
+            .into_iter()
+            .find(|c| c.name.starts_with("delay event"))
+            .unwrap()
+            .ok
+    };
+    assert!(found(vec![event(5.0, 15.0, 15.8)]));
+    // Found a window late or early: still it.
+    assert!(found(vec![event(17.0, 19.0, 15.8)]));
+    // Long after it, or before it.
+    assert!(!found(vec![event(25.0, 30.0, 15.8)]));
+    // A fall below the baseline.
+    assert!(!found(vec![event(10.0, 15.0, 0.3)]));
+}

@@ -240,7 +240,20 @@ fn impairments_no_route_crosses_are_warned_about() {
         w.len() == 1 && w[0].starts_with("impair[0]: a delay for the whole run"),
         "{w:?}"
     );
+    // One that ends within the run but starts at once: detection takes it for the
+    // baseline and sees only its end (a fall).
     constant.impair[0].until_s = Some(constant.duration_s / 2.0);
+    let w = constant.warnings();
+    assert!(
+        w.len() == 1 && w[0].starts_with("impair[0].from_s: a delay from 0 s"),
+        "{w:?}"
+    );
+    constant.impair[0].from_s = 2.0;
+    assert_eq!(constant.warnings(), Vec::<String>::new());
+    // Jitter spreads every window's delays: seen whatever the level, for the whole run too.
+    constant.impair[0].from_s = 0.0;
+    constant.impair[0].until_s = None;
+    constant.impair[0].jitter_us = 10_000;
     assert_eq!(constant.warnings(), Vec::<String>::new());
 }
 
