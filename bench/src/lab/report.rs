@@ -891,6 +891,7 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         let (from, to) = (lab.shown(a), lab.shown(b));
         r.links.iter().find(move |l| l.from == from && l.to == to)
     };
+    let slack = detection_window_s(lab);
     // The most a link without an impairment lost: an impaired link must stand out above it.
     let most_elsewhere = others().map(|l| l.lost_packets).max().unwrap_or(0);
     for i in &lab.impair {
@@ -937,8 +938,8 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
             let delays = || {
                 r.events.iter().filter(move |e| {
                     e.kind == "delay"
-                        && e.start_s <= until + DETECTION_WINDOW_S
-                        && e.end_s >= i.from_s - DETECTION_WINDOW_S
+                        && e.start_s <= until + slack
+                        && e.end_s >= i.from_s - slack
                         && match (e.peak_ms, e.baseline_ms) {
                             (Some(peak), Some(base)) => peak > base,
                             _ => true,
@@ -969,6 +970,33 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
                 detail,
             ));
         }
+        if i.reorder > 0.0 {
+            let name = format!("reordering event on the impaired link {from} -> {to}");
+            if i.delay_us == 0 {
+                v.push(Check::not_applicable(
+                    name,
+                    "without a delay a reordered packet waits only for the port's next one, so probe streams are not reordered",
+                ));
+            } else {
+                let until = i.until_s.unwrap_or(r.duration_s).min(r.duration_s);
+                let reorderings = || {
+                    r.events.iter().filter(move |e| {
+                        e.kind == "reordering"
+                            && e.start_s <= until + slack
+                            && e.end_s >= i.from_s - slack
+                    })
+                };
+                let hits = reorderings().filter(|e| e.points_at(from, to)).count();
+                v.push(Check::new(
+                    name,
+                    hits > 0,
+                    format!(
+                        "{hits} reordering events point at it while it acted, {} elsewhere",
+                        reorderings().count() - hits
+                    ),
+                ));
+            }
+        }
     }
     let elsewhere: i64 = others().map(|l| l.lost_packets.max(0)).sum();
     // Links that counted more after them than before: counts missing, which could hide loss.
@@ -993,9 +1021,15 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
     v
 }
 
-/// The sink's detection window (s): an event may start or end up to one window from the
-/// change it found.
-const DETECTION_WINDOW_S: f64 = 5.0;
+/// The sink's detection window for the lab's probe streams (s): 5 s, or about 20 probes
+/// when they are sparser (as the sink sizes it); an event may start or end up to one
+/// window from the change it found.
+fn detection_window_s(lab: &Lab) -> f64 {
+    sink::detect::window_for(
+        Some(1.0 / lab.traffic.probe_hz),
+        &sink::detect::Params::default(),
+    )
+}
 
 /// Why a lab whose plan traces no path cannot check paths or loss per link.
 const NO_PATHS: &str = "the query plan traces no path (no static_per_flow switch_id query): the sink decodes none and puts loss on no link";

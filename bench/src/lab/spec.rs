@@ -156,10 +156,6 @@ pub struct Traffic {
 /// spreads a window's delays by as much is seen whatever its level.
 const DELAY_THRESHOLD_US: u64 = 5000;
 
-/// The earliest a delay can start (s into the traffic) for detection to see it rise: the
-/// first 5 s window must hold the normal delay as its lowest mode (40% of it).
-const EARLIEST_DELAY_S: f64 = 2.0;
-
 /// Flowsets a second a lab's sink is given by default: each switch sends one per epoch, and
 /// the sink shares a CPU with every switch's control thread. Measured on 2 CPUs: 40
 /// switches at 10 ms epochs (4000 a second) kept up; 158 at 10 ms (15 800) dropped some, at
@@ -710,7 +706,7 @@ impl Lab {
             && flows > u64::from(self.expected_flows)
         {
             warnings.push(format!(
-                "switches.expected_flows: {}, but about {flows} flows an epoch cross {} (its hosts' flows and probe streams both ways): a flowset with more flows than it is sized for does not decode, and its counts are lost; give it {flows} or more",
+                "switches.expected_flows: {}, but about {flows} flows an epoch cross {} (its share of the flows and probe streams between hosts): a flowset with more flows than it is sized for does not decode, and its counts are lost; give it {flows} or more",
                 self.expected_flows,
                 self.shown(n)
             ));
@@ -754,10 +750,10 @@ impl Lab {
                     "impair[{i}]: a delay for the whole run is the link's baseline: detection finds changes in delay, so no delay event can point at it; give it from_s or until_s within the {} s of traffic",
                     self.duration_s
                 ));
-            } else if x.delay_us > 0 && steady && x.from_s < EARLIEST_DELAY_S {
+            } else if x.delay_us > 0 && steady && x.from_s <= 0.0 {
                 warnings.push(format!(
-                    "impair[{i}].from_s: a delay from {} s into the traffic leaves detection too little of the link's normal delay before it (its first 5 s window is then mostly raised, and taken as the baseline): its end shows as a fall, and no delay event can point at it; give it from_s = {EARLIEST_DELAY_S} or more",
-                    x.from_s
+                    "impair[{i}].from_s: a delay from the traffic's first packet leaves detection none of the link's normal delay: it takes the delay for the baseline and sees only its end, a fall, so no delay event can point at it; give it a from_s within the {} s of traffic",
+                    self.duration_s
                 ));
             }
             let crossed = active
@@ -810,15 +806,18 @@ impl Lab {
         })
     }
 
-    /// The switch with hosts whose traffic makes the most flows an epoch, and about how
-    /// many: its hosts' flows and probe streams both ways, or the packets an epoch brings
-    /// them when fewer. None without traffic.
+    /// The switch whose traffic makes the most flows an epoch, and about how many: the
+    /// flows and probe streams that cross it (each flow's share of the shortest paths
+    /// through it, as ECMP spreads them), or the packets an epoch brings it when fewer. None
+    /// without traffic.
     fn busiest_switch_flows(&self) -> Option<(u32, u64)> {
         let t = &self.traffic;
         let data_rate =
             (t.rate_pps - f64::from(t.probes) * t.probe_hz).max(0.0) / f64::from(t.flows.max(1));
-        let mut flows = vec![0u64; self.topology.len()];
-        let mut rate = vec![0.0f64; self.topology.len()];
+        let n = self.topology.len();
+        let mut flows = vec![0.0f64; n];
+        let mut rate = vec![0.0f64; n];
+        let mut counts: Vec<Option<(Vec<u32>, Vec<f64>)>> = vec![None; n];
         for &s in &self.hosts {
             let dsts = self.destinations(s);
             if dsts.is_empty() {
@@ -826,21 +825,58 @@ impl Lab {
             }
             for (count, each) in [(t.flows, data_rate), (t.probes, t.probe_hz)] {
                 for i in 0..count as usize {
-                    for end in [s, dsts[i % dsts.len()]] {
-                        flows[end as usize] += 1;
-                        rate[end as usize] += each;
+                    let d = dsts[i % dsts.len()];
+                    for end in [s, d] {
+                        if counts[end as usize].is_none() {
+                            counts[end as usize] = Some(self.shortest_paths(end));
+                        }
+                    }
+                    let (Some((ds, cs)), Some((dd, cd))) =
+                        (&counts[s as usize], &counts[d as usize])
+                    else {
+                        continue;
+                    };
+                    let (far, all) = (ds[d as usize], cs[d as usize]);
+                    for x in 0..n {
+                        if ds[x].saturating_add(dd[x]) == far && all > 0.0 {
+                            let share = cs[x] * cd[x] / all;
+                            flows[x] += share;
+                            rate[x] += each * share;
+                        }
                     }
                 }
             }
         }
         let epoch_s = self.epoch_ms as f64 / 1000.0;
-        (0..self.topology.len() as u32)
-            .map(|n| {
-                let packets = (rate[n as usize] * epoch_s).ceil() as u64;
-                (n, flows[n as usize].min(packets))
+        (0..n as u32)
+            .map(|x| {
+                let packets = (rate[x as usize] * epoch_s).ceil() as u64;
+                (x, (flows[x as usize].round() as u64).min(packets))
             })
             .filter(|&(_, f)| f > 0)
             .max_by_key(|&(_, f)| f)
+    }
+
+    /// Hops from `src` to every switch, and the number of shortest paths to each.
+    fn shortest_paths(&self, src: u32) -> (Vec<u32>, Vec<f64>) {
+        let n = self.topology.len();
+        let mut hops = vec![u32::MAX; n];
+        let mut paths = vec![0.0f64; n];
+        hops[src as usize] = 0;
+        paths[src as usize] = 1.0;
+        let mut queue = std::collections::VecDeque::from([src]);
+        while let Some(x) = queue.pop_front() {
+            for &y in self.topology.neighbours(x) {
+                if hops[y as usize] == u32::MAX {
+                    hops[y as usize] = hops[x as usize] + 1;
+                    queue.push_back(y);
+                }
+                if hops[y as usize] == hops[x as usize] + 1 {
+                    paths[y as usize] += paths[x as usize];
+                }
+            }
+        }
+        (hops, paths)
     }
 
     /// The name of node `n`.

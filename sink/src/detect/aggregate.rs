@@ -169,7 +169,19 @@ impl Aggregator {
         }
         let shifted = shift.is_some();
         if raised {
-            let since = *self.raised_since.get_or_insert(w.start);
+            // Up since this window, or since the window before it when the delay rose
+            // part-way through that one (a problem of its own) and stayed up to its end.
+            let began = self
+                .open
+                .as_ref()
+                .and_then(|o| o.windows.last())
+                .filter(|last| {
+                    adjacent(last.end, w.start)
+                        && last.high_span.is_some()
+                        && last.high_margins.1 < EDGE_SAMPLES
+                })
+                .map_or(w.start, |last| last.start);
+            let since = *self.raised_since.get_or_insert(began);
             if w.end - since >= ADOPT_LEVEL_S - 1e-9 {
                 // Up for a minute: the new normal (this window still ends the event).
                 self.baseline_ms = Some(level(w));

@@ -1085,3 +1085,44 @@ fn loss_events_report_the_delay_baseline_before_them() {
     let baseline = loss[0].baseline_ms.unwrap();
     assert!((10.0..10.3).contains(&baseline), "{e:?}");
 }
+
+/// Online (events cut at a minute), a level that rises part-way through a window and stays
+/// up is one event, cut where its level becomes the baseline: the window after it was an
+/// extra event whose baseline was its own raised level.
+#[test]
+fn a_level_that_stays_up_online_is_one_event() {
+    let s = series(
+        200.0,
+        |t, r| base(r) + if t >= 22.0 { 15.0 } else { 0.0 },
+        |_| false,
+    );
+    let p = Params {
+        max_event_s: super::ONLINE_MAX_EVENT_S,
+        ..Params::default()
+    };
+    let e = run(&s, &p);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!((e[0].start - 1022.0).abs() < 0.15, "{e:?}");
+    assert!(e[0].baseline_ms.unwrap() < 10.5, "{e:?}");
+}
+
+/// A steady step with a few spikes is no end-host noise: its samples are high against the
+/// baseline before it, not against their window's own minimum.
+#[test]
+fn a_steady_step_with_spikes_is_not_end_host_noise() {
+    let s = series(
+        80.0,
+        |t, r| {
+            let spike = if r.unit() < 0.02 {
+                10.0 + 20.0 * r.unit()
+            } else {
+                0.0
+            };
+            base(r) + spike + if (20.0..50.0).contains(&t) { 8.0 } else { 0.0 }
+        },
+        |_| false,
+    );
+    let e = run(&s, &Params::default());
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(!e[0].labels.contains(&Label::EndHostNoise), "{e:?}");
+}

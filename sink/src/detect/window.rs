@@ -33,7 +33,9 @@ pub struct WindowStats {
     /// Whether the delays form two flat levels more than 10 ms apart: a level shift inside
     /// the window.
     pub level_shift: bool,
-    /// Samples above the window's minimum plus the delay threshold.
+    /// Samples above the baseline the window is judged against (the kept one, or the
+    /// window's minimum when lower) plus the delay threshold: what the labels count (a
+    /// window raised throughout is all high).
     pub high: usize,
     /// Of those, ones whose neighbours (in arrival order) are not high: single spikes.
     pub isolated_high: usize,
@@ -270,13 +272,17 @@ pub fn analyse(
         w.p5_ms = s.delays[(n * 5 / 100).min(n - 1)];
         w.p95_ms = s.delays[(n * 95 / 100).min(n - 1)];
         w.median_ms = s.delays[n / 2];
-        let high_at = w.min_ms + p.delay_threshold_ms;
-        let is_high = |d: f64| d > high_at;
+        // The window's own problem test counts samples above its minimum plus tau_d; the
+        // labels count those above the baseline it is judged against.
+        let own_high_at = w.min_ms + p.delay_threshold_ms;
+        let mut own_high = 0usize;
         let raised_at = reference_ms.map_or(w.min_ms, |r| r.min(w.min_ms)) + p.delay_threshold_ms;
+        let is_high = |d: f64| d > raised_at;
         let mut prev_d: Option<f64> = None;
         s.by_send.clear();
         for (i, x) in samples.iter().enumerate() {
             s.by_send.push((x.send, x.delay_ms > raised_at));
+            own_high += usize::from(x.delay_ms > own_high_at);
             if is_high(x.delay_ms) {
                 w.high += 1;
                 let before = i > 0 && is_high(samples[i - 1].delay_ms);
@@ -304,7 +310,7 @@ pub fn analyse(
             w.delay_problem =
                 (m.mass < p.mode_mass || m.width_ms > p.mode_width_ms || w.level_shift)
                     && w.max_ms - w.min_ms > p.delay_threshold_ms
-                    && w.high > p.min_high_samples;
+                    && own_high > p.min_high_samples;
         }
         // Reordering, over the packets with sequence numbers.
         s.seqs.clear();

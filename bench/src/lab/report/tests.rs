@@ -614,3 +614,55 @@ fn only_delay_events_while_the_impairment_acted_find_it() {
     // A fall below the baseline.
     assert!(!found(vec![event(10.0, 15.0, 0.3)]));
 }
+
+/// A reordering impairment is checked like a delay: a reordering event pointing at it while
+/// it acted; without a delay nothing reorders probe streams, so the check cannot be made.
+#[test]
+fn reordering_impairments_are_checked() {
+    let lab = |delay: &str| {
+        Lab::parse(
+            &format!(
+                "[topology]\nkind = \"chain\"\nswitches = 3\n\
+                 [[impair]]\nlink = [\"s2\", \"s3\"]\nreorder = 0.05\n{delay}from_s = 5\nuntil_s = 15\n"
+            ),
+            Path::new("."),
+            "t",
+        )
+        .unwrap()
+    };
+    let event = |kind: &str, start_s: f64, link: (&str, &str)| EventRow {
+        kind: kind.into(),
+        start_s,
+        end_s: start_s + 5.0,
+        link: Some((link.0.into(), link.1.into())),
+        ..EventRow::default()
+    };
+    let outcome = |lab: &Lab, events: Vec<EventRow>| {
+        let mut r = report_of(Vec::new());
+        r.duration_s = 40.0;
+        r.events = events;
+        checks(lab, &r)
+            .into_iter()
+            .find(|c| c.name.starts_with("reordering event"))
+            .unwrap()
+            .outcome()
+    };
+    let delayed = lab("delay_us = 30000\n");
+    assert_eq!(
+        outcome(&delayed, vec![event("reordering", 5.0, ("s2", "s3"))]),
+        "ok"
+    );
+    assert_eq!(
+        outcome(&delayed, vec![event("delay", 5.0, ("s2", "s3"))]),
+        "FAILED"
+    );
+    assert_eq!(
+        outcome(&delayed, vec![event("reordering", 5.0, ("s1", "s2"))]),
+        "FAILED"
+    );
+    assert_eq!(
+        outcome(&delayed, vec![event("reordering", 30.0, ("s2", "s3"))]),
+        "FAILED"
+    );
+    assert_eq!(outcome(&lab(""), Vec::new()), "n/a");
+}

@@ -245,10 +245,12 @@ fn impairments_no_route_crosses_are_warned_about() {
     constant.impair[0].until_s = Some(constant.duration_s / 2.0);
     let w = constant.warnings();
     assert!(
-        w.len() == 1 && w[0].starts_with("impair[0].from_s: a delay from 0 s"),
+        w.len() == 1
+            && w[0].starts_with("impair[0].from_s: a delay from the traffic's first packet"),
         "{w:?}"
     );
-    constant.impair[0].from_s = 2.0;
+    // A few normal samples first are enough.
+    constant.impair[0].from_s = 0.3;
     assert_eq!(constant.warnings(), Vec::<String>::new());
     // Jitter spreads every window's delays: seen whatever the level, for the whole run too.
     constant.impair[0].from_s = 0.0;
@@ -665,6 +667,17 @@ fn labs_that_cannot_show_their_telemetry_are_warned_about() {
             .unwrap()
             .warnings(),
         Vec::<String>::new()
+    );
+    // Flows that only cross a switch count there too: with hosts at all three, s2 also
+    // carries s1's and s3's flows to each other (60 flows, 60 packets an epoch).
+    let w = chain("hosts = [\"s1\", \"s2\", \"s3\"]\n[switches]\nexpected_flows = 50\n")
+        .unwrap()
+        .warnings();
+    assert!(
+        w.len() == 1
+            && w[0]
+                .starts_with("switches.expected_flows: 50, but about 60 flows an epoch cross s2"),
+        "{w:?}"
     );
     // Fewer packets an epoch than flows: the packets bound it.
     let w = chain("[switches]\nexpected_flows = 10\nepoch_ms = 2\n")
