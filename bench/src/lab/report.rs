@@ -934,16 +934,10 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
             // side), whose delay rose above their baseline: a fall back to normal after it,
             // or one before it, is no finding of it. Delay put down to end-host noise
             // points at no link.
-            let until = i.until_s.unwrap_or(r.duration_s).min(r.duration_s);
             let delays = || {
-                r.events.iter().filter(move |e| {
-                    e.kind == "delay"
-                        && e.start_s <= until + slack
-                        && e.end_s >= i.from_s - slack
-                        && match (e.peak_ms, e.baseline_ms) {
-                            (Some(peak), Some(base)) => peak > base,
-                            _ => true,
-                        }
+                events_while(r, i, "delay", slack).filter(|e| match (e.peak_ms, e.baseline_ms) {
+                    (Some(peak), Some(base)) => peak > base,
+                    _ => true,
                 })
             };
             let noise = delays().filter(|e| e.end_host_noise()).count();
@@ -978,14 +972,7 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
                     "without a delay a reordered packet waits only for the port's next one, so probe streams are not reordered",
                 ));
             } else {
-                let until = i.until_s.unwrap_or(r.duration_s).min(r.duration_s);
-                let reorderings = || {
-                    r.events.iter().filter(move |e| {
-                        e.kind == "reordering"
-                            && e.start_s <= until + slack
-                            && e.end_s >= i.from_s - slack
-                    })
-                };
+                let reorderings = || events_while(r, i, "reordering", slack);
                 let hits = reorderings().filter(|e| e.points_at(from, to)).count();
                 v.push(Check::new(
                     name,
@@ -1019,6 +1006,19 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         Check::not_applicable("no loss elsewhere", NO_PATHS)
     });
     v
+}
+
+/// The report's events of `kind` while impairment `i` acted, or `slack` s either side.
+fn events_while<'a>(
+    r: &'a LabReport,
+    i: &'a super::spec::LinkImpair,
+    kind: &'a str,
+    slack: f64,
+) -> impl Iterator<Item = &'a EventRow> + 'a {
+    let until = i.until_s.unwrap_or(r.duration_s).min(r.duration_s);
+    r.events.iter().filter(move |e| {
+        e.kind == kind && e.start_s <= until + slack && e.end_s >= i.from_s - slack
+    })
 }
 
 /// The sink's detection window for the lab's probe streams (s): 5 s, or about 20 probes
