@@ -931,13 +931,18 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         }
         if i.delay_us > 0 {
             // Delay events while the impairment acted (a detection window's slack either
-            // side), whose delay rose above their baseline: a fall back to normal after it,
-            // or one before it, is no finding of it. Delay put down to end-host noise
-            // points at no link.
+            // side), whose delay rose above their baseline by the sink's delay threshold:
+            // a fall back to normal after it, or the window of such a fall, is no finding
+            // of it. Delay put down to end-host noise points at no link.
+            let rise = sink::detect::Sensitivity::parse(&lab.sensitivity).map_or(0.0, |s| {
+                sink::detect::Params::with_sensitivity(s).delay_threshold_ms
+            });
             let delays = || {
-                events_while(r, i, "delay", slack).filter(|e| match (e.peak_ms, e.baseline_ms) {
-                    (Some(peak), Some(base)) => peak > base,
-                    _ => true,
+                events_while(r, i, "delay", slack).filter(move |e| {
+                    match (e.peak_ms, e.baseline_ms) {
+                        (Some(peak), Some(base)) => peak > base + rise,
+                        _ => true,
+                    }
                 })
             };
             let noise = delays().filter(|e| e.end_host_noise()).count();

@@ -611,8 +611,10 @@ fn only_delay_events_while_the_impairment_acted_find_it() {
     assert!(found(vec![event(17.0, 19.0, 15.8)]));
     // Long after it, or before it.
     assert!(!found(vec![event(25.0, 30.0, 15.8)]));
-    // A fall below the baseline.
+    // A fall below the baseline, or the window of a fall from a raised baseline (its
+    // peak within the delay threshold of it).
     assert!(!found(vec![event(10.0, 15.0, 0.3)]));
+    assert!(!found(vec![event(10.0, 15.0, 0.4 + 4.9)]));
 }
 
 /// A reordering impairment is checked like a delay: a reordering event pointing at it while
