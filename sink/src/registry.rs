@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use telemetry::pint::plan::{PerPacketOp, Plan, QueryKind};
-use telemetry::pint::query::{QueryFile, ValueKind};
+use telemetry::pint::plan::Plan;
+use telemetry::pint::query::QueryFile;
 use telemetry::protocol::Hello;
 
 /// A plan as the sink reads it.
@@ -41,18 +41,8 @@ impl SinkPlan {
                 plan.version
             ));
         }
-        let path_query = plan.queries.iter().position(|q| {
-            matches!(q.kind, QueryKind::StaticPerFlow { .. }) && q.value == ValueKind::SwitchId
-        });
-        let latency_sum = plan.queries.iter().position(|q| {
-            matches!(
-                q.kind,
-                QueryKind::PerPacket {
-                    op: PerPacketOp::Sum,
-                    ..
-                }
-            ) && q.value == ValueKind::HopLatency
-        });
+        let path_query = plan.path_query();
+        let latency_sum = plan.latency_sum_query();
         Ok(SinkPlan {
             version,
             plan,

@@ -152,10 +152,6 @@ pub struct Traffic {
     pub pairs: Vec<(u32, u32)>,
 }
 
-/// The sink's delay threshold at medium sensitivity (tau_d), us: a delay whose jitter
-/// spreads a window's delays by as much is seen whatever its level.
-const DELAY_THRESHOLD_US: u64 = 5000;
-
 /// Flowsets a second a lab's sink is given by default: each switch sends one per epoch, and
 /// the sink shares a CPU with every switch's control thread. Measured on 2 CPUs: 40
 /// switches at 10 ms epochs (4000 a second) kept up; 158 at 10 ms (15 800) dropped some, at
@@ -712,18 +708,9 @@ impl Lab {
             ));
         }
         // Delay events come from probe streams, and from flows whose plan sums hop latency.
-        let latency_sum = self.plan().is_some_and(|plan| {
-            plan.queries.iter().any(|q| {
-                q.value == telemetry::pint::query::ValueKind::HopLatency
-                    && matches!(
-                        q.kind,
-                        telemetry::pint::plan::QueryKind::PerPacket {
-                            op: telemetry::pint::plan::PerPacketOp::Sum,
-                            ..
-                        }
-                    )
-            })
-        });
+        let latency_sum = self
+            .plan()
+            .is_some_and(|plan| plan.latency_sum_query().is_some());
         let probed = self.pairs_of_first(self.traffic.probes as usize);
         for (i, x) in self.impair.iter().enumerate() {
             if x.from_s >= self.duration_s {
@@ -740,7 +727,8 @@ impl Lab {
                 ));
             }
             // Jitter spreads each window's delays, which detection sees whatever the level.
-            let steady = 2 * x.jitter_us < DELAY_THRESHOLD_US;
+            let steady = 2.0 * x.jitter_us as f64 / 1000.0
+                < sink::detect::Params::default().delay_threshold_ms;
             if x.delay_us > 0
                 && steady
                 && x.from_s <= 0.0
@@ -795,15 +783,7 @@ impl Lab {
     /// Whether the query plan traces paths (a `static_per_flow` `switch_id` query, the
     /// one the sink decodes paths from): without one the sink puts loss on no link.
     pub fn plan_traces_paths(&self) -> bool {
-        self.plan().is_some_and(|plan| {
-            plan.queries.iter().any(|q| {
-                q.value == telemetry::pint::query::ValueKind::SwitchId
-                    && matches!(
-                        q.kind,
-                        telemetry::pint::plan::QueryKind::StaticPerFlow { .. }
-                    )
-            })
-        })
+        self.plan().is_some_and(|plan| plan.path_query().is_some())
     }
 
     /// The switch whose traffic makes the most flows an epoch, and about how many: the

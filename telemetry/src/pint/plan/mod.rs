@@ -1054,6 +1054,28 @@ impl Plan {
         })
     }
 
+    /// Index of the query paths are decoded from (the first `static_per_flow`
+    /// `switch_id` query), if the plan has one: without it a sink decodes no path.
+    pub fn path_query(&self) -> Option<usize> {
+        self.queries.iter().position(|q| {
+            matches!(q.kind, QueryKind::StaticPerFlow { .. }) && q.value == ValueKind::SwitchId
+        })
+    }
+
+    /// Index of the first per-packet sum of hop latency, if any: the one a sink reads a
+    /// path's latency from.
+    pub fn latency_sum_query(&self) -> Option<usize> {
+        self.queries.iter().position(|q| {
+            matches!(
+                q.kind,
+                QueryKind::PerPacket {
+                    op: PerPacketOp::Sum,
+                    ..
+                }
+            ) && q.value == ValueKind::HopLatency
+        })
+    }
+
     /// Index of the query called `name`.
     pub fn query_index(&self, name: &str) -> Option<usize> {
         self.queries.iter().position(|q| q.name == name)
