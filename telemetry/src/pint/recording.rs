@@ -20,6 +20,9 @@ pub const PATH_CHECK_EVERY: u64 = 8;
 pub struct HopSketches {
     compression: LogCompressor,
     sketches: Sketches,
+    /// Per hop, the samples carried as the largest code, counted exactly: a sketch that has
+    /// compacted may no longer hold a lone sample at the top that its maximum still shows.
+    at_top: Vec<u64>,
     /// A decompressed code's value in the value's units ([`crate::pint::plan::carried_unit`]).
     unit: f64,
 }
@@ -184,6 +187,7 @@ impl HopSketches {
         HopSketches {
             sketches: Sketches::new(k, kk, max_code),
             compression,
+            at_top: vec![0; k],
             unit: 1.0,
         }
     }
@@ -200,6 +204,7 @@ impl HopSketches {
         HopSketches {
             sketches: Sketches::new(k, u16::MAX, compression.max_code()),
             compression,
+            at_top: vec![0; k],
             unit: 1.0,
         }
     }
@@ -232,19 +237,21 @@ impl HopSketches {
         let fixed = each_width!(&self.sketches, v, T => {
             v.capacity() * std::mem::size_of::<KllSketch<T>>()
         });
-        fixed + self.retained() * self.item_bytes() as usize
+        fixed + self.at_top.capacity() * 8 + self.retained() * self.item_bytes() as usize
     }
 
     /// Adds a sample written by hop `hop` (1-based). A code beyond the compression's largest
     /// is kept as the largest (it reads back as the same value).
     #[inline]
     pub fn add(&mut self, hop: usize, code: u32) {
-        let code = code.min(self.compression.max_code());
-        each_width!(&mut self.sketches, v, T => {
-            if let Some(s) = v.get_mut(hop.wrapping_sub(1)) {
-                s.update(T::of(code));
-            }
-        })
+        let top = self.compression.max_code();
+        let code = code.min(top);
+        let added = each_width!(&mut self.sketches, v, T => {
+            v.get_mut(hop.wrapping_sub(1)).map(|s| s.update(T::of(code))).is_some()
+        });
+        if added && code == top {
+            self.at_top[hop - 1] += 1;
+        }
     }
 
     /// Samples recorded for hop `hop`.
@@ -288,12 +295,11 @@ impl HopSketches {
     /// The share of hop `hop`'s samples carried as the largest code ([`HopSketches::top_value`]
     /// or more: the code saturated); 0 without samples.
     pub fn share_at_top(&self, hop: usize) -> f64 {
-        let top = self.compression.max_code();
-        let below: Option<f64> = each_width!(&self.sketches, v, T => {
-            v.get(hop.wrapping_sub(1))
-                .and_then(|s| s.rank(&T::of(top), SearchCriteria::Exclusive))
-        });
-        below.map_or(0.0, |r| (1.0 - r).max(0.0))
+        let at_top = self.at_top.get(hop.wrapping_sub(1)).copied().unwrap_or(0);
+        match self.samples(hop) {
+            0 => 0.0,
+            n => at_top as f64 / n as f64,
+        }
     }
 
     /// Values of hop `hop` seen in at least `min_share` of its samples, with their shares,

@@ -315,6 +315,22 @@ fn saturated_samples_are_told_apart() {
     assert_eq!(HopSketches::new(1, c, 4096).share_at_top(1), 0.0);
 }
 
+/// A lone saturated sample among many is still counted once the sketch has compacted it
+/// away: the share at the top agrees with the maximum the quantiles report.
+#[test]
+fn a_lone_saturated_sample_is_counted_exactly() {
+    let c = LogCompressor::with_epsilon(0.022, 8);
+    let mut s = HopSketches::new(1, c.clone(), 1024);
+    s.add(1, c.max_code() + 5);
+    for n in 0..20_000u32 {
+        s.add(1, c.compress(2_000, n));
+    }
+    assert!(s.retained() < 20_001, "the sketch compacted");
+    assert_eq!(s.quantile(1, 1.0), Some(s.top_value()));
+    assert_eq!(s.share_at_top(1), 1.0 / 20_001.0);
+    assert_eq!(s.share_at_top(7), 0.0);
+}
+
 #[test]
 fn sketch_items_are_as_narrow_as_the_codes() {
     let narrow = LogCompressor::with_epsilon(0.022, 8);
