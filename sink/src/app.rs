@@ -267,6 +267,7 @@ impl Sink {
                 flowset_memory_bytes: config.flowset_memory_bytes,
                 max_flowset_bytes: config.max_flowset_bytes,
                 max_connections: config.max_connections,
+                detection: Params::online(config.sensitivity),
                 stop: Arc::clone(&stop),
             },
         );

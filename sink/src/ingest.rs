@@ -40,6 +40,8 @@ pub struct Ingest {
     pub max_flowset_bytes: usize,
     /// Most connections open at once.
     pub max_connections: usize,
+    /// Online detection's parameters (for the probe streams whose reports are dropped).
+    pub detection: crate::detect::Params,
     /// Set to stop.
     pub stop: Arc<AtomicBool>,
 }
@@ -533,7 +535,8 @@ fn route_digests(
 }
 
 /// Splits probe arrivals by decode thread (their flows' owners) and queues them; a full
-/// queue drops them, counted.
+/// queue drops them, counted, and notes them in the thread's flows as arrived (no sample,
+/// no loss) under its lock: a probe's report dropped is no lost probe.
 fn route_probes(ing: &Ingest, e: &SwitchEntry, probes: Vec<WireProbe>) {
     let n = ing.shards.len();
     let mut parts: Vec<Vec<WireProbe>> = vec![Vec::new(); n];
@@ -545,8 +548,15 @@ fn route_probes(ing: &Ingest, e: &SwitchEntry, probes: Vec<WireProbe>) {
             continue;
         }
         let k = probes.len() as u64;
-        if let Err(TrySendError::Full(_)) = ing.shards[i].try_send(ShardMsg::Probes(probes)) {
+        if let Err(TrySendError::Full(ShardMsg::Probes(probes))) =
+            ing.shards[i].try_send(ShardMsg::Probes(probes))
+        {
             e.counters.probes_dropped.fetch_add(k, Relaxed);
+            ing.shards[i]
+                .table
+                .lock()
+                .expect("flow table lock")
+                .add_unseen_probes(ing.detection, &probes);
         }
     }
 }

@@ -234,7 +234,10 @@ impl Detector {
             self.p.merge_gap_s = self.p.merge_gap_s.max(window_s);
         }
         for s in held {
-            self.push(s);
+            match s.seq {
+                Some(q) if s.delay_ms.is_nan() => self.push_unseen(q, s.send),
+                _ => self.push(s),
+            }
         }
     }
 
@@ -365,6 +368,31 @@ impl Detector {
             w.stride = stride * 2;
         }
         w.samples.push(s);
+    }
+
+    /// Says that the packet numbered `q`, sent at `send` (s), arrived but is no sample: its
+    /// report was lost on the way to the detector (the sink dropped it, counted, when it
+    /// fell behind). Its number is no gap, so it is not counted as lost; it adds no delay and
+    /// no place in the arrival order (no reordering).
+    pub fn push_unseen(&mut self, q: u64, send: f64) {
+        if !send.is_finite() {
+            return;
+        }
+        self.latest_send = Some(self.latest_send.map_or(send, |t| t.max(send)));
+        if let Some(held) = &mut self.pending {
+            // Held as a sample whose delay is not a number, told apart when settled.
+            held.push(Sample {
+                seq: Some(q),
+                send,
+                delay_ms: f64::NAN,
+            });
+            if held.len() >= ADAPT_SAMPLES {
+                self.settle();
+            }
+            return;
+        }
+        let idx = self.index_of(send);
+        self.window(idx).seqs.insert(q);
     }
 
     /// Adds a packet that arrived at `now_s` (the clock [`Detector::tick`] is given), noting

@@ -3,8 +3,8 @@
 
 use super::loss::place_of;
 use super::{FlowState, FlowTable, ShardContext, flow_entry, note_ahead};
-use crate::detect::Sample;
 use crate::detect::online::{Detector, ahead_in_reach};
+use crate::detect::{Params, Sample};
 use crate::schedule::Now;
 
 /// How far a probe's send time may be after its arrival (clocks of one machine, or of
@@ -21,7 +21,64 @@ const PROBE_MAX_DELAY_NS: u64 = 10_000_000_000;
 /// below its highest, sent later than any before, restarted.
 const RESTART_AFTER_SEQ: u64 = 64;
 
+/// Whether a probe's send time cannot be of the clock its arrival is measured by (see
+/// [`PROBE_CLOCK_SLACK_NS`], [`PROBE_MAX_DELAY_NS`]).
+fn times_out_of_reach(p: &telemetry::protocol::WireProbe) -> bool {
+    p.sent_ns > p.recv_ns.saturating_add(PROBE_CLOCK_SLACK_NS)
+        || p.sent_ns.saturating_add(PROBE_MAX_DELAY_NS) < p.recv_ns
+}
+
 impl FlowTable {
+    /// Notes probe arrivals whose reports the sink dropped (its decode queue full): they
+    /// arrived, so the gaps they leave in their streams' numbers are no loss; they are no
+    /// samples either. Counted where they were dropped, not as the flow's probes. A stream
+    /// not seen yet gets its detector with `detection`'s parameters.
+    pub fn add_unseen_probes(
+        &mut self,
+        detection: Params,
+        probes: &[telemetry::protocol::WireProbe],
+    ) {
+        self.add_unseen_probes_at(detection, probes, Now::read());
+    }
+
+    /// [`FlowTable::add_unseen_probes`] at `now`.
+    pub(super) fn add_unseen_probes_at(
+        &mut self,
+        detection: Params,
+        probes: &[telemetry::protocol::WireProbe],
+        now: Now,
+    ) {
+        for p in probes {
+            let Some(flow) = flow_entry(
+                &mut self.flows,
+                self.capacity,
+                &mut self.stats.flows_created,
+                p.key,
+                p.recv_ns / 1_000_000,
+            ) else {
+                self.stats.flows_refused += 1;
+                continue;
+            };
+            flow.touched = now.at;
+            flow.last_ms = flow.last_ms.max(p.recv_ns / 1_000_000);
+            let sent_s = p.sent_ns as f64 / 1e9;
+            if times_out_of_reach(p) || !ahead_in_reach(now.unix_s, sent_s) {
+                // As a probe that came would be: left out, its number excused.
+                if let Some(d) = &mut flow.probe_detector {
+                    d.excuse_seq(p.seq);
+                }
+            } else {
+                let det = flow
+                    .probe_detector
+                    .get_or_insert_with(|| Box::new(Detector::adaptive(detection)));
+                det.note_arrival(now.unix_s, sent_s);
+                det.push_unseen(p.seq, sent_s);
+            }
+            let due = flow.deadline(&self.schedule, now);
+            self.schedule.put(p.key, &mut flow.due, due);
+        }
+    }
+
     /// Records probe arrivals: each probe stream's samples (sequence number, send time,
     /// one-way delay = arrival at the last switch less send time) go to its flow's detector.
     pub fn add_probes(&mut self, cx: &ShardContext, probes: &[telemetry::protocol::WireProbe]) {
@@ -54,9 +111,7 @@ impl FlowTable {
             // 10 s before: no path holds a packet that long; a capture replayed (its probes
             // carry the send times of its making) or a clock far off, whose delays would be
             // events of years, or whose windows the sweeps would close before they filled.
-            if p.sent_ns > p.recv_ns.saturating_add(PROBE_CLOCK_SLACK_NS)
-                || p.sent_ns.saturating_add(PROBE_MAX_DELAY_NS) < p.recv_ns
-            {
+            if times_out_of_reach(p) {
                 self.stats.probes_refused += 1;
                 // Arrived, not lost: the gap it leaves in the stream's numbers is no loss.
                 if let Some(d) = &mut flow.probe_detector {

@@ -1017,6 +1017,72 @@ fn probes_left_out_for_a_stepped_clock_are_no_loss() {
     }
 }
 
+/// Probes whose reports the sink dropped (its decode queue full) arrived: the gap they
+/// leave in the stream's numbers is no loss, whether they are noted before the probes
+/// queued ahead of them are applied (before the stream has a detector, or in the middle),
+/// or as they came. Had they not arrived, it would be (60 of 700 lost). Probes 300-339 are
+/// lost in every case and must still be found.
+#[test]
+fn probes_whose_reports_the_sink_dropped_are_no_loss() {
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Dropped {
+        NotedFirst,
+        NotedInOrder,
+        NeverArrived,
+    }
+    for how in [
+        Dropped::NotedFirst,
+        Dropped::NotedInOrder,
+        Dropped::NeverArrived,
+    ] {
+        let (cx, _) = context();
+        let mut t = FlowTable::new(10);
+        let seqs = |r: std::ops::Range<u64>| probes(r.map(|s| (s, s as f64 / 20.0)));
+        let later = (180..700u64).filter(|s| !(300..340).contains(s));
+        let later = probes(later.map(|s| (s, s as f64 / 20.0)));
+        match how {
+            Dropped::NotedFirst => {
+                t.add_unseen_probes(cx.detection, &seqs(120..180));
+                t.add_probes(&cx, &seqs(0..120));
+            }
+            Dropped::NotedInOrder => {
+                t.add_probes(&cx, &seqs(0..120));
+                t.add_unseen_probes(cx.detection, &seqs(120..180));
+            }
+            Dropped::NeverArrived => t.add_probes(&cx, &seqs(0..120)),
+        }
+        t.add_probes(&cx, &later);
+        std::thread::sleep(Duration::from_millis(5));
+        t.sweep(
+            Duration::from_millis(1),
+            Duration::from_secs(3600),
+            Some(&cx),
+            |_| true,
+        );
+        let flow = &t.flows.get(&digest(0, 7, 0).key);
+        assert!(flow.is_none(), "{how:?}: forgotten at the sweep");
+        let spans: Vec<(f64, f64)> = cx
+            .events
+            .of_flow(&digest(0, 7, 0).key)
+            .iter()
+            .filter(|e| e.series == "probes" && e.event.kind == crate::detect::Kind::Loss)
+            .map(|e| {
+                (
+                    e.event.start - 1_796_000_000.0,
+                    e.event.end - 1_796_000_000.0,
+                )
+            })
+            .collect();
+        // Probe 120 is sent at 6 s, probe 300 at 15 s (windows of 5 s).
+        let early = spans.iter().any(|&(start, _)| start < 10.0);
+        let late = spans
+            .iter()
+            .any(|&(start, end)| start <= 15.0 && end >= 15.0);
+        assert_eq!(early, how == Dropped::NeverArrived, "{how:?}: {spans:?}");
+        assert!(late, "{how:?}: {spans:?}");
+    }
+}
+
 /// A probe timed a day ahead of the sink's clock, its send and arrival times agreeing (a
 /// switch's and a sender's clocks stepped ahead together, a forged probe), is left out and
 /// counted: taken, it closed every window and opened one a day ahead that the later probes
