@@ -103,6 +103,12 @@ impl LossMarks {
     }
 }
 
+/// How soon after a switch's hello its first count of a flow must begin for the flow's
+/// earlier packets to be taken as not asked of it (see `joined_late` in
+/// [`FlowTable::update_loss`]), ms: its first flowset is of the epoch it connected in, or
+/// the next.
+const JOINED_SLACK_MS: u64 = 1000;
+
 /// Unsure switches a flow remembers before its path is known; beyond, every link counts
 /// from the path's decoding.
 const UNSETTLED_KEPT: usize = 32;
@@ -414,6 +420,26 @@ impl FlowTable {
             };
             Some(before as i64)
         };
+        // Whether switch `s` said hello to this sink only after `other` first counted the
+        // flow, and has counted none of it since or only from its first epochs after that:
+        // its flowsets of the epochs before never came (the sink restarted and `s` came back
+        // later, or `s` came later than the others), so what it counted of the flow falls
+        // short of what `other` counted by what it was never asked for. A switch that was
+        // there and counted the flow only later lost what it missed.
+        let joined_late = |s: u32, other: u32| -> bool {
+            let Some(other) = counted(other) else {
+                return false;
+            };
+            let Some(since) = cx.registry.switch(s).map(|e| {
+                e.counters
+                    .connected_ms
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            }) else {
+                return false;
+            };
+            since > other.first_ms
+                && counted(s).is_none_or(|c| c.first_ms < since.saturating_add(JOINED_SLACK_MS))
+        };
         // Another path than the one before: the route changed. The counts are totals over
         // the flow's life, the old route's packets in them: a link new to the flow counts
         // its loss from when it has it, until every link of the new path has.
@@ -441,6 +467,7 @@ impl FlowTable {
             // not count the flow (its flowset there may have missed the flow's packets).
             let unsure_now = is_unsure(a)
                 || is_unsure(b)
+                || (old.is_none() && (joined_late(b, a) || joined_late(a, b)))
                 || (epoch_ms.is_some()
                     && old.is_some_and(|o| {
                         unsure_within(a, o.at_ms, at_ms) || unsure_within(b, o.at_ms, at_ms)
@@ -460,7 +487,7 @@ impl FlowTable {
                         start <= o.at_ms.saturating_add(len) && (start < at_ms || !b_counted_now)
                     })
                 };
-                // (Only counts make an update unsure: `epoch_ms` is known here.)
+                // (`old` is None where a late hello made the update unsure.)
                 let (lost, vanished) = old.map_or((0, false), |o| {
                     let lost = if !o.after_unsure && missed_next(o) {
                         o.lost.min(o.prev_lost)

@@ -796,6 +796,44 @@ fn counts_downstream_before_the_first_switch_came_back_make_no_negative_loss() {
     assert_eq!(lost(&t, key), (4, 4, 0));
 }
 
+/// The second switch said hello only after the first had counted the flow (it came later
+/// than the others, or back later after the sink's restart): the flow's packets it
+/// forwarded before (50, in an epoch whose flowset the sink never had from it) are no loss
+/// on the link, which read as loss for good; packets in flight across its first epoch
+/// take nothing back, and loss after counts (4). Where the second switch was there all
+/// along and counted none of the first 50, they were lost.
+#[test]
+fn counts_upstream_before_the_second_switch_came_are_no_loss() {
+    for came_late in [true, false] {
+        let mut t = FlowTable::new(10);
+        let (cx, key) = two_hop_flow(&mut t);
+        connect(&cx, 1);
+        if !came_late {
+            connect(&cx, 2);
+        }
+        let now = cx
+            .registry
+            .switch(1)
+            .unwrap()
+            .counters
+            .connected_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        // Before the hello (long past), or after it.
+        let at = |e: u64| (if came_late { 1000 } else { now + 1000 } + 10 * e, 10);
+        t.add_counts(&cx, 1, at(1), &[(key, 1, 50, 5_000)], &[], &[]);
+        if came_late {
+            connect(&cx, 2);
+        }
+        // Both count; 5 are on the link at the epoch's end.
+        let both = |up: u64, down: u64| [(key, 1, up, up * 100), (key, 2, down, down * 100)];
+        t.add_counts(&cx, 2, at(2), &both(50, 45), &[], &[]);
+        t.add_counts(&cx, 3, at(3), &both(50, 55), &[], &[]);
+        t.add_counts(&cx, 4, at(4), &both(100, 96), &[], &[]);
+        let want = if came_late { 4 } else { 54 };
+        assert_eq!(lost(&t, key), (want, want, 0), "came late: {came_late}");
+    }
+}
+
 /// The kinds of loss events from counters of flow `key`.
 fn counter_losses(cx: &ShardContext, key: &FlowKey) -> Vec<crate::events::FlowEvent> {
     cx.events
