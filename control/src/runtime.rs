@@ -95,6 +95,10 @@ pub(crate) fn stats_counters(t: &LocalCounters, export: &ControlCounts) -> Vec<(
             telemetry::protocol::FLOWSETS_DROPPED.to_owned(),
             e.flowsets_dropped,
         ),
+        (
+            telemetry::protocol::PROBES_DROPPED.to_owned(),
+            e.probes_dropped,
+        ),
     ];
     v.extend(t.drops.nonzero().map(|(r, n)| (format!("drop_{r}"), n)));
     v.extend(t.telemetry.nonzero().map(|(e, n)| (e.name().to_owned(), n)));
@@ -283,5 +287,25 @@ impl ControlLoop<'_> {
             };
             m.update(&per_worker, &counts, plan);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sink reads the drops of flowsets and probe records from the stats by name: a
+    /// flowset dropped is short counts, a probe record dropped a probe that arrived.
+    #[test]
+    fn the_stats_say_what_the_export_dropped() {
+        let export = ControlCounts {
+            flowsets_dropped: 2,
+            probes_dropped: 7,
+            ..ControlCounts::default()
+        };
+        let stats = stats_counters(&LocalCounters::default(), &export);
+        let get = |name: &str| stats.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        assert_eq!(get(telemetry::protocol::FLOWSETS_DROPPED), Some(2));
+        assert_eq!(get(telemetry::protocol::PROBES_DROPPED), Some(7));
     }
 }

@@ -201,6 +201,9 @@ pub struct FlowState {
     pub probes: u64,
     /// Online detection on the flow's probes (sequence numbers, one-way delay).
     probe_detector: Option<Box<Detector>>,
+    /// The switch that reported the flow's last probe and its count of probe-record breaks
+    /// then ([`crate::registry::SwitchCounters::probe_breaks`]).
+    probe_reporter: Option<(u32, u64)>,
     /// The earliest time (Unix s) at which one of its detectors may close a window (see
     /// [`Detector::next_close`]; never later than that): a sweep before it and before the
     /// flow's timeouts passes the flow by.
@@ -1017,6 +1020,7 @@ fn flow_entry<'a>(
                 loss_unsettled: Vec::new(),
                 probes: 0,
                 probe_detector: None,
+                probe_reporter: None,
                 owner_doubted: None,
                 detect_due_s: f64::INFINITY,
                 due: UNSCHEDULED,

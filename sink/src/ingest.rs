@@ -364,6 +364,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     if name == telemetry::protocol::FLOWSETS_DROPPED && v > old {
                         e.note_lost();
                     }
+                    if name == telemetry::protocol::PROBES_DROPPED && v > old {
+                        e.counters.probe_breaks.fetch_add(1, Relaxed);
+                    }
                     match at {
                         Some(i) => info.stats[i].1 = v,
                         None if info.stats.len() < telemetry::protocol::MAX_STATS => {
@@ -538,6 +541,7 @@ fn route_digests(
 /// queue drops them, counted, and notes them in the thread's flows as arrived (no sample,
 /// no loss) under its lock: a probe's report dropped is no lost probe.
 fn route_probes(ing: &Ingest, e: &SwitchEntry, probes: Vec<WireProbe>) {
+    let reporter = (e.info_id(), e.counters.probe_breaks.load(Relaxed));
     let n = ing.shards.len();
     let mut parts: Vec<Vec<WireProbe>> = vec![Vec::new(); n];
     for p in probes {
@@ -548,8 +552,8 @@ fn route_probes(ing: &Ingest, e: &SwitchEntry, probes: Vec<WireProbe>) {
             continue;
         }
         let k = probes.len() as u64;
-        if let Err(TrySendError::Full(ShardMsg::Probes(probes))) =
-            ing.shards[i].try_send(ShardMsg::Probes(probes))
+        if let Err(TrySendError::Full(ShardMsg::Probes { probes, .. })) =
+            ing.shards[i].try_send(ShardMsg::Probes { reporter, probes })
         {
             e.counters.probes_dropped.fetch_add(k, Relaxed);
             ing.shards[i]

@@ -89,6 +89,10 @@ pub struct SwitchCounters {
     pub probes: AtomicU64,
     /// Probe arrivals dropped because a decode thread's queue was full.
     pub probes_dropped: AtomicU64,
+    /// Breaks in the switch's probe records: bumped by each hello taken and by each stats
+    /// frame in which the switch says it dropped probe records. A probe stream whose
+    /// reports from this switch span a break may have lost reports there, not probes.
+    pub probe_breaks: AtomicU64,
     /// The current connection: bumped by each hello taken. A connection that is no longer
     /// the current one (its switch reconnected) neither speaks for the switch nor marks it
     /// disconnected when it ends.
@@ -410,6 +414,7 @@ impl Registry {
             c.connected_ms.store(now, Relaxed);
             c.connected.store(true, Relaxed);
             let generation = c.generation.fetch_add(1, Relaxed) + 1;
+            c.probe_breaks.fetch_add(1, Relaxed);
             let entry = Arc::clone(e);
             // Under the map's lock: two hellos at once must not leave the list of the
             // first for good.

@@ -31,7 +31,13 @@ pub enum ShardMsg {
     /// smaller).
     Counts(Box<EpochCounts>),
     /// Probe arrivals of this thread's flows.
-    Probes(Vec<telemetry::protocol::WireProbe>),
+    Probes {
+        /// The reporting switch (the flows' last hop) and its count of probe-record breaks
+        /// ([`crate::registry::SwitchCounters::probe_breaks`]) as they came.
+        reporter: (u32, u64),
+        /// The arrivals.
+        probes: Vec<telemetry::protocol::WireProbe>,
+    },
     /// Export everything and end.
     Stop,
 }
@@ -151,7 +157,9 @@ pub fn run(
                         buffers.give((digests, by_flow));
                     }
                     ShardMsg::Counts(c) => t.add_epoch_counts(&cx, &c, &c.counts),
-                    ShardMsg::Probes(p) => t.add_probes(&cx, &p),
+                    ShardMsg::Probes { reporter, probes } => {
+                        t.add_reported_probes(&cx, reporter, &probes);
+                    }
                     ShardMsg::Stop => break,
                 }
                 pending.fetch_sub(1, Relaxed);

@@ -626,6 +626,23 @@ fn a_switchs_stats_reach_the_live_page() {
     };
     sw.send(FrameType::Stats, &dropped.payload());
     wait_for("the drop", || e.lost_at.lock().unwrap().is_some());
+    // Probe records it dropped: a break in its probe records, as its hello was.
+    let breaks = e.counters.probe_breaks.load(Relaxed);
+    assert!(breaks >= 1, "the hello is one");
+    let probes_dropped = |n| Stats {
+        counters: vec![("probes_dropped".to_owned(), n)],
+    };
+    sw.send(FrameType::Stats, &probes_dropped(5).payload());
+    wait_for("a break", || {
+        e.counters.probe_breaks.load(Relaxed) == breaks + 1
+    });
+    sw.send(FrameType::Stats, &probes_dropped(5).payload());
+    sw.send(FrameType::Stats, &probes_dropped(9).payload());
+    wait_for("another", || {
+        e.counters.probe_breaks.load(Relaxed) >= breaks + 2
+    });
+    // The same count again was no break (frames are taken in order: the last is in).
+    assert_eq!(e.counters.probe_breaks.load(Relaxed), breaks + 2);
     let page = sink::live::page(&shared);
     let row = page.switches.iter().find(|s| s.id == 9).unwrap();
     assert_eq!((row.rx_packets, row.digests_exported), (1000, 700));

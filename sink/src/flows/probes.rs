@@ -82,7 +82,21 @@ impl FlowTable {
     /// Records probe arrivals: each probe stream's samples (sequence number, send time,
     /// one-way delay = arrival at the last switch less send time) go to its flow's detector.
     pub fn add_probes(&mut self, cx: &ShardContext, probes: &[telemetry::protocol::WireProbe]) {
-        self.add_probes_at(cx, probes, Now::read());
+        self.add_probes_at(cx, probes, None, Now::read());
+    }
+
+    /// [`FlowTable::add_probes`] of probes `reporter` (switch, its count of probe-record
+    /// breaks: [`crate::registry::SwitchCounters::probe_breaks`]) reported: a stream whose
+    /// last probe came from the same switch before a break (a reconnection, records it
+    /// dropped) is not taken to have lost the probes numbered in between, whose records
+    /// may have been dropped.
+    pub fn add_reported_probes(
+        &mut self,
+        cx: &ShardContext,
+        reporter: (u32, u64),
+        probes: &[telemetry::protocol::WireProbe],
+    ) {
+        self.add_probes_at(cx, probes, Some(reporter), Now::read());
     }
 
     /// [`FlowTable::add_probes`] at `now`.
@@ -90,6 +104,7 @@ impl FlowTable {
         &mut self,
         cx: &ShardContext,
         probes: &[telemetry::protocol::WireProbe],
+        reporter: Option<(u32, u64)>,
         now: Now,
     ) {
         for p in probes {
@@ -105,6 +120,18 @@ impl FlowTable {
             };
             flow.touched = now.at;
             flow.probes += 1;
+            if let Some((switch, breaks)) = reporter {
+                let across_a_break = flow
+                    .probe_reporter
+                    .is_some_and(|(s, b)| s == switch && b != breaks);
+                if across_a_break
+                    && p.seq > 0
+                    && let Some(d) = &mut flow.probe_detector
+                {
+                    d.excuse_seq(p.seq - 1);
+                }
+                flow.probe_reporter = Some((switch, breaks));
+            }
             flow.last_ms = flow.last_ms.max(p.recv_ns / 1_000_000);
             // Sent more than a second after it arrived: a clock stepped, or not a probe. Its
             // send time would close every window and open one far ahead. Sent more than

@@ -1121,6 +1121,32 @@ fn probes_whose_reports_the_sink_dropped_are_no_loss() {
     }
 }
 
+/// A probe stream whose reports from one switch span a break in that switch's probe
+/// records (it reconnected to the sink, or said in its stats that it dropped records):
+/// the probes numbered across the break are not counted as lost, their records may be
+/// what was lost (a switch cut off from the sink for 10 s gave loss events). Without the
+/// break, or across a break of another switch, they are lost.
+#[test]
+fn probes_across_a_break_in_their_switchs_records_are_no_loss() {
+    for (breaks_after, excused) in [((3, 8), true), ((3, 7), false), ((4, 8), false)] {
+        let (cx, _) = context();
+        let mut t = FlowTable::new(10);
+        let seqs = |r: std::ops::Range<u64>| probes(r.map(|s| (s, s as f64 / 20.0)));
+        t.add_reported_probes(&cx, (3, 7), &seqs(0..120));
+        t.add_reported_probes(&cx, breaks_after, &seqs(320..700));
+        std::thread::sleep(Duration::from_millis(5));
+        t.sweep(
+            Duration::from_millis(1),
+            Duration::from_secs(3600),
+            Some(&cx),
+            |_| true,
+        );
+        let kinds = probe_events(&cx);
+        let loss = kinds.contains(&crate::detect::Kind::Loss);
+        assert_eq!(loss, !excused, "{breaks_after:?}: {kinds:?}");
+    }
+}
+
 /// A probe timed a day ahead of the sink's clock, its send and arrival times agreeing (a
 /// switch's and a sender's clocks stepped ahead together, a forged probe), is left out and
 /// counted: taken, it closed every window and opened one a day ahead that the later probes
@@ -1366,6 +1392,7 @@ fn a_sweep_closes_detection_windows_on_time() {
     t.add_probes_at(
         &cx,
         &probes_from(t0, (0..80u64).map(|s| (s, s as f64 / 40.0))),
+        None,
         start,
     );
     // Window ends are Unix seconds in an f64 (steps of 2^-22 s at today's times): the
@@ -1397,6 +1424,7 @@ fn a_detection_window_due_later_closes_when_its_time_comes() {
     t.add_probes_at(
         &cx,
         &probes_from(t0, (0..20u64).map(|s| (s, s as f64 / 200.0))),
+        None,
         start,
     );
     let closed = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);

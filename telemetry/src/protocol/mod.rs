@@ -52,6 +52,9 @@ pub const MAX_STATS: usize = 1024;
 /// The stats counter of flowsets a switch dropped at its export queue: the sink reads it
 /// (a flowset dropped there is short counts, not lost packets).
 pub const FLOWSETS_DROPPED: &str = "flowsets_dropped";
+/// The stats counter of probe records a switch dropped (its export queue full, or no sink
+/// connected): the sink reads it (a probe whose record was dropped arrived, it was not lost).
+pub const PROBES_DROPPED: &str = "probes_dropped";
 /// Longest epoch a hello may declare, ns (a minute, as `telemetry.epoch_ms` allows).
 pub const MAX_EPOCH_NS: u64 = 60_000_000_000;
 /// Most epochs one flowset may cover (a worker whose finished flowset was not taken for
