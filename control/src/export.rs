@@ -286,15 +286,13 @@ struct Connection {
 }
 
 impl Connection {
-    fn write(&mut self, ty: FrameType, payload: &[u8], stats: &ExportStats) -> bool {
+    fn write(&mut self, ty: FrameType, payload: &[u8], stats: &ExportStats) -> std::io::Result<()> {
         let frame = encode_frame(ty, self.seq, payload);
         self.seq += 1;
-        if self.stream.write_all(&frame).is_err() {
-            return false;
-        }
+        self.stream.write_all(&frame)?;
         stats.frames.fetch_add(1, Ordering::Relaxed);
         stats.bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
-        true
+        Ok(())
     }
 }
 
@@ -325,14 +323,16 @@ fn open(
     let _ = find_dead_peers(&stream, DEAD_PEER_AFTER);
     let mut c = Connection { stream, seq: 0 };
     let a = ann.lock().map(|a| a.clone()).ok()?;
-    if !c.write(FrameType::Hello, &a.hello.payload(), stats) {
+    if c.write(FrameType::Hello, &a.hello.payload(), stats)
+        .is_err()
+    {
         return None;
     }
     // The older plans, oldest first, then the hello's again when there were any: the last
     // plan frame is the one in force (a reload right after is then simply the next one).
     let again = a.hello.plan.iter().filter(|_| !a.older_plans.is_empty());
     for p in a.older_plans.iter().chain(again) {
-        if !c.write(FrameType::Plan, &p.payload(), stats) {
+        if c.write(FrameType::Plan, &p.payload(), stats).is_err() {
             return None;
         }
     }
@@ -354,6 +354,9 @@ fn run(
     let mut next_try = Instant::now();
     let mut opened_at = Instant::now();
     let mut last_error = None;
+    // Why the last connection that broke soon after its hello broke: said once, not at
+    // each retry of a sink that keeps refusing the switch.
+    let mut last_refusal: Option<String> = None;
     while !stop.load(Ordering::Relaxed) {
         if conn.is_none() && Instant::now() >= next_try {
             conn = open(&sink, &ann, &stats, &mut last_error);
@@ -370,19 +373,30 @@ fn run(
             Err(RecvTimeoutError::Disconnected) => break,
         };
         queued.fetch_sub(o.payload.len(), Ordering::Relaxed);
-        let sent = match &mut conn {
-            Some(c) => c.write(o.ty, &o.payload, &stats),
-            None => false,
-        };
-        if sent {
+        let written = conn.as_mut().map(|c| c.write(o.ty, &o.payload, &stats));
+        if let Some(Ok(())) = written {
             stats.digests_sent.fetch_add(o.digests, Ordering::Relaxed);
             stats.flowsets_sent.fetch_add(o.flowsets, Ordering::Relaxed);
         } else {
             count_drop(&stats, &o);
             if conn.take().is_some() {
                 stats.connected.store(false, Ordering::Relaxed);
-                if opened_at.elapsed() >= STABLE_AFTER {
+                let why = written
+                    .and_then(Result::err)
+                    .map_or_else(String::new, |e| e.to_string());
+                let lasted = opened_at.elapsed();
+                if lasted >= STABLE_AFTER {
                     backoff = MIN_BACKOFF;
+                    crate::say!("telemetry sink {sink}: connection lost: {why} (reconnecting)");
+                    // The next connection that opens says so.
+                    last_error = Some(why);
+                    last_refusal = None;
+                } else if last_refusal.as_deref() != Some(why.as_str()) {
+                    crate::say!(
+                        "telemetry sink {sink}: connection closed {} ms after the hello: {why} (a sink refuses a switch whose switch_id is connected from another process, or beyond its --max-switches: see the sink's log; retrying)",
+                        lasted.as_millis()
+                    );
+                    last_refusal = Some(why);
                 }
                 next_try = Instant::now() + backoff;
                 backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -111,13 +111,16 @@ pub enum DpdkError {
     NulInArgument(String),
     /// A device could not be probed (unknown driver, bad device arguments, missing file).
     #[error(
-        "device `{device}` could not be probed: {errno} (check the driver name and its arguments; DPDK's log above says more)"
+        "device `{device}` could not be probed: {errno}{hint} (check the driver name and its arguments; DPDK's log above says more)"
     )]
     Probe {
         /// The device arguments.
         device: String,
         /// Decoded errno.
         errno: Errno,
+        /// A likely cause seen from here ("" if none): a memif server's socket file left
+        /// behind.
+        hint: String,
     },
     /// A device was probed but no ethdev port matches it.
     #[error("device `{0}` created no ethernet port")]

@@ -178,6 +178,25 @@ fn is_memif_server(devargs: &str) -> bool {
         })
 }
 
+/// Where a memif server's socket file would be, if it is a file (`socket-abstract=no`)
+/// that exists already: a server killed without closing its port leaves it, and a new
+/// server of the same socket then cannot start.
+fn memif_socket_left(devargs: &str) -> Option<String> {
+    if !is_memif_server(devargs) {
+        return None;
+    }
+    let arg = |key: &str| {
+        devargs.split(',').skip(1).find_map(|kv| {
+            kv.split_once('=')
+                .filter(|(k, _)| k.trim() == key)
+                .map(|(_, v)| v.trim().to_owned())
+        })
+    };
+    let socket = arg("socket")?;
+    let is_file = arg("socket-abstract").is_some_and(|v| v == "no");
+    (is_file && std::path::Path::new(&socket).exists()).then_some(socket)
+}
+
 impl<'eal> Port<'eal> {
     /// Probes the device described by `devargs` (a virtual device such as
     /// `net_pcap0,rx_pcap=in.pcap` or a PCI address) and finds its port. `name` is the
@@ -194,6 +213,11 @@ impl<'eal> Port<'eal> {
             return Err(DpdkError::Probe {
                 device: devargs.to_owned(),
                 errno: Errno::from_probe(ret),
+                hint: memif_socket_left(devargs).map_or_else(String::new, |s| {
+                    format!(
+                        "; its memif socket {s} exists already: left by a memif server that was killed? Remove it if no process uses it"
+                    )
+                }),
             });
         }
         let dev = CString::new(device_name(devargs))
@@ -599,7 +623,27 @@ unsafe impl Send for TxQueue<'_> {}
 
 #[cfg(test)]
 mod tests {
-    use super::{PortSetup, is_memif_server, queue_layout_refused};
+    use super::{PortSetup, is_memif_server, memif_socket_left, queue_layout_refused};
+
+    /// A memif server's socket file that exists is named when its probe fails; an
+    /// abstract socket, a client's, or a file that is not there is not.
+    #[test]
+    fn a_memif_socket_left_behind_is_named() {
+        let dir = std::env::temp_dir().join(format!("memif-left-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("link.sock");
+        std::fs::write(&sock, b"").unwrap();
+        let s = sock.display();
+        let server = format!("net_memif0,role=server,socket={s},socket-abstract=no");
+        assert_eq!(memif_socket_left(&server), Some(s.to_string()));
+        let abstract_ = format!("net_memif0,socket={s}");
+        assert_eq!(memif_socket_left(&abstract_), None);
+        let client = format!("net_memif0,role=client,socket={s},socket-abstract=no");
+        assert_eq!(memif_socket_left(&client), None);
+        std::fs::remove_file(&sock).unwrap();
+        assert_eq!(memif_socket_left(&server), None);
+        std::fs::remove_dir(&dir).unwrap();
+    }
 
     #[test]
     fn memif_servers_are_told_from_clients_and_other_devices() {
