@@ -160,6 +160,11 @@ fn describe() {
         Unit::Count,
         "Packets the port's device dropped because no rx descriptor was free (the workers fell behind), per port."
     );
+    describe_gauge!(
+        "pint_switch_port_link_up",
+        Unit::Count,
+        "1 while the port's link is up (a memif port: while its peer is connected), per port."
+    );
     describe_counter!(
         "pint_switch_port_rx_nombuf_total",
         Unit::Count,
@@ -350,6 +355,7 @@ impl SwitchMetrics {
 /// pipeline's own counters cannot see.
 pub struct PortMetrics {
     ports: Vec<[Counter; 4]>,
+    links: Vec<Gauge>,
 }
 
 impl PortMetrics {
@@ -370,6 +376,18 @@ impl PortMetrics {
                     ]
                 })
                 .collect(),
+            links: config
+                .ports
+                .iter()
+                .map(|p| gauge!("pint_switch_port_link_up", "port" => p.name.clone()))
+                .collect(),
+        }
+    }
+
+    /// Sets the ports' link states (up or not), in the configured ports' order.
+    pub fn set_links(&self, up: &[bool]) {
+        for (g, &up) in self.links.iter().zip(up) {
+            g.set(f64::from(u8::from(up)));
         }
     }
 

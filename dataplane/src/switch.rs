@@ -260,15 +260,24 @@ fn run_with_eal(
             duration: opts.duration,
             until_idle: opts.until_idle,
         };
+        let mut links: Vec<bool> = ports.iter().map(|p| p.link().up).collect();
         let mut read_ports = || {
             for (t, p) in port_totals.iter_mut().zip(&ports) {
                 if let Some(now) = p.stats() {
                     t.observe(now);
                 }
             }
+            for ((was, p), pc) in links.iter_mut().zip(&ports).zip(&config.ports) {
+                let up = p.link().up;
+                if up != *was {
+                    *was = up;
+                    control::say!("{}", link_change(&pc.name, &pc.device, up));
+                }
+            }
             if let Some(m) = &port_metrics {
                 let totals: Vec<_> = port_totals.iter().map(|t| t.total()).collect();
                 m.update(&totals);
+                m.set_links(&links);
             }
         };
         let result = ControlLoop {
@@ -366,5 +375,42 @@ struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The line that says port `name` (device `device`) went up or down; for a memif port whose
+/// peer left, what comes next.
+fn link_change(name: &str, device: &str, up: bool) -> String {
+    if up {
+        return format!("port {name}: link up");
+    }
+    let memif = device.trim_start().starts_with("net_memif");
+    let next = match (memif, memif && crate::dpdk::port::is_memif_server(device)) {
+        (true, true) => " (its memif client left; a client that comes back connects again)",
+        (true, false) => {
+            " (its memif server left: a memif client does not connect again by itself; restart this switch once the server is back)"
+        }
+        (false, _) => "",
+    };
+    format!("port {name}: link down{next}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::link_change;
+
+    /// A memif client whose server left is told it must be restarted; a server that it
+    /// may be connected again.
+    #[test]
+    fn a_link_going_down_says_what_comes_next() {
+        let client = "net_memif1,role=client,socket=/run/l.sock,socket-abstract=no";
+        let server = "net_memif0,role=server,socket=/run/l.sock,socket-abstract=no";
+        assert!(link_change("fab0", client, false).contains("restart this switch"));
+        assert!(link_change("fab1", server, false).contains("connects again"));
+        assert_eq!(
+            link_change("eth0", "0000:3b:00.0", false),
+            "port eth0: link down"
+        );
+        assert_eq!(link_change("fab0", client, true), "port fab0: link up");
     }
 }

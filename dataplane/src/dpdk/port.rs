@@ -168,7 +168,7 @@ static OWNED_PORTS: std::sync::Mutex<std::collections::BTreeSet<u16>> =
 
 /// Whether `devargs` names a memif device in the server role (memif's default), whose
 /// listening socket outlives the port in EAL's interrupt thread ([`Eal::keep_memory_at_exit`]).
-fn is_memif_server(devargs: &str) -> bool {
+pub(crate) fn is_memif_server(devargs: &str) -> bool {
     let mut parts = devargs.split(',').map(str::trim);
     let driver = parts.next().unwrap_or("");
     driver.starts_with("net_memif")
