@@ -971,11 +971,8 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         }
         if i.reorder > 0.0 {
             let name = format!("reordering event on the impaired link {from} -> {to}");
-            if i.delay_us == 0 {
-                v.push(Check::not_applicable(
-                    name,
-                    "without a delay a reordered packet waits only for the port's next one, so probe streams are not reordered",
-                ));
+            if let Some(why) = i.reorders_no_probes(1000.0 / lab.traffic.probe_hz) {
+                v.push(Check::not_applicable(name, why));
             } else {
                 let reorderings = || events_while(r, i, "reordering", slack);
                 let hits = reorderings().filter(|e| e.points_at(from, to)).count();

@@ -209,6 +209,26 @@ pub struct LinkImpair {
     pub until_s: Option<f64>,
 }
 
+impl LinkImpair {
+    /// Why its reordering cannot reorder probe streams of a probe every `spacing_ms`, if
+    /// it cannot: without a delay a reordered packet waits only for the port's next one;
+    /// with one it skips the delay line and overtakes only the packets sent in the last
+    /// delay plus jitter, and jitter alone reorders packets closer than twice its size.
+    pub fn reorders_no_probes(&self, spacing_ms: f64) -> Option<String> {
+        if self.delay_us == 0 {
+            return Some(
+                "without a delay a reordered packet waits only for the port's next one, so probe streams are not reordered".to_owned(),
+            );
+        }
+        let reach_ms = (self.delay_us + self.jitter_us) as f64 / 1000.0;
+        (reach_ms <= spacing_ms).then(|| {
+            format!(
+                "a reordered packet skips the delay line and overtakes only the packets sent in the last {reach_ms} ms (delay_us + jitter_us), so probe streams, a probe every {spacing_ms} ms, are not reordered"
+            )
+        })
+    }
+}
+
 /// A parsed, checked lab.
 #[derive(Debug, Clone)]
 pub struct Lab {
@@ -720,10 +740,19 @@ impl Lab {
                     x.from_s, self.duration_s
                 ));
             }
-            if x.reorder > 0.0 && x.delay_us == 0 {
+            if x.reorder > 0.0
+                && let Some(why) = x.reorders_no_probes(1000.0 / self.traffic.probe_hz)
+            {
+                let remedy = if x.delay_us == 0 {
+                    "give the link a delay_us too".to_owned()
+                } else {
+                    format!(
+                        "give the link a longer delay_us, or traffic.probe_hz above {}",
+                        1e6 / (x.delay_us + x.jitter_us) as f64
+                    )
+                };
                 warnings.push(format!(
-                    "impair[{i}].reorder: without a delay a reordered packet waits only for the port's next packet, so probe streams (each a probe every {} ms) are not reordered by it and no reordering event can point at it; give the link a delay_us too",
-                    1000.0 / self.traffic.probe_hz
+                    "impair[{i}].reorder: {why}, and no reordering event can point at it; {remedy}"
                 ));
             }
             // Jitter spreads each window's delays, which detection sees whatever the level.

@@ -618,7 +618,8 @@ fn only_delay_events_while_the_impairment_acted_find_it() {
 }
 
 /// A reordering impairment is checked like a delay: a reordering event pointing at it while
-/// it acted; without a delay nothing reorders probe streams, so the check cannot be made.
+/// it acted; without a delay nothing reorders probe streams, nor with a delay shorter than
+/// the probes' spacing, so the check cannot be made.
 #[test]
 fn reordering_impairments_are_checked() {
     let lab = |delay: &str| {
@@ -649,7 +650,7 @@ fn reordering_impairments_are_checked() {
             .unwrap()
             .outcome()
     };
-    let delayed = lab("delay_us = 30000\n");
+    let delayed = lab("delay_us = 60000\n");
     assert_eq!(
         outcome(&delayed, vec![event("reordering", 5.0, ("s2", "s3"))]),
         "ok"
@@ -667,4 +668,7 @@ fn reordering_impairments_are_checked() {
         "FAILED"
     );
     assert_eq!(outcome(&lab(""), Vec::new()), "n/a");
+    // 30 ms reorders nothing among probes 50 ms apart (20 a second, the default).
+    let short = lab("delay_us = 30000\n");
+    assert_eq!(outcome(&short, Vec::new()), "n/a");
 }

@@ -228,9 +228,18 @@ fn impairments_no_route_crosses_are_warned_about() {
         w.len() == 1 && w[0].starts_with("impair[0].reorder: "),
         "{w:?}"
     );
+    // With a delay it overtakes only what was sent in the last delay plus jitter: 40 ms
+    // cannot reorder probes 50 ms apart (20 a second), 60 ms can.
     reorder.impair[0].delay_us = 20_000;
+    reorder.impair[0].jitter_us = 20_000;
     reorder.impair[0].from_s = 5.0;
     reorder.traffic.probes = 1;
+    let w = reorder.warnings();
+    assert!(
+        w.len() == 1 && w[0].starts_with("impair[0].reorder: ") && w[0].contains("above 25"),
+        "{w:?}"
+    );
+    reorder.impair[0].delay_us = 40_000;
     assert_eq!(reorder.warnings(), Vec::<String>::new());
     let mut constant = lab("[\"a\", \"b\"]");
     constant.impair[0].delay_us = 20_000;
