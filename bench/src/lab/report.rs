@@ -512,7 +512,13 @@ impl LabReport {
             .iter()
             .map(|h| h.name.chars().count())
             .fold(12, usize::max);
-        for h in &self.hosts {
+        // At most SUMMARY_ROWS rows of each list: a large lab's would push the checks off
+        // the screen (report.html has them all). Hosts that lost or were late first.
+        let mut hosts: Vec<_> = self.hosts.iter().collect();
+        if hosts.len() > SUMMARY_ROWS {
+            hosts.sort_by_key(|h| std::cmp::Reverse(h.lost + h.late + h.probes_lost));
+        }
+        for h in hosts.iter().take(SUMMARY_ROWS) {
             s.push_str(&format!(
                 "hosts at {:<w$} sent {:>8}  received {:>8} (lost {}, late {}{})  probes received {} lost {}\n",
                 h.name,
@@ -529,6 +535,7 @@ impl LabReport {
                 h.probes_lost
             ));
         }
+        more_rows(&mut s, self.hosts.len(), "hosts");
         s.push_str(&format!(
             "paths: {} flows{}, {} decoded, {} equal their routes (median {} digests to decode)\n",
             self.flows_total,
@@ -538,12 +545,19 @@ impl LabReport {
             self.median_digests_to_decode
                 .map_or("-".into(), |d| d.to_string())
         ));
-        let lossy: Vec<&LinkRow> = self
+        let mut lossy: Vec<&LinkRow> = self
             .links
             .iter()
             .filter(|l| l.lost_packets != 0 || l.impaired.is_some())
             .collect();
-        for l in lossy {
+        // The impaired links first, then the most loss (or counts missing).
+        lossy.sort_by_key(|l| {
+            (
+                l.impaired.is_none(),
+                std::cmp::Reverse(l.lost_packets.unsigned_abs()),
+            )
+        });
+        for l in lossy.iter().take(SUMMARY_ROWS) {
             // More counted after a link than before it: some of the counts never reached
             // the sink's tables (it dropped them), not packets made on the link.
             let lost = if l.lost_packets < 0 {
@@ -565,6 +579,7 @@ impl LabReport {
                     .map_or(String::new(), |w| format!(" [impaired: {w}]"))
             ));
         }
+        more_rows(&mut s, lossy.len(), "links with loss");
         if self.events.is_empty() {
             s.push_str("events: none\n");
         }
@@ -588,11 +603,21 @@ impl LabReport {
             g.3.extend(e.labels.iter().cloned());
             g.4.insert(e.flow.as_str());
         }
+        // The impaired links' first, then the most events.
+        let impaired: BTreeSet<String> = self
+            .links
+            .iter()
+            .filter(|l| l.impaired.is_some())
+            .map(|l| format!("{} -> {}", l.from, l.to))
+            .collect();
+        let mut groups: Vec<_> = groups.into_iter().collect();
+        groups.sort_by_key(|((_, link), g)| (!impaired.contains(link), std::cmp::Reverse(g.0)));
         let w = groups
-            .keys()
-            .map(|(_, link)| link.chars().count())
+            .iter()
+            .take(SUMMARY_ROWS)
+            .map(|((_, link), _)| link.chars().count())
             .fold(24, usize::max);
-        for ((kind, link), (n, from, to, labels, flows)) in &groups {
+        for ((kind, link), (n, from, to, labels, flows)) in groups.iter().take(SUMMARY_ROWS) {
             // A window that opened just before the traffic: from its start (no `-0.0 s`).
             let (from, to) = (from.max(0.0), to.max(0.0));
             s.push_str(&format!(
@@ -601,6 +626,7 @@ impl LabReport {
                 labels.iter().cloned().collect::<Vec<_>>().join(", ")
             ));
         }
+        more_rows(&mut s, groups.len(), "kinds of event on links");
         s.push_str(&format!(
             "epochs: {}\n",
             sink::page::epochs_line(&self.epochs)
@@ -613,6 +639,19 @@ impl LabReport {
             self.dir.join("report.html").display()
         ));
         s
+    }
+}
+
+/// Rows of each list the one-screen summary shows at most.
+const SUMMARY_ROWS: usize = 16;
+
+/// Says how many of a list's `n` rows the summary left out, if any.
+fn more_rows(s: &mut String, n: usize, what: &str) {
+    if n > SUMMARY_ROWS {
+        s.push_str(&format!(
+            "... and {} more {what} (report.html lists them all)\n",
+            n - SUMMARY_ROWS
+        ));
     }
 }
 

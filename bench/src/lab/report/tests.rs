@@ -672,3 +672,60 @@ fn reordering_impairments_are_checked() {
     let short = lab("delay_us = 30000\n");
     assert_eq!(outcome(&short, Vec::new()), "n/a");
 }
+
+/// A large lab's summary keeps each list to a screen's share (the checks came hundreds of
+/// lines down): the impaired links and their events first, then the most loss and the
+/// most events, then how many more there are.
+#[test]
+fn a_large_labs_summary_keeps_its_lists_short() {
+    let mut links: Vec<LinkRow> = (0..40)
+        .map(|i| link_row(&format!("a{i}"), &format!("b{i}"), i + 1, None))
+        .collect();
+    links[0].impaired = Some("loss 5%".into());
+    let mut r = report_of(links);
+    r.hosts = (0..20)
+        .map(|i| HostRow {
+            name: format!("h{i}"),
+            sent: 100,
+            received: 100 - i,
+            lost: i,
+            ..HostRow::default()
+        })
+        .collect();
+    r.events = (0..20)
+        .map(|i| EventRow {
+            kind: "loss".into(),
+            start_s: 1.0,
+            end_s: 2.0,
+            link: Some((format!("a{i}"), format!("b{i}"))),
+            ..EventRow::default()
+        })
+        .collect();
+    let text = r.text();
+    let lines = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
+    assert_eq!(
+        (lines("link "), lines("hosts at "), lines("event ")),
+        (16, 16, 16),
+        "{text}"
+    );
+    assert!(text.contains("... and 24 more links with loss"), "{text}");
+    assert!(text.contains("... and 4 more hosts"), "{text}");
+    assert!(
+        text.contains("... and 4 more kinds of event on links"),
+        "{text}"
+    );
+    // The impaired link, with 1 lost, first; then the most loss.
+    let link_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("link ")).collect();
+    assert!(
+        link_lines[0].starts_with("link a0 -> b0: 1 packets lost"),
+        "{text}"
+    );
+    assert!(
+        link_lines[1].starts_with("link a39 -> b39: 40 packets lost"),
+        "{text}"
+    );
+    // The impaired link's events too; hosts that lost most first.
+    assert!(text.contains("on a0 -> b0"), "{text}");
+    assert!(text.contains("hosts at h19 "), "{text}");
+    assert!(!text.contains("hosts at h0 "), "{text}");
+}
