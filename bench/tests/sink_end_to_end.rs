@@ -262,6 +262,16 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
     let epochs = json(http, "/api/epochs?n=500");
     assert!(epochs["epochs"].as_u64().unwrap() >= 10, "{epochs}");
     assert_eq!(epochs["incomplete"], 0, "{epochs}");
+    // Newest first, by start.
+    let starts: Vec<u128> = epochs["latest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            u128::from(r["epoch"].as_u64().unwrap()) * u128::from(r["epoch_ns"].as_u64().unwrap())
+        })
+        .collect();
+    assert!(starts.windows(2).all(|w| w[0] >= w[1]), "{starts:?}");
     for r in epochs["latest"].as_array().unwrap() {
         assert_eq!(r["complete"], true, "{r}");
         // A flowset that came after its epoch was finished is decoded on its own.

@@ -742,11 +742,13 @@ struct EpochsView<'a> {
 /// are hundreds of thousands of switch parts).
 async fn epochs(State(s): St, Params(q): Params<EpochsQuery>) -> Response {
     let c = &s.shared.epochs.counters;
-    let latest: Vec<Arc<EpochReport>> = {
+    let mut latest: Vec<Arc<EpochReport>> = {
         let reports = s.shared.epochs.reports.lock().expect("epoch log lock");
         let n = q.n.unwrap_or(20).min(reports.len());
         reports.iter().rev().take(n).cloned().collect()
     };
+    // Newest first by when they began: one finished at its deadline came after newer ones.
+    latest.sort_by_key(|r| std::cmp::Reverse(u128::from(r.epoch) * u128::from(r.epoch_ns)));
     let (epochs, network) = c.finished();
     Json(EpochsView {
         epochs,
