@@ -70,6 +70,9 @@ pub struct SendReport {
     /// or stopped reading), if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cut_short: Option<String>,
+    /// Whether a signal (Ctrl-C, SIGTERM) stopped it before it had sent what was asked.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// Receive-side totals.
@@ -483,6 +486,7 @@ fn run_phase(
     let mut watch = PortWatch::new(start_ns);
     loop {
         if stop.load(Ordering::Relaxed) {
+            sent.interrupted = sender.is_some() && sending;
             break;
         }
         let mut worked = false;

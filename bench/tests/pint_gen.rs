@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use common::tshark;
 
@@ -937,4 +937,38 @@ fn a_sender_leaves_no_runtime_directory() {
     let left = dir.exists();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(!left, "{} left behind", dir.display());
+}
+
+/// A sender stopped by SIGTERM before its time is up says so in its report (it read as a
+/// whole run of what it had sent), and exits cleanly: the stop was asked for. One that ran
+/// its course says nothing of it.
+#[test]
+fn a_sender_stopped_by_a_signal_says_so() {
+    for (duration, signal) in [("60", true), ("0.3", false)] {
+        let child = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+            .args(["--port", "net_null0", "--rate", "1kpps", "--json"])
+            .args(["--duration", duration])
+            .args(eal("pg-signal", "1"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if signal {
+            // Its handlers are in place at once; 4 s lets it start sending.
+            std::thread::sleep(std::time::Duration::from_secs(4));
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let sent = &report["sent"];
+        assert!(sent["packets"].as_u64().unwrap() > 0, "{report}");
+        assert_eq!(
+            sent["interrupted"].as_bool().unwrap_or(false),
+            signal,
+            "{report}"
+        );
+    }
 }

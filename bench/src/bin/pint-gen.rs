@@ -500,9 +500,11 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
                 s.probes,
                 s.seconds,
                 scaled(s.pps, "pps"),
-                s.cut_short
-                    .as_ref()
-                    .map_or(String::new(), |w| format!(" (stopped early: {w})"))
+                match (&s.cut_short, s.interrupted) {
+                    (Some(w), _) => format!(" (stopped early: {w})"),
+                    (None, true) => " (stopped early by a signal)".to_owned(),
+                    (None, false) => String::new(),
+                }
             );
         }
         if let Some(x) = &r.received {
