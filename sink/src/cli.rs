@@ -271,7 +271,27 @@ where
         std::thread::sleep(Duration::from_millis(100));
     }
     tracing::info!("stopping");
+    let shared = Arc::clone(sink.shared());
     sink.stop();
+    let flows: u64 = shared
+        .shards
+        .iter()
+        .map(|s| s.table.lock().map_or(0, |t| t.stats.flows_created))
+        .sum();
+    let (epochs, _) = shared.epochs.counters.finished();
+    let x = &shared.exports;
+    tracing::info!(
+        "stopped: {} known, {}, {} finished, {} found; {} exported as JSON lines, {} over IPFIX",
+        match shared.registry.ids().len() {
+            1 => "1 switch".to_owned(),
+            n => format!("{n} switches"),
+        },
+        plural(flows, "flow"),
+        plural(epochs, "epoch"),
+        plural(shared.events.total(), "event"),
+        plural(x.json_records.load(Ordering::Relaxed), "flow record"),
+        plural(x.ipfix_records.load(Ordering::Relaxed), "flow record"),
+    );
     Ok(())
 }
 
