@@ -359,14 +359,24 @@ impl TelemetryControl {
             }
             // At most the hello's batch size a frame: the sink refuses a larger one and
             // closes the connection.
+            let mut probes_dropped = false;
             for chunk in probes.chunks(self.batch_max.max(1)) {
-                ex.send(Outgoing {
+                probes_dropped |= !ex.send(Outgoing {
                     ty: FrameType::Probes,
                     payload: encode_probes(w as u16, chunk),
                     digests: 0,
                     flowsets: 0,
                     probes: chunk.len() as u64,
                 });
+            }
+            if probes_dropped {
+                // The sink hears at once, before the probe records after the gap, that
+                // records were dropped: it takes the gap in their streams' numbers as
+                // arrived, not lost.
+                ex.send(stats_frame(vec![(
+                    telemetry::protocol::PROBES_DROPPED.to_owned(),
+                    ex.stats.probes_dropped.load(Relaxed),
+                )]));
             }
             if !batch.is_empty() {
                 self.digests.send(ex, w as u16, &batch, |v| {

@@ -171,8 +171,10 @@ impl Sink {
             let table = Arc::new(Mutex::new(FlowTable::new(per_shard)));
             let buffers = Buffers::new(BUFFERS_PER_SHARD);
             let pending = Arc::new(AtomicUsize::new(0));
-            let (p, t, c, e, b) = (
+            let unseen = Arc::new(shard::Unseen::default());
+            let (p, u, t, c, e, b) = (
                 Arc::clone(&pending),
+                Arc::clone(&unseen),
                 Arc::clone(&table),
                 cx.clone(),
                 export_tx.clone(),
@@ -181,13 +183,14 @@ impl Sink {
             shard_threads.push(
                 std::thread::Builder::new()
                     .name(format!("decode-{i}"))
-                    .spawn(move || shard::run(rx, p, t, c, timeouts, e, b))?,
+                    .spawn(move || shard::run(rx, p, u, t, c, timeouts, e, b))?,
             );
             shards.push(Shard {
                 tx,
                 table,
                 buffers,
                 pending,
+                unseen,
             });
         }
         drop(export_tx);
@@ -267,7 +270,6 @@ impl Sink {
                 flowset_memory_bytes: config.flowset_memory_bytes,
                 max_flowset_bytes: config.max_flowset_bytes,
                 max_connections: config.max_connections,
-                detection: Params::online(config.sensitivity),
                 stop: Arc::clone(&stop),
             },
         );

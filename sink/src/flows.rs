@@ -203,7 +203,7 @@ pub struct FlowState {
     probe_detector: Option<Box<Detector>>,
     /// The switch that reported the flow's last probe and its count of probe-record breaks
     /// then ([`crate::registry::SwitchCounters::probe_breaks`]).
-    probe_reporter: Option<(u32, u64)>,
+    probe_reporter: Option<probes::ProbeReporter>,
     /// The earliest time (Unix s) at which one of its detectors may close a window (see
     /// [`Detector::next_close`]; never later than that): a sweep before it and before the
     /// flow's timeouts passes the flow by.

@@ -40,8 +40,6 @@ pub struct Ingest {
     pub max_flowset_bytes: usize,
     /// Most connections open at once.
     pub max_connections: usize,
-    /// Online detection's parameters (for the probe streams whose reports are dropped).
-    pub detection: crate::detect::Params,
     /// Set to stop.
     pub stop: Arc<AtomicBool>,
 }
@@ -364,7 +362,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     if name == telemetry::protocol::FLOWSETS_DROPPED && v > old {
                         e.note_lost();
                     }
-                    if name == telemetry::protocol::PROBES_DROPPED && v > old {
+                    // Known in this connection (a hello starts its stats afresh: it is a
+                    // break of its own).
+                    if name == telemetry::protocol::PROBES_DROPPED && at.is_some() && v > old {
                         e.counters.probe_breaks.fetch_add(1, Relaxed);
                     }
                     match at {
@@ -538,8 +538,9 @@ fn route_digests(
 }
 
 /// Splits probe arrivals by decode thread (their flows' owners) and queues them; a full
-/// queue drops them, counted, and notes them in the thread's flows as arrived (no sample,
-/// no loss) under its lock: a probe's report dropped is no lost probe.
+/// queue drops them, counted, and keeps them (up to [`crate::shard::MAX_UNSEEN`]) for the
+/// thread to note as arrived (no sample, no loss): a probe's report dropped is no lost
+/// probe.
 fn route_probes(ing: &Ingest, e: &SwitchEntry, probes: Vec<WireProbe>) {
     let reporter = (e.info_id(), e.counters.probe_breaks.load(Relaxed));
     let n = ing.shards.len();
@@ -556,11 +557,7 @@ fn route_probes(ing: &Ingest, e: &SwitchEntry, probes: Vec<WireProbe>) {
             ing.shards[i].try_send(ShardMsg::Probes { reporter, probes })
         {
             e.counters.probes_dropped.fetch_add(k, Relaxed);
-            ing.shards[i]
-                .table
-                .lock()
-                .expect("flow table lock")
-                .add_unseen_probes(ing.detection, &probes);
+            ing.shards[i].unseen.keep(probes);
         }
     }
 }

@@ -2,7 +2,8 @@
 //! counters from a bounded queue, and once a second exports what is due and forgets idle
 //! flows. The API reads a thread's flows under its lock, briefly.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,15 +55,72 @@ pub struct Shard {
     pub buffers: Buffers,
     /// Messages sent to it and not yet applied (queued, or being applied).
     pub pending: Arc<AtomicUsize>,
+    /// Probe arrivals dropped at its full queue, to be noted as arrived.
+    pub unseen: Arc<Unseen>,
+}
+
+/// Probe arrivals whose reports a full queue dropped, kept (at most [`MAX_UNSEEN`]) to be
+/// noted as arrived (no sample, no loss) in their place among the messages queued: after
+/// those queued before them, so that a stream's windows are not closed ahead of its
+/// probes still queued.
+#[derive(Debug, Default)]
+pub struct Unseen {
+    /// (messages queued before them, the probes), oldest first.
+    waiting: Mutex<VecDeque<(u64, Vec<telemetry::protocol::WireProbe>)>>,
+    /// Probes waiting.
+    held: AtomicUsize,
+    /// Messages queued so far.
+    queued: AtomicU64,
+}
+
+/// Most dropped probe arrivals kept to be noted: beyond, they are dropped unnoted (their
+/// numbers then read as lost).
+pub const MAX_UNSEEN: usize = 1 << 16;
+
+impl Unseen {
+    /// Keeps `probes` to be noted once the messages queued so far are applied; false (and
+    /// nothing kept) beyond [`MAX_UNSEEN`].
+    pub fn keep(&self, probes: Vec<telemetry::protocol::WireProbe>) -> bool {
+        if self.held.load(Relaxed) + probes.len() > MAX_UNSEEN {
+            return false;
+        }
+        let mut w = self.waiting.lock().expect("unseen probes lock");
+        self.held.fetch_add(probes.len(), Relaxed);
+        w.push_back((self.queued.load(Relaxed), probes));
+        true
+    }
+
+    /// The probes kept behind at most `applied` messages (all of them: None), oldest first.
+    fn take(&self, applied: Option<u64>) -> Vec<Vec<telemetry::protocol::WireProbe>> {
+        if self.held.load(Relaxed) == 0 {
+            return Vec::new();
+        }
+        let mut w = self.waiting.lock().expect("unseen probes lock");
+        let mut out = Vec::new();
+        while w
+            .front()
+            .is_some_and(|(at, _)| applied.is_none_or(|a| *at <= a))
+        {
+            let (_, probes) = w.pop_front().expect("a front");
+            self.held.fetch_sub(probes.len(), Relaxed);
+            out.push(probes);
+        }
+        out
+    }
 }
 
 impl Shard {
     /// Queues `msg` if there is room.
     pub fn try_send(&self, msg: ShardMsg) -> Result<(), TrySendError<ShardMsg>> {
         self.pending.fetch_add(1, Relaxed);
-        self.tx.try_send(msg).inspect_err(|_| {
-            self.pending.fetch_sub(1, Relaxed);
-        })
+        self.tx
+            .try_send(msg)
+            .inspect(|()| {
+                self.unseen.queued.fetch_add(1, Relaxed);
+            })
+            .inspect_err(|_| {
+                self.pending.fetch_sub(1, Relaxed);
+            })
     }
 
     /// Queues `msg`, waiting up to `timeout` for room.
@@ -72,9 +130,14 @@ impl Shard {
         timeout: Duration,
     ) -> Result<(), SendTimeoutError<ShardMsg>> {
         self.pending.fetch_add(1, Relaxed);
-        self.tx.send_timeout(msg, timeout).inspect_err(|_| {
-            self.pending.fetch_sub(1, Relaxed);
-        })
+        self.tx
+            .send_timeout(msg, timeout)
+            .inspect(|()| {
+                self.unseen.queued.fetch_add(1, Relaxed);
+            })
+            .inspect_err(|_| {
+                self.pending.fetch_sub(1, Relaxed);
+            })
     }
 }
 
@@ -128,10 +191,13 @@ pub struct Timeouts {
 }
 
 /// Runs a decode thread until its queue closes; exports go to `exports` (dropped, counted,
-/// when it is full). Each message applied is taken off `pending`.
+/// when it is full). Each message applied is taken off `pending`; the probe arrivals
+/// `unseen` keeps are noted once the messages queued before them are applied.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     rx: Receiver<ShardMsg>,
     pending: Arc<AtomicUsize>,
+    unseen: Arc<Unseen>,
     table: Arc<Mutex<FlowTable>>,
     cx: ShardContext,
     timeouts: Timeouts,
@@ -143,10 +209,17 @@ pub fn run(
         Some(tx) => !matches!(tx.try_send(e), Err(TrySendError::Full(_))),
         None => true,
     };
+    let mut applied = 0u64;
+    let note_unseen = |t: &mut FlowTable, applied: Option<u64>| {
+        for probes in unseen.take(applied) {
+            t.add_unseen_probes(&cx, &probes);
+        }
+    };
     loop {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(msg) => {
                 let mut t = table.lock().expect("flow table lock");
+                applied += 1;
                 match msg {
                     ShardMsg::Digests {
                         switch,
@@ -160,11 +233,18 @@ pub fn run(
                     ShardMsg::Probes { reporter, probes } => {
                         t.add_reported_probes(&cx, reporter, &probes);
                     }
-                    ShardMsg::Stop => break,
+                    ShardMsg::Stop => {
+                        note_unseen(&mut t, None);
+                        break;
+                    }
                 }
+                note_unseen(&mut t, Some(applied));
                 pending.fetch_sub(1, Relaxed);
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            // Nothing queued: every message queued before them is applied.
+            Err(RecvTimeoutError::Timeout) => {
+                note_unseen(&mut table.lock().expect("flow table lock"), None);
+            }
             Err(RecvTimeoutError::Disconnected) => break,
         }
         if last_sweep.elapsed() >= Duration::from_secs(1) {
@@ -217,5 +297,40 @@ mod tests {
         for p in per {
             assert!((9_000..11_000).contains(&p), "{per:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod unseen_tests {
+    use super::*;
+
+    fn probe(seq: u64) -> telemetry::protocol::WireProbe {
+        telemetry::protocol::WireProbe {
+            key: FlowKey::default(),
+            stream: 0,
+            seq,
+            sent_ns: 1,
+            recv_ns: 2,
+        }
+    }
+
+    /// Dropped probe arrivals are noted after the messages queued before them, in order,
+    /// and no more are kept than the bound.
+    #[test]
+    fn dropped_probes_wait_for_the_messages_queued_before_them() {
+        let u = Unseen::default();
+        assert!(u.keep(vec![probe(1)]));
+        u.queued.fetch_add(2, Relaxed);
+        assert!(u.keep(vec![probe(2), probe(3)]));
+        let seqs = |v: Vec<Vec<telemetry::protocol::WireProbe>>| -> Vec<u64> {
+            v.into_iter().flatten().map(|p| p.seq).collect()
+        };
+        assert_eq!(seqs(u.take(Some(0))), vec![1]);
+        assert_eq!(seqs(u.take(Some(1))), Vec::<u64>::new());
+        assert_eq!(seqs(u.take(Some(2))), vec![2, 3]);
+        assert!(u.keep(vec![probe(4); MAX_UNSEEN]));
+        assert!(!u.keep(vec![probe(5)]), "beyond the bound");
+        assert_eq!(u.take(None).concat().len(), MAX_UNSEEN);
+        assert!(u.keep(vec![probe(6)]), "room again");
     }
 }

@@ -579,7 +579,7 @@ impl LabReport {
                     .map_or(String::new(), |w| format!(" [impaired: {w}]"))
             ));
         }
-        more_rows(&mut s, lossy.len(), "links with loss");
+        more_rows(&mut s, lossy.len(), "links with loss or an impairment");
         if self.events.is_empty() {
             s.push_str("events: none\n");
         }
@@ -611,7 +611,8 @@ impl LabReport {
             .map(|l| format!("{} -> {}", l.from, l.to))
             .collect();
         let mut groups: Vec<_> = groups.into_iter().collect();
-        groups.sort_by_key(|((_, link), g)| (!impaired.contains(link), std::cmp::Reverse(g.0)));
+        let at_impaired = |place: &str| place.split(" or ").any(|l| impaired.contains(l));
+        groups.sort_by_key(|((_, link), g)| (!at_impaired(link), std::cmp::Reverse(g.0)));
         let w = groups
             .iter()
             .take(SUMMARY_ROWS)

@@ -223,7 +223,7 @@ impl LinkImpair {
         let reach_ms = (self.delay_us + self.jitter_us) as f64 / 1000.0;
         (reach_ms <= spacing_ms).then(|| {
             format!(
-                "a reordered packet skips the delay line and overtakes only the packets sent in the last {reach_ms} ms (delay_us + jitter_us), so probe streams, a probe every {spacing_ms} ms, are not reordered"
+                "a reordered packet skips the delay line and overtakes only the packets sent in the last {reach_ms:.1} ms (delay_us + jitter_us), so probe streams, a probe every {spacing_ms:.1} ms, are not reordered"
             )
         })
     }
@@ -747,7 +747,7 @@ impl Lab {
                     "give the link a delay_us too".to_owned()
                 } else {
                     format!(
-                        "give the link a longer delay_us, or traffic.probe_hz above {}",
+                        "give the link a longer delay_us, or traffic.probe_hz above {:.1}",
                         1e6 / (x.delay_us + x.jitter_us) as f64
                     )
                 };

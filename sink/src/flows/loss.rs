@@ -103,10 +103,10 @@ impl LossMarks {
     }
 }
 
-/// How soon after a switch's hello its first count of a flow must begin for the flow's
-/// earlier packets to be taken as not asked of it (see `joined_late` in
-/// [`FlowTable::update_loss`]), ms: its first flowset is of the epoch it connected in, or
-/// the next.
+/// How near a switch's hello its first count of a flow must begin for the flow's earlier
+/// packets to be taken as not asked of it (see `joined_late` in
+/// [`FlowTable::update_loss`]), ms, or two epochs if longer: its first flowset is of the
+/// epoch it connected in, or the next.
 const JOINED_SLACK_MS: u64 = 1000;
 
 /// Unsure switches a flow remembers before its path is known; beyond, every link counts
@@ -421,24 +421,32 @@ impl FlowTable {
             Some(before as i64)
         };
         // Whether switch `s` said hello to this sink only after `other` first counted the
-        // flow, and has counted none of it since or only from its first epochs after that:
-        // its flowsets of the epochs before never came (the sink restarted and `s` came back
-        // later, or `s` came later than the others), so what it counted of the flow falls
-        // short of what `other` counted by what it was never asked for. A switch that was
-        // there and counted the flow only later lost what it missed.
+        // flow, and has counted none of it since or only from the epochs around its hello
+        // on: its flowsets of the epochs before never came (the sink restarted and `s` came
+        // back later, `s` came later than the others, or it reconnected), so what it
+        // counted of the flow falls short of what `other` counted by what it was never asked
+        // for. A switch that counted the flow before its hello, or only well after it,
+        // lost what it missed.
         let joined_late = |s: u32, other: u32| -> bool {
             let Some(other) = counted(other) else {
                 return false;
             };
-            let Some(since) = cx.registry.switch(s).map(|e| {
-                e.counters
+            let Some((since, epoch_ms)) = cx.registry.switch(s).map(|e| {
+                let since = e
+                    .counters
                     .connected_ms
-                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                let epoch_ns = e.info.lock().map_or(0, |i| i.epoch_ns);
+                (since, epoch_ns / 1_000_000)
             }) else {
                 return false;
             };
+            let slack = JOINED_SLACK_MS.max(2 * epoch_ms);
             since > other.first_ms
-                && counted(s).is_none_or(|c| c.first_ms < since.saturating_add(JOINED_SLACK_MS))
+                && counted(s).is_none_or(|c| {
+                    c.first_ms.saturating_add(slack) >= since
+                        && c.first_ms < since.saturating_add(slack)
+                })
         };
         // Another path than the one before: the route changed. The counts are totals over
         // the flow's life, the old route's packets in them: a link new to the flow counts

@@ -3,8 +3,8 @@
 
 use super::loss::place_of;
 use super::{FlowState, FlowTable, ShardContext, flow_entry, note_ahead};
+use crate::detect::Sample;
 use crate::detect::online::{Detector, ahead_in_reach};
-use crate::detect::{Params, Sample};
 use crate::schedule::Now;
 
 /// How far a probe's send time may be after its arrival (clocks of one machine, or of
@@ -28,83 +28,61 @@ fn times_out_of_reach(p: &telemetry::protocol::WireProbe) -> bool {
         || p.sent_ns.saturating_add(PROBE_MAX_DELAY_NS) < p.recv_ns
 }
 
+/// Probes a break in a switch's probe records excuses at most, by number: beyond, the gap
+/// is counted as lost.
+const MAX_EXCUSED_ACROSS_A_BREAK: u64 = 1 << 16;
+
+/// The switch that reported a flow's last probe: its count of probe-record breaks then
+/// ([`crate::registry::SwitchCounters::probe_breaks`]), and that probe's number and send
+/// time (s).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct ProbeReporter {
+    switch: u32,
+    breaks: u64,
+    seq: u64,
+    sent_s: f64,
+}
+
 impl FlowTable {
-    /// Notes probe arrivals whose reports the sink dropped (its decode queue full): they
-    /// arrived, so the gaps they leave in their streams' numbers are no loss; they are no
-    /// samples either. Counted where they were dropped, not as the flow's probes. A stream
-    /// not seen yet gets its detector with `detection`'s parameters.
-    pub fn add_unseen_probes(
-        &mut self,
-        detection: Params,
-        probes: &[telemetry::protocol::WireProbe],
-    ) {
-        self.add_unseen_probes_at(detection, probes, Now::read());
-    }
-
-    /// [`FlowTable::add_unseen_probes`] at `now`.
-    pub(super) fn add_unseen_probes_at(
-        &mut self,
-        detection: Params,
-        probes: &[telemetry::protocol::WireProbe],
-        now: Now,
-    ) {
-        for p in probes {
-            let Some(flow) = flow_entry(
-                &mut self.flows,
-                self.capacity,
-                &mut self.stats.flows_created,
-                p.key,
-                p.recv_ns / 1_000_000,
-            ) else {
-                self.stats.flows_refused += 1;
-                continue;
-            };
-            flow.touched = now.at;
-            flow.last_ms = flow.last_ms.max(p.recv_ns / 1_000_000);
-            let sent_s = p.sent_ns as f64 / 1e9;
-            if times_out_of_reach(p) || !ahead_in_reach(now.unix_s, sent_s) {
-                // As a probe that came would be: left out, its number excused.
-                if let Some(d) = &mut flow.probe_detector {
-                    d.excuse_seq(p.seq);
-                }
-            } else {
-                let det = flow
-                    .probe_detector
-                    .get_or_insert_with(|| Box::new(Detector::adaptive(detection)));
-                det.note_arrival(now.unix_s, sent_s);
-                det.push_unseen(p.seq, sent_s);
-            }
-            let due = flow.deadline(&self.schedule, now);
-            self.schedule.put(p.key, &mut flow.due, due);
-        }
-    }
-
     /// Records probe arrivals: each probe stream's samples (sequence number, send time,
     /// one-way delay = arrival at the last switch less send time) go to its flow's detector.
     pub fn add_probes(&mut self, cx: &ShardContext, probes: &[telemetry::protocol::WireProbe]) {
-        self.add_probes_at(cx, probes, None, Now::read());
+        self.add_probes_at(cx, probes, None, false, Now::read());
     }
 
     /// [`FlowTable::add_probes`] of probes `reporter` (switch, its count of probe-record
     /// breaks: [`crate::registry::SwitchCounters::probe_breaks`]) reported: a stream whose
     /// last probe came from the same switch before a break (a reconnection, records it
-    /// dropped) is not taken to have lost the probes numbered in between, whose records
-    /// may have been dropped.
+    /// said it dropped) has the numbers between that probe and this one taken as arrived
+    /// (their records may be what was lost), not as lost.
     pub fn add_reported_probes(
         &mut self,
         cx: &ShardContext,
         reporter: (u32, u64),
         probes: &[telemetry::protocol::WireProbe],
     ) {
-        self.add_probes_at(cx, probes, Some(reporter), Now::read());
+        self.add_probes_at(cx, probes, Some(reporter), false, Now::read());
     }
 
-    /// [`FlowTable::add_probes`] at `now`.
+    /// Notes probe arrivals whose reports the sink dropped (its decode queue full), in their
+    /// place among the messages queued: they arrived, so the gaps they leave in their
+    /// streams' numbers are no loss; they are no samples either. Counted where they were
+    /// dropped, not as the flow's probes.
+    pub fn add_unseen_probes(
+        &mut self,
+        cx: &ShardContext,
+        probes: &[telemetry::protocol::WireProbe],
+    ) {
+        self.add_probes_at(cx, probes, None, true, Now::read());
+    }
+
+    /// [`FlowTable::add_probes`] at `now`; `unseen`: [`FlowTable::add_unseen_probes`].
     pub(super) fn add_probes_at(
         &mut self,
         cx: &ShardContext,
         probes: &[telemetry::protocol::WireProbe],
         reporter: Option<(u32, u64)>,
+        unseen: bool,
         now: Now,
     ) {
         for p in probes {
@@ -119,19 +97,7 @@ impl FlowTable {
                 continue;
             };
             flow.touched = now.at;
-            flow.probes += 1;
-            if let Some((switch, breaks)) = reporter {
-                let across_a_break = flow
-                    .probe_reporter
-                    .is_some_and(|(s, b)| s == switch && b != breaks);
-                if across_a_break
-                    && p.seq > 0
-                    && let Some(d) = &mut flow.probe_detector
-                {
-                    d.excuse_seq(p.seq - 1);
-                }
-                flow.probe_reporter = Some((switch, breaks));
-            }
+            flow.probes += u64::from(!unseen);
             flow.last_ms = flow.last_ms.max(p.recv_ns / 1_000_000);
             // Sent more than a second after it arrived: a clock stepped, or not a probe. Its
             // send time would close every window and open one far ahead. Sent more than
@@ -139,7 +105,7 @@ impl FlowTable {
             // carry the send times of its making) or a clock far off, whose delays would be
             // events of years, or whose windows the sweeps would close before they filled.
             if times_out_of_reach(p) {
-                self.stats.probes_refused += 1;
+                self.stats.probes_refused += u64::from(!unseen);
                 // Arrived, not lost: the gap it leaves in the stream's numbers is no loss.
                 if let Some(d) = &mut flow.probe_detector {
                     d.excuse_seq(p.seq);
@@ -152,7 +118,9 @@ impl FlowTable {
             // series.
             let sent_s = p.sent_ns as f64 / 1e9;
             if !ahead_in_reach(now.unix_s, sent_s) {
-                note_ahead(&mut self.stats.samples_ahead);
+                if !unseen {
+                    note_ahead(&mut self.stats.samples_ahead);
+                }
                 if let Some(d) = &mut flow.probe_detector {
                     d.excuse_seq(p.seq);
                 }
@@ -172,17 +140,51 @@ impl FlowTable {
                 let events = old.finish().events;
                 cx.events
                     .record(p.key, "probes", events, |e| place_of(flow, cx, e));
+                flow.probe_reporter = None;
             }
             let det = flow
                 .probe_detector
                 .get_or_insert_with(|| Box::new(Detector::adaptive(cx.detection)));
-            let sample = Sample {
-                seq: Some(p.seq),
-                send: p.sent_ns as f64 / 1e9,
-                delay_ms: (p.recv_ns as i128 - p.sent_ns as i128) as f64 / 1e6,
-            };
-            let taken = det.push_at(now.unix_s, sample);
-            debug_assert!(taken, "checked above");
+            if let Some((switch, breaks)) = reporter {
+                // The numbers between the stream's last probe from this switch before a
+                // break in its records and this one: arrived, their send times placed
+                // between the two probes'.
+                if let Some(last) = flow.probe_reporter
+                    && last.switch == switch
+                    && last.breaks != breaks
+                    && p.seq > last.seq.saturating_add(1)
+                    && p.seq - last.seq <= MAX_EXCUSED_ACROSS_A_BREAK
+                {
+                    let span = (p.seq - last.seq) as f64;
+                    for q in last.seq + 1..p.seq {
+                        let at =
+                            last.sent_s + (sent_s - last.sent_s) * (q - last.seq) as f64 / span;
+                        det.push_unseen(q, at);
+                    }
+                }
+                if flow
+                    .probe_reporter
+                    .is_none_or(|r| p.seq >= r.seq || r.switch != switch)
+                {
+                    flow.probe_reporter = Some(ProbeReporter {
+                        switch,
+                        breaks,
+                        seq: p.seq,
+                        sent_s,
+                    });
+                }
+            }
+            if unseen {
+                det.push_unseen(p.seq, sent_s);
+            } else {
+                let sample = Sample {
+                    seq: Some(p.seq),
+                    send: sent_s,
+                    delay_ms: (p.recv_ns as i128 - p.sent_ns as i128) as f64 / 1e6,
+                };
+                let taken = det.push_at(now.unix_s, sample);
+                debug_assert!(taken, "checked above");
+            }
             let events = det.take_events();
             cx.events
                 .record(p.key, "probes", events, |e| place_of(flow, cx, e));

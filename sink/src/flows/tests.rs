@@ -797,18 +797,31 @@ fn counts_downstream_before_the_first_switch_came_back_make_no_negative_loss() {
 }
 
 /// The second switch said hello only after the first had counted the flow (it came later
-/// than the others, or back later after the sink's restart): the flow's packets it
-/// forwarded before (50, in an epoch whose flowset the sink never had from it) are no loss
-/// on the link, which read as loss for good; packets in flight across its first epoch
-/// take nothing back, and loss after counts (4). Where the second switch was there all
-/// along and counted none of the first 50, they were lost.
+/// than the others, or back later after the sink's restart) and counted it from the epoch
+/// of its hello on: the flow's packets it forwarded before (50, in an epoch whose flowset
+/// the sink never had from it) are no loss on the link, which read as loss for good;
+/// packets in flight across its first epoch take nothing back, and loss after counts (4).
+/// Where the second switch was there all along and counted none of the first 50, they were
+/// lost; where it counted the flow long before its hello (it reconnected since), what it
+/// missed then (10) was.
 #[test]
 fn counts_upstream_before_the_second_switch_came_are_no_loss() {
-    for came_late in [true, false] {
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Second {
+        CameLate,
+        ThereAllAlong,
+        CountedBeforeItsHello,
+    }
+    for second in [
+        Second::CameLate,
+        Second::ThereAllAlong,
+        Second::CountedBeforeItsHello,
+    ] {
         let mut t = FlowTable::new(10);
         let (cx, key) = two_hop_flow(&mut t);
         connect(&cx, 1);
-        if !came_late {
+        // (Its hello, after a reconnection, comes long after its counts began.)
+        if second != Second::CameLate {
             connect(&cx, 2);
         }
         let now = cx
@@ -818,19 +831,37 @@ fn counts_upstream_before_the_second_switch_came_are_no_loss() {
             .counters
             .connected_ms
             .load(std::sync::atomic::Ordering::Relaxed);
-        // Before the hello (long past), or after it.
-        let at = |e: u64| (if came_late { 1000 } else { now + 1000 } + 10 * e, 10);
-        t.add_counts(&cx, 1, at(1), &[(key, 1, 50, 5_000)], &[], &[]);
-        if came_late {
+        // Epochs (shown 10 ms long) spread around the second switch's hello, after it, or
+        // long before it.
+        let at = |e: u64| {
+            let start = match second {
+                Second::CameLate => now - 1600 + 400 * e,
+                Second::ThereAllAlong => now + 1000 + 10 * e,
+                Second::CountedBeforeItsHello => now - 60_000 + 10 * e,
+            };
+            (start, 10)
+        };
+        let first: &[_] = if second == Second::CountedBeforeItsHello {
+            // 10 of the first 50 lost.
+            &[(key, 1, 50, 5_000), (key, 2, 40, 4_000)]
+        } else {
+            &[(key, 1, 50, 5_000)]
+        };
+        t.add_counts(&cx, 1, at(1), first, &[], &[]);
+        if second == Second::CameLate {
             connect(&cx, 2);
         }
-        // Both count; 5 are on the link at the epoch's end.
         let both = |up: u64, down: u64| [(key, 1, up, up * 100), (key, 2, down, down * 100)];
         t.add_counts(&cx, 2, at(2), &both(50, 45), &[], &[]);
+        // Both count; 5 are on the link at the epoch's end.
         t.add_counts(&cx, 3, at(3), &both(50, 55), &[], &[]);
         t.add_counts(&cx, 4, at(4), &both(100, 96), &[], &[]);
-        let want = if came_late { 4 } else { 54 };
-        assert_eq!(lost(&t, key), (want, want, 0), "came late: {came_late}");
+        let want = match second {
+            Second::CameLate => 4,
+            Second::ThereAllAlong => 54,
+            Second::CountedBeforeItsHello => 14,
+        };
+        assert_eq!(lost(&t, key), (want, want, 0), "{second:?}");
     }
 }
 
@@ -1080,12 +1111,12 @@ fn probes_whose_reports_the_sink_dropped_are_no_loss() {
         let later = probes(later.map(|s| (s, s as f64 / 20.0)));
         match how {
             Dropped::NotedFirst => {
-                t.add_unseen_probes(cx.detection, &seqs(120..180));
+                t.add_unseen_probes(&cx, &seqs(120..180));
                 t.add_probes(&cx, &seqs(0..120));
             }
             Dropped::NotedInOrder => {
                 t.add_probes(&cx, &seqs(0..120));
-                t.add_unseen_probes(cx.detection, &seqs(120..180));
+                t.add_unseen_probes(&cx, &seqs(120..180));
             }
             Dropped::NeverArrived => t.add_probes(&cx, &seqs(0..120)),
         }
@@ -1123,15 +1154,22 @@ fn probes_whose_reports_the_sink_dropped_are_no_loss() {
 
 /// A probe stream whose reports from one switch span a break in that switch's probe
 /// records (it reconnected to the sink, or said in its stats that it dropped records):
-/// the probes numbered across the break are not counted as lost, their records may be
-/// what was lost (a switch cut off from the sink for 10 s gave loss events). Without the
-/// break, or across a break of another switch, they are lost.
+/// the probes numbered between its last probe before the break and its first after it
+/// (120-319) are not counted as lost, their records may be what was lost (a switch cut off
+/// from the sink for 10 s gave loss events). Without the break, or across a break of
+/// another switch, they are lost. A loss before the last probe before the break (40-59)
+/// is found whatever the break.
 #[test]
 fn probes_across_a_break_in_their_switchs_records_are_no_loss() {
     for (breaks_after, excused) in [((3, 8), true), ((3, 7), false), ((4, 8), false)] {
         let (cx, _) = context();
         let mut t = FlowTable::new(10);
-        let seqs = |r: std::ops::Range<u64>| probes(r.map(|s| (s, s as f64 / 20.0)));
+        let seqs = |r: std::ops::Range<u64>| {
+            probes(
+                r.filter(|s| !(40..60).contains(s))
+                    .map(|s| (s, s as f64 / 20.0)),
+            )
+        };
         t.add_reported_probes(&cx, (3, 7), &seqs(0..120));
         t.add_reported_probes(&cx, breaks_after, &seqs(320..700));
         std::thread::sleep(Duration::from_millis(5));
@@ -1141,9 +1179,23 @@ fn probes_across_a_break_in_their_switchs_records_are_no_loss() {
             Some(&cx),
             |_| true,
         );
-        let kinds = probe_events(&cx);
-        let loss = kinds.contains(&crate::detect::Kind::Loss);
-        assert_eq!(loss, !excused, "{breaks_after:?}: {kinds:?}");
+        let spans: Vec<(f64, f64)> = cx
+            .events
+            .of_flow(&digest(0, 7, 0).key)
+            .iter()
+            .filter(|e| e.series == "probes" && e.event.kind == crate::detect::Kind::Loss)
+            .map(|e| {
+                (
+                    e.event.start - 1_796_000_000.0,
+                    e.event.end - 1_796_000_000.0,
+                )
+            })
+            .collect();
+        // Probe 40 is sent at 2 s, probe 120 at 6 s.
+        let early = spans.iter().any(|&(start, _)| start < 5.0);
+        let gap = spans.iter().any(|&(start, end)| start <= 8.0 && end >= 8.0);
+        assert!(early, "{breaks_after:?}: {spans:?}");
+        assert_eq!(gap, !excused, "{breaks_after:?}: {spans:?}");
     }
 }
 
@@ -1393,6 +1445,7 @@ fn a_sweep_closes_detection_windows_on_time() {
         &cx,
         &probes_from(t0, (0..80u64).map(|s| (s, s as f64 / 40.0))),
         None,
+        false,
         start,
     );
     // Window ends are Unix seconds in an f64 (steps of 2^-22 s at today's times): the
@@ -1425,6 +1478,7 @@ fn a_detection_window_due_later_closes_when_its_time_comes() {
         &cx,
         &probes_from(t0, (0..20u64).map(|s| (s, s as f64 / 200.0))),
         None,
+        false,
         start,
     );
     let closed = |t: &FlowTable| probes_closed_until(t).map(|end| end - t0);

@@ -708,7 +708,10 @@ fn a_large_labs_summary_keeps_its_lists_short() {
         (16, 16, 16),
         "{text}"
     );
-    assert!(text.contains("... and 24 more links with loss"), "{text}");
+    assert!(
+        text.contains("... and 24 more links with loss or an impairment"),
+        "{text}"
+    );
     assert!(text.contains("... and 4 more hosts"), "{text}");
     assert!(
         text.contains("... and 4 more kinds of event on links"),
