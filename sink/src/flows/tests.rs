@@ -1086,6 +1086,21 @@ fn probes_left_out_for_a_stepped_clock_are_no_loss() {
     }
 }
 
+/// Flow 7's probe loss events: (start, end), s after the probes' `t0`.
+fn probe_loss_spans(cx: &ShardContext) -> Vec<(f64, f64)> {
+    cx.events
+        .of_flow(&digest(0, 7, 0).key)
+        .iter()
+        .filter(|e| e.series == "probes" && e.event.kind == crate::detect::Kind::Loss)
+        .map(|e| {
+            (
+                e.event.start - 1_796_000_000.0,
+                e.event.end - 1_796_000_000.0,
+            )
+        })
+        .collect()
+}
+
 /// Probes whose reports the sink dropped (its decode queue full) arrived: the gap they
 /// leave in the stream's numbers is no loss, whether they are noted before the probes
 /// queued ahead of them are applied (before the stream has a detector, or in the middle),
@@ -1130,18 +1145,7 @@ fn probes_whose_reports_the_sink_dropped_are_no_loss() {
         );
         let flow = &t.flows.get(&digest(0, 7, 0).key);
         assert!(flow.is_none(), "{how:?}: forgotten at the sweep");
-        let spans: Vec<(f64, f64)> = cx
-            .events
-            .of_flow(&digest(0, 7, 0).key)
-            .iter()
-            .filter(|e| e.series == "probes" && e.event.kind == crate::detect::Kind::Loss)
-            .map(|e| {
-                (
-                    e.event.start - 1_796_000_000.0,
-                    e.event.end - 1_796_000_000.0,
-                )
-            })
-            .collect();
+        let spans = probe_loss_spans(&cx);
         // Probe 120 is sent at 6 s, probe 300 at 15 s (windows of 5 s).
         let early = spans.iter().any(|&(start, _)| start < 10.0);
         let late = spans
@@ -1179,18 +1183,7 @@ fn probes_across_a_break_in_their_switchs_records_are_no_loss() {
             Some(&cx),
             |_| true,
         );
-        let spans: Vec<(f64, f64)> = cx
-            .events
-            .of_flow(&digest(0, 7, 0).key)
-            .iter()
-            .filter(|e| e.series == "probes" && e.event.kind == crate::detect::Kind::Loss)
-            .map(|e| {
-                (
-                    e.event.start - 1_796_000_000.0,
-                    e.event.end - 1_796_000_000.0,
-                )
-            })
-            .collect();
+        let spans = probe_loss_spans(&cx);
         // Probe 40 is sent at 2 s, probe 120 at 6 s.
         let early = spans.iter().any(|&(start, _)| start < 5.0);
         let gap = spans.iter().any(|&(start, end)| start <= 8.0 && end >= 8.0);
