@@ -60,17 +60,19 @@ fn topology_toml(t: &Topology) -> String {
 }
 
 /// Runs `spec` on `topology` into `sink`, through one exporter per switch, once the sink
-/// knows every switch; the emulated clock starts at `start_ns` (Unix ns).
+/// knows every switch; the emulated clock starts at `start_ns` (Unix ns), or (None) once
+/// the switches have said hello, as a real network's traffic would (counts of epochs
+/// before a switch's hello are never asked of it).
 fn drive(
     topology: &Topology,
     edges: &[u32],
     spec: &TrafficSpec,
     sink: &Sink,
-    start_ns: u64,
+    start_ns: Option<u64>,
 ) -> Truth {
     let known = || sink.shared().registry.switches().len() == topology.len();
     let sink = sink.listen_addr();
-    let mut emu = emulator(topology.clone(), spec, start_ns);
+    let mut emu = emulator(topology.clone(), spec, start_ns.unwrap_or_else(unix_ns));
     let plan = SwitchPlan::compile(&spec.plan, 1).unwrap();
     let exporters: Vec<Exporter> = (0..topology.len() as u32)
         .map(|n| {
@@ -99,6 +101,9 @@ fn drive(
             "the sink knows every switch"
         );
         std::thread::sleep(Duration::from_millis(10));
+    }
+    if start_ns.is_none() {
+        emu = emulator(topology.clone(), spec, unix_ns());
     }
     let truth = run(&mut emu, edges, spec, |e: Export| {
         let sent = exporters[e.node as usize].send(Outgoing {
@@ -223,7 +228,7 @@ fn the_sink_decodes_paths_latency_counters_and_loss() {
     })
     .unwrap();
     let http = sink.http_addr().unwrap();
-    let truth = drive(&topology, &edges, &spec, &sink, unix_ns());
+    let truth = drive(&topology, &edges, &spec, &sink, None);
     settle(&sink, &truth);
     let id = |n: u32| topology.switch_id(n);
 
@@ -490,7 +495,7 @@ fn ipfix_records_reach_nfcapd_exactly() {
         ..SinkConfig::default()
     })
     .unwrap();
-    let truth = drive(&topology, &[0, 2], &spec, &sink, unix_ns());
+    let truth = drive(&topology, &[0, 2], &spec, &sink, None);
     settle(&sink, &truth);
     sink.stop();
     std::thread::sleep(Duration::from_millis(500));
@@ -589,7 +594,7 @@ fn the_sink_detects_delay_and_loss_as_they_happen() {
     // its 60 s stay behind the sink's (a sample more than a minute ahead of the sink's clock
     // is left out of detection).
     let start_ns = unix_ns() - 120_000_000_000;
-    let truth = drive(&topology, &[0, 2], &spec, &sink, start_ns);
+    let truth = drive(&topology, &[0, 2], &spec, &sink, Some(start_ns));
     settle(&sink, &truth);
     let t0 = start_ns as f64 / 1e9;
     // An event is raised once the window after it closes, which the decode threads reach

@@ -420,9 +420,9 @@ impl FlowTable {
             };
             Some(before as i64)
         };
-        // Whether switch `s` said hello to this sink only after `other` first counted the
-        // flow, and has counted none of it since or only from the epochs around its hello
-        // on: its flowsets of the epochs before never came (the sink restarted and `s` came
+        // Whether switch `s` said hello to this sink only after the end of the epoch in
+        // which `other` first counted the flow, and has counted none of it since or only
+        // from the epochs around its hello on: its flowsets of the epochs before never came (the sink restarted and `s` came
         // back later, `s` came later than the others, or it reconnected), so what it
         // counted of the flow falls short of what `other` counted by what it was never asked
         // for. A switch that counted the flow before its hello, or only well after it,
@@ -442,7 +442,8 @@ impl FlowTable {
                 return false;
             };
             let slack = JOINED_SLACK_MS.max(2 * epoch_ms);
-            since > other.first_ms
+            // Its flowset of an epoch that ended after its hello came whole.
+            since > other.first_ms.saturating_add(epoch_ms)
                 && counted(s).is_none_or(|c| {
                     c.first_ms.saturating_add(slack) >= since
                         && c.first_ms < since.saturating_add(slack)
