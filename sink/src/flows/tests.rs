@@ -727,6 +727,14 @@ fn connect(cx: &ShardContext, id: u32) {
     cx.registry.connect(&hello, "test", 0).unwrap();
 }
 
+/// When switch `id`'s hello was taken, Unix ms.
+fn connected_ms(cx: &ShardContext, id: u32) -> u64 {
+    let e = cx.registry.switch(id).unwrap();
+    e.counters
+        .connected_ms
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// With both switches connected all along, the second counting the flow an epoch before
 /// the first (the clocks differ) is no missed start: loss is the counts' difference, which
 /// evens out.
@@ -736,14 +744,7 @@ fn counts_downstream_first_under_clock_skew_even_out() {
     let (cx, key) = two_hop_flow(&mut t);
     connect(&cx, 1);
     connect(&cx, 2);
-    let after = cx
-        .registry
-        .switch(1)
-        .unwrap()
-        .counters
-        .connected_ms
-        .load(std::sync::atomic::Ordering::Relaxed)
-        + 1000;
+    let after = connected_ms(&cx, 1) + 1000;
     t.add_counts(&cx, 1, (after, 10), &[(key, 2, 10, 1_000)], &[], &[]);
     t.add_counts(
         &cx,
@@ -824,13 +825,7 @@ fn counts_upstream_before_the_second_switch_came_are_no_loss() {
         if second != Second::CameLate {
             connect(&cx, 2);
         }
-        let now = cx
-            .registry
-            .switch(1)
-            .unwrap()
-            .counters
-            .connected_ms
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let now = connected_ms(&cx, 1);
         // Epochs (shown 10 ms long) spread around the second switch's hello, after it, or
         // long before it.
         let at = |e: u64| {
