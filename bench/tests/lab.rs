@@ -489,6 +489,24 @@ fn the_leaf_spine_lab_finds_its_impaired_link() {
         stdout.contains("[ok] decoded paths equal routes"),
         "{stdout}"
     );
+    // Every switch held (all its ports closed to its workers) before it was stopped; the
+    // lab waits for all to hold before it stops the first, so that no worker is inside a
+    // call on a memif port when its peer leaves.
+    let mut held = 0;
+    for entry in std::fs::read_dir(&run_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("switch-") && name.ends_with(".log") {
+            let log = std::fs::read_to_string(&path).unwrap();
+            let hold = log.find("holding (SIGUSR1)");
+            assert!(
+                hold.is_some_and(|h| log.find("stopping on signal") > Some(h)),
+                "{name}: {log}"
+            );
+            held += 1;
+        }
+    }
+    assert_eq!(held, 5);
 }
 
 #[test]

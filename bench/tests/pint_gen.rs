@@ -972,3 +972,107 @@ fn a_sender_stopped_by_a_signal_says_so() {
         );
     }
 }
+
+/// A switch started before its memif server waits for it, and one whose server leaves and
+/// comes back (a neighbour restarted) connects again by itself: DPDK's memif client connects
+/// only when its port starts, and the switch starts the port again once a second until the
+/// server is there, its workers kept off the port meanwhile. The server is pint-gen, run
+/// twice; the switch loops its traffic back.
+#[test]
+fn a_switch_connects_again_when_its_memif_server_comes_back() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let dir = std::env::temp_dir().join(format!("pint-gen-recon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("loop.sock");
+    let cfg = dir.join("switch.toml");
+    let config = loop_switch_config(&sock)
+        .replace("role=server", "role=client")
+        .replace("[[ports]]", "[dataplane]\nidle = \"sleep\"\n[[ports]]");
+    std::fs::write(&cfg, config).unwrap();
+    let summary = dir.join("summary.json");
+    let server = |run: &str| {
+        Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+            .args(["--port", &memif_dev(&sock, "server"), "--json"])
+            .args(["--mode", "both", "--rate", "100Kpps", "--duration", "1"])
+            // The first run leaves while the switch runs; the second waits for it to stop.
+            .args(["--linger", if run == "1" { "0" } else { "60" }])
+            .args(eal(&format!("recon{run}"), "0"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let report = |g: &mut std::process::Child| -> serde_json::Value {
+        let out =
+            bench::sender::read_json_report(std::io::BufReader::new(g.stdout.as_mut().unwrap()));
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let arrived = |r: &serde_json::Value| {
+        let sent = r["sent"]["packets"].as_u64().unwrap();
+        assert!(sent > 50_000, "{r}");
+        assert_eq!(r["received"]["packets"].as_u64(), Some(sent), "{r}");
+        sent
+    };
+    let mut switch = Command::new(env!("CARGO_BIN_EXE_pint-bench"))
+        .args(["switch", "--config"])
+        .arg(&cfg)
+        .args(["--duration", "120", "--summary-json"])
+        .arg(&summary)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stdout = switch.stdout.take().unwrap();
+    let log = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut seen = String::new();
+    let mut wait_for = |what: &str| {
+        let t0 = Instant::now();
+        while !seen.contains(what) {
+            let left = Duration::from_secs(60).saturating_sub(t0.elapsed());
+            match lines.recv_timeout(left) {
+                Ok(l) => {
+                    seen.push_str(&l);
+                    seen.push('\n');
+                }
+                Err(_) => panic!("the switch never said `{what}`:\n{seen}"),
+            }
+        }
+    };
+    wait_for("its memif server is not there yet");
+    let mut first = server("1");
+    wait_for("connected to its memif server\n");
+    let sent1 = arrived(&report(&mut first));
+    assert!(first.wait().unwrap().success());
+    // The server is gone: the switch tries to connect again, and says it cannot yet.
+    wait_for("its memif server is not back yet");
+    let mut second = server("2");
+    wait_for("connected to its memif server again");
+    let sent2 = arrived(&report(&mut second));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(switch.id() as i32, libc::SIGINT) };
+    let out = switch.wait_with_output().unwrap();
+    log.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(second.wait().unwrap().success());
+    // No worker called the port while it was stopped (DPDK says so when one does).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("not ready port"), "{stderr}");
+    let sw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(sw["rx_packets"].as_u64(), Some(sent1 + sent2), "{sw}");
+    assert_eq!(sw["tx_packets"].as_u64(), Some(sent1 + sent2), "{sw}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -6,6 +6,8 @@
 
 pub mod demo;
 pub mod dpdk;
+pub mod gate;
+pub mod reconnect;
 pub mod replay;
 pub mod resources;
 pub mod switch;

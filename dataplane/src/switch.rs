@@ -17,8 +17,10 @@ use pipeline::impair::Impairer;
 use pipeline::inband::Inband;
 use pipeline::{Forwarder, Pipeline, SharedCounters};
 
-use crate::dpdk::port::programs_mac;
+use crate::dpdk::port::{is_memif_server, memif_socket, programs_mac};
 use crate::dpdk::{Eal, Mbuf, Mempool, Port, PortSetup};
+use crate::gate::PortGate;
+use crate::reconnect::Reconnector;
 use crate::resources;
 use crate::worker::Worker;
 
@@ -66,10 +68,28 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
         .context("installing signal handlers")?;
 
+    let hold = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&hold))
+        .context("installing signal handlers")?;
+
     let eal = Eal::init(&eal_args)?;
-    let summary = run_with_eal(&eal, config, opts, mbufs, room, &stop, &reload);
+    let signals = Signals {
+        stop: &stop,
+        reload: &reload,
+        hold: &hold,
+    };
+    let summary = run_with_eal(&eal, config, opts, mbufs, room, signals);
     drop(eal);
     summary
+}
+
+/// What the signals set: stop (SIGINT, SIGTERM), reload the queries (SIGHUP), hold
+/// (SIGUSR1: every port closed to the workers until the stop, so that memif peers can leave
+/// in any order; see docs/config.md).
+struct Signals<'a> {
+    stop: &'a AtomicBool,
+    reload: &'a AtomicBool,
+    hold: &'a AtomicBool,
 }
 
 fn run_with_eal(
@@ -78,9 +98,9 @@ fn run_with_eal(
     opts: &RunOptions,
     mbufs: u32,
     room: u16,
-    stop: &AtomicBool,
-    reload: &AtomicBool,
+    signals: Signals<'_>,
 ) -> anyhow::Result<Summary> {
+    let Signals { stop, reload, hold } = signals;
     control::say!(
         "pint-switch {}: switch {}, {}",
         env!("CARGO_PKG_VERSION"),
@@ -110,6 +130,8 @@ fn run_with_eal(
     control::say!("mbuf pool: {mbufs} mbufs of {room} bytes");
 
     let nworkers = config.workers.len() as u16;
+    let gate = PortGate::new(config.workers.len());
+    let mut reconnectors = Vec::new();
     let mut ports = Vec::with_capacity(config.ports.len());
     let mut drivers = Vec::with_capacity(config.ports.len());
     for (i, pc) in config.ports.iter().enumerate() {
@@ -125,7 +147,19 @@ fn run_with_eal(
             promiscuous: pc.promiscuous,
         };
         let report = port.configure(&setup, &pool).with_context(key)?;
-        port.start().with_context(key)?;
+        let memif_client = is_memif_client(&pc.device);
+        let socket = memif_socket(&pc.device);
+        match port.start() {
+            // A memif client waits for its server, however they were started.
+            Err(_) if memif_client => {
+                let (r, line) = Reconnector::waiting(i, &pc.name, &socket, &gate);
+                control::say!("{line}");
+                reconnectors.push(r);
+            }
+            Err(e) => return Err(e).with_context(key),
+            Ok(()) if memif_client => reconnectors.push(Reconnector::new(i, &pc.name, &socket)),
+            Ok(()) => {}
+        }
         let link = port.link();
         // A host's interface that keeps its own address (a tap's: the host's) says which.
         let device_mac = match port.mac() {
@@ -226,13 +260,14 @@ fn run_with_eal(
         // are told to stop: the scope waits for them.
         let _stop_workers = StopOnDrop(&workers_stop);
         let mut handles = Vec::new();
-        for (((worker, wc), counters), setup) in workers
+        for (w, (((worker, wc), counters), setup)) in workers
             .into_iter()
             .zip(&config.workers)
             .zip(&shared)
             .zip(inband.iter_mut().map(Option::take))
+            .enumerate()
         {
-            let (fwd, stop, tables) = (&fwd, &workers_stop, &tables);
+            let (fwd, stop, tables, gate) = (&fwd, &workers_stop, &tables, &gate);
             let prefetch = config.dataplane.prefetch;
             let lcore = wc.lcore;
             let h = std::thread::Builder::new()
@@ -249,7 +284,7 @@ fn run_with_eal(
                     if let Some(setup) = setup {
                         pipeline = pipeline.with_inband(Inband::new(tables, setup));
                     }
-                    worker.run(&mut pipeline, counters, stop);
+                    worker.run(&mut pipeline, counters, stop, gate.slot(w));
                     pipeline.finish();
                     Ok(())
                 })
@@ -261,6 +296,9 @@ fn run_with_eal(
             until_idle: opts.until_idle,
         };
         let mut links: Vec<bool> = ports.iter().map(|p| p.link().up).collect();
+        // Held (SIGUSR1): the gate's generation that closed every port, and whether the
+        // workers' passing it was said.
+        let mut held: Option<(u64, bool)> = None;
         let mut read_ports = || {
             for (t, p) in port_totals.iter_mut().zip(&ports) {
                 if let Some(now) = p.stats() {
@@ -272,6 +310,27 @@ fn run_with_eal(
                 if up != *was {
                     *was = up;
                     control::say!("{}", link_change(&pc.name, &pc.device, up));
+                }
+            }
+            if hold.load(Ordering::Relaxed) && held.is_none() {
+                let generation = (0..ports.len()).map(|p| gate.close(p)).max().unwrap_or(0);
+                held = Some((generation, false));
+            }
+            match &mut held {
+                Some((generation, said)) => {
+                    if !*said && gate.passed(*generation) {
+                        *said = true;
+                        control::say!(
+                            "holding (SIGUSR1): every port closed to the workers, nothing forwarded; stop with SIGTERM or SIGINT"
+                        );
+                    }
+                }
+                None => {
+                    for r in &mut reconnectors {
+                        if let Some(line) = r.tick(&ports[r.port()], &gate) {
+                            control::say!("{line}");
+                        }
+                    }
                 }
             }
             if let Some(m) = &port_metrics {
@@ -378,19 +437,23 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
+/// Whether `device` is a memif client's arguments.
+fn is_memif_client(device: &str) -> bool {
+    device.trim_start().starts_with("net_memif") && !is_memif_server(device)
+}
+
 /// The line that says port `name` (device `device`) went up or down; for a memif port whose
 /// peer left, what comes next.
 fn link_change(name: &str, device: &str, up: bool) -> String {
     if up {
         return format!("port {name}: link up");
     }
-    let memif = device.trim_start().starts_with("net_memif");
-    let next = match (memif, memif && crate::dpdk::port::is_memif_server(device)) {
-        (true, true) => " (its memif client left; a client that comes back connects again)",
-        (true, false) => {
-            " (its memif server left: a memif client does not connect again by itself; restart this switch once the server is back)"
-        }
-        (false, _) => "",
+    let next = if is_memif_client(device) {
+        " (its memif server left: the port connects again once the server is back)"
+    } else if is_memif_server(device) {
+        " (its memif client left; a client that comes back connects again)"
+    } else {
+        ""
     };
     format!("port {name}: link down{next}")
 }
@@ -405,7 +468,7 @@ mod tests {
     fn a_link_going_down_says_what_comes_next() {
         let client = "net_memif1,role=client,socket=/run/l.sock,socket-abstract=no";
         let server = "net_memif0,role=server,socket=/run/l.sock,socket-abstract=no";
-        assert!(link_change("fab0", client, false).contains("restart this switch"));
+        assert!(link_change("fab0", client, false).contains("connects again once the server"));
         assert!(link_change("fab1", server, false).contains("connects again"));
         assert_eq!(
             link_change("eth0", "0000:3b:00.0", false),

@@ -11,6 +11,7 @@ use pipeline::impair::{Fate, Impairer};
 use pipeline::{BurstVerdicts, DROPPED, DropReason, LocalCounters, Pipeline, SharedCounters};
 
 use crate::dpdk::{Burst, Mbuf, RxQueue, TxQueue};
+use crate::gate::GateSlot;
 
 /// Times a tx call is retried for one burst before the rest is dropped.
 const TX_RETRIES: u32 = 16;
@@ -66,15 +67,7 @@ fn flush<const N: usize>(
         c.tx_retries += 1;
         tries += 1;
         if tries >= TX_RETRIES {
-            let bytes: u64 = buf.as_slice().iter().map(|m| m.pkt_len() as u64).sum();
-            let n = buf.len() as u64;
-            c.tx_bytes -= bytes;
-            c.tx_packets -= n;
-            c.ports[port].tx_bytes -= bytes;
-            c.ports[port].tx_packets -= n;
-            c.ports[port].tx_full_drops += n;
-            c.tx_full_drops += n;
-            buf.clear();
+            drop_unsent(port, buf, c);
             return;
         }
     }
@@ -163,23 +156,67 @@ fn flush_impaired(
 }
 
 /// Sends port `e`'s buffered packets: straight to its tx queue, or, when the port is
-/// impaired (bit `e` of `impaired`: one test per burst), through its impairment.
+/// impaired or closed (bit `e` of `special`: one test per burst), through its impairment or
+/// nowhere.
 #[inline(always)]
 fn send(
     e: usize,
-    impaired: u32,
+    special: Special,
     txq: &mut TxQueue<'_>,
     imp: &mut Option<Impairer<Mbuf>>,
     buf: &mut Burst,
     c: &mut LocalCounters,
 ) {
-    if impaired & (1 << e) != 0
-        && let Some(imp) = imp
-    {
+    if special.any & (1 << e) != 0 {
+        send_special(e, special.closed, txq, imp, buf, c);
+    } else {
+        flush(e, txq, buf, c);
+    }
+}
+
+/// [`send`] to a port that is closed (its packets are dropped as a full queue's would be)
+/// or impaired.
+#[inline(never)]
+fn send_special(
+    e: usize,
+    closed: u32,
+    txq: &mut TxQueue<'_>,
+    imp: &mut Option<Impairer<Mbuf>>,
+    buf: &mut Burst,
+    c: &mut LocalCounters,
+) {
+    if closed & (1 << e) != 0 {
+        drop_unsent(e, buf, c);
+    } else if let Some(imp) = imp {
         flush_impaired(e, txq, buf, c, imp, crate::dpdk::tsc());
     } else {
         flush(e, txq, buf, c);
     }
+}
+
+/// Drops a port's buffered packets that cannot be sent, counted as a full tx queue's (and
+/// taken off the tx totals the pipeline counted them in).
+#[cold]
+fn drop_unsent<const N: usize>(port: usize, buf: &mut Burst<N>, c: &mut LocalCounters) {
+    let bytes: u64 = buf.as_slice().iter().map(|m| m.pkt_len() as u64).sum();
+    let n = buf.len() as u64;
+    c.tx_bytes -= bytes;
+    c.tx_packets -= n;
+    c.ports[port].tx_bytes -= bytes;
+    c.ports[port].tx_packets -= n;
+    c.ports[port].tx_full_drops += n;
+    c.tx_full_drops += n;
+    buf.clear();
+}
+
+/// The ports a burst cannot simply be sent to, as bits: those with an impairment, and those
+/// closed while the control thread restarts them.
+#[derive(Debug, Clone, Copy)]
+struct Special {
+    /// Impaired or closed.
+    any: u32,
+    /// Closed.
+    closed: u32,
 }
 
 /// A poll loop's busy time: one TSC read per loop, the time since the previous read
@@ -216,12 +253,14 @@ impl BusyClock {
 }
 
 impl Worker<'_> {
-    /// Polls until `stop` is set, publishing totals to `shared` every few bursts and when idle.
+    /// Polls until `stop` is set, publishing totals to `shared` every few bursts and when idle,
+    /// and leaving alone the ports `gate` closes.
     pub fn run(
         mut self,
         pipeline: &mut Pipeline,
         shared: &SharedCounters,
         stop: &AtomicBool,
+        mut gate: GateSlot<'_>,
     ) -> LocalCounters {
         let mut rx_burst: Burst = Burst::new();
         let mut dropped: Burst = Burst::new();
@@ -233,8 +272,16 @@ impl Worker<'_> {
         let mut busy = BusyClock::starting(crate::dpdk::tsc());
         let mut bursts = 0u32;
         while !stop.load(Ordering::Relaxed) {
+            let closed = gate.pass();
+            let special = Special {
+                any: self.impaired | closed,
+                closed,
+            };
             let mut got = 0;
             for (port, rxq) in self.rx.iter_mut() {
+                if closed & (1 << *port) != 0 {
+                    continue;
+                }
                 let n = rxq.rx(&mut rx_burst);
                 if n == 0 {
                     continue;
@@ -255,7 +302,7 @@ impl Worker<'_> {
                 if verdicts.all_same && first & DROPPED == 0 && out[usize::from(first)].is_empty() {
                     let e = usize::from(first);
                     let (txq, imp) = (&mut self.tx[e], &mut self.impair[e]);
-                    send(e, self.impaired, txq, imp, &mut rx_burst, c);
+                    send(e, special, txq, imp, &mut rx_burst, c);
                 } else if verdicts.all_same && first & DROPPED != 0 {
                     rx_burst.clear();
                 } else {
@@ -271,7 +318,7 @@ impl Worker<'_> {
                         let e = usize::from(v);
                         if out[e].is_full() {
                             let (txq, imp) = (&mut self.tx[e], &mut self.impair[e]);
-                            send(e, self.impaired, txq, imp, &mut out[e], c);
+                            send(e, special, txq, imp, &mut out[e], c);
                         }
                         let _ = out[e].push(m);
                         used |= 1 << e;
@@ -281,7 +328,7 @@ impl Worker<'_> {
                         let e = used.trailing_zeros() as usize;
                         used &= used - 1;
                         let (txq, imp) = (&mut self.tx[e], &mut self.impair[e]);
-                        send(e, self.impaired, txq, imp, &mut out[e], c);
+                        send(e, special, txq, imp, &mut out[e], c);
                     }
                 }
                 c.busy_polls += 1;
@@ -293,7 +340,7 @@ impl Worker<'_> {
             let now = crate::dpdk::tsc();
             pipeline.counters.busy_cycles += busy.lap(now, got > 0);
             if self.impaired != 0 {
-                self.release_impaired(now, &mut pipeline.counters);
+                self.release_impaired(now, closed, &mut pipeline.counters);
             }
             pipeline.tick(now);
             if got == 0 {
@@ -320,7 +367,8 @@ impl Worker<'_> {
                 napped = Duration::ZERO;
             }
         }
-        self.drain_impaired(&mut pipeline.counters);
+        self.drain_impaired(gate.pass(), &mut pipeline.counters);
+        gate.leave();
         shared.publish(&pipeline.counters);
         if let Some(stages) = pipeline::stages::report() {
             control::say_err!("worker stage cycles per packet: {stages}");
@@ -333,12 +381,13 @@ impl Worker<'_> {
         self.impaired != 0 && self.impair.iter().flatten().any(|i| i.holding() > 0)
     }
 
-    /// Sends what the impaired ports' delay lines release by `now`.
+    /// Sends what the impaired ports' delay lines release by `now` (a closed port's wait).
     #[inline(never)]
-    fn release_impaired(&mut self, now: u64, c: &mut LocalCounters) {
+    fn release_impaired(&mut self, now: u64, closed: u32, c: &mut LocalCounters) {
         let mut none = Burst::new();
         for (e, imp) in self.impair.iter_mut().enumerate() {
             if let Some(imp) = imp
+                && closed & (1 << e) == 0
                 && imp.next_due().is_some_and(|t| t <= now)
             {
                 flush_impaired(e, &mut self.tx[e], &mut none, c, imp, now);
@@ -346,12 +395,22 @@ impl Worker<'_> {
         }
     }
 
-    /// Sends everything the impaired ports still hold (the worker is stopping).
+    /// Sends everything the impaired ports still hold (the worker is stopping); what a
+    /// closed port's delay line holds is dropped, as a full queue's.
     #[cold]
-    fn drain_impaired(&mut self, c: &mut LocalCounters) {
+    fn drain_impaired(&mut self, closed: u32, c: &mut LocalCounters) {
         let mut none = Burst::new();
         for (e, imp) in self.impair.iter_mut().enumerate() {
             if let Some(imp) = imp {
+                if closed & (1 << e) != 0 {
+                    // Held packets are not in the tx totals until they leave.
+                    while let Some(m) = imp.pop_due(u64::MAX) {
+                        drop(m);
+                        c.ports[e].tx_full_drops += 1;
+                        c.tx_full_drops += 1;
+                    }
+                    continue;
+                }
                 flush_impaired(e, &mut self.tx[e], &mut none, c, imp, u64::MAX);
             }
         }

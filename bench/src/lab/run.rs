@@ -234,6 +234,11 @@ fn remove_matching(dir: &std::path::Path, select: fn(&str) -> bool) {
     }
 }
 
+/// What a switch says once it holds (SIGUSR1).
+const HOLDING: &str = "holding (SIGUSR1)";
+/// How long the stop waits for every switch to hold.
+const HOLD_WAIT: Duration = Duration::from_secs(15);
+
 /// The lab's processes, in the order they stop.
 #[derive(Default)]
 struct Procs {
@@ -243,9 +248,21 @@ struct Procs {
 }
 
 impl Procs {
-    /// Stops the switches in node order (each link's memif server first), then the
-    /// generators, then the sink. Returns the switches' summaries.
+    /// Stops the switches: first every one holds (SIGUSR1: every port closed to its workers,
+    /// so that no worker is inside a call on a memif port when its peer leaves, which DPDK's
+    /// memif driver does not survive), then each stops, in node order (each link's memif
+    /// server first). Returns the switches' summaries.
     fn stop_switches(&mut self) -> Vec<(u32, Option<Summary>, String)> {
+        for (_, p, _) in self.switches.iter() {
+            p.signal(libc::SIGUSR1);
+        }
+        let t0 = Instant::now();
+        for (_, p, _) in self.switches.iter_mut() {
+            // A switch says so within about a second (its control thread's next tick).
+            while t0.elapsed() < HOLD_WAIT && p.exited().is_none() && !p.tail().contains(HOLDING) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let mut out = Vec::new();
         for (n, p, summary) in self.switches.iter_mut() {
             let st = p.stop(Duration::from_secs(30));

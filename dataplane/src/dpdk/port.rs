@@ -125,7 +125,7 @@ pub use control::summary::PortStats;
 pub struct Port<'eal> {
     id: u16,
     name: String,
-    started: bool,
+    started: std::cell::Cell<bool>,
     rx_queues: u16,
     tx_queues: u16,
     rx_taken: AtomicU64,
@@ -185,16 +185,45 @@ fn memif_socket_left(devargs: &str) -> Option<String> {
     if !is_memif_server(devargs) {
         return None;
     }
-    let arg = |key: &str| {
-        devargs.split(',').skip(1).find_map(|kv| {
-            kv.split_once('=')
-                .filter(|(k, _)| k.trim() == key)
-                .map(|(_, v)| v.trim().to_owned())
-        })
-    };
-    let socket = arg("socket")?;
-    let is_file = arg("socket-abstract").is_some_and(|v| v == "no");
+    let socket = devarg(devargs, "socket")?;
+    let is_file = devarg(devargs, "socket-abstract").is_some_and(|v| v == "no");
     (is_file && std::path::Path::new(&socket).exists()).then_some(socket)
+}
+
+/// The value of `key` in a device's arguments.
+fn devarg(devargs: &str, key: &str) -> Option<String> {
+    devargs.split(',').skip(1).find_map(|kv| {
+        kv.split_once('=')
+            .filter(|(k, _)| k.trim() == key)
+            .map(|(_, v)| v.trim().to_owned())
+    })
+}
+
+/// A memif device's socket, as its arguments name it (DPDK's default when they do not).
+pub fn memif_socket(devargs: &str) -> String {
+    devarg(devargs, "socket").unwrap_or_else(|| "/run/memif.sock".to_owned())
+}
+
+/// Runs `f` with the memif driver's log limited to critical errors: a client port started
+/// again every second while its server is away would log a failed connection each time
+/// (the switch says it once).
+#[cold]
+pub fn with_memif_log_quiet<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: a NUL-terminated name; an existing type's id comes back (or a new type's).
+    let id = unsafe { dpdk_sys::rte_log_register(c"pmd.net.memif".as_ptr()) };
+    let Ok(id) = u32::try_from(id) else {
+        return f();
+    };
+    // SAFETY: a registered log type.
+    let before = unsafe { dpdk_sys::rte_log_get_level(id) };
+    // SAFETY: as above.
+    unsafe { dpdk_sys::rte_log_set_level(id, dpdk_sys::RTE_LOG_CRIT) };
+    let out = f();
+    if let Ok(before) = u32::try_from(before) {
+        // SAFETY: as above.
+        unsafe { dpdk_sys::rte_log_set_level(id, before) };
+    }
+    out
 }
 
 impl<'eal> Port<'eal> {
@@ -241,7 +270,7 @@ impl<'eal> Port<'eal> {
         Ok(Port {
             id,
             name: name.to_owned(),
-            started: false,
+            started: std::cell::Cell::new(false),
             rx_queues: 0,
             tx_queues: 0,
             rx_taken: AtomicU64::new(0),
@@ -409,24 +438,51 @@ impl<'eal> Port<'eal> {
     /// Starts the port.
     #[cold]
     pub fn start(&mut self) -> Result<()> {
-        // SAFETY: valid, configured port.
-        check(
-            unsafe { dpdk_sys::rte_eth_dev_start(self.id) },
-            &self.name,
-            "start",
-        )?;
-        self.started = true;
-        Ok(())
+        // SAFETY: `&mut self`: no queue of the port is borrowed, so none is in a call.
+        unsafe { self.restart() }
     }
 
     /// Stops the port (queues stop; counters stay readable).
     #[cold]
     pub fn stop(&mut self) {
-        if self.started {
-            // SAFETY: valid, started port.
+        // SAFETY: `&mut self`: no queue of the port is borrowed, so none is in a call.
+        unsafe { self.stop_shared() }
+    }
+
+    /// Stops the port if it runs, from a shared borrow.
+    ///
+    /// # Safety
+    /// No receive or transmit call on the port's queues may be in progress, or begin before
+    /// the port has started again: stopping a memif port unmaps the rings such a call reads.
+    #[cold]
+    unsafe fn stop_shared(&self) {
+        if self.started.replace(false) {
+            // SAFETY: valid, started port; the caller keeps the queues out of calls.
             unsafe { dpdk_sys::rte_eth_dev_stop(self.id) };
-            self.started = false;
         }
+    }
+
+    /// Stops the port (if it runs) and starts it again, while workers own its queues: a
+    /// memif client connects to its server only when its port starts. On an error the port
+    /// is left stopped.
+    ///
+    /// # Safety
+    /// No receive or transmit call on the port's queues may be in progress, or begin until
+    /// this returns Ok (the workers' [`crate::gate::PortGate`] keeps them out): stopping a
+    /// memif port unmaps the rings such a call reads, and a stopped port's calls go to
+    /// DPDK's placeholders, which log an error each.
+    #[cold]
+    pub unsafe fn restart(&self) -> Result<()> {
+        // SAFETY: the caller keeps the queues out of calls.
+        unsafe { self.stop_shared() };
+        // SAFETY: valid, configured port, stopped.
+        check(
+            unsafe { dpdk_sys::rte_eth_dev_start(self.id) },
+            &self.name,
+            "start",
+        )?;
+        self.started.set(true);
+        Ok(())
     }
 
     /// Programs `mac` as the device's address; DPDK's return value (negative: refused).
