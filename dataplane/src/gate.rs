@@ -69,6 +69,8 @@ impl PortGate {
         self.set(self.closed() & !(1 << port));
     }
 
+    /// Generations count closes and opens: 2^32 of them (one a second for 136 years) before
+    /// they would wrap.
     fn set(&self, closed: u32) -> u64 {
         let generation = (self.state.load(Ordering::Acquire) >> 32) + 1;
         self.state

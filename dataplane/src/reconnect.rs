@@ -1,15 +1,19 @@
-//! A memif client port whose server left connects again once the server is back: DPDK's
-//! memif client connects only when its port starts, so the control thread, once a second,
-//! sees the link down, closes the port to the workers ([`PortGate`]), and once they have
-//! all passed, stops and starts it until it connects.
+//! A memif client port connects whenever its server is there: DPDK's memif client connects
+//! only when its port starts, so the control thread, on its ticks (about once a second),
+//! sees the link down for a while, closes the port to the workers ([`PortGate`]), and once
+//! they have all passed, stops and starts it until it connects.
+
+use std::time::{Duration, Instant};
 
 use crate::gate::PortGate;
 
-/// Seconds (control ticks) a client's link stays down before the port is restarted: the
-/// server's leaving is seen at once, and a link that is only slow to come up is left alone.
-const DOWN_TICKS: u32 = 2;
-/// Ticks a restarted port may take to connect before it is restarted again.
-const CONNECT_TICKS: u32 = 5;
+/// How long a client's link stays down before the port is started again: the server's
+/// leaving is seen at once, and a handshake that is only slow is left alone.
+const DOWN_FOR: Duration = Duration::from_secs(3);
+/// How long a started port may take to connect before it is started again.
+const CONNECT_FOR: Duration = Duration::from_secs(5);
+/// How often a stopped port's start is tried while its server is away.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
 
 /// A port the reconnector restarts.
 pub trait Restartable {
@@ -41,65 +45,64 @@ impl Restartable for crate::dpdk::Port<'_> {
 /// Where a client port stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// Running; its link down for this many ticks in a row.
-    Running { down: u32 },
+    /// Running; its link down since then, if it is down.
+    Running { down_since: Option<Instant> },
     /// Closed to the workers at this generation of the gate, until they have passed it.
     Closing { generation: u64 },
-    /// Stopped: its server was not there at the last start.
-    Stopped,
-    /// Started again this many ticks ago, its link not up yet.
-    Connecting { ticks: u32 },
+    /// Stopped: its server was not there at the start tried then.
+    Stopped { tried: Instant },
+    /// Started then, its link not up yet.
+    Connecting { since: Instant },
 }
 
-/// Connects one memif client port again when its server comes back.
+/// Connects one memif client port whenever its server is there.
 #[derive(Debug)]
 pub struct Reconnector {
     port: usize,
     name: String,
-    /// Its memif socket, to say where the server is missing.
-    socket: String,
+    /// The port's device arguments, to say why its server cannot be reached.
+    device: String,
     state: State,
     /// Whether this outage's failed start was said already.
     said: bool,
-    /// Times the port was started again and connected.
-    reconnects: u64,
     /// Whether the port has been connected (it may have started without its server).
     connected_once: bool,
 }
 
 impl Reconnector {
-    /// The reconnector of port `port` (index into the switch's ports), named `name`, whose
-    /// server listens at `socket`.
-    pub fn new(port: usize, name: &str, socket: &str) -> Reconnector {
+    /// The reconnector of port `port` (index into the switch's ports), named `name`, a
+    /// memif client with the device arguments `device`, started and running.
+    pub fn new(port: usize, name: &str, device: &str) -> Reconnector {
         Reconnector {
             port,
             name: name.to_owned(),
-            socket: socket.to_owned(),
-            state: State::Running { down: 0 },
+            device: device.to_owned(),
+            state: State::Running { down_since: None },
             said: false,
-            reconnects: 0,
             connected_once: true,
         }
     }
 
     /// The reconnector of a port whose first start failed (its server was not there): it is
-    /// closed to the workers (which have not started yet) and started once a second until it
-    /// connects. Returns it with the line that says so.
+    /// closed to the workers (which have not started yet) and started about once a second
+    /// until it connects. Returns it with the line that says so.
     pub fn waiting(
         port: usize,
         name: &str,
-        socket: &str,
+        device: &str,
         gate: &PortGate,
+        now: Instant,
     ) -> (Reconnector, String) {
         gate.close(port);
         let r = Reconnector {
-            state: State::Stopped,
+            state: State::Stopped { tried: now },
             said: true,
             connected_once: false,
-            ..Reconnector::new(port, name, socket)
+            ..Reconnector::new(port, name, device)
         };
         let line = format!(
-            "port {name}: its memif server is not there yet (nothing takes a connection at {socket}); the port connects once it is, trying every second"
+            "port {name}: its memif server is not there yet ({}); the port connects once it is, trying every second",
+            crate::dpdk::port::memif_client_trouble(device)
         );
         (r, line)
     }
@@ -109,74 +112,92 @@ impl Reconnector {
         self.port
     }
 
-    /// Times the port connected again after a restart.
-    pub fn reconnects(&self) -> u64 {
-        self.reconnects
-    }
-
-    /// One control tick (about a second): watches the link, closes the port to the workers,
-    /// restarts it once they have passed, opens it again. Returns a line to log, if any.
-    pub fn tick(&mut self, port: &impl Restartable, gate: &PortGate) -> Option<String> {
+    /// One control tick at `now`: watches the link, closes the port to the workers, starts
+    /// it again once they have passed, opens it again. Returns a line to log, if any.
+    pub fn tick(
+        &mut self,
+        now: Instant,
+        port: &impl Restartable,
+        gate: &PortGate,
+    ) -> Option<String> {
         match self.state {
-            State::Running { down } => {
-                let down = if port.link_up() { 0 } else { down + 1 };
-                self.state = if down >= DOWN_TICKS {
+            State::Running { down_since } => {
+                if port.link_up() {
+                    self.state = State::Running { down_since: None };
+                    return None;
+                }
+                let since = down_since.unwrap_or(now);
+                self.state = if now.duration_since(since) >= DOWN_FOR {
                     State::Closing {
                         generation: gate.close(self.port),
                     }
                 } else {
-                    State::Running { down }
+                    State::Running {
+                        down_since: Some(since),
+                    }
                 };
                 None
             }
-            State::Closing { generation } if gate.passed(generation) => self.start(port, gate),
+            // Connected after all, while closing (a slow handshake): left running.
+            State::Closing { .. } if port.link_up() => {
+                gate.open(self.port);
+                self.state = State::Running { down_since: None };
+                self.connected()
+            }
+            State::Closing { generation } if gate.passed(generation) => self.start(now, port, gate),
             State::Closing { .. } => None,
-            State::Stopped => self.start(port, gate),
-            State::Connecting { ticks } => {
-                if port.link_up() {
-                    self.state = State::Running { down: 0 };
-                    self.said = false;
-                    let again = if std::mem::replace(&mut self.connected_once, true) {
-                        self.reconnects += 1;
-                        " again"
-                    } else {
-                        ""
-                    };
-                    return Some(format!(
-                        "port {}: connected to its memif server{again}",
-                        self.name
-                    ));
-                }
-                self.state = if ticks + 1 >= CONNECT_TICKS {
-                    State::Closing {
+            State::Stopped { tried } if now.duration_since(tried) >= RETRY_EVERY => {
+                self.start(now, port, gate)
+            }
+            State::Stopped { .. } => None,
+            State::Connecting { .. } if port.link_up() => {
+                self.state = State::Running { down_since: None };
+                self.connected()
+            }
+            State::Connecting { since } => {
+                if now.duration_since(since) >= CONNECT_FOR {
+                    self.state = State::Closing {
                         generation: gate.close(self.port),
-                    }
-                } else {
-                    State::Connecting { ticks: ticks + 1 }
-                };
+                    };
+                }
                 None
             }
         }
     }
 
+    /// The line that says the port connected, if it was down for a restart.
+    fn connected(&mut self) -> Option<String> {
+        self.said = false;
+        let again = if std::mem::replace(&mut self.connected_once, true) {
+            " again"
+        } else {
+            ""
+        };
+        Some(format!(
+            "port {}: connected to its memif server{again}",
+            self.name
+        ))
+    }
+
     /// Starts the closed, passed port again.
-    fn start(&mut self, port: &impl Restartable, gate: &PortGate) -> Option<String> {
+    fn start(&mut self, now: Instant, port: &impl Restartable, gate: &PortGate) -> Option<String> {
         // SAFETY: the port is closed to the workers and each has passed the gate since (or
         // it stayed closed since such a pass): none is inside a call on it, and none makes
         // one until it opens, below, once the port runs again.
         match unsafe { port.restart() } {
             Ok(()) => {
                 gate.open(self.port);
-                self.state = State::Connecting { ticks: 0 };
+                self.state = State::Connecting { since: now };
                 None
             }
             // The driver says only that the start failed: it could not connect.
             Err(_) => {
-                self.state = State::Stopped;
+                self.state = State::Stopped { tried: now };
                 (!std::mem::replace(&mut self.said, true)).then(|| {
                     format!(
-                        "port {}: its memif server is not back yet (nothing takes a connection at {}); trying again every second",
-                        self.name, self.socket
+                        "port {}: its memif server is not back yet ({}); trying again every second",
+                        self.name,
+                        crate::dpdk::port::memif_client_trouble(&self.device)
                     )
                 })
             }
@@ -187,9 +208,12 @@ impl Reconnector {
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
+    use std::time::{Duration, Instant};
 
     use super::{Reconnector, Restartable};
     use crate::gate::PortGate;
+
+    const DEVICE: &str = "net_memif0,role=client,socket=/nonexistent/l.sock,socket-abstract=no";
 
     /// A memif client as the reconnector sees it: its server there or not, its link.
     #[derive(Default)]
@@ -209,8 +233,18 @@ mod tests {
             if self.server.get() {
                 Ok(())
             } else {
-                Err("connect: no such file".into())
+                Err("start failed".into())
             }
+        }
+    }
+
+    /// Ticks at 0.5 s steps from a start.
+    struct Clock(Instant);
+
+    impl Clock {
+        fn next(&mut self) -> Instant {
+            self.0 += Duration::from_millis(500);
+            self.0
         }
     }
 
@@ -219,48 +253,58 @@ mod tests {
         let gate = PortGate::new(1);
         let mut worker = gate.slot(0);
         let port = FakeClient::default();
+        let mut t = Clock(Instant::now());
         port.server.set(true);
         port.up.set(true);
-        let mut r = Reconnector::new(1, "fab0", "/run/l.sock");
+        let mut r = Reconnector::new(1, "fab0", DEVICE);
         for _ in 0..5 {
-            assert_eq!(r.tick(&port, &gate), None);
+            assert_eq!(r.tick(t.next(), &port, &gate), None);
             assert_eq!(worker.pass(), 0);
         }
-        // The server leaves: the link is down two ticks before the port closes.
+        // The server leaves: the link is down 3 s before the port closes.
         port.server.set(false);
         port.up.set(false);
-        assert_eq!(r.tick(&port, &gate), None);
-        assert_eq!(gate.closed(), 0);
-        assert_eq!(r.tick(&port, &gate), None);
+        for _ in 0..6 {
+            assert_eq!(r.tick(t.next(), &port, &gate), None);
+            assert_eq!(gate.closed(), 0);
+        }
+        assert_eq!(r.tick(t.next(), &port, &gate), None);
         assert_eq!(gate.closed(), 0b10, "closed to the workers");
         // Not restarted while the worker has not passed the gate.
-        assert_eq!(r.tick(&port, &gate), None);
+        assert_eq!(r.tick(t.next(), &port, &gate), None);
         assert_eq!(port.restarts.get(), 0);
         assert_eq!(worker.pass(), 0b10);
-        // Restarted: the server is not there, said once, tried every tick.
-        let said = r.tick(&port, &gate).expect("a failed start is said");
+        // Restarted: the server is not there, said once (with why), tried every second.
+        let said = r
+            .tick(t.next(), &port, &gate)
+            .expect("a failed start is said");
         assert!(
-            said.contains("fab0") && said.contains("not back yet") && said.contains("/run/l.sock"),
+            said.contains("fab0")
+                && said.contains("not back yet")
+                && said.contains("no socket file at /nonexistent/l.sock"),
             "{said}"
         );
         assert_eq!(port.restarts.get(), 1);
         for n in 2..5 {
-            assert_eq!(r.tick(&port, &gate), None, "said once an outage");
-            assert_eq!(port.restarts.get(), n);
+            assert_eq!(r.tick(t.next(), &port, &gate), None, "said once an outage");
+            assert_eq!(r.tick(t.next(), &port, &gate), None);
+            assert_eq!(port.restarts.get(), n, "once a second");
             assert_eq!(gate.closed(), 0b10, "stays closed while stopped");
         }
         // The server is back: started, opened, then connected.
         port.server.set(true);
-        assert_eq!(r.tick(&port, &gate), None);
+        r.tick(t.next(), &port, &gate);
+        r.tick(t.next(), &port, &gate);
         assert_eq!(gate.closed(), 0, "opened once started");
         assert_eq!(worker.pass(), 0);
         port.up.set(true);
-        let said = r.tick(&port, &gate).expect("the reconnection is said");
-        assert!(said.contains("connected"), "{said}");
-        assert_eq!(r.reconnects(), 1);
+        let said = r
+            .tick(t.next(), &port, &gate)
+            .expect("the reconnection is said");
+        assert_eq!(said, "port fab0: connected to its memif server again");
         let restarts = port.restarts.get();
-        for _ in 0..5 {
-            assert_eq!(r.tick(&port, &gate), None);
+        for _ in 0..20 {
+            assert_eq!(r.tick(t.next(), &port, &gate), None);
         }
         assert_eq!(
             port.restarts.get(),
@@ -275,9 +319,10 @@ mod tests {
     fn a_client_started_before_its_server_waits_for_it() {
         let gate = PortGate::new(1);
         let port = FakeClient::default();
-        let (mut r, said) = Reconnector::waiting(2, "fab2", "/run/l.sock", &gate);
+        let mut t = Clock(Instant::now());
+        let (mut r, said) = Reconnector::waiting(2, "fab2", DEVICE, &gate, t.0);
         assert!(
-            said.contains("not there yet") && said.contains("/run/l.sock"),
+            said.contains("not there yet") && said.contains("/nonexistent/l.sock"),
             "{said}"
         );
         assert_eq!(gate.closed(), 0b100);
@@ -287,50 +332,68 @@ mod tests {
             0b100,
             "the workers start with the port closed"
         );
-        for n in 1..4 {
-            assert_eq!(r.tick(&port, &gate), None, "said at the start only");
-            assert_eq!(port.restarts.get(), n);
+        for _ in 0..6 {
+            assert_eq!(
+                r.tick(t.next(), &port, &gate),
+                None,
+                "said at the start only"
+            );
         }
+        assert_eq!(port.restarts.get(), 3);
         port.server.set(true);
-        r.tick(&port, &gate);
+        r.tick(t.next(), &port, &gate);
+        r.tick(t.next(), &port, &gate);
         assert_eq!(gate.closed(), 0);
         port.up.set(true);
-        let said = r.tick(&port, &gate).unwrap();
+        let said = r.tick(t.next(), &port, &gate).unwrap();
         assert_eq!(said, "port fab2: connected to its memif server");
-        assert_eq!(r.reconnects(), 0);
     }
 
-    /// A port started again whose link does not come up is restarted again, after a while;
-    /// a link down for a single tick is left alone.
+    /// A port started again whose link does not come up is started again, after a while; a
+    /// link down for less than the wait is left alone; a port that connects while it is
+    /// being closed is left running, not started again.
     #[test]
     fn a_restart_that_does_not_connect_is_tried_again() {
         let gate = PortGate::new(1);
         let mut worker = gate.slot(0);
         let port = FakeClient::default();
+        let mut t = Clock(Instant::now());
         port.server.set(true);
         port.up.set(true);
-        let mut r = Reconnector::new(0, "fab1", "/run/l.sock");
+        let mut r = Reconnector::new(0, "fab1", DEVICE);
+        for up in [false, false, true, false, false, false, false, false, false] {
+            port.up.set(up);
+            r.tick(t.next(), &port, &gate);
+        }
+        assert_eq!(gate.closed(), 0, "down less than 3 s at a time");
         port.up.set(false);
-        r.tick(&port, &gate);
-        port.up.set(true);
-        r.tick(&port, &gate);
-        port.up.set(false);
-        r.tick(&port, &gate);
-        assert_eq!(gate.closed(), 0, "down one tick at a time");
-        r.tick(&port, &gate);
+        r.tick(t.next(), &port, &gate);
         assert_eq!(gate.closed(), 1);
-        worker.pass();
-        r.tick(&port, &gate);
-        assert_eq!((port.restarts.get(), gate.closed()), (1, 0));
-        // The server takes the connection but the link never comes up.
-        for _ in 0..5 {
+        // It connects before the workers have passed: opened again, not restarted.
+        port.up.set(true);
+        let said = r.tick(t.next(), &port, &gate);
+        assert_eq!(
+            said.as_deref(),
+            Some("port fab1: connected to its memif server again")
+        );
+        assert_eq!((port.restarts.get(), gate.closed()), (0, 0));
+        // Down again for good: closed, passed, restarted.
+        port.up.set(false);
+        for _ in 0..7 {
             worker.pass();
-            r.tick(&port, &gate);
+            r.tick(t.next(), &port, &gate);
+        }
+        worker.pass();
+        r.tick(t.next(), &port, &gate);
+        assert_eq!((port.restarts.get(), gate.closed()), (1, 0));
+        // The server takes the connection but the link never comes up: after 5 s, again.
+        for _ in 0..10 {
+            worker.pass();
+            r.tick(t.next(), &port, &gate);
         }
         assert_eq!(gate.closed(), 1, "closed again to be restarted");
         worker.pass();
-        r.tick(&port, &gate);
+        r.tick(t.next(), &port, &gate);
         assert_eq!(port.restarts.get(), 2);
-        assert_eq!(r.reconnects(), 0);
     }
 }

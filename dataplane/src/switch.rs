@@ -17,7 +17,7 @@ use pipeline::impair::Impairer;
 use pipeline::inband::Inband;
 use pipeline::{Forwarder, Pipeline, SharedCounters};
 
-use crate::dpdk::port::{is_memif_server, memif_socket, programs_mac};
+use crate::dpdk::port::{is_memif_server, programs_mac};
 use crate::dpdk::{Eal, Mbuf, Mempool, Port, PortSetup};
 use crate::gate::PortGate;
 use crate::reconnect::Reconnector;
@@ -148,16 +148,18 @@ fn run_with_eal(
         };
         let report = port.configure(&setup, &pool).with_context(key)?;
         let memif_client = is_memif_client(&pc.device);
-        let socket = memif_socket(&pc.device);
         match port.start() {
             // A memif client waits for its server, however they were started.
             Err(_) if memif_client => {
-                let (r, line) = Reconnector::waiting(i, &pc.name, &socket, &gate);
+                let now = std::time::Instant::now();
+                let (r, line) = Reconnector::waiting(i, &pc.name, &pc.device, &gate, now);
                 control::say!("{line}");
                 reconnectors.push(r);
             }
             Err(e) => return Err(e).with_context(key),
-            Ok(()) if memif_client => reconnectors.push(Reconnector::new(i, &pc.name, &socket)),
+            Ok(()) if memif_client => {
+                reconnectors.push(Reconnector::new(i, &pc.name, &pc.device));
+            }
             Ok(()) => {}
         }
         let link = port.link();
@@ -309,12 +311,18 @@ fn run_with_eal(
                 let up = p.link().up;
                 if up != *was {
                     *was = up;
-                    control::say!("{}", link_change(&pc.name, &pc.device, up));
+                    control::say!("{}", link_change(&pc.name, &pc.device, up, held.is_some()));
                 }
             }
             if hold.load(Ordering::Relaxed) && held.is_none() {
                 let generation = (0..ports.len()).map(|p| gate.close(p)).max().unwrap_or(0);
                 held = Some((generation, false));
+                // Workers pass within a loop (a nap, when idle): said now rather than at
+                // the next tick, as a rule.
+                let t0 = std::time::Instant::now();
+                while !gate.passed(generation) && t0.elapsed() < Duration::from_millis(50) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
             match &mut held {
                 Some((generation, said)) => {
@@ -327,7 +335,8 @@ fn run_with_eal(
                 }
                 None => {
                     for r in &mut reconnectors {
-                        if let Some(line) = r.tick(&ports[r.port()], &gate) {
+                        let now = std::time::Instant::now();
+                        if let Some(line) = r.tick(now, &ports[r.port()], &gate) {
                             control::say!("{line}");
                         }
                     }
@@ -443,12 +452,14 @@ fn is_memif_client(device: &str) -> bool {
 }
 
 /// The line that says port `name` (device `device`) went up or down; for a memif port whose
-/// peer left, what comes next.
-fn link_change(name: &str, device: &str, up: bool) -> String {
+/// peer left, what comes next (nothing while the switch holds).
+fn link_change(name: &str, device: &str, up: bool, held: bool) -> String {
     if up {
         return format!("port {name}: link up");
     }
-    let next = if is_memif_client(device) {
+    let next = if held {
+        " (holding: the port stays closed until the stop)"
+    } else if is_memif_client(device) {
         " (its memif server left: the port connects again once the server is back)"
     } else if is_memif_server(device) {
         " (its memif client left; a client that comes back connects again)"
@@ -468,12 +479,18 @@ mod tests {
     fn a_link_going_down_says_what_comes_next() {
         let client = "net_memif1,role=client,socket=/run/l.sock,socket-abstract=no";
         let server = "net_memif0,role=server,socket=/run/l.sock,socket-abstract=no";
-        assert!(link_change("fab0", client, false).contains("connects again once the server"));
-        assert!(link_change("fab1", server, false).contains("connects again"));
+        assert!(
+            link_change("fab0", client, false, false).contains("connects again once the server")
+        );
+        assert!(link_change("fab1", server, false, false).contains("connects again"));
         assert_eq!(
-            link_change("eth0", "0000:3b:00.0", false),
+            link_change("eth0", "0000:3b:00.0", false, false),
             "port eth0: link down"
         );
-        assert_eq!(link_change("fab0", client, true), "port fab0: link up");
+        assert_eq!(
+            link_change("fab0", client, true, false),
+            "port fab0: link up"
+        );
+        assert!(link_change("fab0", client, false, true).contains("holding"));
     }
 }

@@ -357,7 +357,7 @@ impl Worker<'_> {
                     busy.woke(crate::dpdk::tsc());
                     napped += nap;
                     // Packets in a delay line leave on time: no backing off while one holds any.
-                    if napped >= BACKOFF_AFTER && !self.holding() {
+                    if napped >= BACKOFF_AFTER && !self.holding(closed) {
                         nap = (nap * 2).min(self.idle_sleep_max);
                     }
                 }
@@ -376,12 +376,15 @@ impl Worker<'_> {
         pipeline.counters
     }
 
-    /// Whether an impaired port's delay line holds packets.
-    fn holding(&self) -> bool {
-        self.impaired != 0 && self.impair.iter().flatten().any(|i| i.holding() > 0)
+    /// Whether an open impaired port's delay line holds packets (a closed port's wait).
+    fn holding(&self, closed: u32) -> bool {
+        self.impaired & !closed != 0
+            && (self.impair.iter().enumerate())
+                .any(|(e, i)| closed & (1 << e) == 0 && i.as_ref().is_some_and(|i| i.holding() > 0))
     }
 
-    /// Sends what the impaired ports' delay lines release by `now` (a closed port's wait).
+    /// Sends what the impaired ports' delay lines release by `now` (a closed port's packets
+    /// wait until it opens).
     #[inline(never)]
     fn release_impaired(&mut self, now: u64, closed: u32, c: &mut LocalCounters) {
         let mut none = Burst::new();

@@ -63,12 +63,16 @@ struct Output {
     /// Whether stdout is kept in memory: a switch prints statistics every second, for as
     /// long as a lab is held (up to a week), and only its first lines are read here.
     keep_stdout: bool,
+    /// Texts watched for in its output (either stream), each with whether a line held it.
+    marks: Vec<(String, bool)>,
 }
 
 /// A running child.
 pub struct Proc {
     /// Its name in messages (`switch leaf1`).
     pub name: String,
+    /// Whether it said it was ready (set by the caller that waited for it).
+    pub ready: bool,
     child: Child,
     out: Arc<Mutex<Output>>,
     readers: Vec<std::thread::JoinHandle<()>>,
@@ -114,6 +118,7 @@ impl Proc {
             tail: VecDeque::new(),
             stdout: String::new(),
             keep_stdout: true,
+            marks: Vec::new(),
         }));
         let mut readers = Vec::new();
         let stdout = child.stdout.take().expect("piped");
@@ -129,6 +134,9 @@ impl Proc {
                     let line = String::from_utf8_lossy(&line).into_owned();
                     let _ = writeln!(file.lock().expect("log lock"), "{line}");
                     let mut o = out.lock().expect("output lock");
+                    for (text, hit) in o.marks.iter_mut() {
+                        *hit |= line.contains(text.as_str());
+                    }
                     if is_stdout && o.keep_stdout {
                         o.stdout.push_str(&line);
                         o.stdout.push('\n');
@@ -156,6 +164,7 @@ impl Proc {
         }
         Ok(Proc {
             name: name.to_owned(),
+            ready: false,
             child,
             out,
             readers,
@@ -185,6 +194,18 @@ impl Proc {
         let mut o = self.out.lock().expect("output lock");
         o.keep_stdout = false;
         o.stdout = String::new();
+    }
+
+    /// Watches its output, from now on, for a line that holds `text` ([`Proc::said`]).
+    pub fn watch(&self, text: &str) {
+        let mut o = self.out.lock().expect("output lock");
+        o.marks.push((text.to_owned(), false));
+    }
+
+    /// Whether a line it printed since [`Proc::watch`] held `text`.
+    pub fn said(&self, text: &str) -> bool {
+        let o = self.out.lock().expect("output lock");
+        o.marks.iter().any(|(t, hit)| t == text && *hit)
     }
 
     /// Its last lines of output.

@@ -253,16 +253,7 @@ impl Procs {
     /// memif driver does not survive), then each stops, in node order (each link's memif
     /// server first). Returns the switches' summaries.
     fn stop_switches(&mut self) -> Vec<(u32, Option<Summary>, String)> {
-        for (_, p, _) in self.switches.iter() {
-            p.signal(libc::SIGUSR1);
-        }
-        let t0 = Instant::now();
-        for (_, p, _) in self.switches.iter_mut() {
-            // A switch says so within about a second (its control thread's next tick).
-            while t0.elapsed() < HOLD_WAIT && p.exited().is_none() && !p.tail().contains(HOLDING) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
+        self.hold_switches();
         let mut out = Vec::new();
         for (n, p, summary) in self.switches.iter_mut() {
             let st = p.stop(Duration::from_secs(30));
@@ -283,7 +274,31 @@ impl Procs {
         }
     }
 
+    /// Has every switch that is up hold (SIGUSR1) and waits, at most [`HOLD_WAIT`] in all,
+    /// until each says so; says which did not. (One still starting may not handle the
+    /// signal yet, and has no worker to catch.)
+    fn hold_switches(&mut self) {
+        for (_, p, _) in self.switches.iter().filter(|(_, p, _)| p.ready) {
+            p.signal(libc::SIGUSR1);
+        }
+        let t0 = Instant::now();
+        for (_, p, _) in self.switches.iter_mut().filter(|(_, p, _)| p.ready) {
+            // A switch says so within a second or two (its control thread's ticks).
+            while t0.elapsed() < HOLD_WAIT && p.exited().is_none() && !p.said(HOLDING) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if p.exited().is_none() && !p.said(HOLDING) {
+                eprintln!(
+                    "pint-lab: {} did not hold within {} s; stopping it anyway",
+                    p.name,
+                    HOLD_WAIT.as_secs()
+                );
+            }
+        }
+    }
+
     fn teardown(&mut self) {
+        self.hold_switches();
         for (_, p, _) in self.switches.iter_mut() {
             p.stop(Duration::from_secs(30));
         }
@@ -422,11 +437,13 @@ fn run_inner(
         // its runtime directory, which the lab then removes.
         let prefix = format!("pint-switch-{}-{}", lab.switch_id(s.node), p.pid());
         p.set_runtime_dir(crate::testpmd::eal_runtime_dir(&prefix));
+        p.watch(HOLDING);
         procs.switches.push((s.node, p, summary));
-        // A memif client's port does not start without its server, and every switch is a
-        // client only of lower-numbered ones: each waits for the one before.
+        // Every switch is a memif client only of lower-numbered ones: each waits for the one
+        // before, so that its ports connect at once.
         let (_, p, _) = procs.switches.last_mut().expect("just pushed");
         p.wait_for(Duration::from_secs(60), stop, |l| l.starts_with("routes:"))?;
+        p.ready = true;
         // Its statistics every second stay in its log, not in memory, however long the
         // lab is held.
         p.forget_stdout();

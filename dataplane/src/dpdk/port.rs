@@ -199,9 +199,35 @@ fn devarg(devargs: &str, key: &str) -> Option<String> {
     })
 }
 
-/// A memif device's socket, as its arguments name it (DPDK's default when they do not).
-pub fn memif_socket(devargs: &str) -> String {
-    devarg(devargs, "socket").unwrap_or_else(|| "/run/memif.sock".to_owned())
+/// Why a memif client's connection to its server may have failed, as far as its socket says
+/// (the driver's start says only that it failed).
+pub fn memif_client_trouble(devargs: &str) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    // DPDK's defaults: /run/memif.sock, in the abstract namespace.
+    let socket = devarg(devargs, "socket").unwrap_or_else(|| "/run/memif.sock".to_owned());
+    if socket.len() > 107 {
+        return format!(
+            "its socket path {socket} is longer than the 107 bytes a Unix socket takes"
+        );
+    }
+    if devarg(devargs, "socket-abstract").is_none_or(|v| v != "no") {
+        return format!("nothing listens on the abstract socket {socket}");
+    }
+    match std::fs::metadata(&socket) {
+        Err(_) => format!("no socket file at {socket}"),
+        Ok(m) if !m.file_type().is_socket() => format!("{socket} is not a socket"),
+        Ok(_) => {
+            let path = std::ffi::CString::new(socket.as_bytes()).unwrap_or_default();
+            // SAFETY: a NUL-terminated path.
+            if unsafe { libc::access(path.as_ptr(), libc::W_OK) } != 0 {
+                format!("no permission to connect to {socket}")
+            } else {
+                format!(
+                    "nothing takes a connection at {socket}: a server killed without closing its port leaves its file"
+                )
+            }
+        }
+    }
 }
 
 /// Runs `f` with the memif driver's log limited to critical errors: a client port started
