@@ -40,6 +40,8 @@ struct Switch {
     child: Child,
     log: std::thread::JoinHandle<String>,
     summary: PathBuf,
+    /// Told when the switch says it holds (SIGUSR1).
+    held: mpsc::Receiver<()>,
 }
 
 fn start_switch(dir: &Scratch, name: &str, config: &str) -> Switch {
@@ -61,6 +63,7 @@ fn start_switch(dir: &Scratch, name: &str, config: &str) -> Switch {
     let stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
     let (ready_tx, ready) = mpsc::channel();
+    let (held_tx, held) = mpsc::channel();
     let log = std::thread::spawn(move || {
         let mut all = String::new();
         let err = std::thread::spawn(move || {
@@ -74,6 +77,9 @@ fn start_switch(dir: &Scratch, name: &str, config: &str) -> Switch {
         {
             if line.starts_with("routes:") {
                 let _ = ready_tx.send(());
+            }
+            if line.starts_with("holding (SIGUSR1)") {
+                let _ = held_tx.send(());
             }
             all.push_str(&line);
             all.push('\n');
@@ -89,6 +95,7 @@ fn start_switch(dir: &Scratch, name: &str, config: &str) -> Switch {
         child,
         log,
         summary,
+        held,
     }
 }
 
@@ -98,6 +105,15 @@ fn signal(child: &Child, sig: i32) {
 }
 
 impl Switch {
+    /// Asks it to hold (every port closed to its workers) and waits until it says so.
+    fn hold(&self) {
+        signal(&self.child, libc::SIGUSR1);
+        assert!(
+            self.held.recv_timeout(Duration::from_secs(30)).is_ok(),
+            "the switch did not hold"
+        );
+    }
+
     fn stop(self) -> (Summary, String) {
         signal(&self.child, libc::SIGINT);
         let out = self.child.wait_with_output().unwrap();
@@ -472,7 +488,11 @@ fn three_switches_carry_decode_and_count_telemetry() {
     let received = received
         .recv_timeout(Duration::from_secs(60))
         .expect("receiver report");
-    // Servers leave before their memif clients (see docs/config.md).
+    // Every switch holds, so that none can be caught in a call on a memif port whose peer
+    // leaves; then servers leave before their memif clients (see docs/config.md).
+    for s in [&s1, &s2, &s3] {
+        s.hold();
+    }
     let (sum1, log1) = s1.stop();
     let (sum2, log2) = s2.stop();
     let (sum3, log3) = s3.stop();
