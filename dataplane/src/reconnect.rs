@@ -248,14 +248,19 @@ mod tests {
         }
     }
 
+    /// A client port whose server is there and whose link is up, and a clock.
+    fn connected_client() -> (FakeClient, Clock) {
+        let port = FakeClient::default();
+        port.server.set(true);
+        port.up.set(true);
+        (port, Clock(Instant::now()))
+    }
+
     #[test]
     fn a_client_connects_again_once_its_server_is_back() {
         let gate = PortGate::new(1);
         let mut worker = gate.slot(0);
-        let port = FakeClient::default();
-        let mut t = Clock(Instant::now());
-        port.server.set(true);
-        port.up.set(true);
+        let (port, mut t) = connected_client();
         let mut r = Reconnector::new(1, "fab0", DEVICE);
         for _ in 0..5 {
             assert_eq!(r.tick(t.next(), &port, &gate), None);
@@ -356,10 +361,7 @@ mod tests {
     fn a_restart_that_does_not_connect_is_tried_again() {
         let gate = PortGate::new(1);
         let mut worker = gate.slot(0);
-        let port = FakeClient::default();
-        let mut t = Clock(Instant::now());
-        port.server.set(true);
-        port.up.set(true);
+        let (port, mut t) = connected_client();
         let mut r = Reconnector::new(0, "fab1", DEVICE);
         for up in [false, false, true, false, false, false, false, false, false] {
             port.up.set(up);

@@ -17,7 +17,7 @@ use pipeline::impair::Impairer;
 use pipeline::inband::Inband;
 use pipeline::{Forwarder, Pipeline, SharedCounters};
 
-use crate::dpdk::port::{is_memif_server, programs_mac};
+use crate::dpdk::port::{is_memif_client, is_memif_server, programs_mac};
 use crate::dpdk::{Eal, Mbuf, Mempool, Port, PortSetup};
 use crate::gate::PortGate;
 use crate::reconnect::Reconnector;
@@ -444,11 +444,6 @@ impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::SeqCst);
     }
-}
-
-/// Whether `device` is a memif client's arguments.
-fn is_memif_client(device: &str) -> bool {
-    device.trim_start().starts_with("net_memif") && !is_memif_server(device)
 }
 
 /// The line that says port `name` (device `device`) went up or down; for a memif port whose

@@ -178,6 +178,11 @@ pub(crate) fn is_memif_server(devargs: &str) -> bool {
         })
 }
 
+/// Whether `devargs` are a memif client's (`role=client`).
+pub(crate) fn is_memif_client(devargs: &str) -> bool {
+    devargs.trim_start().starts_with("net_memif") && !is_memif_server(devargs)
+}
+
 /// Where a memif server's socket file would be, if it is a file (`socket-abstract=no`)
 /// that exists already: a server killed without closing its port leaves it, and a new
 /// server of the same socket then cannot start.

@@ -25,6 +25,18 @@ fn context() -> (ShardContext, u32) {
     )
 }
 
+/// Sweeps every flow out of `t` as idle (none has had a packet for the last 5 ms), their
+/// windows closed and judged in `cx`.
+fn forget_idle_flows(t: &mut FlowTable, cx: Option<&ShardContext>) {
+    std::thread::sleep(Duration::from_millis(5));
+    t.sweep(
+        Duration::from_millis(1),
+        Duration::from_secs(3600),
+        cx,
+        |_| true,
+    );
+}
+
 fn digest(version: u32, flow: u32, i: u32) -> WireDigest {
     WireDigest {
         key: FlowKey {
@@ -101,13 +113,7 @@ fn long_paths_fill_the_table_by_their_hops() {
     assert_eq!(with_path, 1000, "3-hop paths fit");
     assert_eq!(t.hops_held, 3000);
     // Forgotten flows give their hops back.
-    std::thread::sleep(Duration::from_millis(5));
-    t.sweep(
-        Duration::from_millis(1),
-        Duration::from_secs(3600),
-        None,
-        |_| true,
-    );
+    forget_idle_flows(&mut t, None);
     assert_eq!((t.len(), t.hops_held), (0, 0));
 }
 
@@ -1067,13 +1073,7 @@ fn probes_left_out_for_a_stepped_clock_are_no_loss() {
             all.drain(100..180);
         }
         t.add_probes(&cx, &all);
-        std::thread::sleep(Duration::from_millis(5));
-        t.sweep(
-            Duration::from_millis(1),
-            Duration::from_secs(3600),
-            Some(&cx),
-            |_| true,
-        );
+        forget_idle_flows(&mut t, Some(&cx));
         assert_eq!(t.stats.probes_refused, if refused { 80 } else { 0 });
         let kinds = probe_events(&cx);
         let loss = kinds.contains(&crate::detect::Kind::Loss);
@@ -1131,13 +1131,7 @@ fn probes_whose_reports_the_sink_dropped_are_no_loss() {
             Dropped::NeverArrived => t.add_probes(&cx, &seqs(0..120)),
         }
         t.add_probes(&cx, &later);
-        std::thread::sleep(Duration::from_millis(5));
-        t.sweep(
-            Duration::from_millis(1),
-            Duration::from_secs(3600),
-            Some(&cx),
-            |_| true,
-        );
+        forget_idle_flows(&mut t, Some(&cx));
         let flow = &t.flows.get(&digest(0, 7, 0).key);
         assert!(flow.is_none(), "{how:?}: forgotten at the sweep");
         let spans = probe_loss_spans(&cx);
@@ -1171,13 +1165,7 @@ fn probes_across_a_break_in_their_switchs_records_are_no_loss() {
         };
         t.add_reported_probes(&cx, (3, 7), &seqs(0..120));
         t.add_reported_probes(&cx, breaks_after, &seqs(320..700));
-        std::thread::sleep(Duration::from_millis(5));
-        t.sweep(
-            Duration::from_millis(1),
-            Duration::from_secs(3600),
-            Some(&cx),
-            |_| true,
-        );
+        forget_idle_flows(&mut t, Some(&cx));
         let spans = probe_loss_spans(&cx);
         // Probe 40 is sent at 2 s, probe 120 at 6 s.
         let early = spans.iter().any(|&(start, _)| start < 5.0);
