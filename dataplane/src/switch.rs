@@ -196,7 +196,13 @@ fn run_with_eal(
         drivers.push(report.driver);
         ports.push(port);
     }
-    let fwd = Arc::new(Forwarder::new(&config.tables()).context("building the route table")?);
+    let tables = config.tables();
+    let fwd = Arc::new(Forwarder::new(&tables).context("building the route table")?);
+    // The routes are the forwarder's now; the workers' telemetry needs only the ports.
+    let pipeline::Tables {
+        ports: port_specs, ..
+    } = tables;
+    return_freed_memory();
     control::say!(
         "routes: {} ({} KiB table); workers: {}; telemetry lanes: {}",
         fwd.fib().routes(),
@@ -250,7 +256,6 @@ fn run_with_eal(
         .map(|_| SharedCounters::default())
         .collect();
     let workers_stop = AtomicBool::new(false);
-    let tables = config.tables();
     let (mut inband, mut telemetry) = match TelemetryStart::prepare(config)? {
         Some(t) => (t.workers.into_iter().map(Some).collect(), Some(t.control)),
         None => ((0..workers.len()).map(|_| None).collect::<Vec<_>>(), None),
@@ -269,7 +274,7 @@ fn run_with_eal(
             .zip(inband.iter_mut().map(Option::take))
             .enumerate()
         {
-            let (fwd, stop, tables, gate) = (&fwd, &workers_stop, &tables, &gate);
+            let (fwd, stop, port_specs, gate) = (&fwd, &workers_stop, &port_specs, &gate);
             let prefetch = config.dataplane.prefetch;
             let lcore = wc.lcore;
             let h = std::thread::Builder::new()
@@ -284,7 +289,7 @@ fn run_with_eal(
                     let _reg = eal.register_thread()?;
                     let mut pipeline = Pipeline::new(Arc::clone(fwd), prefetch);
                     if let Some(setup) = setup {
-                        pipeline = pipeline.with_inband(Inband::new(tables, setup));
+                        pipeline = pipeline.with_inband(Inband::new(port_specs, setup));
                     }
                     worker.run(&mut pipeline, counters, stop, gate.slot(w));
                     pipeline.finish();
@@ -462,6 +467,18 @@ fn link_change(name: &str, device: &str, up: bool, held: bool) -> String {
         ""
     };
     format!("port {name}: link down{next}")
+}
+
+/// Hands the memory that reading the configuration and building the route table freed back
+/// to the system: glibc keeps a freed heap's pages (a large table's TOML takes gigabytes
+/// while it is read) unless asked, and the switch would hold them while it runs.
+#[cold]
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of the allocator's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 #[cfg(test)]

@@ -5,11 +5,13 @@
 
 pub mod impair;
 mod raw;
+mod routes;
 pub mod telemetry;
 pub mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ::telemetry::wire::MacAddr;
 use serde::Serialize;
@@ -51,6 +53,16 @@ pub enum ConfigError {
     },
 }
 
+/// `path` as written in the config file: a relative one is read from the file's directory
+/// (`base`), or from the working directory for a config given as text.
+pub(crate) fn resolve(base: Option<&Path>, path: String) -> PathBuf {
+    let p = PathBuf::from(path);
+    match base {
+        Some(b) if p.is_relative() => b.join(p),
+        _ => p,
+    }
+}
+
 pub(crate) fn key_err(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
     ConfigError::Key {
         key: key.into(),
@@ -66,6 +78,12 @@ pub const MAX_MTU: u16 = 9600;
 pub struct Config {
     /// This switch's identifier (the value PINT path tracing reports), 1 to 2^32-1.
     pub switch_id: u32,
+    /// The file more routes were read from, one per line (None: only `[[routes]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routes_file: Option<PathBuf>,
+    /// How many of `routes`, at its end, came from `routes_file`.
+    #[serde(skip)]
+    pub file_routes: usize,
     /// DPDK EAL settings.
     pub eal: EalConfig,
     /// Data plane settings.
@@ -76,7 +94,7 @@ pub struct Config {
     pub ports: Vec<PortConfig>,
     /// The worker threads and the rx queues each polls.
     pub workers: Vec<WorkerConfig>,
-    /// IPv4 routes.
+    /// IPv4 routes: those of `[[routes]]`, then those of `routes_file`.
     pub routes: Vec<RouteConfig>,
     /// In-band telemetry, FlowRadar and export.
     pub telemetry: TelemetryConfig,
@@ -203,12 +221,12 @@ impl Serialize for RxQueueRef {
 pub struct RouteConfig {
     /// The destination prefix.
     pub prefix: Ipv4Prefix,
-    /// One next hop, or several forming an ECMP group.
-    pub next_hops: Vec<NextHopConfig>,
+    /// One next hop, or several forming an ECMP group; routes with the same group share it.
+    pub next_hops: Arc<[NextHopConfig]>,
 }
 
 /// One next hop of a route.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct NextHopConfig {
     /// Egress port name.
     pub port: String,
@@ -293,11 +311,16 @@ impl Config {
     /// file's directory, is printed absolute).
     pub fn to_toml(&self) -> String {
         let mut c = self.clone();
-        if let Some(q) = c.telemetry.queries.as_mut()
-            && let Ok(abs) = std::path::absolute(&*q)
+        for path in [c.telemetry.queries.as_mut(), c.routes_file.as_mut()]
+            .into_iter()
+            .flatten()
         {
-            *q = abs;
+            if let Ok(abs) = std::path::absolute(&*path) {
+                *path = abs;
+            }
         }
+        // The routes file's routes stay in their file.
+        c.routes.truncate(c.routes.len() - c.file_routes);
         toml::to_string(&c).unwrap_or_else(|e| format!("# cannot print configuration: {e}\n"))
     }
 
@@ -352,7 +375,8 @@ impl Config {
     /// a count): frames sent there come back to the switch, or go nowhere.
     pub fn own_mac_next_hop_warnings(&self) -> Vec<String> {
         let own: BTreeSet<MacAddr> = self.ports.iter().map(|p| p.mac).collect();
-        let hits: Vec<String> = self
+        let from_toml = self.routes.len() - self.file_routes;
+        let mut hits = self
             .routes
             .iter()
             .enumerate()
@@ -362,16 +386,20 @@ impl Config {
                     .iter()
                     .enumerate()
                     .filter(|(_, h)| own.contains(&h.mac))
-                    .map(move |(n, h)| (r, n, h.mac))
+                    .map(move |(n, h)| (r, route.prefix, n, h.mac))
             })
-            .map(|(r, n, mac)| {
+            .map(|(r, prefix, n, mac)| {
+                let key = if r < from_toml {
+                    format!("`routes[{r}].next_hops[{n}].mac`")
+                } else {
+                    format!("`routes_file` (the route for {prefix}, next hop {})", n + 1)
+                };
                 format!(
-                    "config key `routes[{r}].next_hops[{n}].mac`: {mac} is one of this switch's own port MACs (frames sent there come back to the switch or go nowhere)"
+                    "config key {key}: {mac} is one of this switch's own port MACs (frames sent there come back to the switch or go nowhere)"
                 )
-            })
-            .collect();
-        let more = hits.len().saturating_sub(5);
-        let mut out: Vec<String> = hits.into_iter().take(5).collect();
+            });
+        let mut out: Vec<String> = hits.by_ref().take(5).collect();
+        let more = hits.count();
         if more > 0 {
             out.push(format!(
                 "... and {more} more next hops with this switch's own MACs"
@@ -459,22 +487,30 @@ impl Config {
                     capacity_bps: p.capacity_bps,
                 })
                 .collect(),
-            routes: self
-                .routes
-                .iter()
-                .map(|r| pipeline::RouteSpec {
-                    addr: r.prefix.addr,
-                    len: r.prefix.len,
-                    next_hops: r
-                        .next_hops
-                        .iter()
-                        .map(|h| pipeline::NextHopSpec {
-                            port: h.port_index as u16,
-                            mac: h.mac,
-                        })
-                        .collect(),
-                })
-                .collect(),
+            routes: {
+                // Each group once, shared as the config's routes share it.
+                let mut groups = std::collections::HashMap::new();
+                self.routes
+                    .iter()
+                    .map(|r| pipeline::RouteSpec {
+                        addr: r.prefix.addr,
+                        len: r.prefix.len,
+                        next_hops: Arc::clone(
+                            groups
+                                .entry(Arc::as_ptr(&r.next_hops).cast::<NextHopConfig>())
+                                .or_insert_with(|| {
+                                    r.next_hops
+                                        .iter()
+                                        .map(|h| pipeline::NextHopSpec {
+                                            port: h.port_index as u16,
+                                            mac: h.mac,
+                                        })
+                                        .collect()
+                                }),
+                        ),
+                    })
+                    .collect()
+            },
             ecmp_seed: self.dataplane.ecmp_seed,
         }
     }
@@ -819,102 +855,14 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
         port.rx_queues = n;
     }
 
-    let mut routes = Vec::with_capacity(raw.routes.len());
-    let mut prefixes = BTreeMap::new();
-    for (r, rr) in raw.routes.into_iter().enumerate() {
-        let k = |f: &str| format!("routes[{r}].{f}");
-        let text = rr.prefix.ok_or_else(|| key_err(k("prefix"), "missing"))?;
-        let prefix: Ipv4Prefix = text.parse().map_err(|e| key_err(k("prefix"), e))?;
-        if let Some(j) = prefixes.insert(prefix, r) {
-            return Err(key_err(
-                k("prefix"),
-                format!("{prefix} is already routed by routes[{j}]"),
-            ));
-        }
-        let Some(raw_hops) = rr.next_hops else {
-            return Err(key_err(
-                k("next_hops"),
-                "missing (a list of { port = \"...\", mac = \"...\" })",
-            ));
-        };
-        if raw_hops.is_empty() {
-            return Err(key_err(
-                k("next_hops"),
-                "no next hop (list { port = \"...\", mac = \"...\" })",
-            ));
-        }
-        if raw_hops.len() > 64 {
-            return Err(key_err(k("next_hops"), "more than 64 next hops"));
-        }
-        let mut next_hops = Vec::with_capacity(raw_hops.len());
-        for (n, nh) in raw_hops.into_iter().enumerate() {
-            let nk = |f: &str| format!("routes[{r}].next_hops[{n}].{f}");
-            let port = nh.port.ok_or_else(|| key_err(nk("port"), "missing"))?;
-            let port_index = find_port(&port)
-                .ok_or_else(|| key_err(nk("port"), format!("no port is named `{port}`")))?;
-            let mac_text = nh
-                .mac
-                .ok_or_else(|| key_err(nk("mac"), "missing (the next hop's MAC address)"))?;
-            let mac: MacAddr =
-                mac_text
-                    .parse()
-                    .map_err(|e: ::telemetry::wire::ethernet::MacParseError| {
-                        key_err(nk("mac"), e.to_string())
-                    })?;
-            // A typo here is a silent black hole (the port counts the packets as sent).
-            if mac.is_multicast() {
-                return Err(key_err(
-                    nk("mac"),
-                    format!("{mac} is a multicast address, not a next hop's"),
-                ));
-            }
-            if mac == MacAddr([0; 6]) {
-                return Err(key_err(
-                    nk("mac"),
-                    "00:00:00:00:00:00 is no station's address",
-                ));
-            }
-            let hop = NextHopConfig {
-                port,
-                port_index,
-                mac,
-            };
-            if let Some(j) = next_hops.iter().position(|h| *h == hop) {
-                return Err(key_err(
-                    nk("port"),
-                    format!("the same next hop as next_hops[{j}] (each next hop once)"),
-                ));
-            }
-            next_hops.push(hop);
-        }
-        routes.push(RouteConfig { prefix, next_hops });
-    }
-    // Routes with the same next-hop group share its entries in the table, whose room is
-    // bounded; checked here so that a config that passes does not fail at the start.
-    let mut groups = std::collections::HashSet::new();
-    let entries: usize = routes
-        .iter()
-        .map(|r| {
-            r.next_hops
-                .iter()
-                .map(|h| (h.port_index, h.mac))
-                .collect::<Vec<_>>()
-        })
-        .filter_map(|g| {
-            let n = g.len();
-            groups.insert(g).then_some(n)
-        })
-        .sum();
-    if entries > pipeline::fib::MAX_NEXT_HOP_ENTRIES {
-        return Err(key_err(
-            "routes",
-            format!(
-                "their {} distinct next-hop groups hold {entries} next hops together, more than the {} the route table holds (routes with the same group share it)",
-                groups.len(),
-                pipeline::fib::MAX_NEXT_HOP_ENTRIES
-            ),
-        ));
-    }
+    let mut table = routes::RouteTable::new(&port_names);
+    table.add_toml(raw.routes)?;
+    let routes_file = raw.routes_file.map(|f| resolve(base, f));
+    let file_routes = match &routes_file {
+        Some(path) => table.add_file(path)?,
+        None => 0,
+    };
+    let routes = table.finish()?;
 
     let telemetry = telemetry::validate(raw.telemetry, base)?;
     let metrics = telemetry::validate_metrics(raw.metrics)?;
@@ -926,6 +874,8 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
         ports,
         workers,
         routes,
+        routes_file,
+        file_routes,
         telemetry,
         metrics,
     })

@@ -10,6 +10,7 @@ use super::types::{IdleMode, PortRole};
 #[serde(deny_unknown_fields)]
 pub(super) struct RawConfig {
     pub switch_id: Option<u64>,
+    pub routes_file: Option<String>,
     #[serde(default)]
     pub eal: RawEal,
     #[serde(default)]

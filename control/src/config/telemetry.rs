@@ -233,13 +233,7 @@ pub(super) fn validate(
     let Some(raw) = raw else {
         return Ok(off);
     };
-    let queries = raw.queries.map(|q| {
-        let p = PathBuf::from(q);
-        match base {
-            Some(b) if p.is_relative() => b.join(p),
-            _ => p,
-        }
-    });
+    let queries = raw.queries.map(|q| super::resolve(base, q));
     let path_length_bound = match raw.path_length_bound {
         Some(d) if !(1..=255).contains(&d) => {
             return Err(key_err(

@@ -597,7 +597,17 @@ fn a_printed_config_reads_back_as_the_same_switch() {
     std::fs::create_dir_all(dir.join("q")).unwrap();
     std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
     std::fs::write(dir.join("q/good.toml"), telemetry::PAPER_QUERIES).unwrap();
+    std::fs::write(
+        dir.join("q/table.routes"),
+        "172.16.0.0/12 up1 02:00:00:00:02:01 up0 02:00:00:00:02:00\n",
+    )
+    .unwrap();
     let every_key = GOOD
+        .replacen(
+            "switch_id = 7",
+            "switch_id = 7\nroutes_file = \"q/table.routes\"",
+            1,
+        )
         .replacen(
             "capacity = \"40G\"",
             "capacity = \"40G\"\nrx_descriptors = 512\ntx_descriptors = 2048\npromiscuous = false\nimpair = { loss = 0.01, delay_us = 2000, jitter_us = 500, reorder = 0.001, limit = 100, from_s = 5, until_s = 15.5, seed = 9 }",

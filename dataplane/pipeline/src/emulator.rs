@@ -147,7 +147,7 @@ impl Emulator {
                 .map(|p| LoadParams::new(p.capacity_bps, config.base_rtt_ns))
                 .collect();
             let inband = Inband::new(
-                &tables,
+                &tables.ports,
                 InbandSetup {
                     switch_id,
                     shim_ethertype: config.shim_ethertype,

@@ -150,7 +150,7 @@ pub fn tables(
         routes.push(RouteSpec {
             addr,
             len,
-            next_hops,
+            next_hops: next_hops.into(),
         });
     }
     Ok(Tables {

@@ -103,7 +103,7 @@ impl Fib {
             if r.next_hops.is_empty() || r.next_hops.len() >= 1 << COUNT_BITS {
                 return Err(LpmError::BadNextHops(r.next_hops.len()));
             }
-            if let Some(&start) = groups.get(r.next_hops.as_slice()) {
+            if let Some(&start) = groups.get(&r.next_hops[..]) {
                 entries.push((
                     r.addr,
                     r.len,
@@ -115,13 +115,13 @@ impl Fib {
                 return Err(LpmError::TooManyNextHops(MAX_NEXT_HOP_ENTRIES));
             }
             let start = hops.len() as u32;
-            groups.insert(r.next_hops.as_slice(), start);
+            groups.insert(&r.next_hops[..], start);
             entries.push((
                 r.addr,
                 r.len,
                 (start << COUNT_BITS) | r.next_hops.len() as u32,
             ));
-            for h in &r.next_hops {
+            for h in r.next_hops.iter() {
                 let egress = tables
                     .ports
                     .get(usize::from(h.port))

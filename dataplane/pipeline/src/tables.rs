@@ -2,6 +2,8 @@
 //! routes, built by the control side from the configuration (or by the emulator from a
 //! topology). Nothing here knows about files or DPDK.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use telemetry::wire::MacAddr;
 
@@ -52,8 +54,9 @@ pub struct RouteSpec {
     pub addr: u32,
     /// Prefix length, 0 to 32.
     pub len: u8,
-    /// One next hop, or several forming an ECMP group (at most 64).
-    pub next_hops: Vec<NextHopSpec>,
+    /// One next hop, or several forming an ECMP group (at most 64). Shared: a table of a
+    /// million routes usually has a few groups, and its routes should not each hold a copy.
+    pub next_hops: Arc<[NextHopSpec]>,
 }
 
 /// Everything the forwarding step reads, as plain values.

@@ -378,7 +378,7 @@ fn routes_share_their_next_hop_groups() {
         t.routes
             .push(route([11, (i >> 8) as u8, i as u8, 0], 24, group));
     }
-    let groups: Vec<&[NextHopSpec]> = t.routes.iter().map(|r| r.next_hops.as_slice()).collect();
+    let groups: Vec<&[NextHopSpec]> = t.routes.iter().map(|r| &r.next_hops[..]).collect();
     let before = crate::fib::next_hop_entries(groups[..groups.len() - 1000].iter().copied());
     assert_eq!(
         crate::fib::next_hop_entries(groups.iter().copied()),

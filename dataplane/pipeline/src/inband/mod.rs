@@ -41,7 +41,7 @@ use crate::frame::PacketBuf;
 use crate::load::{PortLoads, SharedLoad, carried_value};
 use crate::plans::{PlanCell, WorkerPlans};
 use crate::stages::{self, STAGES};
-use crate::tables::{MAX_PORTS, PortRole, Tables};
+use crate::tables::{MAX_PORTS, PortRole, PortSpec};
 
 mod encode;
 mod parse;
@@ -213,11 +213,12 @@ fn be16(b: &[u8], at: usize) -> u16 {
 }
 
 impl Inband {
-    /// The telemetry state of a worker of a switch with `tables`.
-    pub fn new(tables: &Tables, setup: InbandSetup) -> Inband {
+    /// The telemetry state of a worker of a switch with these ports (the routes are the
+    /// forwarder's).
+    pub fn new(ports: &[PortSpec], setup: InbandSetup) -> Inband {
         let mut mtu = [0u16; MAX_PORTS];
         let mut edge_ports = 0u32;
-        for (i, p) in tables.ports.iter().enumerate().take(MAX_PORTS) {
+        for (i, p) in ports.iter().enumerate().take(MAX_PORTS) {
             mtu[i] = p.mtu;
             if p.role == PortRole::Edge {
                 edge_ports |= 1 << i;
