@@ -34,5 +34,5 @@ pub fn run(a: SwitchArgs) -> anyhow::Result<()> {
         until_idle: a.until_idle.map(Duration::from_millis),
         ..Default::default()
     };
-    dataplane::switch::run(&config, &opts).map(drop)
+    dataplane::switch::run(config, &opts).map(drop)
 }

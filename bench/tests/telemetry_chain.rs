@@ -815,6 +815,20 @@ expected_flows = 2000
         "both workers received: {:?}",
         sum.worker_rx_packets
     );
+    assert_eq!(sum.workers.len(), 2);
+    assert_eq!(
+        sum.workers.iter().map(|w| w.rx_packets).sum::<u64>(),
+        sum.rx_packets
+    );
+    assert_eq!(
+        sum.workers.iter().map(|w| w.tx_packets).sum::<u64>(),
+        sum.tx_packets
+    );
+    assert!(
+        sum.workers.iter().all(|w| w.epochs_closed > 0),
+        "{:?}",
+        sum.workers
+    );
     let hello = &got.hellos[0];
     assert_eq!(hello.table_seeds.len(), 2);
     assert_ne!(

@@ -133,8 +133,7 @@ impl TelemetryStart {
         let plan = Arc::new(SwitchPlan::new(plan, text, config.switch_id));
         let plans = Arc::new(PlanCell::new(Some(Arc::clone(&plan))));
         let clock = SharedClock::calibrate(Duration::from_millis(20));
-        let tables = config.tables();
-        let params: Vec<LoadParams> = tables
+        let params: Vec<LoadParams> = config
             .ports
             .iter()
             .map(|p| LoadParams::new(p.capacity_bps, t.base_rtt_us * 1000))

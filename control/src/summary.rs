@@ -185,6 +185,44 @@ pub struct TelemetrySummary {
     pub sink_connections: u64,
 }
 
+/// What one worker did: a worker that stalled or took more than its share shows here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSummary {
+    /// The CPU it ran on.
+    pub lcore: u32,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Packets handed to a tx queue.
+    pub tx_packets: u64,
+    /// Packets the pipeline dropped (every reason).
+    pub dropped: u64,
+    /// Packets dropped because a tx queue stayed full.
+    pub tx_full_drops: u64,
+    /// TSC cycles per packet in its polls that received packets.
+    pub cycles_per_packet: f64,
+    /// Telemetry epochs it closed (one per epoch while it runs with telemetry on).
+    pub epochs_closed: u64,
+}
+
+impl WorkerSummary {
+    /// The summary of the worker on `lcore` from its counters.
+    pub fn of(lcore: u32, c: &LocalCounters) -> WorkerSummary {
+        WorkerSummary {
+            lcore,
+            rx_packets: c.rx_packets,
+            tx_packets: c.tx_packets,
+            dropped: c.dropped(),
+            tx_full_drops: c.tx_full_drops,
+            cycles_per_packet: if c.rx_packets > 0 {
+                c.busy_cycles as f64 / c.rx_packets as f64
+            } else {
+                0.0
+            },
+            epochs_closed: c.telemetry.get(pipeline::TelemetryEvent::EpochClosed),
+        }
+    }
+}
+
 /// What a run did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -220,8 +258,12 @@ pub struct Summary {
     pub intervals: Vec<Interval>,
     /// Per-port driver statistics.
     pub ports: Vec<PortSummary>,
-    /// Per-worker received packets.
+    /// Per-worker received packets (as in `workers`).
     pub worker_rx_packets: Vec<u64>,
+    /// Per-worker totals, in the config's worker order (empty in summaries written before
+    /// they were kept).
+    #[serde(default)]
+    pub workers: Vec<WorkerSummary>,
     /// Telemetry.
     pub telemetry: TelemetrySummary,
 }
@@ -254,6 +296,7 @@ impl Summary {
             intervals: Vec::new(),
             ports: Vec::new(),
             worker_rx_packets: Vec::new(),
+            workers: Vec::new(),
             telemetry: TelemetrySummary {
                 events: t.telemetry,
                 ..Default::default()
@@ -337,6 +380,24 @@ impl Summary {
                 t.frames_sent,
                 t.bytes_sent
             );
+        }
+        if self.workers.len() > 1 {
+            for (i, w) in self.workers.iter().enumerate() {
+                crate::say!(
+                    "worker {i} (lcore {}) rx {} tx {} dropped {} tx_full {}, {:.1} cycles/packet{}",
+                    w.lcore,
+                    w.rx_packets,
+                    w.tx_packets,
+                    w.dropped,
+                    w.tx_full_drops,
+                    w.cycles_per_packet,
+                    if self.telemetry.enabled {
+                        format!(", epochs closed {}", w.epochs_closed)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
         }
         for p in &self.ports {
             let st = &p.stats;
@@ -456,9 +517,19 @@ mod tests {
             },
         });
         s.telemetry.plan_version = Some("0badcafe".into());
+        s.workers.push(WorkerSummary::of(3, &t));
+        assert_eq!(
+            (s.workers[0].dropped, s.workers[0].cycles_per_packet),
+            (1, 100.0)
+        );
         let back = Summary::from_json(&s.to_json()).unwrap();
         assert_eq!(back, s);
         assert_eq!(back.dropped(), 1);
         assert_eq!(back.cycles_per_packet, 100.0);
+        // A summary written before per-worker totals were kept still reads.
+        let mut old: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
+        old.as_object_mut().unwrap().remove("workers");
+        let back = Summary::from_json(&old.to_string()).unwrap();
+        assert!(back.workers.is_empty());
     }
 }

@@ -38,13 +38,26 @@ pub struct RunOptions {
 }
 
 /// Runs the switch until a signal, the duration, or idleness stops it.
-pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
+pub fn run(mut config: Config, opts: &RunOptions) -> anyhow::Result<Summary> {
+    let config = &mut config;
     let resources::Preflight {
         main_lcore,
         mbufs,
         room,
         memory_mb,
     } = resources::preflight(config)?;
+    // The routes go into the forwarder, and neither the config's copy nor the tables' stay
+    // for the run (a full table's would take hundreds of megabytes).
+    let tables = config.take_tables();
+    let fwd = Forwarder::new(&tables).context("building the route table")?;
+    let pipeline::Tables {
+        ports: port_specs,
+        routes,
+        ..
+    } = tables;
+    drop(routes);
+    return_freed_memory();
+    let config = &*config;
     let eal_args = opts
         .eal_args
         .clone()
@@ -78,7 +91,11 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<Summary> {
         reload: &reload,
         hold: &hold,
     };
-    let summary = run_with_eal(&eal, config, opts, mbufs, room, signals);
+    let built = Built {
+        fwd: Arc::new(fwd),
+        port_specs,
+    };
+    let summary = run_with_eal(&eal, config, built, opts, mbufs, room, signals);
     drop(eal);
     summary
 }
@@ -92,9 +109,17 @@ struct Signals<'a> {
     hold: &'a AtomicBool,
 }
 
+/// What is built from the config before DPDK starts: the forwarder (the route table) and
+/// the ports as the workers' telemetry sees them.
+struct Built {
+    fwd: Arc<Forwarder>,
+    port_specs: Vec<pipeline::PortSpec>,
+}
+
 fn run_with_eal(
     eal: &Eal,
     config: &Config,
+    built: Built,
     opts: &RunOptions,
     mbufs: u32,
     room: u16,
@@ -196,13 +221,7 @@ fn run_with_eal(
         drivers.push(report.driver);
         ports.push(port);
     }
-    let tables = config.tables();
-    let fwd = Arc::new(Forwarder::new(&tables).context("building the route table")?);
-    // The routes are the forwarder's now; the workers' telemetry needs only the ports.
-    let pipeline::Tables {
-        ports: port_specs, ..
-    } = tables;
-    return_freed_memory();
+    let Built { fwd, port_specs } = built;
     control::say!(
         "routes: {} ({} KiB table); workers: {}; telemetry lanes: {}",
         fwd.fib().routes(),
@@ -404,7 +423,12 @@ fn run_with_eal(
     }
     summary.intervals = outcome.intervals;
     summary.ports = port_summaries;
-    summary.worker_rx_packets = shared.iter().map(|s| s.read().rx_packets).collect();
+    summary.workers = shared
+        .iter()
+        .zip(&config.workers)
+        .map(|(s, wc)| control::summary::WorkerSummary::of(wc.lcore, &s.read()))
+        .collect();
+    summary.worker_rx_packets = summary.workers.iter().map(|w| w.rx_packets).collect();
     summary.print();
     if let Some(path) = &opts.summary_json {
         std::fs::write(path, summary.to_json())
@@ -470,14 +494,23 @@ fn link_change(name: &str, device: &str, up: bool, held: bool) -> String {
 }
 
 /// Hands the memory that reading the configuration and building the route table freed back
-/// to the system: glibc keeps a freed heap's pages (a large table's TOML takes gigabytes
-/// while it is read) unless asked, and the switch would hold them while it runs.
+/// to the system when there is much of it: glibc keeps a freed heap's pages (a large
+/// table's TOML takes gigabytes while it is read) unless asked, and the switch would hold
+/// them while it runs. A small config leaves little, and its memory stays as it was: the
+/// workers' state, allocated next, was measured sensitive to where it lands
+/// (docs/benchmarks.md).
 #[cold]
 fn return_freed_memory() {
+    /// Free bytes in the allocator's heaps above which they are handed back.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free pages of the allocator's own heaps.
+    const WORTH_RETURNING: usize = 64 << 20;
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallinfo2 only reads the allocator's statistics; malloc_trim only returns
+    // free pages of its own heaps.
     unsafe {
-        libc::malloc_trim(0);
+        if libc::mallinfo2().fordblks > WORTH_RETURNING {
+            libc::malloc_trim(0);
+        }
     }
 }
 

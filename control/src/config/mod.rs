@@ -320,7 +320,8 @@ impl Config {
             }
         }
         // The routes file's routes stay in their file.
-        c.routes.truncate(c.routes.len() - c.file_routes);
+        c.routes
+            .truncate(c.routes.len().saturating_sub(c.file_routes));
         toml::to_string(&c).unwrap_or_else(|e| format!("# cannot print configuration: {e}\n"))
     }
 
@@ -375,7 +376,7 @@ impl Config {
     /// a count): frames sent there come back to the switch, or go nowhere.
     pub fn own_mac_next_hop_warnings(&self) -> Vec<String> {
         let own: BTreeSet<MacAddr> = self.ports.iter().map(|p| p.mac).collect();
-        let from_toml = self.routes.len() - self.file_routes;
+        let from_toml = self.routes.len().saturating_sub(self.file_routes);
         let mut hits = self
             .routes
             .iter()
@@ -471,6 +472,16 @@ impl Config {
                 )
             })
             .collect()
+    }
+
+    /// The pipeline's tables, taking the routes out of this config (left with none): a
+    /// switch needs them only to build its forwarder, and the copies of a full table would
+    /// otherwise stay for the whole run.
+    pub fn take_tables(&mut self) -> pipeline::Tables {
+        let tables = self.tables();
+        self.routes = Vec::new();
+        self.file_routes = 0;
+        tables
     }
 
     /// The pipeline's tables: ports and routes as plain values.

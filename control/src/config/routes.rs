@@ -2,6 +2,7 @@
 //! checked, and routes with the same next-hop group sharing one copy of it (a table of a
 //! million routes usually has a few groups).
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::path::Path;
@@ -31,12 +32,6 @@ impl std::fmt::Display for Origin {
             Origin::Line(n) => write!(f, "line {n} of routes_file"),
         }
     }
-}
-
-/// Which part of a next hop a problem is in.
-enum HopField {
-    Port,
-    Mac,
 }
 
 /// Collects and checks routes in the order they are written.
@@ -92,13 +87,13 @@ impl<'a> RouteTable<'a> {
             for (n, nh) in raw_hops.into_iter().enumerate() {
                 let nk = |f: &str| format!("routes[{r}].next_hops[{n}].{f}");
                 let port = nh.port.ok_or_else(|| key_err(nk("port"), "missing"))?;
+                let port_index = self.port(&port).map_err(|e| key_err(nk("port"), e))?;
                 let mac = nh
                     .mac
                     .ok_or_else(|| key_err(nk("mac"), "missing (the next hop's MAC address)"))?;
-                let hop = self.next_hop(&port, &mac).map_err(|(f, e)| match f {
-                    HopField::Port => key_err(nk("port"), e),
-                    HopField::Mac => key_err(nk("mac"), e),
-                })?;
+                let hop = self
+                    .next_hop(port_index, &mac)
+                    .map_err(|e| key_err(nk("mac"), e))?;
                 if let Some(j) = hops.iter().position(|h| *h == hop) {
                     return Err(key_err(
                         nk("port"),
@@ -134,7 +129,13 @@ impl<'a> RouteTable<'a> {
                 }
                 Err(e) => return Err(key_err("routes_file", format!("cannot read {shown}: {e}"))),
             }
-            self.add_line(&line, number).map_err(at)?;
+            // A byte-order mark, as some editors write, is no part of the first route.
+            let text = if number == 1 {
+                line.strip_prefix('\u{feff}').unwrap_or(&line)
+            } else {
+                &line
+            };
+            self.add_line(text, number).map_err(at)?;
         }
         Ok(self.routes.len() - before)
     }
@@ -160,8 +161,9 @@ impl<'a> RouteTable<'a> {
                 format!("next hop {n}: port `{port}` has no MAC after it (PREFIX PORT MAC [PORT MAC ...])")
             })?;
             let hop = self
-                .next_hop(port, mac)
-                .map_err(|(_, e)| format!("next hop {n}: {e}"))?;
+                .port(port)
+                .and_then(|p| self.next_hop(p, mac))
+                .map_err(|e| format!("next hop {n}: {e}"))?;
             if let Some(j) = hops.iter().position(|h| *h == hop) {
                 return Err(format!(
                     "next hop {n} is the same as next hop {} (each next hop once)",
@@ -181,39 +183,36 @@ impl<'a> RouteTable<'a> {
 
     /// Takes `prefix` for the route at `origin`, unless an earlier route has it.
     fn claim(&mut self, prefix: Ipv4Prefix, origin: Origin) -> Result<(), String> {
-        match self.prefixes.insert(prefix, origin) {
-            Some(earlier) => {
-                self.prefixes.insert(prefix, earlier);
-                Err(format!("{prefix} is already routed by {earlier}"))
+        match self.prefixes.entry(prefix) {
+            Entry::Occupied(earlier) => {
+                Err(format!("{prefix} is already routed by {}", earlier.get()))
             }
-            None => Ok(()),
+            Entry::Vacant(v) => {
+                v.insert(origin);
+                Ok(())
+            }
         }
     }
 
-    /// One next hop, checked: the port exists and the MAC is a station's.
-    fn next_hop(&self, port: &str, mac: &str) -> Result<NextHopConfig, (HopField, String)> {
-        let port_index = self
-            .port_names
+    /// The index of the port called `name`.
+    fn port(&self, name: &str) -> Result<usize, String> {
+        self.port_names
             .iter()
-            .position(|p| p == port)
-            .ok_or_else(|| (HopField::Port, format!("no port is named `{port}`")))?;
-        let mac: MacAddr =
-            mac.parse()
-                .map_err(|e: ::telemetry::wire::ethernet::MacParseError| {
-                    (HopField::Mac, e.to_string())
-                })?;
+            .position(|p| p == name)
+            .ok_or_else(|| format!("no port is named `{name}`"))
+    }
+
+    /// One next hop through port `port_index`, checked: the MAC is a station's.
+    fn next_hop(&self, port_index: usize, mac: &str) -> Result<NextHopConfig, String> {
+        let mac: MacAddr = mac
+            .parse()
+            .map_err(|e: ::telemetry::wire::ethernet::MacParseError| e.to_string())?;
         // A typo here is a silent black hole (the port counts the packets as sent).
         if mac.is_multicast() {
-            return Err((
-                HopField::Mac,
-                format!("{mac} is a multicast address, not a next hop's"),
-            ));
+            return Err(format!("{mac} is a multicast address, not a next hop's"));
         }
         if mac == MacAddr([0; 6]) {
-            return Err((
-                HopField::Mac,
-                "00:00:00:00:00:00 is no station's address".into(),
-            ));
+            return Err("00:00:00:00:00:00 is no station's address".into());
         }
         Ok(NextHopConfig {
             port: self.port_names[port_index].clone(),
@@ -243,7 +242,7 @@ impl<'a> RouteTable<'a> {
             return Err(key_err(
                 "routes",
                 format!(
-                    "their {} distinct next-hop groups hold {} next hops together, more than the {} the route table holds (routes with the same group share it)",
+                    "their {} distinct next-hop groups (`[[routes]]` and `routes_file` together) hold {} next hops together, more than the {} the route table holds (routes with the same group share it)",
                     self.groups.len(),
                     self.entries,
                     pipeline::fib::MAX_NEXT_HOP_ENTRIES

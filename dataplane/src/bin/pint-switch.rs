@@ -55,6 +55,26 @@ fn main() -> ExitCode {
     }
 }
 
+/// What the routes file held, as a comment for `--check-config` (the config names only the
+/// file): enough to see that a whole table was read.
+fn routes_comment(config: &Config) -> String {
+    let Some(path) = &config.routes_file else {
+        return String::new();
+    };
+    let groups: std::collections::HashSet<*const control::config::NextHopConfig> = config
+        .routes
+        .iter()
+        .map(|r| std::sync::Arc::as_ptr(&r.next_hops).cast())
+        .collect();
+    format!(
+        "\n# {}: {} routes read; {} routes in all, sharing {} next-hop groups\n",
+        path.display(),
+        config.file_routes,
+        config.routes.len(),
+        groups.len()
+    )
+}
+
 /// The query plan a start would install, as comments for `--check-config` (the config
 /// names only its file): its version, bits per packet and query sets.
 fn plan_comment(config: &Config) -> String {
@@ -107,8 +127,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         // for the captures) fails here as it would there.
         let worked_out = dataplane::resources::preflight(&config)?;
         control::say_inline!(
-            "{}{}{}",
+            "{}{}{}{}",
             config.to_toml(),
+            routes_comment(&config),
             worked_out.worked_out(&config),
             plan_comment(&config)
         );
@@ -125,7 +146,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         summary_json: cli.summary_json,
         eal_args: (!cli.eal.is_empty()).then_some(cli.eal),
     };
-    switch::run(&config, &opts)?;
+    switch::run(config, &opts)?;
     drop(demo);
     Ok(())
 }

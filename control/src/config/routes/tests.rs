@@ -111,6 +111,30 @@ fn a_routes_file_adds_its_routes_after_the_config_files() {
 }
 
 #[test]
+fn windows_line_ends_and_a_byte_order_mark_are_taken() {
+    let d = dir("crlf");
+    let c = load(
+        &d,
+        "\u{feff}10.1.0.0/16 up 02:00:00:00:09:01\r\n# note\r\n\r\n10.2.0.0/16 hosts 02:00:00:00:08:01\r\n"
+            .as_bytes(),
+    )
+    .unwrap();
+    let prefixes: Vec<String> = c.routes.iter().map(|r| r.prefix.to_string()).collect();
+    assert_eq!(prefixes, ["10.0.0.0/8", "10.1.0.0/16", "10.2.0.0/16"]);
+    assert_eq!(
+        c.routes[2].next_hops[0].mac.to_string(),
+        "02:00:00:00:08:01"
+    );
+    // A mark is taken only where editors write it, at the start.
+    let e = load(
+        &d,
+        "10.1.0.0/16 up 02:00:00:00:09:01\n\u{feff}10.2.0.0/16 up 02:00:00:00:09:01\n".as_bytes(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("line 2: "), "{e}");
+}
+
+#[test]
 fn an_empty_routes_file_adds_nothing() {
     let d = dir("empty");
     let c = load(&d, b"\n# nothing yet\n   \n").unwrap();
@@ -151,6 +175,10 @@ fn a_bad_line_names_the_file_the_line_and_why() {
         (
             b"10.1.0.0/16 up 01:00:5e:00:00:01",
             "is a multicast address",
+        ),
+        (
+            b"10.1.0.0/16 up 02:00:00:00:09:01#glued",
+            "line 1: next hop 1: ",
         ),
         (
             b"10.1.0.0/16 up 00:00:00:00:00:00",
