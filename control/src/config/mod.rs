@@ -21,7 +21,7 @@ pub use raw::RawImpair;
 pub use telemetry::{FlowRadarConfig, MetricsConfig, TelemetryConfig};
 pub use types::{IdleMode, Ipv4Prefix, PortRole};
 
-use raw::{RawCapacity, RawConfig};
+use raw::{RawCapacity, RawConfig, RawNumber};
 
 pub use pipeline::MAX_PORTS;
 /// Largest number of rx queues per port.
@@ -139,6 +139,7 @@ pub struct DataplaneConfig {
     /// Per-lcore mbuf cache size of the pool.
     pub mbuf_cache: u32,
     /// Seed of the ECMP flow hash (switches with the same seed pick alike).
+    #[serde(serialize_with = "seed_as_toml")]
     pub ecmp_seed: u64,
     /// Prefetch packet data a few packets ahead of the pipeline.
     pub prefetch: bool,
@@ -243,6 +244,41 @@ pub struct NextHopConfig {
 pub fn default_ecmp_seed(switch_id: u32) -> u64 {
     // Below 2^63, as a TOML integer holds it (`--check-config` prints it back).
     ::telemetry::hash::mix64(0x5049_4e54_4543_4d50 ^ u64::from(switch_id)) >> 1
+}
+
+/// A seed as TOML holds it: an integer up to 2^63 - 1, a hex string above.
+fn seed_as_toml<S: serde::Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Error> {
+    if i64::try_from(*seed).is_ok() {
+        s.serialize_u64(*seed)
+    } else {
+        s.collect_str(&format_args!("{seed:#x}"))
+    }
+}
+
+/// `dataplane.ecmp_seed`: any 64-bit value, as an integer or (above TOML's integers) a
+/// string in hex or decimal; the switch's own when the key is left out.
+fn ecmp_seed(raw: Option<RawNumber>, switch_id: u32) -> Result<u64, ConfigError> {
+    const KEY: &str = "dataplane.ecmp_seed";
+    const RANGE: &str =
+        "0 to 2^64 - 1; above 2^63 - 1, write a string such as \"0xfedcba9876543210\"";
+    match raw {
+        None => Ok(default_ecmp_seed(switch_id)),
+        Some(RawNumber::Int(i)) => {
+            u64::try_from(i).map_err(|_| key_err(KEY, format!("{i} is negative ({RANGE})")))
+        }
+        Some(RawNumber::Text(t)) => {
+            let t = t.trim();
+            match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => t.parse().ok(),
+            }
+            .ok_or_else(|| key_err(KEY, format!("`{t}` is not a seed ({RANGE})")))
+        }
+        Some(RawNumber::Other(v)) => Err(key_err(
+            KEY,
+            format!("{} is not a seed ({RANGE})", raw::shown(&v)),
+        )),
+    }
 }
 
 /// Whether `s` looks like a PCI address (`0000:01:00.0` or `01:00.0`).
@@ -574,10 +610,7 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
             .unwrap_or(DEFAULT_IDLE_SLEEP_MAX_US.max(idle_sleep_us)),
         mbufs: raw.dataplane.mbufs,
         mbuf_cache: raw.dataplane.mbuf_cache.unwrap_or(256),
-        ecmp_seed: raw
-            .dataplane
-            .ecmp_seed
-            .unwrap_or_else(|| default_ecmp_seed(switch_id)),
+        ecmp_seed: ecmp_seed(raw.dataplane.ecmp_seed, switch_id)?,
         prefetch: raw.dataplane.prefetch.unwrap_or(false),
     };
     if dataplane.idle_sleep_us == 0 || dataplane.idle_sleep_us > 1_000_000 {

@@ -93,7 +93,7 @@ pub(super) struct RawDataplane {
     pub idle_sleep_max_us: Option<u64>,
     pub mbufs: Option<u32>,
     pub mbuf_cache: Option<u32>,
-    pub ecmp_seed: Option<u64>,
+    pub ecmp_seed: Option<RawNumber>,
     pub prefetch: Option<bool>,
 }
 

@@ -750,6 +750,50 @@ fn switches_without_an_ecmp_seed_do_not_polarise() {
     assert_eq!(Config::from_toml(&given).unwrap().dataplane.ecmp_seed, 99);
 }
 
+/// Every 64-bit seed can be written, above TOML's integers as a string, and is printed back
+/// in a form that reads as the same seed.
+#[test]
+fn any_64_bit_ecmp_seed_is_taken_and_printed_back() {
+    let with = |v: &str| {
+        GOOD.replace(
+            "[stats]",
+            &format!("[dataplane]\necmp_seed = {v}\n\n[stats]"),
+        )
+    };
+    for (written, seed) in [
+        ("\"0xffffffffffffffff\"", u64::MAX),
+        ("\"0X8000000000000000\"", 1 << 63),
+        ("\"18446744073709551614\"", u64::MAX - 1),
+        ("\" 42 \"", 42),
+        ("9223372036854775807", i64::MAX as u64),
+        ("0", 0),
+    ] {
+        let c = Config::from_toml(&with(written)).unwrap_or_else(|e| panic!("{written}: {e}"));
+        assert_eq!(c.dataplane.ecmp_seed, seed, "{written}");
+        let printed = c.to_toml();
+        let back =
+            Config::from_toml(&printed).unwrap_or_else(|e| panic!("{written}: {e}\n{printed}"));
+        assert_eq!(back.dataplane.ecmp_seed, seed, "{written}:\n{printed}");
+    }
+    assert!(
+        Config::from_toml(&with("\"0xffffffffffffffff\""))
+            .unwrap()
+            .to_toml()
+            .contains("ecmp_seed = \"0xffffffffffffffff\"")
+    );
+    for (written, why) in [
+        ("-1", "-1 is negative"),
+        ("\"0x1g\"", "`0x1g` is not a seed"),
+        ("\"0x10000000000000000\"", "is not a seed"),
+        ("\"18446744073709551616\"", "is not a seed"),
+        ("true", "`true` (a TOML boolean) is not a seed"),
+    ] {
+        let e = err(&with(written));
+        assert_eq!(key_of(&e), "dataplane.ecmp_seed", "{written}");
+        assert!(e.to_string().contains(why), "{written}: {e}");
+    }
+}
+
 /// A next hop given one of the switch's own port MACs is warned about, naming its key.
 #[test]
 fn a_next_hop_with_the_switchs_own_mac_is_warned_about() {

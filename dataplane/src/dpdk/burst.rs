@@ -166,7 +166,8 @@ impl<const N: usize> Burst<N> {
     /// Records that a driver filled `n` more slots after the current ones.
     ///
     /// # Safety
-    /// The `n` slots after `len` must now hold owned, valid mbufs.
+    /// The `n` slots after `len` must now hold owned, valid mbufs, each as
+    /// [`Mbuf::from_raw`] asks (data of its own).
     #[inline(always)]
     pub(crate) unsafe fn commit(&mut self, n: usize) {
         // A driver that says it filled more slots than it was given would have the burst

@@ -7,7 +7,8 @@ use dpdk_sys::rte_mbuf;
 use super::mempool::Mempool;
 
 /// One packet buffer (`rte_mbuf`) owned by Rust: freed back to its pool on drop. The pool
-/// must outlive it.
+/// must outlive it. Its data is its own: no other mbuf shows the same bytes while it is held
+/// (this layer makes no clones or attached copies), so [`Mbuf::data_mut`] may write them.
 #[repr(transparent)]
 pub struct Mbuf {
     raw: NonNull<rte_mbuf>,
@@ -26,7 +27,11 @@ impl Mbuf {
     /// Wraps a raw mbuf pointer, taking ownership.
     ///
     /// # Safety
-    /// `raw` must be a valid mbuf that nothing else owns or frees.
+    /// `raw` must be a valid mbuf that nothing else owns or frees, whose data no other mbuf
+    /// in use shows (not a clone made by `rte_pktmbuf_clone` or attached to another's data
+    /// while that one is used): [`Mbuf::data_mut`] writes it. What drivers return from rx
+    /// is such an mbuf, including one attached to a stride of a multi-packet receive
+    /// buffer, whose stride no other packet shares.
     #[inline(always)]
     pub unsafe fn from_raw(raw: NonNull<rte_mbuf>) -> Mbuf {
         Mbuf { raw }
@@ -92,7 +97,8 @@ impl Mbuf {
     /// The first segment's data, writable.
     #[inline(always)]
     pub fn data_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `data`, and we own the mbuf exclusively.
+        // SAFETY: as in `data`; we own the mbuf exclusively and no other mbuf shows its data
+        // (the contract of `from_raw`, the only way in besides `alloc`).
         unsafe {
             let m = self.raw.as_mut();
             core::slice::from_raw_parts_mut(

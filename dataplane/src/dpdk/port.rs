@@ -666,7 +666,8 @@ impl RxQueue<'_> {
         let n = usize::from(unsafe {
             dpdk_sys::rte_eth_rx_burst(self.port, self.queue, ptr, room as u16)
         });
-        // SAFETY: the driver filled n slots with owned mbufs.
+        // SAFETY: the driver filled n slots with mbufs it gives up, each with data of its
+        // own (what `Mbuf::from_raw` asks).
         unsafe { burst.commit(n) };
         n
     }
