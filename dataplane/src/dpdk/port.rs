@@ -219,7 +219,14 @@ pub fn memif_client_trouble(devargs: &str) -> String {
         return format!("nothing listens on the abstract socket {socket}");
     }
     match std::fs::metadata(&socket) {
-        Err(_) => format!("no socket file at {socket}"),
+        Err(_) => match std::path::Path::new(&socket).parent() {
+            // A server cannot make its socket there either: likely a typo in the path.
+            Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => format!(
+                "no socket file at {socket}, and its directory {} does not exist (is the path right?)",
+                dir.display()
+            ),
+            _ => format!("no socket file at {socket}"),
+        },
         Ok(m) if !m.file_type().is_socket() => format!("{socket} is not a socket"),
         Ok(_) => {
             let path = std::ffi::CString::new(socket.as_bytes()).unwrap_or_default();
@@ -711,7 +718,46 @@ unsafe impl Send for TxQueue<'_> {}
 
 #[cfg(test)]
 mod tests {
-    use super::{PortSetup, is_memif_server, memif_socket_left, queue_layout_refused};
+    use super::{
+        PortSetup, is_memif_server, memif_client_trouble, memif_socket_left, queue_layout_refused,
+    };
+
+    /// What a memif client's socket shows when its server is not there: each case in its
+    /// own words, a directory that does not exist (a typo) among them.
+    #[test]
+    fn a_missing_memif_server_is_told_by_its_socket() {
+        let dir = std::env::temp_dir().join(format!("memif-trouble-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let client =
+            |path: &str| format!("net_memif0,role=client,socket={path},socket-abstract=no");
+        let missing = dir.join("none.sock").display().to_string();
+        assert_eq!(
+            memif_client_trouble(&client(&missing)),
+            format!("no socket file at {missing}")
+        );
+        let typo = dir.join("no-such-dir/a.sock").display().to_string();
+        assert_eq!(
+            memif_client_trouble(&client(&typo)),
+            format!(
+                "no socket file at {typo}, and its directory {} does not exist (is the path right?)",
+                dir.join("no-such-dir").display()
+            )
+        );
+        let plain = dir.join("plain");
+        std::fs::write(&plain, b"").unwrap();
+        let plain = plain.display().to_string();
+        assert_eq!(
+            memif_client_trouble(&client(&plain)),
+            format!("{plain} is not a socket")
+        );
+        assert_eq!(
+            memif_client_trouble("net_memif0,role=client,socket=/tmp/x.sock"),
+            "nothing listens on the abstract socket /tmp/x.sock"
+        );
+        let long = format!("/tmp/{}", "a".repeat(110));
+        assert!(memif_client_trouble(&client(&long)).contains("longer than the 107 bytes"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// A memif server's socket file that exists is named when its probe fails; an
     /// abstract socket, a client's, or a file that is not there is not.
