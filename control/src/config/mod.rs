@@ -743,8 +743,14 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
         }
         let capacity_bps = match p.capacity {
             None => 10_000_000_000,
-            Some(RawCapacity::Bits(b)) if b > 0 => b,
-            Some(RawCapacity::Bits(_)) => return Err(key_err(k("capacity"), "must be positive")),
+            Some(RawCapacity::Bits(b)) if b > 0 && b < types::MAX_CAPACITY_BPS => b,
+            Some(RawCapacity::Bits(0)) => return Err(key_err(k("capacity"), "must be positive")),
+            Some(RawCapacity::Bits(b)) => {
+                return Err(key_err(
+                    k("capacity"),
+                    format!("{b} bit/s is out of range (1 bit/s to 1 Pbit/s)"),
+                ));
+            }
             Some(RawCapacity::Text(t)) => {
                 types::parse_capacity(&t).map_err(|e| key_err(k("capacity"), e))?
             }

@@ -173,7 +173,11 @@ fn ethertype(raw: Option<RawNumber>) -> Result<u16, ConfigError> {
         .ok_or_else(|| {
             key_err(
                 key,
-                format!("{v:#x} is not an EtherType (0x0600 to 0xffff)"),
+                if v < 0 {
+                    format!("{v} is not an EtherType (0x0600 to 0xffff)")
+                } else {
+                    format!("{v:#x} is not an EtherType (0x0600 to 0xffff)")
+                },
             )
         })?;
     if [

@@ -144,6 +144,17 @@ fn bad_values_name_their_key() {
             "ports[1].capacity",
         ),
         ("capacity = \"40G\"", "capacity = true", "ports[1].capacity"),
+        // 1 Pbit/s and above, written either way.
+        (
+            "capacity = \"40G\"",
+            "capacity = 1000000000000000",
+            "ports[1].capacity",
+        ),
+        (
+            "capacity = \"40G\"",
+            "capacity = \"1000T\"",
+            "ports[1].capacity",
+        ),
         ("name = \"up1\"", "name = \"up0\"", "ports[2].name"),
         (
             "device = \"0000:3b:00.1\"",
@@ -354,6 +365,9 @@ fn bad_telemetry_values_name_their_key() {
         let e = err(&format!("{GOOD}\n[telemetry]\n{line}\n"));
         assert_eq!(key_of(&e), *key, "{line}: {e}");
     }
+    // A negative EtherType is shown as written.
+    let e = err(&format!("{GOOD}\n[telemetry]\nshim_ethertype = -1\n"));
+    assert!(e.to_string().contains("-1 is not an EtherType"), "{e}");
     for listen in ["9400", "127.0.0.1:0"] {
         let e = err(&format!("{GOOD}\n[metrics]\nlisten = \"{listen}\"\n"));
         assert_eq!(key_of(&e), "metrics.listen", "{listen}: {e}");

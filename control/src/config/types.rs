@@ -16,6 +16,9 @@ pub enum IdleMode {
     Sleep,
 }
 
+/// Line rates up to (not including) 1 Pbit/s are taken.
+pub const MAX_CAPACITY_BPS: u64 = 1_000_000_000_000_000;
+
 /// A capacity in bit/s written as an integer or a string with a K/M/G/T suffix (powers
 /// of 1000), e.g. `"10G"` or `"2.5G"`.
 pub fn parse_capacity(s: &str) -> Result<u64, String> {
@@ -46,7 +49,7 @@ pub fn parse_capacity(s: &str) -> Result<u64, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a capacity (e.g. 10G, 100M, 25000000000)"))?;
     let bits = v * mult;
-    if !(1.0..1e15).contains(&bits) {
+    if !(1.0..MAX_CAPACITY_BPS as f64).contains(&bits) {
         return Err(format!("`{s}` is out of range (1 bit/s to 1 Pbit/s)"));
     }
     Ok(bits.round() as u64)

@@ -42,7 +42,7 @@ impl fmt::Debug for MacAddr {
 /// Why a string is not a MAC address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`{0}` is not a MAC address (expected six hex octets separated by ':', e.g. 02:00:00:00:00:01)"
+    "`{0}` is not a MAC address (expected six hex octets separated by ':' or '-', e.g. 02:00:00:00:00:01)"
 )]
 pub struct MacParseError(pub String);
 
