@@ -203,7 +203,7 @@ pub struct LinkImpair {
     pub jitter_us: u64,
     /// Share of packets reordered.
     pub reorder: f64,
-    /// Active from (s after the switch starts).
+    /// Active from (s after the traffic starts: the port's first packet).
     pub from_s: f64,
     /// Until (s), None: to the end.
     pub until_s: Option<f64>,
@@ -459,7 +459,10 @@ impl Lab {
         }
         let probe_hz = t.probe_hz.unwrap_or(20.0);
         if !(probe_hz.is_finite() && probe_hz > 0.0 && probe_hz <= 100_000.0) {
-            return Err(key_err("traffic.probe_hz", format!("{probe_hz}: above 0")));
+            return Err(key_err(
+                "traffic.probe_hz",
+                format!("{probe_hz}: above 0, at most 100000"),
+            ));
         }
         // Probes take their places among a host's packets: at the rate, none would be left
         // for data.
@@ -1023,6 +1026,34 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
         }
         Ok(v)
     };
+    // A key of another kind is a mistake (a kind changed, its old keys left), not ignored.
+    let takes: &[&str] = match t.kind.as_str() {
+        "chain" => &["switches"],
+        "leaf-spine" => &["spines", "leaves"],
+        "fat-tree" => &["k"],
+        "file" => &["path"],
+        "links" => &["links"],
+        _ => &["switches", "spines", "leaves", "k", "path", "links"],
+    };
+    for (key, given) in [
+        ("switches", t.switches.is_some()),
+        ("spines", t.spines.is_some()),
+        ("leaves", t.leaves.is_some()),
+        ("k", t.k.is_some()),
+        ("path", t.path.is_some()),
+        ("links", t.links.is_some()),
+    ] {
+        if given && !takes.contains(&key) {
+            return Err(key_err(
+                format!("topology.{key}"),
+                format!(
+                    "not a key of a {} topology (it takes {})",
+                    t.kind,
+                    takes.join(" and ")
+                ),
+            ));
+        }
+    }
     match t.kind.as_str() {
         "chain" => {
             let n = need(t.switches, "switches", 2..=64)?;

@@ -367,6 +367,20 @@ fn bad_values_name_their_key() {
         parse("[topology]\nkind = \"chain\"\nswitches = 3\nspeed = 1\n"),
         Err(LabError::Parse { .. })
     ));
+    // Another kind's key is named, not ignored.
+    let e = parse("[topology]\nkind = \"chain\"\nswitches = 3\nspines = 2\n").unwrap_err();
+    assert_eq!(key(e), "topology.spines");
+    let e = parse("[topology]\nkind = \"fat-tree\"\nk = 4\nleaves = 2\n").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("not a key of a fat-tree topology (it takes k)"),
+        "{e}"
+    );
+    let e = parse(
+        "[topology]\nkind = \"chain\"\nswitches = 3\n[traffic]\nprobes = 1\nprobe_hz = 100001\n",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("at most 100000"), "{e}");
     // A hub may have a neighbour on every port but its hosts' one.
     let star = |leaves: usize| {
         let links: Vec<String> = (1..=leaves)
