@@ -496,9 +496,9 @@ fn link_change(name: &str, device: &str, up: bool, held: bool) -> String {
 /// Hands the memory that reading the configuration and building the route table freed back
 /// to the system when there is much of it: glibc keeps a freed heap's pages (a large
 /// table's TOML takes gigabytes while it is read) unless asked, and the switch would hold
-/// them while it runs. A small config leaves little, and its memory stays as it was: the
-/// workers' state, allocated next, was measured sensitive to where it lands
-/// (docs/benchmarks.md).
+/// them while it runs. A small config leaves little, and its memory stays as it was
+/// (docs/benchmarks.md). Under another global allocator (pint-bench's mimalloc) glibc's
+/// heap is nearly empty and nothing is done.
 #[cold]
 fn return_freed_memory() {
     /// Free bytes in the allocator's heaps above which they are handed back.

@@ -268,9 +268,15 @@ fn ecmp_seed(raw: Option<RawNumber>, switch_id: u32) -> Result<u64, ConfigError>
         }
         Some(RawNumber::Text(t)) => {
             let t = t.trim();
-            match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            // Underscores between digits, as TOML's integers take them; no sign.
+            let digits = t.replace('_', "");
+            match digits
+                .strip_prefix("0x")
+                .or_else(|| digits.strip_prefix("0X"))
+            {
+                _ if digits.contains('+') => None,
                 Some(hex) => u64::from_str_radix(hex, 16).ok(),
-                None => t.parse().ok(),
+                None => digits.parse().ok(),
             }
             .ok_or_else(|| key_err(KEY, format!("`{t}` is not a seed ({RANGE})")))
         }
@@ -512,55 +518,66 @@ impl Config {
 
     /// The pipeline's tables, taking the routes out of this config (left with none): a
     /// switch needs them only to build its forwarder, and the copies of a full table would
-    /// otherwise stay for the whole run.
+    /// otherwise stay for the whole run. Each route's group is let go as it is converted.
     pub fn take_tables(&mut self) -> pipeline::Tables {
-        let tables = self.tables();
-        self.routes = Vec::new();
+        let routes = std::mem::take(&mut self.routes);
         self.file_routes = 0;
-        tables
+        pipeline::Tables {
+            ports: self.port_specs(),
+            routes: route_specs(routes),
+            ecmp_seed: self.dataplane.ecmp_seed,
+        }
     }
 
     /// The pipeline's tables: ports and routes as plain values.
     pub fn tables(&self) -> pipeline::Tables {
         pipeline::Tables {
-            ports: self
-                .ports
-                .iter()
-                .map(|p| pipeline::PortSpec {
-                    mac: p.mac,
-                    promiscuous: p.promiscuous,
-                    role: p.role,
-                    mtu: p.mtu,
-                    capacity_bps: p.capacity_bps,
-                })
-                .collect(),
-            routes: {
-                // Each group once, shared as the config's routes share it.
-                let mut groups = std::collections::HashMap::new();
-                self.routes
-                    .iter()
-                    .map(|r| pipeline::RouteSpec {
-                        addr: r.prefix.addr,
-                        len: r.prefix.len,
-                        next_hops: Arc::clone(
-                            groups
-                                .entry(Arc::as_ptr(&r.next_hops).cast::<NextHopConfig>())
-                                .or_insert_with(|| {
-                                    r.next_hops
-                                        .iter()
-                                        .map(|h| pipeline::NextHopSpec {
-                                            port: h.port_index as u16,
-                                            mac: h.mac,
-                                        })
-                                        .collect()
-                                }),
-                        ),
-                    })
-                    .collect()
-            },
+            ports: self.port_specs(),
+            routes: route_specs(self.routes.iter().cloned()),
             ecmp_seed: self.dataplane.ecmp_seed,
         }
     }
+
+    /// The ports as the pipeline sees them.
+    fn port_specs(&self) -> Vec<pipeline::PortSpec> {
+        self.ports
+            .iter()
+            .map(|p| pipeline::PortSpec {
+                mac: p.mac,
+                promiscuous: p.promiscuous,
+                role: p.role,
+                mtu: p.mtu,
+                capacity_bps: p.capacity_bps,
+            })
+            .collect()
+    }
+}
+
+/// The routes as the pipeline sees them, each group converted once and shared as the
+/// config's routes share it.
+fn route_specs(routes: impl IntoIterator<Item = RouteConfig>) -> Vec<pipeline::RouteSpec> {
+    let mut groups: std::collections::HashMap<*const NextHopConfig, Arc<[pipeline::NextHopSpec]>> =
+        std::collections::HashMap::new();
+    routes
+        .into_iter()
+        .map(|r| pipeline::RouteSpec {
+            addr: r.prefix.addr,
+            len: r.prefix.len,
+            next_hops: Arc::clone(
+                groups
+                    .entry(Arc::as_ptr(&r.next_hops).cast::<NextHopConfig>())
+                    .or_insert_with(|| {
+                        r.next_hops
+                            .iter()
+                            .map(|h| pipeline::NextHopSpec {
+                                port: h.port_index as u16,
+                                mac: h.mac,
+                            })
+                            .collect()
+                    }),
+            ),
+        })
+        .collect()
 }
 
 fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> {
@@ -743,7 +760,7 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
         }
         let capacity_bps = match p.capacity {
             None => 10_000_000_000,
-            Some(RawCapacity::Bits(b)) if b > 0 && b < types::MAX_CAPACITY_BPS => b,
+            Some(RawCapacity::Bits(b)) if b > 0 && b <= types::MAX_CAPACITY_BPS => b,
             Some(RawCapacity::Bits(0)) => return Err(key_err(k("capacity"), "must be positive")),
             Some(RawCapacity::Bits(b)) => {
                 return Err(key_err(

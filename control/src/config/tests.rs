@@ -144,15 +144,15 @@ fn bad_values_name_their_key() {
             "ports[1].capacity",
         ),
         ("capacity = \"40G\"", "capacity = true", "ports[1].capacity"),
-        // 1 Pbit/s and above, written either way.
+        // Above 1 Pbit/s, written either way.
         (
             "capacity = \"40G\"",
-            "capacity = 1000000000000000",
+            "capacity = 1000000000000001",
             "ports[1].capacity",
         ),
         (
             "capacity = \"40G\"",
-            "capacity = \"1000T\"",
+            "capacity = \"1000.1T\"",
             "ports[1].capacity",
         ),
         ("name = \"up1\"", "name = \"up0\"", "ports[2].name"),
@@ -779,6 +779,7 @@ fn any_64_bit_ecmp_seed_is_taken_and_printed_back() {
         ("\"0X8000000000000000\"", 1 << 63),
         ("\"18446744073709551614\"", u64::MAX - 1),
         ("\" 42 \"", 42),
+        ("\"0xfedc_ba98_7654_3210\"", 0xfedc_ba98_7654_3210),
         ("9223372036854775807", i64::MAX as u64),
         ("0", 0),
     ] {
@@ -798,6 +799,8 @@ fn any_64_bit_ecmp_seed_is_taken_and_printed_back() {
     for (written, why) in [
         ("-1", "-1 is negative"),
         ("\"0x1g\"", "`0x1g` is not a seed"),
+        ("\"+42\"", "`+42` is not a seed"),
+        ("\"0x+ff\"", "`0x+ff` is not a seed"),
         ("\"0x10000000000000000\"", "is not a seed"),
         ("\"18446744073709551616\"", "is not a seed"),
         ("true", "`true` (a TOML boolean) is not a seed"),

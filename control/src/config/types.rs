@@ -16,7 +16,7 @@ pub enum IdleMode {
     Sleep,
 }
 
-/// Line rates up to (not including) 1 Pbit/s are taken.
+/// The highest line rate taken: 1 Pbit/s.
 pub const MAX_CAPACITY_BPS: u64 = 1_000_000_000_000_000;
 
 /// A capacity in bit/s written as an integer or a string with a K/M/G/T suffix (powers
@@ -49,7 +49,7 @@ pub fn parse_capacity(s: &str) -> Result<u64, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a capacity (e.g. 10G, 100M, 25000000000)"))?;
     let bits = v * mult;
-    if !(1.0..MAX_CAPACITY_BPS as f64).contains(&bits) {
+    if !(1.0..=MAX_CAPACITY_BPS as f64).contains(&bits) {
         return Err(format!("`{s}` is out of range (1 bit/s to 1 Pbit/s)"));
     }
     Ok(bits.round() as u64)
