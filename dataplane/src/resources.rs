@@ -155,6 +155,26 @@ pub fn minimum_mbufs(config: &Config, held_by_captures: u64) -> u64 {
         + BURST_SIZE as u64
 }
 
+/// A warning when a configured pool leaves less room than impaired ports' delay lines may
+/// take (each worker's line holds up to its `limit`): a full line would leave the ports'
+/// receive without mbufs. The automatic size counts the lines in.
+pub fn delay_line_warning(config: &Config, held_by_captures: u64) -> Option<String> {
+    let mbufs = u64::from(config.dataplane.mbufs?);
+    let workers = config.workers.len() as u64;
+    let lines: u64 = config
+        .ports
+        .iter()
+        .filter_map(|p| p.impair.as_ref())
+        .map(|i| workers * u64::from(i.limit))
+        .sum();
+    let free = mbufs.saturating_sub(minimum_mbufs(config, held_by_captures));
+    (lines > free).then(|| {
+        format!(
+            "config key `dataplane.mbufs`: {mbufs} mbufs leave {free} for the impaired ports' delay lines, which may hold {lines} (each worker's up to its port's `impair.limit`): full lines would leave the ports' receive without mbufs (rx_nombuf); raise mbufs, lower the limits, or leave mbufs out to size it with them"
+        )
+    })
+}
+
 /// EAL memory in MiB for `mbufs` mbufs of `data_room` bytes, plus a base for DPDK itself.
 /// Without hugepages the pool's memory comes in 4 KiB pages that no mbuf straddles, so
 /// each mbuf takes whole pages.
@@ -243,6 +263,9 @@ pub fn preflight(config: &Config) -> anyhow::Result<Preflight> {
         anyhow::bail!(
             "config key `dataplane.mbufs`: {mbufs} mbufs are too few: {held_by}the workers need {need}{auto_mbufs} recommended; leave the key out to size it automatically)"
         );
+    }
+    if let Some(w) = delay_line_warning(config, held) {
+        control::say_err!("pint-switch: warning: {w}");
     }
     let room = data_room(config, &captures);
     let memory_mb = config
@@ -397,6 +420,34 @@ rx = ["a", "b"]
                 .join(" ")
                 .contains("--socket-mem 1024")
         );
+    }
+
+    /// A configured pool smaller than the delay lines may fill is warned about; the
+    /// automatic size, and a pool with room for them, are not.
+    #[test]
+    fn a_pool_the_delay_lines_could_fill_is_warned_about() {
+        let impaired = |mbufs: &str| {
+            config(&format!("[dataplane]\n{mbufs}\n"))
+                .to_toml()
+                .replacen(
+                    "name = \"a\"",
+                    "name = \"a\"\nimpair = { delay_us = 1000, limit = 100000 }",
+                    1,
+                )
+        };
+        let c = Config::from_toml(&impaired("mbufs = 4096")).unwrap();
+        let w = delay_line_warning(&c, 0).expect("4096 mbufs cannot hold 100000 delayed");
+        assert!(
+            w.starts_with("config key `dataplane.mbufs`: 4096 mbufs leave "),
+            "{w}"
+        );
+        assert!(w.contains("which may hold 100000"), "{w}");
+        let roomy = Config::from_toml(&impaired("mbufs = 200000")).unwrap();
+        assert_eq!(delay_line_warning(&roomy, 0), None);
+        let auto = Config::from_toml(&impaired("")).unwrap();
+        assert_eq!(delay_line_warning(&auto, 0), None);
+        // Captures held in memory take their share first.
+        assert!(delay_line_warning(&roomy, 150_000).is_some());
     }
 
     #[test]
