@@ -421,6 +421,8 @@ impl Lab {
         if let Err(control::config::ConfigError::Key { reason, .. }) =
             control::config::telemetry::check_flowset_size(&sized)
         {
+            // A lab's switches have one worker each: the switch's hint at more is no help.
+            let reason = reason.replace(" (more workers share the flows)", "");
             return Err(key_err("switches.expected_flows", reason));
         }
         let t = raw.traffic;

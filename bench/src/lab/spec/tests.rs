@@ -381,6 +381,18 @@ fn bad_values_name_their_key() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("at most 100000"), "{e}");
+    // The switches' own flowset limit, named by the lab's key, without the hint at more
+    // workers a lab does not have.
+    let e =
+        parse("[topology]\nkind = \"chain\"\nswitches = 3\n[switches]\nexpected_flows = 1200000\n")
+            .unwrap_err();
+    let said = e.to_string();
+    assert!(said.contains("switches.expected_flows"), "{said}");
+    assert!(
+        said.contains("more than a frame to the sink holds"),
+        "{said}"
+    );
+    assert!(!said.contains("workers"), "{said}");
     // A hub may have a neighbour on every port but its hosts' one.
     let star = |leaves: usize| {
         let links: Vec<String> = (1..=leaves)
