@@ -279,7 +279,13 @@ impl Aggregator {
         let open = self.open.take()?;
         let first = open.windows.first()?;
         let last = open.windows.last()?;
-        if last.end - first.start < p.min_event_s - 1e-9 {
+        // An outage's losses are all listed in the window where packets came back: its
+        // lost packets' send times say how long the event lasted.
+        let from = match (self.kind, first.lost_span) {
+            (Kind::Loss, Some((a, _))) => a.min(first.start),
+            _ => first.start,
+        };
+        if last.end - from < p.min_event_s - 1e-9 {
             return None;
         }
         let (mut start, mut end) = (first.start, last.end);

@@ -152,7 +152,23 @@ pub fn diagnose(kind: Kind, windows: &[WindowStats], quiet: usize) -> Vec<Label>
                 }
             }
             let run = windows.iter().map(|w| w.lost_run).max().unwrap_or(0);
-            if run >= 5 && windows.len() <= 2 && run * 2 >= lost {
+            // Short in time too: an outage's losses are all listed in the window after it,
+            // however long it lasted; their send times say how long that was.
+            let window_s = windows.first().map_or(0.0, |w| w.end - w.start);
+            let lost_from = windows
+                .iter()
+                .filter_map(|w| w.lost_span)
+                .map(|s| s.0)
+                .reduce(f64::min);
+            let lost_to = windows
+                .iter()
+                .filter_map(|w| w.lost_span)
+                .map(|s| s.1)
+                .reduce(f64::max);
+            let brief = lost_from
+                .zip(lost_to)
+                .is_none_or(|(a, b)| b - a <= 2.0 * window_s);
+            if run >= 5 && windows.len() <= 2 && run * 2 >= lost && brief {
                 out.push(Label::ShortOutage);
             }
             if spread.is_some_and(|s| s < 1.0) && lost > 0 {
@@ -208,6 +224,23 @@ mod tests {
                     }
                 },
             )
+    }
+
+    /// A run of losses in one window is a short outage when the lost packets were sent
+    /// within two windows' time; the same run listed after a 300 s outage is not.
+    #[test]
+    fn a_short_outage_is_short_in_time() {
+        let after = |from: f64, to: f64| WindowStats {
+            start: 300.0,
+            end: 305.0,
+            lost: 600,
+            sent: 610,
+            lost_run: 600,
+            lost_span: Some((from, to)),
+            ..WindowStats::default()
+        };
+        assert!(diagnose(Kind::Loss, &[after(300.5, 302.0)], 0).contains(&Label::ShortOutage));
+        assert!(!diagnose(Kind::Loss, &[after(1.0, 301.0)], 0).contains(&Label::ShortOutage));
     }
 
     proptest! {

@@ -112,11 +112,12 @@ impl Params {
             mode_width_ms: 2.0,
             merge_gap_s: 5.0,
             min_event_s: 5.0 / k,
-            // Medium: any loss, any reordering (as the source); low sensitivity asks for
-            // a share of the window.
-            loss_rate: if k >= 1.0 { 0.0 } else { 0.01 / k },
+            // Medium and above: any loss, any reordering (as the source); below medium, a
+            // share of the window that grows from nothing as the knob turns down (2% and
+            // R above 2 at low, s = 0.5), with no jump at 1.
+            loss_rate: 0.02 * (1.0 / k - 1.0).max(0.0),
             counted_loss_rate: 0.05 / k,
-            reordering: if k >= 1.0 { 0.0 } else { 1.0 / k },
+            reordering: 2.0 * (1.0 / k - 1.0).max(0.0),
             max_event_s: f64::INFINITY,
         }
     }

@@ -284,6 +284,30 @@ fn r_follows_from_the_reorder_density() {
     }
 }
 
+/// An outage of 300 s is one loss event from where it began, at every sensitivity, and no
+/// short outage: its losses all fall in the window where packets came back, a window long.
+#[test]
+fn a_long_outage_is_an_event_at_every_sensitivity() {
+    // Packets every 0.1 s from 1000 s: numbers 1000 to 3999 are lost (1100 s to 1400 s).
+    let outage = series(500.0, |_, r| base(r), |q| (1000..4000).contains(&q));
+    for s in [
+        Sensitivity::LOW,
+        Sensitivity(0.99),
+        Sensitivity::MEDIUM,
+        Sensitivity::HIGH,
+    ] {
+        let events = run(&outage, &Params::with_sensitivity(s));
+        assert_eq!(events.len(), 1, "{s:?}: {events:?}");
+        let e = &events[0];
+        assert_eq!(e.kind, Kind::Loss, "{s:?}");
+        assert!(
+            (e.start - 1100.0).abs() < 1.0 && (e.end - 1400.0).abs() < 1.0,
+            "{s:?}: {e:?}"
+        );
+        assert!(!e.labels.contains(&Label::ShortOutage), "{s:?}: {e:?}");
+    }
+}
+
 #[test]
 fn sensitivity_scales_the_thresholds() {
     // 20 s of delays spread over 4 ms: under medium's 5 ms threshold, over high's 2.5 ms.
@@ -317,6 +341,19 @@ fn sensitivity_scales_the_thresholds() {
     );
     assert_eq!(run(&short, &Params::default()).len(), 1);
     assert!(run(&short, &Params::with_sensitivity(Sensitivity::LOW)).is_empty());
+    // Loss and reordering thresholds turn up from nothing below medium, with no jump at 1.
+    for (k, loss, r) in [
+        (1.0, 0.0, 0.0),
+        (2.0, 0.0, 0.0),
+        (0.5, 0.02, 2.0),
+        (0.25, 0.06, 6.0),
+    ] {
+        let p = Params::with_sensitivity(Sensitivity(k));
+        assert!((p.loss_rate - loss).abs() < 1e-12, "{k}: {}", p.loss_rate);
+        assert!((p.reordering - r).abs() < 1e-12, "{k}: {}", p.reordering);
+    }
+    let near = Params::with_sensitivity(Sensitivity(0.99));
+    assert!(near.loss_rate < 0.001 && near.reordering < 0.1, "{near:?}");
     assert_eq!(Sensitivity::parse("high"), Ok(Sensitivity::HIGH));
     assert_eq!(Sensitivity::parse("1.5"), Ok(Sensitivity(1.5)));
     assert!(Sensitivity::parse("0").is_err());
