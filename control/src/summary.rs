@@ -185,6 +185,15 @@ pub struct TelemetrySummary {
     pub sink_connections: u64,
 }
 
+/// TSC cycles per received packet in the polls that received packets (0 without any).
+fn cycles_per_packet(c: &LocalCounters) -> f64 {
+    if c.rx_packets > 0 {
+        c.busy_cycles as f64 / c.rx_packets as f64
+    } else {
+        0.0
+    }
+}
+
 /// What one worker did: a worker that stalled or took more than its share shows here.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerSummary {
@@ -213,11 +222,7 @@ impl WorkerSummary {
             tx_packets: c.tx_packets,
             dropped: c.dropped(),
             tx_full_drops: c.tx_full_drops,
-            cycles_per_packet: if c.rx_packets > 0 {
-                c.busy_cycles as f64 / c.rx_packets as f64
-            } else {
-                0.0
-            },
+            cycles_per_packet: cycles_per_packet(c),
             epochs_closed: c.telemetry.get(pipeline::TelemetryEvent::EpochClosed),
         }
     }
@@ -288,11 +293,7 @@ impl Summary {
             } else {
                 0.0
             },
-            cycles_per_packet: if t.rx_packets > 0 {
-                t.busy_cycles as f64 / t.rx_packets as f64
-            } else {
-                0.0
-            },
+            cycles_per_packet: cycles_per_packet(t),
             intervals: Vec::new(),
             ports: Vec::new(),
             worker_rx_packets: Vec::new(),

@@ -134,14 +134,7 @@ pub fn auto_mbufs(config: &Config, held_by_captures: u64) -> u32 {
     n += workers
         * (u64::from(config.dataplane.mbuf_cache) * 3 / 2 + BURST_SIZE as u64 * (ports + 2));
     n += held_by_captures + 4096;
-    // What impaired ports may hold in their delay lines, per worker.
-    n += workers
-        * config
-            .ports
-            .iter()
-            .filter_map(|p| p.impair.as_ref())
-            .map(|i| u64::from(i.limit))
-            .sum::<u64>();
+    n += delay_line_mbufs(config);
     let rounded = (n + 1).next_power_of_two() - 1;
     rounded.min(u64::from(u32::MAX)) as u32
 }
@@ -155,18 +148,24 @@ pub fn minimum_mbufs(config: &Config, held_by_captures: u64) -> u64 {
         + BURST_SIZE as u64
 }
 
+/// What impaired ports' delay lines may hold together: each worker's line up to its port's
+/// `impair.limit`.
+fn delay_line_mbufs(config: &Config) -> u64 {
+    config.workers.len() as u64
+        * config
+            .ports
+            .iter()
+            .filter_map(|p| p.impair.as_ref())
+            .map(|i| u64::from(i.limit))
+            .sum::<u64>()
+}
+
 /// A warning when a configured pool leaves less room than impaired ports' delay lines may
 /// take (each worker's line holds up to its `limit`): a full line would leave the ports'
 /// receive without mbufs. The automatic size counts the lines in.
 pub fn delay_line_warning(config: &Config, held_by_captures: u64) -> Option<String> {
     let mbufs = u64::from(config.dataplane.mbufs?);
-    let workers = config.workers.len() as u64;
-    let lines: u64 = config
-        .ports
-        .iter()
-        .filter_map(|p| p.impair.as_ref())
-        .map(|i| workers * u64::from(i.limit))
-        .sum();
+    let lines = delay_line_mbufs(config);
     let free = mbufs.saturating_sub(minimum_mbufs(config, held_by_captures));
     (lines > free).then(|| {
         format!(

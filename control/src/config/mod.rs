@@ -266,20 +266,8 @@ fn ecmp_seed(raw: Option<RawNumber>, switch_id: u32) -> Result<u64, ConfigError>
         Some(RawNumber::Int(i)) => {
             u64::try_from(i).map_err(|_| key_err(KEY, format!("{i} is negative ({RANGE})")))
         }
-        Some(RawNumber::Text(t)) => {
-            let t = t.trim();
-            // Underscores between digits, as TOML's integers take them; no sign.
-            let digits = t.replace('_', "");
-            match digits
-                .strip_prefix("0x")
-                .or_else(|| digits.strip_prefix("0X"))
-            {
-                _ if digits.contains('+') => None,
-                Some(hex) => u64::from_str_radix(hex, 16).ok(),
-                None => digits.parse().ok(),
-            }
-            .ok_or_else(|| key_err(KEY, format!("`{t}` is not a seed ({RANGE})")))
-        }
+        Some(RawNumber::Text(t)) => raw::number_text(&t)
+            .ok_or_else(|| key_err(KEY, format!("`{}` is not a seed ({RANGE})", t.trim()))),
         Some(RawNumber::Other(v)) => Err(key_err(
             KEY,
             format!("{} is not a seed ({RANGE})", raw::shown(&v)),

@@ -71,6 +71,22 @@ pub(super) enum RawNumber {
     Other(toml::Value),
 }
 
+/// A [`RawNumber::Text`]'s value: decimal, or hex after `0x`; underscores between digits as
+/// TOML's integers take them; no sign.
+pub(super) fn number_text(t: &str) -> Option<u64> {
+    let digits = t.trim().replace('_', "");
+    if digits.contains(['+', '-']) {
+        return None;
+    }
+    match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => digits.parse().ok(),
+    }
+}
+
 /// A value of the wrong type as an error shows it: the value and its TOML type.
 pub(super) fn shown(v: &toml::Value) -> String {
     format!("`{v}` (a TOML {})", v.type_str())

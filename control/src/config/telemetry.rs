@@ -148,15 +148,10 @@ fn ethertype(raw: Option<RawNumber>) -> Result<u16, ConfigError> {
     let key = "telemetry.shim_ethertype";
     let v = match raw {
         None => return Ok(DEFAULT_ETHERTYPE),
-        Some(RawNumber::Int(i)) => i,
-        Some(RawNumber::Text(t)) => {
-            let t = t.trim();
-            let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-                Some(hex) => i64::from_str_radix(hex, 16),
-                None => t.parse(),
-            };
-            parsed.map_err(|_| key_err(key, format!("`{t}` is not a number (e.g. 0x88b5)")))?
-        }
+        Some(RawNumber::Int(i)) => i128::from(i),
+        Some(RawNumber::Text(t)) => super::raw::number_text(&t)
+            .map(i128::from)
+            .ok_or_else(|| key_err(key, format!("`{}` is not a number (e.g. 0x88b5)", t.trim())))?,
         Some(RawNumber::Other(v)) => {
             return Err(key_err(
                 key,
