@@ -41,5 +41,6 @@ done
 
 echo "## latency quantiles"
 $B pint-latency --runs 100
+$B pint-latency --runs 100 --sketch-items 400
 echo "## HPCC utilization"
 $B pint-hpcc

@@ -5,23 +5,37 @@
 //! every worker has passed the top of its poll loop since (inside no call on any port, and
 //! from then on making none on the closed one), restarts it, and opens it again.
 //!
-//! A worker pays one load of a line that is written only when a port closes or opens, and a
-//! compare, per loop.
+//! The same line says which ports' links are down, so that a worker does not retry what such
+//! a port will not take.
+//!
+//! A worker pays two loads of a line that is written only when a port closes, opens or its
+//! link changes, and a compare, per loop.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
 /// What a worker's slot holds once the worker has left its loop for good.
 const LEFT: u64 = u64::MAX;
 
-/// The ports closed to the workers, and how far each worker has seen.
+/// The ports closed to the workers, and how far each worker has seen; also the ports whose
+/// link is down, which a worker tries once per burst instead of retrying.
 pub struct PortGate {
-    /// The generation (bumped at each close and open) in the high 32 bits, the closed ports'
-    /// bits in the low 32.
-    state: CachePadded<AtomicU64>,
+    /// The words the workers read at the top of every loop, on one line.
+    words: CachePadded<Words>,
     /// Per worker: the last generation it passed, or [`LEFT`].
     seen: Box<[CachePadded<AtomicU64>]>,
+}
+
+/// The gate's words, written only when a port closes, opens, or its link changes.
+struct Words {
+    /// The generation (bumped at each close and open) in the high 32 bits, the closed ports'
+    /// bits in the low 32.
+    state: AtomicU64,
+    /// The ports whose link was down at the control thread's last look, as bits: advisory
+    /// (a worker still calls such a port, and retries while it takes packets, so a link
+    /// that came up since loses nothing), unlike a close.
+    down: AtomicU32,
 }
 
 /// One worker's side of the [`PortGate`].
@@ -36,7 +50,10 @@ impl PortGate {
     /// A gate for `workers` workers, every port open.
     pub fn new(workers: usize) -> PortGate {
         PortGate {
-            state: CachePadded::new(AtomicU64::new(0)),
+            words: CachePadded::new(Words {
+                state: AtomicU64::new(0),
+                down: AtomicU32::new(0),
+            }),
             seen: (0..workers)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
@@ -55,7 +72,7 @@ impl PortGate {
 
     /// The ports closed now, as bits.
     pub fn closed(&self) -> u32 {
-        self.state.load(Ordering::Acquire) as u32
+        self.words.state.load(Ordering::Acquire) as u32
     }
 
     /// Closes port `port` to the workers; the generation to wait for with [`Self::passed`]
@@ -72,10 +89,21 @@ impl PortGate {
     /// Generations count closes and opens: 2^32 of them (one a second for 136 years) before
     /// they would wrap.
     fn set(&self, closed: u32) -> u64 {
-        let generation = (self.state.load(Ordering::Acquire) >> 32) + 1;
-        self.state
+        let generation = (self.words.state.load(Ordering::Acquire) >> 32) + 1;
+        self.words
+            .state
             .store(generation << 32 | u64::from(closed), Ordering::SeqCst);
         generation
+    }
+
+    /// Says which ports' links are down (bit `p` for port `p`): the workers stop sending a
+    /// burst to them at the first tx call that takes nothing, which a link that is down
+    /// would not take however often asked. Only the control thread sets it.
+    pub fn set_down(&self, down: u32) {
+        // Written only on a change: the workers read the line every loop.
+        if self.words.down.load(Ordering::Relaxed) != down {
+            self.words.down.store(down, Ordering::Relaxed);
+        }
     }
 
     /// Whether every worker has passed generation `generation` (or left): none is inside a
@@ -92,12 +120,18 @@ impl GateSlot<'_> {
     /// (as bits) until its next pass.
     #[inline(always)]
     pub fn pass(&mut self) -> u32 {
-        let now = self.gate.state.load(Ordering::Acquire);
+        let now = self.gate.words.state.load(Ordering::Acquire);
         if now != self.last {
             self.last = now;
             self.gate.seen[self.worker].store(now >> 32, Ordering::Release);
         }
         now as u32
+    }
+
+    /// The ports whose link was down at the control thread's last look, as bits.
+    #[inline(always)]
+    pub fn down(&self) -> u32 {
+        self.gate.words.down.load(Ordering::Relaxed)
     }
 
     /// The worker has left its loop and makes no call on any port from now on.

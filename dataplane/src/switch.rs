@@ -221,6 +221,9 @@ fn run_with_eal(
         drivers.push(report.driver);
         ports.push(port);
     }
+    // Ports whose link is down from the start (a memif server without its client) are
+    // sent to without retries from the first burst.
+    gate.set_down(down_bits(ports.iter().map(|p| p.link().up)));
     let Built { fwd, port_specs } = built;
     control::say!(
         "routes: {} ({} KiB table); workers: {}; telemetry lanes: {}",
@@ -338,6 +341,7 @@ fn run_with_eal(
                     control::say!("{}", link_change(&pc.name, &pc.device, up, held.is_some()));
                 }
             }
+            gate.set_down(down_bits(links.iter().copied()));
             if hold.load(Ordering::Relaxed) && held.is_none() {
                 let generation = (0..ports.len()).map(|p| gate.close(p)).max().unwrap_or(0);
                 held = Some((generation, false));
@@ -475,6 +479,13 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
+/// The ports whose link is down, as the gate's bits, from each port's link state in order.
+fn down_bits(up: impl Iterator<Item = bool>) -> u32 {
+    up.enumerate()
+        .filter(|&(_, up)| !up)
+        .fold(0, |bits, (p, _)| bits | 1 << p)
+}
+
 /// The line that says port `name` (device `device`) went up or down; for a memif port whose
 /// peer left, what comes next (nothing while the switch holds).
 fn link_change(name: &str, device: &str, up: bool, held: bool) -> String {
@@ -516,7 +527,14 @@ fn return_freed_memory() {
 
 #[cfg(test)]
 mod tests {
-    use super::link_change;
+    use super::{down_bits, link_change};
+
+    #[test]
+    fn down_bits_are_the_ports_whose_link_is_down() {
+        assert_eq!(down_bits([true, false, true, false].into_iter()), 0b1010);
+        assert_eq!(down_bits([true; 32].into_iter()), 0);
+        assert_eq!(down_bits([false; 32].into_iter()), u32::MAX);
+    }
 
     /// A memif client whose server left is told it must be restarted; a server that it
     /// may be connected again.

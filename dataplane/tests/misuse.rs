@@ -274,6 +274,30 @@ fn sigterm_and_sigint_stop_cleanly_with_a_summary() {
     }
 }
 
+/// A port whose link is down (a memif server whose client never comes) takes nothing: its
+/// packets are dropped as a full queue's, each burst after one tx call, not after 16.
+#[test]
+fn a_port_whose_link_is_down_is_not_retried() {
+    let dir = setup("link-down");
+    let sock = dir.path("nobody.sock");
+    let out = format!(
+        "net_memif0,role=server,id=0,socket={},socket-abstract=no",
+        sock.display()
+    );
+    let cfg = dir.path("down.toml");
+    write(&cfg, &base(&dir, "", &out, worker_lcore()));
+    let (t, s) = run_for_summary(
+        &dir,
+        &["--config", cfg.to_str().unwrap(), "--duration", "2"],
+    );
+    assert!(t.contains("link down"), "the port starts down: {t}");
+    assert!(s.rx_packets > 100_000, "{t}");
+    assert_eq!(s.tx_packets, 0, "{t}");
+    assert_eq!(s.tx_full_drops, s.rx_packets, "{t}");
+    assert_eq!(s.ports[1].tx_full_drops, s.rx_packets, "{t}");
+    assert_eq!(s.tx_retries, 0, "a down port is not retried: {t}");
+}
+
 /// The embedded demo forwards with the paper's plan on: shims inserted towards the fabric,
 /// one-hop digests towards the local hosts, FlowRadar epochs closing, all in its summary.
 #[test]
