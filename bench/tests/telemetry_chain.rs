@@ -1066,3 +1066,58 @@ fn an_impaired_port_loses_delays_and_reorders_and_counts_it() {
     assert!(median >= 4_000_000, "{probes}");
     assert!(probes["reordered"].as_u64().unwrap() > 0, "{probes}");
 }
+
+/// A delay line over its limit drops what does not fit, counted under its reason and on its
+/// port: together with the impairment's loss, what pint-gen found missing.
+#[test]
+fn an_overflowing_delay_line_is_counted_on_its_port() {
+    let _serial = serial();
+    let dir = Scratch::new("tel-overflow").unwrap();
+    let sink = Collector::start(false).unwrap();
+    let sock = dir.path("overflow.sock");
+    // 20K packets a second held 5 ms: about 100 in the line, where 20 fit.
+    let config = loop_switch(
+        12,
+        &sock,
+        sink.addr(),
+        "impair = { loss = 0.05, delay_us = 5000, limit = 20 }",
+    );
+    let switch = start_switch(&dir, "overflow", &config);
+    let mut g = generator(
+        &[
+            "--mode",
+            "both",
+            "--rate",
+            "20Kpps",
+            "--duration",
+            "2",
+            "--flows",
+            "20",
+        ],
+        &memif(0, "client", &sock),
+        &format!("pint-tel-overflow-{}", std::process::id()),
+        0,
+    );
+    let run = report_of(&mut g)
+        .recv_timeout(Duration::from_secs(60))
+        .expect("pint-gen report");
+    let (sum, log) = switch.stop();
+    finish_generator(g);
+    drop(sink.stop());
+
+    let lost = sum.drops.get(pipeline::DropReason::ImpairLoss);
+    let over = sum.drops.get(pipeline::DropReason::ImpairOverflow);
+    assert!(lost > 0 && over > 0, "{sum:?}\n{log}");
+    let port = sum.ports.iter().find(|p| p.name == "gen").unwrap();
+    assert_eq!(
+        (port.impair_lost, port.impair_overflow),
+        (lost, over),
+        "{sum:?}"
+    );
+    assert_eq!(run["lost"].as_u64().unwrap(), lost + over, "{run}\n{log}");
+    assert_eq!(
+        sum.rx_packets,
+        sum.tx_packets + sum.drops.total() + sum.tx_full_drops,
+        "{sum:?}"
+    );
+}

@@ -123,7 +123,7 @@ fn describe() {
     describe_counter!(
         "pint_switch_tx_full_dropped_packets_total",
         Unit::Count,
-        "Packets dropped because a tx queue stayed full, per port and worker."
+        "Packets not sent (a tx queue stayed full, a link was down or a port closed while restarted), per port and worker."
     );
     describe_counter!(
         "pint_switch_busy_cycles_total",

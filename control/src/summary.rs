@@ -142,12 +142,16 @@ pub struct PortSummary {
     /// Their bytes.
     #[serde(default)]
     pub forwarded_bytes: u64,
-    /// Packets for the port dropped because its tx queue stayed full.
+    /// Packets for the port not sent: its tx queue stayed full, its link was down or it
+    /// was closed while restarted.
     #[serde(default)]
     pub tx_full_drops: u64,
     /// Packets for the port its impairment dropped (`impair` loss).
     #[serde(default)]
     pub impair_lost: u64,
+    /// Packets for the port its impairment's full delay line dropped (`impair_overflow`).
+    #[serde(default)]
+    pub impair_overflow: u64,
 }
 
 /// What the telemetry did over the run.
@@ -185,6 +189,18 @@ pub struct TelemetrySummary {
     pub sink_connections: u64,
 }
 
+/// A port's impairment drops for its summary line (nothing where it dropped none).
+fn impair_counts(p: &PortSummary) -> String {
+    let mut s = String::new();
+    if p.impair_lost > 0 {
+        s += &format!(" impair_lost {}", p.impair_lost);
+    }
+    if p.impair_overflow > 0 {
+        s += &format!(" impair_overflow {}", p.impair_overflow);
+    }
+    s
+}
+
 /// TSC cycles per received packet in the polls that received packets (0 without any).
 fn cycles_per_packet(c: &LocalCounters) -> f64 {
     if c.rx_packets > 0 {
@@ -205,7 +221,7 @@ pub struct WorkerSummary {
     pub tx_packets: u64,
     /// Packets the pipeline dropped (every reason).
     pub dropped: u64,
-    /// Packets dropped because a tx queue stayed full.
+    /// Packets not sent: a tx queue stayed full, a link was down or a port closed.
     pub tx_full_drops: u64,
     /// TSC cycles per packet in its polls that received packets.
     pub cycles_per_packet: f64,
@@ -245,9 +261,9 @@ pub struct Summary {
     pub tx_bytes: u64,
     /// Pipeline drops by reason (every reason listed).
     pub drops: DropCounts,
-    /// Packets dropped because a tx queue stayed full.
+    /// Packets not sent: a tx queue stayed full, a link was down or a port closed.
     pub tx_full_drops: u64,
-    /// Tx retries.
+    /// Tx calls made again for a burst that a call did not take whole.
     pub tx_retries: u64,
     /// Packets impaired ports held in their delay lines.
     #[serde(default)]
@@ -413,11 +429,7 @@ impl Summary {
                 st.tx_errors,
                 st.rx_nombuf,
                 p.tx_full_drops,
-                if p.impair_lost > 0 {
-                    format!(" impair_lost {}", p.impair_lost)
-                } else {
-                    String::new()
-                }
+                impair_counts(p)
             );
         }
     }
@@ -509,6 +521,7 @@ mod tests {
             forwarded_bytes: 0,
             tx_full_drops: 5,
             impair_lost: 2,
+            impair_overflow: 3,
             name: "a".into(),
             driver: "net_null".into(),
             stats: PortStats {
@@ -530,7 +543,14 @@ mod tests {
         // A summary written before per-worker totals were kept still reads.
         let mut old: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
         old.as_object_mut().unwrap().remove("workers");
+        // ... and before a port's impairment overflow was.
+        old["ports"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("impair_overflow")
+            .unwrap();
         let back = Summary::from_json(&old.to_string()).unwrap();
         assert!(back.workers.is_empty());
+        assert_eq!(back.ports[0].impair_overflow, 0);
     }
 }

@@ -34,7 +34,8 @@ struct Words {
     state: AtomicU64,
     /// The ports whose link was down at the control thread's last look, as bits: advisory
     /// (a worker still calls such a port, and retries while it takes packets, so a link
-    /// that came up since loses nothing), unlike a close.
+    /// that came up since loses only a burst whose first call it takes nothing of), unlike
+    /// a close.
     down: AtomicU32,
 }
 

@@ -398,6 +398,15 @@ fn run_with_eal(
     })?;
 
     let t = total(&shared);
+    // The metrics end with the workers' last bursts and drained delay lines: the control
+    // loop's last publication came before the workers stopped.
+    if let Some(m) = metrics.as_mut() {
+        let per_worker: Vec<_> = shared.iter().map(SharedCounters::read).collect();
+        let (counts, plan) = telemetry.as_ref().map_or_else(Default::default, |tc| {
+            (tc.counts, Some(tc.plan().version()))
+        });
+        m.update(&per_worker, &counts, plan);
+    }
     let mut port_summaries = Vec::with_capacity(ports.len());
     for (i, (p, driver)) in ports.iter_mut().zip(drivers).enumerate() {
         // Read before stopping: some drivers (memif) clear their counters on stop, and
@@ -415,7 +424,12 @@ fn run_with_eal(
             forwarded_bytes: t.ports[i].tx_bytes,
             tx_full_drops: t.ports[i].tx_full_drops,
             impair_lost: t.ports[i].impair_lost,
+            impair_overflow: t.ports[i].impair_overflow,
         });
+    }
+    if let Some(m) = &port_metrics {
+        let totals: Vec<_> = port_totals.iter().map(|t| t.total()).collect();
+        m.update(&totals);
     }
     let mut summary = Summary::from_totals(config.switch_id, outcome.seconds, &t);
     if let Some(tc) = telemetry {

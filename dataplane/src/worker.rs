@@ -17,7 +17,8 @@ use crate::gate::GateSlot;
 /// whose link is down the calls stop at the first that sends nothing: such a port takes
 /// nothing however often asked (a memif server's client away, a cable out), and the
 /// retries cost the worker's other ports about 5 ns per packet; one whose link came up
-/// since the control thread looked sends, and is retried as any other.
+/// since the control thread looked (up to a second) is retried as any other once a call
+/// takes something.
 const TX_CALLS: u32 = 16;
 /// Bursts between counter publications (counters are also published whenever the worker
 /// goes idle, now and then while it stays idle ([`IDLE_PUBLISH_EVERY`]), and when it
@@ -154,7 +155,10 @@ fn flush_impaired(
                 c.drop_one(DropReason::ImpairLoss);
                 c.ports[port].impair_lost += 1;
             }
-            Fate::Overflow => c.drop_one(DropReason::ImpairOverflow),
+            Fate::Overflow => {
+                c.drop_one(DropReason::ImpairOverflow);
+                c.ports[port].impair_overflow += 1;
+            }
             Fate::Delayed => c.impair_delayed += 1,
             Fate::Reordered => c.impair_reordered += 1,
         }
@@ -345,7 +349,7 @@ impl Worker<'_> {
                     }
                 }
                 c.busy_polls += 1;
-                bursts += 1;
+                bursts = bursts.wrapping_add(1);
                 if bursts.is_multiple_of(PUBLISH_EVERY) {
                     shared.publish(c);
                 }

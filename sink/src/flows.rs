@@ -848,8 +848,11 @@ impl FlowTable {
             c.bytes = c.bytes.saturating_add(bytes);
             // New packets of a flow kept for its records: it goes on, and ends again.
             c.end_sent &= packets == 0;
-            c.epochs += 1;
-            c.unsure_epochs += u32::from(unsure.binary_search(&switch).is_ok());
+            // Saturating: 2^32 epochs are 497 days of 10 ms epochs, 50 of 1 ms.
+            c.epochs = c.epochs.saturating_add(1);
+            c.unsure_epochs = c
+                .unsure_epochs
+                .saturating_add(u32::from(unsure.binary_search(&switch).is_ok()));
             c.first_ms = c.first_ms.min(epoch_ms.0);
             c.last_ms = c.last_ms.max(epoch_ms.0 + epoch_ms.1);
             c.last_epoch = (epoch, packets, bytes);
@@ -869,7 +872,7 @@ impl FlowTable {
                         && c.last_ms.saturating_add(1000) >= epoch_ms.0
                         && unsure.binary_search(&c.switch).is_ok()
                     {
-                        c.unsure_epochs += 1;
+                        c.unsure_epochs = c.unsure_epochs.saturating_add(1);
                     }
                 }
             }

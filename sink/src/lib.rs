@@ -8,6 +8,8 @@
 //! the epoch assembler (FlowRadar decoding), the export thread and the HTTP server; bounded
 //! queues between them, with drops counted.
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod app;
 pub mod cli;

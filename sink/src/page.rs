@@ -60,7 +60,8 @@ pub struct LinkRow {
     pub utilisation: Option<f64>,
     /// The impairment on it, in words.
     pub impaired: Option<String>,
-    /// Packets its impairment dropped (the switch's count).
+    /// Packets its impairment dropped, lost or over its delay line's limit (the switch's
+    /// counts).
     pub impair_dropped: Option<u64>,
 }
 

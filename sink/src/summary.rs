@@ -18,8 +18,10 @@ const SKETCH_K: u16 = 200;
 /// Samples of one query at one switch.
 #[derive(Debug, Clone)]
 pub enum CodeSummary {
-    /// Samples per code.
-    Counts(Vec<u64>),
+    /// Samples per code, and how many codes there are: empty until the first sample, so
+    /// that the summaries of switches and plans no longer sampled (a plan reloaded away, a
+    /// switch gone) hold no memory once their windows have passed.
+    Counts(Vec<u64>, u32),
     /// A sketch of the codes, the sum of the values, and the compressor that gives them.
     Sketch(KllSketch<u32>, f64, LogCompressor),
 }
@@ -29,7 +31,7 @@ impl CodeSummary {
     pub fn new(c: &LogCompressor) -> CodeSummary {
         let max_code = c.max_code();
         if max_code < COUNTED_CODES {
-            CodeSummary::Counts(vec![0; max_code as usize + 1])
+            CodeSummary::Counts(Vec::new(), max_code + 1)
         } else {
             CodeSummary::Sketch(
                 KllSketch::new(SKETCH_K).expect("K in range"),
@@ -43,7 +45,10 @@ impl CodeSummary {
     #[inline]
     pub fn add(&mut self, code: u32) {
         match self {
-            CodeSummary::Counts(v) => {
+            CodeSummary::Counts(v, codes) => {
+                if v.is_empty() {
+                    v.resize(*codes as usize, 0);
+                }
                 if let Some(n) = v.get_mut(code as usize) {
                     *n += 1;
                 }
@@ -58,9 +63,13 @@ impl CodeSummary {
     /// Adds another summary of the same query (same plan).
     pub fn merge(&mut self, other: &CodeSummary) {
         match (self, other) {
-            (CodeSummary::Counts(a), CodeSummary::Counts(b)) => {
-                for (x, y) in a.iter_mut().zip(b) {
-                    *x += y;
+            (CodeSummary::Counts(a, _), CodeSummary::Counts(b, _)) => {
+                if a.is_empty() {
+                    a.clone_from(b);
+                } else {
+                    for (x, y) in a.iter_mut().zip(b) {
+                        *x += y;
+                    }
                 }
             }
             (CodeSummary::Sketch(a, sa, _), CodeSummary::Sketch(b, sb, _)) => {
@@ -74,7 +83,7 @@ impl CodeSummary {
     /// Samples.
     pub fn count(&self) -> u64 {
         match self {
-            CodeSummary::Counts(v) => v.iter().sum(),
+            CodeSummary::Counts(v, _) => v.iter().sum(),
             CodeSummary::Sketch(s, ..) => s.n(),
         }
     }
@@ -82,7 +91,7 @@ impl CodeSummary {
     /// Sum of the values.
     pub fn sum(&self, c: &LogCompressor) -> f64 {
         match self {
-            CodeSummary::Counts(v) => v
+            CodeSummary::Counts(v, _) => v
                 .iter()
                 .enumerate()
                 .filter(|(_, n)| **n > 0)
@@ -95,7 +104,7 @@ impl CodeSummary {
     /// The `q`-quantile (0 to 1) of the values.
     pub fn quantile(&self, q: f64, c: &LogCompressor) -> Option<f64> {
         let code = match self {
-            CodeSummary::Counts(v) => {
+            CodeSummary::Counts(v, _) => {
                 let total: u64 = v.iter().sum();
                 if total == 0 {
                     return None;
@@ -243,6 +252,33 @@ mod tests {
         m.add(code(10_000));
         m.merge(&s);
         assert_eq!(m.count(), 1021);
+    }
+
+    /// A summary sampled no more (its plan reloaded away, its switch gone) gives back its
+    /// counts once two windows have passed, and keeps its count and sum.
+    #[test]
+    fn an_idle_summary_holds_no_counts() {
+        let c = LogCompressor::with_epsilon(0.025, 12);
+        let empty =
+            |s: &CodeSummary| matches!(s, CodeSummary::Counts(v, 4096) if v.capacity() == 0);
+        let mut s = RecentSummary::new(&c);
+        assert!(empty(&s.current) && empty(&s.previous));
+        s.add(c.compress(1000, 0));
+        assert!(!empty(&s.current));
+        let t0 = Instant::now();
+        s.rotate(t0 + RECENT_WINDOW);
+        assert!(!empty(&s.previous) && empty(&s.current));
+        s.rotate(t0 + 2 * RECENT_WINDOW);
+        assert!(empty(&s.current) && empty(&s.previous));
+        assert_eq!(s.count(), 1);
+        assert_eq!(s.quantile(0.5, &c), None);
+        // An empty summary merged into takes the other's counts.
+        let mut m = CodeSummary::new(&c);
+        let mut o = CodeSummary::new(&c);
+        o.add(7);
+        m.merge(&o);
+        m.merge(&CodeSummary::new(&c));
+        assert_eq!(m.count(), 1);
     }
 
     #[test]

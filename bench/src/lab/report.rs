@@ -309,13 +309,13 @@ impl LabReport {
                     flows: at_sink.and_then(|l| l["flows"].as_u64()).unwrap_or(0),
                     utilisation: Some(tx_bytes as f64 * 8.0 / lab.duration_s / capacity),
                     impaired: imp.map(impair_words),
-                    // What the impairment of this port dropped (the switch counts it per
-                    // port).
+                    // What the impairment of this port dropped, lost or over its delay
+                    // line's limit (the switch counts both per port).
                     impair_dropped: imp.map(|_| {
                         let pn = port_name(lab, a, port as u16);
                         summary_of(a)
                             .and_then(|s| s.ports.iter().find(|p| p.name == pn))
-                            .map_or(0, |p| p.impair_lost)
+                            .map_or(0, |p| p.impair_lost + p.impair_overflow)
                     }),
                 });
             }

@@ -220,10 +220,13 @@ pub struct PortCounters {
     pub tx_packets: u64,
     /// Bytes handed to the port's tx queue.
     pub tx_bytes: u64,
-    /// Packets for the port dropped because its tx queue stayed full.
+    /// Packets for the port not sent: its tx queue stayed full, its link was down or it was
+    /// closed while restarted.
     pub tx_full_drops: u64,
     /// Packets for the port its impairment dropped (`impair` loss).
     pub impair_lost: u64,
+    /// Packets for the port its impairment's full delay line dropped (`impair_overflow`).
+    pub impair_overflow: u64,
 }
 
 /// A worker's own running totals, plain integers it owns; published every few bursts.
@@ -237,9 +240,9 @@ pub struct LocalCounters {
     pub tx_packets: u64,
     /// Bytes handed to a tx queue.
     pub tx_bytes: u64,
-    /// Tx calls that did not take every packet (each retry counts).
+    /// Tx calls made again for a burst that a call did not take whole.
     pub tx_retries: u64,
-    /// Packets dropped because a tx queue stayed full.
+    /// Packets not sent: a tx queue stayed full, a link was down or a port closed.
     pub tx_full_drops: u64,
     /// Packets an impaired port held in its delay line.
     pub impair_delayed: u64,
@@ -303,6 +306,7 @@ impl LocalCounters {
             f(&mut p.tx_bytes);
             f(&mut p.tx_full_drops);
             f(&mut p.impair_lost);
+            f(&mut p.impair_overflow);
         }
     }
 
@@ -324,7 +328,7 @@ impl LocalCounters {
 }
 
 /// Counters per port in [`PortCounters`].
-const PORT_FIELDS: usize = 6;
+const PORT_FIELDS: usize = 7;
 
 /// Counters in [`LocalCounters`] (as [`LocalCounters::visit`] lists them).
 const FIELDS: usize = 10 + DropReason::COUNT + TelemetryEvent::COUNT + PORT_FIELDS * MAX_PORTS;

@@ -125,7 +125,8 @@ impl Default for SharedLoad {
 pub struct PortLoads {
     params: [LoadParams; MAX_PORTS],
     u: [u64; MAX_PORTS],
-    last_ns: [u64; MAX_PORTS],
+    /// The counter value of each port's last update.
+    last_tsc: [u64; MAX_PORTS],
 }
 
 impl PortLoads {
@@ -136,22 +137,32 @@ impl PortLoads {
         PortLoads {
             params: p,
             u: [0; MAX_PORTS],
-            last_ns: [0; MAX_PORTS],
+            last_tsc: [0; MAX_PORTS],
         }
     }
 
-    /// Updates port `port` for a burst of `bytes` at `now_ns` with `queued` bytes behind
-    /// it; returns the worker's own estimate.
+    /// Updates port `port` for a burst of `bytes` at counter value `now_tsc` with `queued`
+    /// bytes behind it; returns the worker's own estimate. `ns(ticks)` converts the time
+    /// since the port's last update: a difference, since the clock's rate is recalibrated
+    /// every second, and a counter value itself (counting since the host started) scaled
+    /// by a rate changed in its last digit moves by milliseconds on a host up for days.
     #[inline]
-    pub fn on_burst(&mut self, port: usize, now_ns: u64, bytes: u64, queued: u64) -> u64 {
-        let elapsed = now_ns.saturating_sub(self.last_ns[port]);
+    pub fn on_burst(
+        &mut self,
+        port: usize,
+        now_tsc: u64,
+        bytes: u64,
+        queued: u64,
+        ns: impl Fn(u64) -> u64,
+    ) -> u64 {
+        let elapsed = ns(now_tsc.saturating_sub(self.last_tsc[port]));
         let p = &self.params[port];
         self.u[port] = if queued == 0 {
             p.update_sent(self.u[port], elapsed, bytes)
         } else {
             p.update(self.u[port], elapsed, bytes, queued)
         };
-        self.last_ns[port] = now_ns;
+        self.last_tsc[port] = now_tsc;
         self.u[port]
     }
 
@@ -204,7 +215,7 @@ mod tests {
         let mut u = 0;
         for _ in 0..1000 {
             now += 3_200;
-            u = l.on_burst(0, now, 3_200, 0);
+            u = l.on_burst(0, now, 3_200, 0, |t| t);
         }
         let f = u as f64 / ONE as f64;
         assert!((f - 0.8).abs() < 0.02, "{f}");
@@ -212,13 +223,36 @@ mod tests {
         // A standing queue of one B*T adds about 1.
         for _ in 0..1000 {
             now += 3_200;
-            u = l.on_burst(0, now, 3_200, 16_250);
+            u = l.on_burst(0, now, 3_200, 16_250, |t| t);
         }
         let f = u as f64 / ONE as f64;
         assert!((f - 1.8).abs() < 0.05, "{f}");
         // Idle for longer than T forgets the past.
         assert_eq!(p.decay(u, 20_000), 0);
         assert_eq!(carried_value(0), 1);
+    }
+
+    /// The clock's rate recalibrated by a part in 10^9 on a host up for a year (a counter
+    /// near 2^56 at 2.6 GHz) leaves the estimate where it was: only the time between
+    /// bursts is converted.
+    #[test]
+    fn a_recalibrated_clock_leaves_the_estimate_alone() {
+        let p = LoadParams::new(10_000_000_000, 13_000);
+        let mut l = PortLoads::new(&[p]);
+        let q = (1u64 << 32) * 10 / 26; // 2.6 GHz: ns per tick in 32.32 fixed point
+        let ns = |q: u64| move |t: u64| ((u128::from(t) * u128::from(q)) >> 32) as u64;
+        let mut tsc = 1u64 << 56;
+        let mut u = 0;
+        for i in 0..2000 {
+            // 3200 bytes every 3.2 us (8320 ticks); the rate changes by 2 every 100 bursts.
+            tsc += 8_320;
+            u = l.on_burst(0, tsc, 3_200, 0, ns(q + (i / 100) % 2 * 2));
+            if i > 1000 {
+                let f = u as f64 / ONE as f64;
+                assert!((f - 0.8).abs() < 0.02, "burst {i}: {f}");
+            }
+        }
+        assert!(u > 0);
     }
 
     #[test]

@@ -430,13 +430,15 @@ impl State {
         prepared: &mut [[PreparedValues; MAX_PORTS]; 2],
     ) -> BurstTime {
         let latency_ns = self.clock.ns(now.saturating_sub(rx_tsc));
-        let now_ns = self.clock.ns(now);
         let mut util = [1u64; MAX_PORTS];
         let mut ports = routed.used;
         while ports != 0 {
             let e = ports.trailing_zeros() as usize;
             ports &= ports - 1;
-            let own = self.loads.on_burst(e, now_ns, routed.port_bytes[e], 0);
+            let clock = &self.clock;
+            let own = self
+                .loads
+                .on_burst(e, now, routed.port_bytes[e], 0, |t| clock.ns(t));
             self.loads.publish(&self.shared_load, e, now);
             let others = self.shared_load.others[e].load(Ordering::Relaxed);
             util[e] = carried_value(own.saturating_add(others));
