@@ -989,27 +989,47 @@ fn the_edge_switch_exports_probe_arrivals() {
     assert_eq!(sum.dropped(), 0);
 }
 
+/// Runs pint-gen sending and receiving 20K packets a second (with `args`) through switch
+/// `id`, whose one port has the impairment `impair`; returns pint-gen's report and the
+/// switch's summary and output.
+fn through_impairment(
+    id: u32,
+    tag: &str,
+    impair: &str,
+    args: &[&str],
+) -> (serde_json::Value, Summary, String) {
+    let _serial = serial();
+    let dir = Scratch::new(&format!("tel-{tag}")).unwrap();
+    let sink = Collector::start(false).unwrap();
+    let sock = dir.path("impair.sock");
+    let config = loop_switch(id, &sock, sink.addr(), &format!("impair = {{ {impair} }}"));
+    let switch = start_switch(&dir, tag, &config);
+    let mut all = vec!["--mode", "both", "--rate", "20Kpps"];
+    all.extend_from_slice(args);
+    let mut g = generator(
+        &all,
+        &memif(0, "client", &sock),
+        &format!("pint-tel-{tag}-{}", std::process::id()),
+        0,
+    );
+    let run = report_of(&mut g)
+        .recv_timeout(Duration::from_secs(60))
+        .expect("pint-gen report");
+    let (sum, log) = switch.stop();
+    finish_generator(g);
+    drop(sink.stop());
+    (run, sum, log)
+}
+
 /// A port's impairment drops, delays and reorders what it sends, and the switch counts what
 /// it dropped: exactly what pint-gen found missing.
 #[test]
 fn an_impaired_port_loses_delays_and_reorders_and_counts_it() {
-    let _serial = serial();
-    let dir = Scratch::new("tel-impair").unwrap();
-    let sink = Collector::start(false).unwrap();
-    let sock = dir.path("impair.sock");
-    let config = loop_switch(
+    let (run, sum, log) = through_impairment(
         11,
-        &sock,
-        sink.addr(),
-        "impair = { loss = 0.05, delay_us = 5000, jitter_us = 1000, reorder = 0.02 }",
-    );
-    let switch = start_switch(&dir, "impair", &config);
-    let mut g = generator(
+        "impair",
+        "loss = 0.05, delay_us = 5000, jitter_us = 1000, reorder = 0.02",
         &[
-            "--mode",
-            "both",
-            "--rate",
-            "20Kpps",
             "--duration",
             "3",
             "--flows",
@@ -1019,16 +1039,7 @@ fn an_impaired_port_loses_delays_and_reorders_and_counts_it() {
             "--probe-hz",
             "500",
         ],
-        &memif(0, "client", &sock),
-        &format!("pint-tel-impair-{}", std::process::id()),
-        0,
     );
-    let run = report_of(&mut g)
-        .recv_timeout(Duration::from_secs(60))
-        .expect("pint-gen report");
-    let (sum, log) = switch.stop();
-    finish_generator(g);
-    drop(sink.stop());
 
     let sent = run["sent"]["packets"].as_u64().unwrap();
     let lost = run["lost"].as_u64().unwrap();
@@ -1071,39 +1082,13 @@ fn an_impaired_port_loses_delays_and_reorders_and_counts_it() {
 /// port: together with the impairment's loss, what pint-gen found missing.
 #[test]
 fn an_overflowing_delay_line_is_counted_on_its_port() {
-    let _serial = serial();
-    let dir = Scratch::new("tel-overflow").unwrap();
-    let sink = Collector::start(false).unwrap();
-    let sock = dir.path("overflow.sock");
     // 20K packets a second held 5 ms: about 100 in the line, where 20 fit.
-    let config = loop_switch(
+    let (run, sum, log) = through_impairment(
         12,
-        &sock,
-        sink.addr(),
-        "impair = { loss = 0.05, delay_us = 5000, limit = 20 }",
+        "overflow",
+        "loss = 0.05, delay_us = 5000, limit = 20",
+        &["--duration", "2", "--flows", "20"],
     );
-    let switch = start_switch(&dir, "overflow", &config);
-    let mut g = generator(
-        &[
-            "--mode",
-            "both",
-            "--rate",
-            "20Kpps",
-            "--duration",
-            "2",
-            "--flows",
-            "20",
-        ],
-        &memif(0, "client", &sock),
-        &format!("pint-tel-overflow-{}", std::process::id()),
-        0,
-    );
-    let run = report_of(&mut g)
-        .recv_timeout(Duration::from_secs(60))
-        .expect("pint-gen report");
-    let (sum, log) = switch.stop();
-    finish_generator(g);
-    drop(sink.stop());
 
     let lost = sum.drops.get(pipeline::DropReason::ImpairLoss);
     let over = sum.drops.get(pipeline::DropReason::ImpairOverflow);

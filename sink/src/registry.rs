@@ -257,8 +257,51 @@ pub const MAX_BAD_PLANS: usize = 1024;
 /// of text and its compiled form).
 pub const MAX_SPARE_PLANS: usize = 64;
 
-/// Most host addresses whose delivering switch is remembered.
+/// Most host addresses whose delivering switch is remembered: those learned or confirmed
+/// least recently are forgotten first (traffic to a million destinations, as a border
+/// switch's, would otherwise leave new hosts unlearned for good).
 pub const MAX_OWNERS: usize = 1 << 20;
+
+/// Host addresses and the edge switch that delivers to each, in two generations: an
+/// address learned or confirmed goes to the newer; once it holds half the bound, it becomes
+/// the older and the older is forgotten. Every lookup and insertion is a hash-map one; at
+/// most `cap` addresses are kept.
+#[derive(Debug)]
+struct Owners {
+    newer: FxHashMap<u32, u32>,
+    older: FxHashMap<u32, u32>,
+    cap: usize,
+}
+
+impl Owners {
+    fn new(cap: usize) -> Owners {
+        Owners {
+            newer: FxHashMap::default(),
+            older: FxHashMap::default(),
+            cap: cap.max(2),
+        }
+    }
+
+    /// Whether `addr` is known, recently, to be delivered by `switch`.
+    fn confirmed(&self, addr: u32, switch: u32) -> bool {
+        self.newer.get(&addr) == Some(&switch)
+    }
+
+    fn learn(&mut self, addr: u32, switch: u32) {
+        self.older.remove(&addr);
+        self.newer.insert(addr, switch);
+        if self.newer.len() >= self.cap / 2 {
+            self.older = std::mem::take(&mut self.newer);
+        }
+    }
+
+    fn get(&self, addr: u32) -> Option<u32> {
+        self.newer
+            .get(&addr)
+            .or_else(|| self.older.get(&addr))
+            .copied()
+    }
+}
 
 /// Switch IDs kept by default (`--max-switches`): each keeps its counters, metric series and
 /// plan in force for the sink's life, and any peer may say hello under any switch ID.
@@ -281,7 +324,7 @@ pub struct Registry {
     /// Plans that did not compile, by version and text (another switch may send the same
     /// version's good text).
     bad_plans: Mutex<BTreeMap<(u32, u64), String>>,
-    owners: RwLock<FxHashMap<u32, u32>>,
+    owners: RwLock<Owners>,
     ids: RwLock<Arc<Vec<u32>>>,
     /// Connections closed without a switch the sink knows to count them at (before a
     /// hello, or at a refused hello from a switch not seen before), by reason.
@@ -339,7 +382,7 @@ impl Registry {
             plan_order: Mutex::default(),
             plans_evicted: AtomicU64::new(0),
             bad_plans: Mutex::default(),
-            owners: RwLock::default(),
+            owners: RwLock::new(Owners::new(MAX_OWNERS)),
             ids: RwLock::default(),
             anonymous_rejects: Mutex::default(),
         }
@@ -574,22 +617,22 @@ impl Registry {
             return;
         }
         {
-            let map = self.owners.read().expect("owners lock");
-            if pairs.iter().all(|(a, s)| map.get(a) == Some(s)) {
+            let owners = self.owners.read().expect("owners lock");
+            if pairs.iter().all(|&(a, s)| owners.confirmed(a, s)) {
                 return;
             }
         }
-        let mut map = self.owners.write().expect("owners lock");
+        let mut owners = self.owners.write().expect("owners lock");
         for &(addr, switch) in pairs {
-            if map.len() < MAX_OWNERS || map.contains_key(&addr) {
-                map.insert(addr, switch);
+            if !owners.confirmed(addr, switch) {
+                owners.learn(addr, switch);
             }
         }
     }
 
     /// The edge switch that delivers to host `addr`, if learned.
     pub fn owner(&self, addr: u32) -> Option<u32> {
-        self.owners.read().expect("owners lock").get(&addr).copied()
+        self.owners.read().expect("owners lock").get(addr)
     }
 
     /// Other switches that said hello with a shim EtherType other than `ethertype`, with
@@ -868,6 +911,36 @@ pub(crate) mod tests {
         assert_eq!(r.owner(10), Some(3));
         assert_eq!(r.owner(11), Some(2));
         assert_eq!(r.owner(12), None);
+    }
+
+    /// Past the bound the addresses learned or confirmed least recently are forgotten, not
+    /// the new ones refused; a confirmed address stays.
+    #[test]
+    fn owners_forget_the_least_recent_past_their_bound() {
+        let mut o = super::Owners::new(8);
+        for a in 0..4 {
+            o.learn(a, 1);
+        }
+        // 0..4 moved to the older generation; 0 is confirmed, 4 and 5 learned.
+        o.learn(0, 1);
+        for a in 4..6 {
+            o.learn(a, 2);
+        }
+        assert_eq!((o.get(0), o.get(1), o.get(5)), (Some(1), Some(1), Some(2)));
+        o.learn(100, 3);
+        // 1, 2 and 3 were neither learned nor confirmed since: gone; the rest kept.
+        assert_eq!((o.get(1), o.get(2), o.get(3)), (None, None, None));
+        assert_eq!(
+            (o.get(0), o.get(5), o.get(100)),
+            (Some(1), Some(2), Some(3))
+        );
+        assert!(o.newer.len() + o.older.len() <= 8);
+        // However many addresses come, at most the bound is kept, and the newest are known.
+        for a in 1000..2000 {
+            o.learn(a, 4);
+            assert!(o.newer.len() + o.older.len() <= 8);
+            assert_eq!(o.get(a), Some(4));
+        }
     }
 
     /// The typical lag is the middle one of the switches of one epoch length (the higher
