@@ -98,7 +98,7 @@ impl PortGate {
     }
 
     /// Says which ports' links are down (bit `p` for port `p`): the workers stop sending a
-    /// burst to them at the first tx call that takes nothing, which a link that is down
+    /// burst to them when its first tx call takes nothing, which a link that is down
     /// would not take however often asked. Only the control thread sets it.
     pub fn set_down(&self, down: u32) {
         // Written only on a change: the workers read the line every loop.
@@ -166,6 +166,20 @@ mod tests {
         assert_eq!(a.pass(), 0b0001);
         gate.open(0);
         assert_eq!((a.pass(), gate.closed()), (0, 0));
+    }
+
+    /// The down ports are what the control thread last said, apart from the closed ones.
+    #[test]
+    fn a_worker_sees_the_down_ports() {
+        let gate = PortGate::new(1);
+        let slot = gate.slot(0);
+        assert_eq!(slot.down(), 0);
+        gate.set_down(0b101);
+        assert_eq!((slot.down(), gate.closed()), (0b101, 0));
+        gate.set_down(0b100);
+        assert_eq!(slot.down(), 0b100);
+        gate.set_down(0);
+        assert_eq!(slot.down(), 0);
     }
 
     /// Workers on threads see a close: once the gate says they passed, each saw the port

@@ -223,7 +223,7 @@ fn run_with_eal(
     }
     // Ports whose link is down from the start (a memif server without its client) are
     // sent to without retries from the first burst.
-    gate.set_down(down_bits(ports.iter().map(|p| p.link().up)));
+    gate.set_down(down_bits(ports.iter().map(|p| p.link_down())));
     let Built { fwd, port_specs } = built;
     control::say!(
         "routes: {} ({} KiB table); workers: {}; telemetry lanes: {}",
@@ -341,7 +341,7 @@ fn run_with_eal(
                     control::say!("{}", link_change(&pc.name, &pc.device, up, held.is_some()));
                 }
             }
-            gate.set_down(down_bits(links.iter().copied()));
+            gate.set_down(down_bits(ports.iter().map(|p| p.link_down())));
             if hold.load(Ordering::Relaxed) && held.is_none() {
                 let generation = (0..ports.len()).map(|p| gate.close(p)).max().unwrap_or(0);
                 held = Some((generation, false));
@@ -399,7 +399,8 @@ fn run_with_eal(
 
     let t = total(&shared);
     // The metrics end with the workers' last bursts and drained delay lines: the control
-    // loop's last publication came before the workers stopped.
+    // loop's last publication came before the workers stopped. (The telemetry's last
+    // export, below, is in the summary, not the metrics.)
     if let Some(m) = metrics.as_mut() {
         let per_worker: Vec<_> = shared.iter().map(SharedCounters::read).collect();
         let (counts, plan) = telemetry.as_ref().map_or_else(Default::default, |tc| {
@@ -493,10 +494,10 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-/// The ports whose link is down, as the gate's bits, from each port's link state in order.
-fn down_bits(up: impl Iterator<Item = bool>) -> u32 {
-    up.enumerate()
-        .filter(|&(_, up)| !up)
+/// The ports whose link is down, as the gate's bits, from whether each port's is, in order.
+fn down_bits(down: impl Iterator<Item = bool>) -> u32 {
+    down.enumerate()
+        .filter(|&(_, down)| down)
         .fold(0, |bits, (p, _)| bits | 1 << p)
 }
 
@@ -545,9 +546,9 @@ mod tests {
 
     #[test]
     fn down_bits_are_the_ports_whose_link_is_down() {
-        assert_eq!(down_bits([true, false, true, false].into_iter()), 0b1010);
-        assert_eq!(down_bits([true; 32].into_iter()), 0);
-        assert_eq!(down_bits([false; 32].into_iter()), u32::MAX);
+        assert_eq!(down_bits([false, true, false, true].into_iter()), 0b1010);
+        assert_eq!(down_bits([false; 32].into_iter()), 0);
+        assert_eq!(down_bits([true; 32].into_iter()), u32::MAX);
     }
 
     /// A memif client whose server left is told it must be restarted; a server that it

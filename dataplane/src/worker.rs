@@ -14,11 +14,11 @@ use crate::dpdk::{Burst, Mbuf, RxQueue, TxQueue};
 use crate::gate::GateSlot;
 
 /// Tx calls for one burst before the rest is dropped (the first and its retries). To a port
-/// whose link is down the calls stop at the first that sends nothing: such a port takes
+/// whose link is down they stop after the first when it sends nothing: such a port takes
 /// nothing however often asked (a memif server's client away, a cable out), and the
 /// retries cost the worker's other ports about 5 ns per packet; one whose link came up
-/// since the control thread looked (up to a second) is retried as any other once a call
-/// takes something.
+/// since the control thread looked (up to a second) is retried as any other once its first
+/// call takes something.
 const TX_CALLS: u32 = 16;
 /// Bursts between counter publications (counters are also published whenever the worker
 /// goes idle, now and then while it stays idle ([`IDLE_PUBLISH_EVERY`]), and when it
@@ -54,7 +54,7 @@ pub struct Worker<'p> {
 }
 
 /// Sends a port's buffered packets in at most [`TX_CALLS`] tx calls, or, when its link is
-/// down (`link_down`), until a call sends nothing; what still does not fit is dropped and
+/// down (`link_down`), in one if that one sends nothing; what still does not fit is dropped and
 /// counted (and taken off the port's and the worker's tx totals, which the pipeline counted
 /// when it forwarded the packets).
 #[inline(always)]
@@ -72,7 +72,7 @@ fn flush<const N: usize>(
         if buf.is_empty() {
             return;
         }
-        if calls >= TX_CALLS || (link_down && sent == 0) {
+        if calls >= TX_CALLS || (link_down && calls == 1 && sent == 0) {
             drop_unsent(port, buf, c);
             return;
         }
@@ -169,7 +169,7 @@ fn flush_impaired(
 
 /// Sends port `e`'s buffered packets: straight to its tx queue, or, when the port is
 /// impaired, closed or down (bit `e` of `special`: one test per burst), through its
-/// impairment, nowhere, or in one tx call.
+/// impairment, nowhere, or giving up when the first tx call takes nothing.
 #[inline(always)]
 fn send(
     e: usize,

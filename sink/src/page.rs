@@ -26,7 +26,7 @@ pub struct SwitchRow {
     pub tx_packets: u64,
     /// Drops by reason (non-zero ones).
     pub drops: BTreeMap<String, u64>,
-    /// Packets a full tx queue dropped.
+    /// Packets it did not send: a tx queue stayed full, a link was down or a port closed.
     pub tx_full_drops: u64,
     /// Digests exported to the sink.
     pub digests_exported: u64,

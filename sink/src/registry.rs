@@ -257,15 +257,16 @@ pub const MAX_BAD_PLANS: usize = 1024;
 /// of text and its compiled form).
 pub const MAX_SPARE_PLANS: usize = 64;
 
-/// Most host addresses whose delivering switch is remembered: those learned or confirmed
-/// least recently are forgotten first (traffic to a million destinations, as a border
-/// switch's, would otherwise leave new hosts unlearned for good).
+/// Host addresses whose delivering switch is surely remembered: the most recently learned
+/// or confirmed (up to twice as many are kept); those seen least recently are forgotten
+/// first (traffic to millions of destinations, as a border switch's, would otherwise leave
+/// new hosts unlearned for good).
 pub const MAX_OWNERS: usize = 1 << 20;
 
 /// Host addresses and the edge switch that delivers to each, in two generations: an
-/// address learned or confirmed goes to the newer; once it holds half the bound, it becomes
-/// the older and the older is forgotten. Every lookup and insertion is a hash-map one; at
-/// most `cap` addresses are kept.
+/// address learned or confirmed goes to the newer; once it holds `cap`, it becomes the
+/// older and the older is forgotten. Every lookup and insertion is a hash-map one; the
+/// `cap` addresses seen most recently are always kept, and at most twice as many.
 #[derive(Debug)]
 struct Owners {
     newer: FxHashMap<u32, u32>,
@@ -278,7 +279,7 @@ impl Owners {
         Owners {
             newer: FxHashMap::default(),
             older: FxHashMap::default(),
-            cap: cap.max(2),
+            cap: cap.max(1),
         }
     }
 
@@ -290,8 +291,10 @@ impl Owners {
     fn learn(&mut self, addr: u32, switch: u32) {
         self.older.remove(&addr);
         self.newer.insert(addr, switch);
-        if self.newer.len() >= self.cap / 2 {
-            self.older = std::mem::take(&mut self.newer);
+        if self.newer.len() >= self.cap {
+            // The older map's memory is the next newer one's (a swap, not a new map).
+            std::mem::swap(&mut self.newer, &mut self.older);
+            self.newer.clear();
         }
     }
 
@@ -904,7 +907,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn owners_are_learned_and_bounded() {
+    fn owners_are_learned_and_updated() {
         let r = Registry::default();
         r.learn_owners(&[(10, 1), (11, 2)]);
         r.learn_owners(&[(10, 3)]);
@@ -917,7 +920,7 @@ pub(crate) mod tests {
     /// the new ones refused; a confirmed address stays.
     #[test]
     fn owners_forget_the_least_recent_past_their_bound() {
-        let mut o = super::Owners::new(8);
+        let mut o = super::Owners::new(4);
         for a in 0..4 {
             o.learn(a, 1);
         }
@@ -935,11 +938,13 @@ pub(crate) mod tests {
             (Some(1), Some(2), Some(3))
         );
         assert!(o.newer.len() + o.older.len() <= 8);
-        // However many addresses come, at most the bound is kept, and the newest are known.
+        // However many addresses come, at most twice the bound is kept, and the bound's
+        // worth of the newest are known.
         for a in 1000..2000 {
             o.learn(a, 4);
             assert!(o.newer.len() + o.older.len() <= 8);
-            assert_eq!(o.get(a), Some(4));
+            let newest = a.saturating_sub(3).max(1000)..=a;
+            assert!(newest.clone().all(|b| o.get(b) == Some(4)), "{newest:?}");
         }
     }
 

@@ -240,7 +240,8 @@ pub struct LocalCounters {
     pub tx_packets: u64,
     /// Bytes handed to a tx queue.
     pub tx_bytes: u64,
-    /// Tx calls made again for a burst that a call did not take whole.
+    /// Tx calls made again for a burst that a call did not take whole (the first call is
+    /// not a retry: a burst dropped after 16 calls counts 15).
     pub tx_retries: u64,
     /// Packets not sent: a tx queue stayed full, a link was down or a port closed.
     pub tx_full_drops: u64,

@@ -538,7 +538,16 @@ impl<'eal> Port<'eal> {
         (ret == 0).then_some(mac.addr_bytes)
     }
 
-    /// Current link state, without waiting.
+    /// Whether the driver says the link is down now (one that cannot say is not taken as
+    /// down: the workers would give up on its bursts sooner).
+    pub fn link_down(&self) -> bool {
+        let mut link = dpdk_sys::rte_eth_link::default();
+        // SAFETY: valid port and out pointer.
+        let ret = unsafe { dpdk_sys::rte_eth_link_get_nowait(self.id, &mut link) };
+        ret == 0 && u32::from(link.link_status()) != dpdk_sys::RTE_ETH_LINK_UP
+    }
+
+    /// Current link state, without waiting (down where the driver cannot say).
     pub fn link(&self) -> LinkStatus {
         let mut link = dpdk_sys::rte_eth_link::default();
         // SAFETY: valid port and out pointer.
