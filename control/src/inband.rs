@@ -268,7 +268,10 @@ impl TelemetryControl {
             }
         }
         if now >= self.next_recalibration {
-            self.clock.recalibrate();
+            let step = self.clock.recalibrate();
+            if step.unsigned_abs() >= self.epoch_ns {
+                crate::say!("{}", clock_step_line(step));
+            }
             self.next_recalibration = now + Duration::from_secs(1);
         }
         let t = tsc();
@@ -585,11 +588,40 @@ impl TelemetryControl {
     }
 }
 
+/// The line that says the system clock stepped by `step` ns (later positive) and what it
+/// does to the switch's epochs, which follow it.
+fn clock_step_line(step: i64) -> String {
+    let s = step.unsigned_abs() as f64 / 1e9;
+    if step < 0 {
+        format!(
+            "telemetry: the system clock stepped back {s:.3} s; the epoch in progress goes on until the clock reaches its end, so its flowsets hold {s:.3} s more traffic (the sink may not decode them whole)"
+        )
+    } else {
+        format!(
+            "telemetry: the system clock stepped forward {s:.3} s; this switch has no flowsets of the epochs skipped"
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use pipeline::digest::RingDigest;
     use telemetry::flowradar::FlowKey;
+
+    #[test]
+    fn a_clock_step_is_said_with_its_direction() {
+        let back = clock_step_line(-1_500_000_000);
+        assert!(
+            back.contains("stepped back 1.500 s") && back.contains("goes on"),
+            "{back}"
+        );
+        let fwd = clock_step_line(20_000_000);
+        assert!(
+            fwd.contains("forward 0.020 s") && fwd.contains("skipped"),
+            "{fwd}"
+        );
+    }
 
     /// The telemetry of a switch with one worker that exports to a listener (which the
     /// caller keeps; `telemetry` adds keys to `[telemetry]`).

@@ -120,19 +120,25 @@ impl SharedClock {
     }
 
     /// Measures ticks per nanosecond since the start and re-anchors to the system clock.
-    pub fn recalibrate(&self) {
+    /// Returns how far the system clock stepped since the last anchor (ns, later positive):
+    /// what the old mapping says now against what the system clock says.
+    pub fn recalibrate(&self) -> i64 {
         let (t, now) = (tsc(), Instant::now());
         let elapsed = now.duration_since(self.start).as_nanos() as u64;
         let ticks = t.wrapping_sub(self.start_tsc);
         if ticks == 0 || elapsed == 0 {
-            return;
+            return 0;
         }
         let ns_per_tick_q32 = ((u128::from(elapsed) << 32) / u128::from(ticks)) as u64;
-        self.current.store(Arc::new(Clock {
+        let unix_ns0 = unix_now_ns();
+        let new = Clock {
             tsc0: t,
-            unix_ns0: unix_now_ns(),
+            unix_ns0,
             ns_per_tick_q32,
-        }));
+        };
+        let step = clock_step(&self.get(), &new);
+        self.current.store(Arc::new(new));
+        step
     }
 
     /// The current mapping.
@@ -142,9 +148,38 @@ impl SharedClock {
     }
 }
 
+/// How far the system clock moved between anchors `old` and `new` beyond the time the
+/// counter measured (ns, later positive, the ticks between converted at the new rate,
+/// measured over longer): a step of the clock (NTP setting it, a VM resynchronised).
+pub fn clock_step(old: &Clock, new: &Clock) -> i64 {
+    let ticks = i128::from(new.tsc0) - i128::from(old.tsc0);
+    let counted = (ticks * i128::from(new.ns_per_tick_q32)) >> 32;
+    let moved = i128::from(new.unix_ns0) - i128::from(old.unix_ns0);
+    (moved - counted).clamp(i64::MIN.into(), i64::MAX.into()) as i64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clock_step_is_the_system_clock_against_the_mapping() {
+        // 2 ticks per ns, anchored a second (2e9 ticks) apart.
+        let rate = 1u64 << 31;
+        let old = Clock {
+            tsc0: 1_000,
+            unix_ns0: 5_000_000_000,
+            ns_per_tick_q32: rate + 3, // the old rate a little off: not a step
+        };
+        let at = |unix_ns0| Clock {
+            tsc0: 1_000 + 2_000_000_000,
+            unix_ns0,
+            ns_per_tick_q32: rate,
+        };
+        assert_eq!(clock_step(&old, &at(6_000_000_000)), 0);
+        assert_eq!(clock_step(&old, &at(6_002_000_000)), 2_000_000);
+        assert_eq!(clock_step(&old, &at(5_000_000_000)), -1_000_000_000);
+    }
 
     #[test]
     fn conversions_round_trip() {
