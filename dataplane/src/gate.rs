@@ -5,8 +5,9 @@
 //! every worker has passed the top of its poll loop since (inside no call on any port, and
 //! from then on making none on the closed one), restarts it, and opens it again.
 //!
-//! The same line says which ports' links are down, so that a worker does not retry what such
-//! a port will not take.
+//! The same line says which ports' links are down, so that a worker gives up a burst there
+//! when its first tx call takes nothing, rather than retrying what such a port will not
+//! take.
 //!
 //! A worker pays two loads of a line that is written only when a port closes, opens or its
 //! link changes, and a compare, per loop.
@@ -19,7 +20,7 @@ use crossbeam_utils::CachePadded;
 const LEFT: u64 = u64::MAX;
 
 /// The ports closed to the workers, and how far each worker has seen; also the ports whose
-/// link is down, which a worker tries once per burst instead of retrying.
+/// link is down, where a worker gives up a burst whose first tx call takes nothing.
 pub struct PortGate {
     /// The words the workers read at the top of every loop, on one line.
     words: CachePadded<Words>,

@@ -209,8 +209,10 @@ fn run_with_eal(
             report.descriptors.1,
             if link.up {
                 format!("up {} Mbit/s", link.speed_mbps)
-            } else {
+            } else if link.known {
                 "down".into()
+            } else {
+                "unknown (the driver cannot say)".into()
             },
             if report.unsupported.is_empty() {
                 String::new()
@@ -221,9 +223,9 @@ fn run_with_eal(
         drivers.push(report.driver);
         ports.push(port);
     }
-    // Ports whose link is down from the start (a memif server without its client) are
-    // sent to without retries from the first burst.
-    gate.set_down(down_bits(ports.iter().map(|p| p.link_down())));
+    // Ports whose link is down from the start (a memif server without its client): a
+    // burst there is given up when its first tx call takes nothing, from the first.
+    gate.set_down(down_bits(ports.iter().map(|p| p.link().down())));
     let Built { fwd, port_specs } = built;
     control::say!(
         "routes: {} ({} KiB table); workers: {}; telemetry lanes: {}",
@@ -325,6 +327,7 @@ fn run_with_eal(
             until_idle: opts.until_idle,
         };
         let mut links: Vec<bool> = ports.iter().map(|p| p.link().up).collect();
+        let mut down: Vec<bool> = ports.iter().map(|p| p.link().down()).collect();
         // Held (SIGUSR1): the gate's generation that closed every port, and whether the
         // workers' passing it was said.
         let mut held: Option<(u64, bool)> = None;
@@ -334,14 +337,22 @@ fn run_with_eal(
                     t.observe(now);
                 }
             }
-            for ((was, p), pc) in links.iter_mut().zip(&ports).zip(&config.ports) {
-                let up = p.link().up;
+            for (((was, down), p), pc) in links
+                .iter_mut()
+                .zip(down.iter_mut())
+                .zip(&ports)
+                .zip(&config.ports)
+            {
+                // One reading for the line, the metrics and the workers.
+                let link = p.link();
+                let up = link.up;
+                *down = link.down();
                 if up != *was {
                     *was = up;
                     control::say!("{}", link_change(&pc.name, &pc.device, up, held.is_some()));
                 }
             }
-            gate.set_down(down_bits(ports.iter().map(|p| p.link_down())));
+            gate.set_down(down_bits(down.iter().copied()));
             if hold.load(Ordering::Relaxed) && held.is_none() {
                 let generation = (0..ports.len()).map(|p| gate.close(p)).max().unwrap_or(0);
                 held = Some((generation, false));

@@ -942,7 +942,7 @@ pub(crate) mod tests {
         // worth of the newest are known.
         for a in 1000..2000 {
             o.learn(a, 4);
-            assert!(o.newer.len() + o.older.len() <= 8);
+            assert!(o.newer.len() + o.older.len() < 8);
             let newest = a.saturating_sub(3).max(1000)..=a;
             assert!(newest.clone().all(|b| o.get(b) == Some(4)), "{newest:?}");
         }

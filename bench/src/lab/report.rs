@@ -1163,9 +1163,9 @@ fn counting_check(r: &LabReport) -> Check {
     Check::new(NAME, sent > 0 && counted == sent, detail)
 }
 
-/// What the switches did not send, if anything (full tx queues, or a link down): packets
-/// lost on their links too, in a lab most likely because the machine did not keep up
-/// (their peers did not drain the links in time).
+/// What the switches did not send, if anything (full tx queues, a link down, or a port
+/// closed while restarted): packets lost on their links too, in a lab most likely because
+/// the machine did not keep up (their peers did not drain the links in time).
 fn full_queue_note(switches: &[SwitchRow]) -> Option<String> {
     let full: u64 = switches.iter().map(|s| s.tx_full_drops).sum();
     if full == 0 {
@@ -1179,7 +1179,7 @@ fn full_queue_note(switches: &[SwitchRow]) -> Option<String> {
         .map(|s| format!("{} {}", s.name, s.tx_full_drops))
         .collect();
     Some(format!(
-        "{full} dropped by switches at full tx queues ({}{}): the machine did not keep up, most likely (fewer hosts, a lower traffic.rate_pps or more CPUs), or a link was down",
+        "{full} dropped by switches at full tx queues ({}{}): the machine did not keep up, most likely (fewer hosts, a lower traffic.rate_pps or more CPUs), or a link was down or a port restarted",
         names.join(", "),
         if worst.len() > 3 { ", ..." } else { "" }
     ))

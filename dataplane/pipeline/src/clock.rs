@@ -6,7 +6,7 @@
 //! synchronised by NTP or PTP agree on epoch boundaries; the control thread re-anchors the
 //! mapping to the system clock every second, following its adjustments.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
@@ -92,19 +92,39 @@ pub struct SharedClock {
     current: ArcSwap<Clock>,
     start_tsc: u64,
     start: Instant,
+    /// The monotonic and the system clock at the last anchor.
+    last: Mutex<(Instant, u64)>,
+}
+
+/// The counter, the monotonic clock and the system clock read together: of three tries, the
+/// one whose counter reads either side are closest, the counter taken at their midpoint (a
+/// thread paused between the reads would put the anchor off by the pause).
+fn read_together() -> (u64, Instant, u64) {
+    let mut best: Option<(u64, u64, Instant, u64)> = None;
+    for _ in 0..3 {
+        let t0 = tsc();
+        let mono = Instant::now();
+        let unix = unix_now_ns();
+        let gap = tsc().wrapping_sub(t0);
+        if best.is_none_or(|(g, ..)| gap < g) {
+            best = Some((gap, t0.wrapping_add(gap / 2), mono, unix));
+        }
+    }
+    let (_, t, mono, unix) = best.expect("three tries");
+    (t, mono, unix)
 }
 
 impl SharedClock {
     /// Calibrates the counter against the monotonic clock over `settle` (a few ms is enough
     /// to start; every [`SharedClock::recalibrate`] refines it over a longer span).
     pub fn calibrate(settle: Duration) -> Arc<SharedClock> {
-        let start = Instant::now();
-        let start_tsc = tsc();
+        let (start_tsc, start, unix) = read_together();
         std::thread::sleep(settle);
         let clock = SharedClock {
             current: ArcSwap::from_pointee(Clock::nanoseconds(0)),
             start_tsc,
             start,
+            last: Mutex::new((start, unix)),
         };
         clock.recalibrate();
         Arc::new(clock)
@@ -116,28 +136,28 @@ impl SharedClock {
             current: ArcSwap::from_pointee(clock),
             start_tsc: 0,
             start: Instant::now(),
+            last: Mutex::new((Instant::now(), clock.unix_ns0)),
         })
     }
 
     /// Measures ticks per nanosecond since the start and re-anchors to the system clock.
-    /// Returns how far the system clock stepped since the last anchor (ns, later positive):
-    /// what the old mapping says now against what the system clock says.
+    /// Returns how far the system clock stepped since the last anchor ([`clock_step`]).
     pub fn recalibrate(&self) -> i64 {
-        let (t, now) = (tsc(), Instant::now());
+        let (t, now, unix_ns0) = read_together();
+        let mut last = self.last.lock().expect("clock lock");
+        let step = clock_step(*last, (now, unix_ns0));
+        *last = (now, unix_ns0);
         let elapsed = now.duration_since(self.start).as_nanos() as u64;
         let ticks = t.wrapping_sub(self.start_tsc);
         if ticks == 0 || elapsed == 0 {
-            return 0;
+            return step;
         }
         let ns_per_tick_q32 = ((u128::from(elapsed) << 32) / u128::from(ticks)) as u64;
-        let unix_ns0 = unix_now_ns();
-        let new = Clock {
+        self.current.store(Arc::new(Clock {
             tsc0: t,
             unix_ns0,
             ns_per_tick_q32,
-        };
-        let step = clock_step(&self.get(), &new);
-        self.current.store(Arc::new(new));
+        }));
         step
     }
 
@@ -148,14 +168,14 @@ impl SharedClock {
     }
 }
 
-/// How far the system clock moved between anchors `old` and `new` beyond the time the
-/// counter measured (ns, later positive, the ticks between converted at the new rate,
-/// measured over longer): a step of the clock (NTP setting it, a VM resynchronised).
-pub fn clock_step(old: &Clock, new: &Clock) -> i64 {
-    let ticks = i128::from(new.tsc0) - i128::from(old.tsc0);
-    let counted = (ticks * i128::from(new.ns_per_tick_q32)) >> 32;
-    let moved = i128::from(new.unix_ns0) - i128::from(old.unix_ns0);
-    (moved - counted).clamp(i64::MIN.into(), i64::MAX.into()) as i64
+/// How far the system clock stepped between two readings of (monotonic clock, system
+/// clock in Unix ns), `old` and `new`: how much more it moved than the monotonic clock (ns,
+/// later positive). NTP slews both alike; a step (NTP setting the clock, a VM
+/// resynchronised, a leap second) moves the system clock alone.
+pub fn clock_step(old: (Instant, u64), new: (Instant, u64)) -> i64 {
+    let mono = new.0.saturating_duration_since(old.0).as_nanos() as i128;
+    let moved = i128::from(new.1) - i128::from(old.1);
+    (moved - mono).clamp(i64::MIN.into(), i64::MAX.into()) as i64
 }
 
 #[cfg(test)]
@@ -163,22 +183,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_clock_step_is_the_system_clock_against_the_mapping() {
-        // 2 ticks per ns, anchored a second (2e9 ticks) apart.
-        let rate = 1u64 << 31;
-        let old = Clock {
-            tsc0: 1_000,
-            unix_ns0: 5_000_000_000,
-            ns_per_tick_q32: rate + 3, // the old rate a little off: not a step
-        };
-        let at = |unix_ns0| Clock {
-            tsc0: 1_000 + 2_000_000_000,
-            unix_ns0,
-            ns_per_tick_q32: rate,
-        };
-        assert_eq!(clock_step(&old, &at(6_000_000_000)), 0);
-        assert_eq!(clock_step(&old, &at(6_002_000_000)), 2_000_000);
-        assert_eq!(clock_step(&old, &at(5_000_000_000)), -1_000_000_000);
+    fn a_clock_step_is_the_system_clock_against_the_monotonic_one() {
+        let t = Instant::now();
+        let old = (t, 5_000_000_000);
+        let later = t + Duration::from_secs(1);
+        assert_eq!(clock_step(old, (later, 6_000_000_000)), 0);
+        assert_eq!(clock_step(old, (later, 6_002_000_000)), 2_000_000);
+        assert_eq!(clock_step(old, (later, 5_000_000_000)), -1_000_000_000);
+        // A running clock read twice has not stepped.
+        let s = SharedClock::calibrate(Duration::from_millis(5));
+        assert!(s.recalibrate().abs() < 50_000_000);
     }
 
     #[test]

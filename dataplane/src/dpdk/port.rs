@@ -110,12 +110,22 @@ pub struct PortReport {
 /// Link state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkStatus {
-    /// Whether the link is up.
+    /// Whether the link is up (false where the driver cannot say).
     pub up: bool,
+    /// Whether the driver could say.
+    pub known: bool,
     /// Speed in Mbit/s (0 when unknown).
     pub speed_mbps: u32,
     /// Full duplex.
     pub full_duplex: bool,
+}
+
+impl LinkStatus {
+    /// Whether the driver says the link is down (one that cannot say is not taken as down:
+    /// the workers would give up on its bursts sooner).
+    pub fn down(&self) -> bool {
+        self.known && !self.up
+    }
 }
 
 pub use control::summary::PortStats;
@@ -538,15 +548,6 @@ impl<'eal> Port<'eal> {
         (ret == 0).then_some(mac.addr_bytes)
     }
 
-    /// Whether the driver says the link is down now (one that cannot say is not taken as
-    /// down: the workers would give up on its bursts sooner).
-    pub fn link_down(&self) -> bool {
-        let mut link = dpdk_sys::rte_eth_link::default();
-        // SAFETY: valid port and out pointer.
-        let ret = unsafe { dpdk_sys::rte_eth_link_get_nowait(self.id, &mut link) };
-        ret == 0 && u32::from(link.link_status()) != dpdk_sys::RTE_ETH_LINK_UP
-    }
-
     /// Current link state, without waiting (down where the driver cannot say).
     pub fn link(&self) -> LinkStatus {
         let mut link = dpdk_sys::rte_eth_link::default();
@@ -555,12 +556,14 @@ impl<'eal> Port<'eal> {
         if ret < 0 {
             return LinkStatus {
                 up: false,
+                known: false,
                 speed_mbps: 0,
                 full_duplex: false,
             };
         }
         LinkStatus {
             up: u32::from(link.link_status()) == dpdk_sys::RTE_ETH_LINK_UP,
+            known: true,
             speed_mbps: if link.link_speed == u32::MAX {
                 0
             } else {
