@@ -280,14 +280,24 @@ impl ControlLoop<'_> {
 
     fn publish(&mut self) {
         if let Some(m) = self.metrics.as_deref_mut() {
-            let per_worker: Vec<LocalCounters> = self.shared.iter().map(|s| s.read()).collect();
-            let (counts, plan) = match &self.telemetry {
-                Some(t) => (t.counts, Some(t.plan().version())),
-                None => (ControlCounts::default(), None),
-            };
-            m.update(&per_worker, &counts, plan);
+            publish_metrics(m, self.shared, self.telemetry.as_deref());
         }
     }
+}
+
+/// Sets the switch's metrics from the workers' counters and the telemetry's (the control
+/// loop's, and the switch's once its workers have stopped).
+pub fn publish_metrics(
+    m: &mut SwitchMetrics,
+    shared: &[SharedCounters],
+    telemetry: Option<&TelemetryControl>,
+) {
+    let per_worker: Vec<LocalCounters> = shared.iter().map(SharedCounters::read).collect();
+    let (counts, plan) = match telemetry {
+        Some(t) => (t.counts, Some(t.plan().version())),
+        None => (ControlCounts::default(), None),
+    };
+    m.update(&per_worker, &counts, plan);
 }
 
 #[cfg(test)]

@@ -225,7 +225,8 @@ fn run_with_eal(
     }
     // Ports whose link is down from the start (a memif server without its client): a
     // burst there is given up when its first tx call takes nothing, from the first.
-    gate.set_down(down_bits(ports.iter().map(|p| p.link().down())));
+    let first_links: Vec<_> = ports.iter().map(Port::link).collect();
+    gate.set_down(down_bits(first_links.iter().map(|l| l.down())));
     let Built { fwd, port_specs } = built;
     control::say!(
         "routes: {} ({} KiB table); workers: {}; telemetry lanes: {}",
@@ -326,8 +327,7 @@ fn run_with_eal(
             duration: opts.duration,
             until_idle: opts.until_idle,
         };
-        let mut links: Vec<bool> = ports.iter().map(|p| p.link().up).collect();
-        let mut down: Vec<bool> = ports.iter().map(|p| p.link().down()).collect();
+        let mut links: Vec<bool> = first_links.iter().map(|l| l.up).collect();
         // Held (SIGUSR1): the gate's generation that closed every port, and whether the
         // workers' passing it was said.
         let mut held: Option<(u64, bool)> = None;
@@ -337,22 +337,16 @@ fn run_with_eal(
                     t.observe(now);
                 }
             }
-            for (((was, down), p), pc) in links
-                .iter_mut()
-                .zip(down.iter_mut())
-                .zip(&ports)
-                .zip(&config.ports)
-            {
-                // One reading for the line, the metrics and the workers.
-                let link = p.link();
+            // One reading per port for the line, the metrics and the workers.
+            let now: Vec<_> = ports.iter().map(Port::link).collect();
+            gate.set_down(down_bits(now.iter().map(|l| l.down())));
+            for ((was, link), pc) in links.iter_mut().zip(&now).zip(&config.ports) {
                 let up = link.up;
-                *down = link.down();
                 if up != *was {
                     *was = up;
                     control::say!("{}", link_change(&pc.name, &pc.device, up, held.is_some()));
                 }
             }
-            gate.set_down(down_bits(down.iter().copied()));
             if hold.load(Ordering::Relaxed) && held.is_none() {
                 let generation = (0..ports.len()).map(|p| gate.close(p)).max().unwrap_or(0);
                 held = Some((generation, false));
@@ -413,11 +407,7 @@ fn run_with_eal(
     // loop's last publication came before the workers stopped. (The telemetry's last
     // export, below, is in the summary, not the metrics.)
     if let Some(m) = metrics.as_mut() {
-        let per_worker: Vec<_> = shared.iter().map(SharedCounters::read).collect();
-        let (counts, plan) = telemetry.as_ref().map_or_else(Default::default, |tc| {
-            (tc.counts, Some(tc.plan().version()))
-        });
-        m.update(&per_worker, &counts, plan);
+        control::runtime::publish_metrics(m, &shared, telemetry.as_ref());
     }
     let mut port_summaries = Vec::with_capacity(ports.len());
     for (i, (p, driver)) in ports.iter_mut().zip(drivers).enumerate() {
