@@ -51,6 +51,10 @@ pub struct PortRun {
     /// Once the port is up, wait for this wall-clock time before sending (generators of a
     /// lab start together, once every one of them is connected).
     pub start_at: Option<std::time::SystemTime>,
+    /// When the link goes down mid-run (the peer restarts), wait this long at most for it to
+    /// come back and go on, the run's clock standing still meanwhile (None: the run stops
+    /// there, cut short).
+    pub reconnect: Option<Duration>,
 }
 
 /// Send-side totals.
@@ -105,6 +109,26 @@ pub struct PortReportOut {
     /// Sent but not received (sending and receiving on the same port: what the device under
     /// test lost).
     pub lost: Option<u64>,
+    /// The link's outages that the run waited through (`reconnect`).
+    #[serde(skip_serializing_if = "Outages::none")]
+    pub outages: Outages,
+}
+
+/// The link's outages that a run waited through: its peer restarted, or a cable was out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Outages {
+    /// Times the link went down and came back.
+    pub count: u32,
+    /// Seconds it was down in all; the run's clock stood still meanwhile, so the run's
+    /// seconds and rates leave them out.
+    pub seconds: f64,
+}
+
+impl Outages {
+    /// Whether there were none.
+    pub fn none(&self) -> bool {
+        self.count == 0
+    }
 }
 
 /// The zero-loss rate search.
@@ -217,8 +241,10 @@ pub fn run(
             until_idle: opts.until_idle,
             progress: opts.progress,
             idle_sleep: opts.idle_sleep,
+            reconnect: opts.reconnect,
         };
-        let sent = run_phase(io, sender.as_mut(), &mut rx, &phase, stop)?;
+        let mut outages = Outages::default();
+        let sent = run_phase(io, sender.as_mut(), &mut rx, &phase, stop, &mut outages)?;
         rx.finish_capture()?;
         let received = opts.receive.then(|| rx.report());
         let out = PortReportOut {
@@ -228,6 +254,7 @@ pub fn run(
             }),
             sent: opts.send.then_some(sent),
             received,
+            outages,
         };
         report(&out)?;
         // Sending or only receiving, the port stays until its peer leaves (a memif peer
@@ -323,8 +350,9 @@ fn trial(
         until_idle: search.drain,
         progress: false,
         idle_sleep: None,
+        reconnect: None,
     };
-    let s = run_phase(io, Some(sender), rx, &phase, stop)?;
+    let s = run_phase(io, Some(sender), rx, &phase, stop, &mut Outages::default())?;
     let received = rx.packets - before;
     let lost = s.packets.saturating_sub(received);
     Ok(Trial {
@@ -353,6 +381,8 @@ const PROBE_FRAME: usize = 42 + PROBE_LEN;
 /// The port's queues and bursts, for the phases run on it.
 struct Io<'a> {
     port: &'a Port<'a>,
+    /// The port's device arguments.
+    devargs: String,
     /// Mbufs that sent packets are built in.
     pool: &'a Mempool<'a>,
     rxq: RxQueue<'a>,
@@ -363,6 +393,42 @@ struct Io<'a> {
 }
 
 impl Io<'_> {
+    /// Waits for the link of a port whose link went down to come back, at most `limit`;
+    /// how long it was down, None if it did not come back in time or `stop` was set. A memif
+    /// client's port is started again each second meanwhile (DPDK's memif client connects
+    /// only when its port starts); any other port's link comes back by itself. The clock
+    /// stands still over the outage.
+    #[cold]
+    fn rejoin(&mut self, limit: Duration, stop: &AtomicBool) -> Option<Duration> {
+        let t0 = std::time::Instant::now();
+        let tsc0 = dataplane::dpdk::tsc();
+        let client = dataplane::dpdk::port::is_memif_client(&self.devargs);
+        let mut restarted = t0;
+        let back = loop {
+            if stop.load(Ordering::Relaxed) || t0.elapsed() > limit {
+                break false;
+            }
+            if self.port.link().up {
+                break true;
+            }
+            if client && restarted.elapsed() >= Duration::from_secs(1) {
+                restarted = std::time::Instant::now();
+                // SAFETY: this thread is the only one that calls the port's queues (a
+                // generator polls its port on one thread), and it is here, in no call.
+                // An error (the server is not back) leaves the port stopped until the
+                // next try.
+                let _ =
+                    dataplane::dpdk::port::with_memif_log_quiet(|| unsafe { self.port.restart() });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        self.clock.t0 = self
+            .clock
+            .t0
+            .wrapping_add(dataplane::dpdk::tsc().wrapping_sub(tsc0));
+        back.then(|| t0.elapsed())
+    }
+
     /// Waits, not polling, until the peer takes the link down, `limit` passes or `stop`.
     fn linger(&self, limit: Duration, stop: &AtomicBool) {
         let t0 = std::time::Instant::now();
@@ -430,6 +496,7 @@ fn with_port<T>(
     let out = {
         let mut io = Io {
             port: &port,
+            devargs: devargs.to_owned(),
             pool: &pool,
             rxq: port.rx_queue(0)?,
             txq: port.tx_queue(0)?,
@@ -465,6 +532,7 @@ struct Phase {
     until_idle: Duration,
     progress: bool,
     idle_sleep: Option<Duration>,
+    reconnect: Option<Duration>,
 }
 
 /// Sends (if `sender`) and receives (if the phase says so) until the phase is over: sending
@@ -475,6 +543,7 @@ fn run_phase(
     rx: &mut Receiver,
     phase: &Phase,
     stop: &AtomicBool,
+    outages: &mut Outages,
 ) -> anyhow::Result<SendReport> {
     let mut sent = SendReport::default();
     let mut sending = sender.is_some();
@@ -484,6 +553,22 @@ fn run_phase(
     let mut last_progress = start_ns;
     let rx_before = rx.last_ns;
     let mut watch = PortWatch::new(start_ns);
+    // A link gone down is waited for (`phase.reconnect`); whether it came back.
+    let mut rejoined = |io: &mut Io<'_>, watch: &mut PortWatch| -> bool {
+        let Some(limit) = phase.reconnect else {
+            return false;
+        };
+        if io.port.link().up {
+            return false;
+        }
+        let Some(down) = io.rejoin(limit, stop) else {
+            return false;
+        };
+        outages.count += 1;
+        outages.seconds += down.as_secs_f64();
+        *watch = PortWatch::new(io.clock.ns());
+        true
+    };
     loop {
         if stop.load(Ordering::Relaxed) {
             sent.interrupted = sender.is_some() && sending;
@@ -528,7 +613,7 @@ fn run_phase(
             let now = io.clock.ns();
             if io.tx.is_empty() {
                 watch.nothing_waiting(now);
-            } else if watch.gone(io, took, now) {
+            } else if watch.gone(io, took, now) && !rejoined(io, &mut watch) {
                 // Its peer went away, or stopped reading: whatever the count or time left.
                 sending = false;
                 sent.cut_short = Some(why_gone(io));
@@ -538,7 +623,7 @@ fn run_phase(
                 // is up, and it took something not long ago).
                 while !io.tx.is_empty() && !stop.load(Ordering::Relaxed) {
                     let took = io.txq.tx(&mut io.tx);
-                    if watch.gone(io, took, io.clock.ns()) {
+                    if watch.gone(io, took, io.clock.ns()) && !rejoined(io, &mut watch) {
                         break;
                     }
                     if phase.receive {
@@ -562,6 +647,14 @@ fn run_phase(
             let before = rx.packets;
             rx.poll(io);
             worked |= rx.packets != before;
+            // Receiving only, a link gone down is seen here.
+            if !sending && !worked && phase.reconnect.is_some() {
+                let now = io.clock.ns();
+                if now - watch.link_checked_ns >= LINK_CHECK_NS {
+                    watch.link_checked_ns = now;
+                    rejoined(io, &mut watch);
+                }
+            }
         }
         if let Some(d) = phase.idle_sleep
             && !worked
@@ -1020,6 +1113,7 @@ impl Sender {
 /// Nanoseconds since it was made, from the time-stamp counter (a few cycles to read, once
 /// per burst).
 struct TscClock {
+    /// The counter at nanosecond 0 (moved on over a link's outage: see [`Io::rejoin`]).
     t0: u64,
     ns_per_cycle: f64,
 }

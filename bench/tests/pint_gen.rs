@@ -1097,3 +1097,99 @@ fn a_switch_connects_again_when_its_memif_server_comes_back() {
     assert_eq!(sw["tx_packets"].as_u64(), Some(sent1 + sent2), "{sw}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A sender told to (`--reconnect`) goes on through its peer's restart: its memif client
+/// port connects to the new server, the run's clock stands still while the link is down,
+/// and it sends the whole run, exiting 0 with the outage in its report (without the flag it
+/// stops there, cut short: `a_sender_whose_port_stops_taking_gives_up`).
+#[test]
+fn a_sender_goes_on_through_its_peers_restart() {
+    use std::time::{Duration, Instant};
+    let dir = std::env::temp_dir().join(format!("pint-gen-rejoin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("memif.sock");
+    let report = |out: &std::process::Output| -> serde_json::Value {
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    };
+    let first = start_receiver(
+        &sock,
+        "rejoin1",
+        &["--until-idle", "60", "--json", "--linger", "0"],
+    );
+    let sender = start_sender(
+        &sock,
+        "rejoin",
+        &[
+            "--rate",
+            "100Kpps",
+            "--duration",
+            "3",
+            "--idle-sleep-us",
+            "100",
+            "--linger",
+            "0",
+            "--reconnect",
+            "60",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let sender_pid = sender.id();
+    let sending = std::thread::spawn(move || sender.wait_with_output().unwrap());
+    std::thread::sleep(Duration::from_secs(2));
+    // The first receiver leaves mid-run (its report printed); a second takes its place a
+    // second later.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
+    let first = first.wait_with_output().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let second = start_receiver(
+        &sock,
+        "rejoin2",
+        &["--until-idle", "3", "--json", "--linger", "0"],
+    );
+    let t0 = Instant::now();
+    while !sending.is_finished() && t0.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !sending.is_finished() {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(sender_pid as i32, libc::SIGKILL) };
+    }
+    let sent = sending.join().unwrap();
+    let second = second.wait_with_output().unwrap();
+    assert!(
+        sent.status.success(),
+        "{}: {}",
+        sent.status,
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let (s, r1, r2) = (report(&sent), report(&first), report(&second));
+    assert_eq!(s["outages"]["count"].as_u64(), Some(1), "{s}");
+    let down = s["outages"]["seconds"].as_f64().unwrap();
+    assert!(down > 0.5, "{s}");
+    // The whole run was sent, its time without the outage.
+    let packets = s["sent"]["packets"].as_u64().unwrap();
+    let seconds = s["sent"]["seconds"].as_f64().unwrap();
+    assert!(s["sent"]["cut_short"].is_null(), "{s}");
+    assert!((2.9..3.5).contains(&seconds), "{s}");
+    assert!(packets >= 290_000, "{s}");
+    // Both receivers got traffic; what the first had in its rings as it left is all that
+    // may be missing.
+    let got1 = r1["received"]["packets"].as_u64().unwrap();
+    let got2 = r2["received"]["packets"].as_u64().unwrap();
+    assert!(got1 > 50_000 && got2 > 50_000, "{r1} {r2}");
+    assert!(
+        got1 + got2 <= packets && got1 + got2 + 2048 >= packets,
+        "{s} {r1} {r2}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

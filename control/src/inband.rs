@@ -37,6 +37,9 @@ const BATCH_AGE: Duration = Duration::from_millis(5);
 /// before it): a worker takes a new plan at its next burst, so digests of plans a few
 /// reloads old can still be in its ring.
 const PLANS_KEPT: usize = 8;
+/// Plan versions the run's summary lists: a switch whose query file is reloaded by a script
+/// every minute would otherwise grow its summary without bound.
+pub const VERSIONS_LISTED: usize = 64;
 
 /// Everything the switch's telemetry needs at start: one setup per worker (moved into the
 /// worker threads) and the control thread's side.
@@ -82,7 +85,8 @@ pub struct TelemetryControl {
     late_counted_at: Instant,
     /// What it counted.
     pub counts: ControlCounts,
-    installed: Vec<String>,
+    /// The versions installed, newest last, at most [`VERSIONS_LISTED`].
+    installed: std::collections::VecDeque<String>,
 }
 
 /// The per-worker FlowRadar seed: each worker's counting table hashes on its own, so the
@@ -225,7 +229,7 @@ impl TelemetryStart {
             workers: setups,
             control: TelemetryControl {
                 switch_id: config.switch_id,
-                installed: vec![format!("{:08x}", plan.version())],
+                installed: [format!("{:08x}", plan.version())].into(),
                 history: vec![plan],
                 plans,
                 clock,
@@ -500,7 +504,10 @@ impl TelemetryControl {
         if self.history.len() > PLANS_KEPT {
             self.history.remove(0);
         }
-        self.installed.push(format!("{:08x}", new.version()));
+        if self.installed.len() >= VERSIONS_LISTED {
+            self.installed.pop_front();
+        }
+        self.installed.push_back(format!("{:08x}", new.version()));
         if let Some(ex) = &self.exporter {
             if let Ok(mut a) = ex.announcement.lock() {
                 a.hello.plan = Some(plan_text(&new));
@@ -572,7 +579,8 @@ impl TelemetryControl {
         TelemetrySummary {
             enabled: true,
             plan_version: Some(format!("{:08x}", self.plan().version())),
-            plans_installed: self.installed.clone(),
+            plans_installed: self.installed.iter().cloned().collect(),
+            reloads_applied: c.reloads_applied,
             reloads_rejected: c.reloads_rejected,
             events: Default::default(),
             digests_exported: c.digests_sent(),
@@ -690,6 +698,45 @@ mod tests {
             ex.queued_bytes() > 0 || ex.stats.frames.load(Relaxed) > 0,
             "the rest went"
         );
+    }
+
+    /// A switch whose query file is reloaded again and again (by a script) lists the most
+    /// recent plans in its summary, not every one, and counts them all.
+    #[test]
+    fn the_summary_lists_the_latest_plans_of_many_reloads() {
+        let dir = std::env::temp_dir().join(format!("pint-reloads-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("q.toml");
+        let write = |budget: u32| {
+            std::fs::write(
+                &file,
+                format!(
+                    "global_bits = 16\n[[queries]]\nname = \"latency\"\nvalue = \"hop_latency\"\naggregation = \"dynamic_per_flow\"\nbits = 8\nspace_budget = {budget}\n"
+                ),
+            )
+            .unwrap();
+        };
+        write(1000);
+        let config = one_worker(&format!("queries = \"{}\"\n", file.display()));
+        let mut start = TelemetryStart::prepare(&config).unwrap().unwrap();
+        let _workers = std::mem::take(&mut start.workers);
+        let mut control = start.control;
+        let reloads = VERSIONS_LISTED + 6;
+        let mut versions = vec![format!("{:08x}", control.plan().version())];
+        for i in 1..=reloads {
+            write(1000 + i as u32);
+            control.reload(&config).unwrap();
+            versions.push(format!("{:08x}", control.plan().version()));
+        }
+        let t = control.finish(Duration::ZERO, &Default::default());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(t.reloads_applied, reloads as u64);
+        assert_eq!(t.plans_installed.len(), VERSIONS_LISTED);
+        assert_eq!(
+            t.plans_installed,
+            versions[versions.len() - VERSIONS_LISTED..]
+        );
+        assert_eq!(t.plan_version.as_ref(), versions.last());
     }
 
     /// The sink's end of `start`'s connection to `listener` once the exporter is connected,

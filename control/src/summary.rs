@@ -161,8 +161,12 @@ pub struct TelemetrySummary {
     pub enabled: bool,
     /// The plan version in use at the end (hex), if any.
     pub plan_version: Option<String>,
-    /// Plan versions installed over the run, in order (the first at start).
+    /// Plan versions installed over the run, in order (the first at start): the last 64
+    /// when there were more.
     pub plans_installed: Vec<String>,
+    /// Query-file reloads applied (each installed a plan).
+    #[serde(default)]
+    pub reloads_applied: u64,
     /// Query-file reloads rejected (the reason was logged; nothing changed).
     pub reloads_rejected: u64,
     /// The data plane's telemetry events, summed over workers.

@@ -129,6 +129,11 @@ struct Cli {
     /// under test or a receiver closes first).
     #[arg(long, default_value_t = 1.0)]
     linger: f64,
+    /// When the port's link goes down mid-run (its peer restarted), wait at most this many
+    /// seconds for it to come back and go on (a memif client connects again by itself);
+    /// the run's clock stands still meanwhile. 0: the run stops there, cut short.
+    #[arg(long, default_value_t = 0.0, conflicts_with = "zero_loss")]
+    reconnect: f64,
     /// Search for the highest rate a device under test sends back without loss (RFC 2544
     /// style, on --port, sending and receiving): trials of --trial-seconds, the first at
     /// --rate (max: as fast as the port takes packets), then halving the bracket.
@@ -214,11 +219,12 @@ fn main() {
 }
 
 /// Options that only a run on a port takes (`--write-pcap` writes a capture without one).
-const PORT_ONLY: [&str; 11] = [
+const PORT_ONLY: [&str; 12] = [
     "capture",
     "mode",
     "until_idle",
     "linger",
+    "reconnect",
     "start_at",
     "idle_sleep_us",
     "zero_loss",
@@ -446,6 +452,7 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
         cli.eal.clone()
     };
     let linger = seconds_flag("--linger", cli.linger)?;
+    let reconnect = seconds_flag("--reconnect", cli.reconnect)?;
     let until_idle = seconds_flag("--until-idle", cli.until_idle)?;
     let start_at = cli.start_at.map(start_time).transpose()?;
     if cli.until_idle == 0.0 && (cli.mode != Mode::Send || cli.zero_loss) {
@@ -470,6 +477,7 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
         capture: cli.capture.clone(),
         idle_sleep: (cli.idle_sleep_us > 0).then(|| Duration::from_micros(cli.idle_sleep_us)),
         start_at,
+        reconnect: (!reconnect.is_zero()).then_some(reconnect),
     };
     if cli.zero_loss {
         return zero_loss(cli, &eal, &devargs, traffic, &opts, &stop);
@@ -553,6 +561,13 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
         }
         if let Some(lost) = r.lost {
             bench::say!("pint-gen: sent and not received back: {lost}");
+        }
+        if !r.outages.none() {
+            bench::say!(
+                "pint-gen: link outages waited through: {} ({:.3} s down in all, not in the times and rates above)",
+                r.outages.count,
+                r.outages.seconds
+            );
         }
     }
     std::io::Write::flush(&mut std::io::stdout())?;

@@ -189,7 +189,7 @@ pub(crate) fn is_memif_server(devargs: &str) -> bool {
 }
 
 /// Whether `devargs` are a memif client's (`role=client`).
-pub(crate) fn is_memif_client(devargs: &str) -> bool {
+pub fn is_memif_client(devargs: &str) -> bool {
     devargs.trim_start().starts_with("net_memif") && !is_memif_server(devargs)
 }
 
