@@ -245,7 +245,8 @@ pub fn run(
         };
         let mut outages = Outages::default();
         let sent = run_phase(io, sender.as_mut(), &mut rx, &phase, stop, &mut outages)?;
-        rx.finish_capture()?;
+        // A capture that could not be written fails the run, once its report is out.
+        let captured = rx.finish_capture();
         let received = opts.receive.then(|| rx.report());
         let out = PortReportOut {
             lost: (opts.send && opts.receive).then(|| {
@@ -260,6 +261,7 @@ pub fn run(
         // Sending or only receiving, the port stays until its peer leaves (a memif peer
         // that leaves first can take a polling switch down).
         io.linger(opts.linger, stop);
+        captured?;
         Ok(out)
     })
 }
@@ -811,11 +813,17 @@ struct Receiver {
     probes: ProbeReceiver,
     flows: FlowLossCounter,
     capture: Option<pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>>,
+    /// The capture's path.
+    capture_path: std::path::PathBuf,
+    /// Why writing the capture failed mid-run, if it did (the run then fails, once its
+    /// report is out).
+    capture_failed: Option<String>,
 }
 
 impl Receiver {
     /// A receiver that also writes what arrives to `capture`.
     fn new(capture: Option<&std::path::Path>) -> anyhow::Result<Receiver> {
+        let capture_path = capture.map(Into::into).unwrap_or_default();
         let capture = match capture {
             None => None,
             Some(p) => {
@@ -826,25 +834,31 @@ impl Receiver {
                     ts_resolution: pcap_file::TsResolution::NanoSecond,
                     ..pcap_file::pcap::PcapHeader::default()
                 };
-                Some(pcap_file::pcap::PcapWriter::with_header(
-                    std::io::BufWriter::new(f),
-                    header,
-                )?)
+                Some(
+                    pcap_file::pcap::PcapWriter::with_header(std::io::BufWriter::new(f), header)
+                        .map_err(|e| dataplane::capture::pcap_error(p, e))?,
+                )
             }
         };
         Ok(Receiver {
             capture,
+            capture_path,
             ..Receiver::default()
         })
     }
 
-    /// Writes out what the capture holds, so that a write that fails at the end (a full
-    /// disk) is an error, not a capture cut short without a word.
+    /// Writes out what the capture holds; an error if any write failed (a full disk), so
+    /// that a capture cut short is a failed run, not a success.
     fn finish_capture(&mut self) -> anyhow::Result<()> {
         if let Some(w) = self.capture.take() {
-            std::io::Write::flush(&mut w.into_writer()).context("writing the capture")?;
+            dataplane::capture::flush(&self.capture_path, w.into_writer())?;
         }
-        Ok(())
+        match &self.capture_failed {
+            Some(why) => Err(anyhow::anyhow!(
+                "the capture holds only what arrived before: {why}"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Receives one burst, if any, and counts it.
@@ -873,9 +887,13 @@ impl Receiver {
                     data,
                 ));
                 if let Err(e) = written {
-                    // Said once; receiving goes on without the capture.
-                    eprintln!("pint-gen: writing the capture failed ({e}): capture stopped");
+                    // Said once; receiving goes on without the capture, and the run fails.
+                    let why = dataplane::capture::pcap_error(&self.capture_path, e).to_string();
+                    eprintln!(
+                        "pint-gen: {why}: the capture stops here; receiving goes on (the run will fail)"
+                    );
                     self.capture = None;
+                    self.capture_failed = Some(why);
                 }
             }
             let Some(t) = Transport::parse(data) else {

@@ -1193,3 +1193,45 @@ fn a_sender_goes_on_through_its_peers_restart() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A capture the disk cannot hold fails the run, naming the file and the cause, whether
+/// written from a traffic model (`--write-pcap`) or from what a port receives
+/// (`--capture`, which keeps receiving and prints its report first): both wrote a capture
+/// cut short (or nothing) and exited 0.
+#[test]
+fn a_capture_the_disk_cannot_hold_fails_the_run() {
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+        .args(["--write-pcap", "/dev/full", "--count", "10"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("writing /dev/full: No space left"), "{err}");
+    let dir = std::env::temp_dir().join(format!("pint-gen-full-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("memif.sock");
+    let receiver = start_receiver(
+        &sock,
+        "full",
+        &["--until-idle", "2", "--json", "--capture", "/dev/full"],
+    );
+    let sender = start_sender(&sock, "full", &["--count", "20000", "--linger", "30"])
+        .output()
+        .unwrap();
+    assert!(sender.status.success());
+    let rx = receiver.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&rx.stderr);
+    assert_eq!(rx.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("writing /dev/full: No space left") && err.contains("receiving goes on"),
+        "{err}"
+    );
+    // Everything that arrived is counted in the report all the same.
+    let got: serde_json::Value = serde_json::from_slice(&rx.stdout).unwrap();
+    assert_eq!(got["received"]["packets"].as_u64(), Some(20_000), "{got}");
+    std::fs::remove_dir_all(&dir).ok();
+}

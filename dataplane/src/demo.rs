@@ -30,10 +30,18 @@ impl Demo {
     /// with the worker on the highest available CPU.
     pub fn prepare() -> anyhow::Result<Demo> {
         let dir = std::env::temp_dir().join(format!("pint-demo-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
         let cap = dir.join("demo.pcap");
         let frames = capture::demo_mix(FLOWS, MacAddr([0x02, 0, 0, 0, 0, 0x01]));
-        let packets = capture::write_pcap(&cap, frames.iter().map(Vec::as_slice))?;
+        let packets = match capture::write_pcap(&cap, frames.iter().map(Vec::as_slice)) {
+            Ok(n) => n,
+            Err(e) => {
+                // Nothing half-written left behind.
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e.context("the demo's capture (TMPDIR)"));
+            }
+        };
         let worker = available_cpus().into_iter().max().unwrap_or(0);
         let text = TEMPLATE
             .replace("@CAPTURE@", &cap.display().to_string())

@@ -64,6 +64,9 @@ pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
         for part in p.device.split(',').skip(1) {
             if let Some(("rx_pcap", file)) = part.split_once('=') {
                 let key = format!("config key `ports[{i}].device`: rx_pcap file `{file}`");
+                if Path::new(file).is_dir() {
+                    anyhow::bail!("{key} is a directory, not a capture file");
+                }
                 if !Path::new(file).is_file() {
                     anyhow::bail!("{key} does not exist");
                 }

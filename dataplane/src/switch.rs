@@ -35,6 +35,41 @@ pub struct RunOptions {
     pub summary_json: Option<PathBuf>,
     /// EAL arguments that replace the configured or generated ones.
     pub eal_args: Option<Vec<String>>,
+    /// The signals' flags, installed by the caller as early as it could (None: installed
+    /// at the run's start).
+    pub signals: Option<SwitchSignals>,
+}
+
+/// The flags the switch's signals set: stop (SIGINT, SIGTERM; a second one exits at
+/// once), reload the queries (SIGHUP), hold (SIGUSR1: every port closed to the workers
+/// until the stop, so that memif peers can leave in any order; see docs/config.md).
+/// Installed before anything slow: until then SIGHUP, SIGTERM and SIGUSR1 end the process
+/// (a `pkill -HUP pint-switch` meant for the running switches would kill one starting).
+#[derive(Debug, Clone)]
+pub struct SwitchSignals {
+    stop: Arc<AtomicBool>,
+    reload: Arc<AtomicBool>,
+    hold: Arc<AtomicBool>,
+}
+
+impl SwitchSignals {
+    /// Installs the handlers.
+    #[cold]
+    pub fn install() -> anyhow::Result<SwitchSignals> {
+        let stop = Arc::new(AtomicBool::new(false));
+        telemetry::signals::stop_on(
+            &[signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM],
+            Arc::clone(&stop),
+        )
+        .context("installing signal handlers")?;
+        let reload = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
+            .context("installing signal handlers")?;
+        let hold = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&hold))
+            .context("installing signal handlers")?;
+        Ok(SwitchSignals { stop, reload, hold })
+    }
 }
 
 /// Runs the switch until a signal, the duration, or idleness stops it.
@@ -69,27 +104,16 @@ pub fn run(mut config: Config, opts: &RunOptions) -> anyhow::Result<Summary> {
             .with_context(|| format!("--summary-json: cannot write {}", p.display()))?;
     }
 
-    let stop = Arc::new(AtomicBool::new(false));
-    // A second signal while stopping exits at once.
-    telemetry::signals::stop_on(
-        &[signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM],
-        Arc::clone(&stop),
-    )
-    .context("installing signal handlers")?;
-
-    let reload = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
-        .context("installing signal handlers")?;
-
-    let hold = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&hold))
-        .context("installing signal handlers")?;
+    let installed = match &opts.signals {
+        Some(s) => s.clone(),
+        None => SwitchSignals::install()?,
+    };
 
     let eal = Eal::init(&eal_args)?;
     let signals = Signals {
-        stop: &stop,
-        reload: &reload,
-        hold: &hold,
+        stop: &installed.stop,
+        reload: &installed.reload,
+        hold: &installed.hold,
     };
     let built = Built {
         fwd: Arc::new(fwd),
@@ -100,9 +124,7 @@ pub fn run(mut config: Config, opts: &RunOptions) -> anyhow::Result<Summary> {
     summary
 }
 
-/// What the signals set: stop (SIGINT, SIGTERM), reload the queries (SIGHUP), hold
-/// (SIGUSR1: every port closed to the workers until the stop, so that memif peers can leave
-/// in any order; see docs/config.md).
+/// What the signals set ([`SwitchSignals`]), borrowed for the run.
 struct Signals<'a> {
     stop: &'a AtomicBool,
     reload: &'a AtomicBool,
@@ -459,12 +481,13 @@ fn run_with_eal(
     Ok(summary)
 }
 
-/// Fails now, not after the run, where the summary could not be written: a file there that
-/// cannot be opened for writing, or no file and a directory that takes none. Nothing is
-/// created or changed (a file from an earlier run stays until the end); a link, a pipe or
-/// a device is written as given at the end.
+/// Fails now, not after the run, where the summary could not be written: a directory, a
+/// file there that cannot be opened for writing, or no file and a directory that takes
+/// none (a link is followed). Nothing is created or changed (a file from an earlier run
+/// stays until the end); a pipe or a device is written as given at the end.
 fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
-    match std::fs::symlink_metadata(path) {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => anyhow::bail!("it is a directory"),
         Ok(m) if m.is_file() => {
             std::fs::OpenOptions::new().write(true).open(path)?;
             Ok(())
@@ -543,7 +566,27 @@ fn return_freed_memory() {
 
 #[cfg(test)]
 mod tests {
-    use super::{down_bits, link_change};
+    use super::{check_writable, down_bits, link_change};
+
+    /// A `--summary-json` path the summary could not be written to fails the start, not
+    /// the end of the run (a directory passed, and failed hours later); nothing is made.
+    #[test]
+    fn a_summary_path_that_cannot_be_written_is_refused_at_the_start() {
+        let dir = std::env::temp_dir().join(format!("pint-summary-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = check_writable(&dir).unwrap_err().to_string();
+        assert!(e.contains("directory"), "{e}");
+        let link = dir.join("to-dir");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(check_writable(&link).is_err(), "a link to a directory");
+        assert!(check_writable(&dir.join("nowhere/s.json")).is_err());
+        let new = dir.join("s.json");
+        check_writable(&new).unwrap();
+        assert!(!new.exists(), "nothing made");
+        std::fs::write(&new, "{}").unwrap();
+        check_writable(&new).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn down_bits_are_the_ports_whose_link_is_down() {

@@ -228,6 +228,19 @@ where
     {
         return detect(input, format, sensitivity, *window);
     }
+    // First, so that a signal while the sink starts is acted on (a SIGHUP's default would
+    // end it; the files it opens below are new anyway).
+    let stop = Arc::new(AtomicBool::new(false));
+    telemetry::signals::stop_on(
+        &[signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM],
+        Arc::clone(&stop),
+    )
+    .context("installing signal handlers")?;
+    signal_hook::flag::register(
+        signal_hook::consts::SIGHUP,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .context("installing signal handlers")?;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -237,16 +250,16 @@ where
         // Colours only for a terminal: a log file (pint-lab's sink.log) gets plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    if let Err(e) = crate::limits::raise_open_files() {
-        tracing::warn!("cannot raise the limit on open files: {e}");
-    }
+    let open_files = crate::limits::raise_open_files();
     let config = config_of(cli.run)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    telemetry::signals::stop_on(
-        &[signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM],
-        Arc::clone(&stop),
-    )
-    .context("installing signal handlers")?;
+    match open_files {
+        Err(e) => tracing::warn!("cannot raise the limit on open files: {e}"),
+        Ok(n) => {
+            if let Some(w) = crate::limits::too_few_files(n, &config) {
+                tracing::warn!("{w}");
+            }
+        }
+    }
     // A hang-up opens the JSON-lines files again (log rotation); it does not stop the sink.
     let reopen = config.reopen.clone();
     // SAFETY: the handler does one atomic add, which is async-signal-safe.
@@ -280,8 +293,15 @@ where
         .sum();
     let (epochs, _) = shared.epochs.counters.finished();
     let x = &shared.exports;
+    let lost = |n: u64, what: &str| {
+        if n > 0 {
+            format!(" ({} lost: {what})", plural(n, "line"))
+        } else {
+            String::new()
+        }
+    };
     tracing::info!(
-        "stopped: {} known, {}, {} finished, {} found; {} exported as JSON lines, {} over IPFIX",
+        "stopped: {} known, {}, {} finished, {} found{}; {} exported as JSON lines{}, {} over IPFIX",
         match shared.registry.ids().len() {
             1 => "1 switch".to_owned(),
             n => format!("{n} switches"),
@@ -289,7 +309,12 @@ where
         plural(flows, "flow"),
         plural(epochs, "epoch"),
         plural(shared.events.total(), "event"),
+        lost(
+            shared.events.line_counts.lost.load(Ordering::Relaxed),
+            "not written to --event-lines"
+        ),
         plural(x.json_records.load(Ordering::Relaxed), "flow record"),
+        lost(x.json_errors.load(Ordering::Relaxed), "not written"),
         plural(x.ipfix_records.load(Ordering::Relaxed), "flow record"),
     );
     Ok(())

@@ -59,6 +59,7 @@ pub async fn serve(
     // Told to every connection when the server stops, so that each finishes the response
     // under way and closes.
     let (stopping, stop_seen) = tokio::sync::watch::channel(false);
+    let mut accept_failed = 0u64;
     loop {
         let stream = tokio::select! {
             _ = &mut shutdown => break,
@@ -66,8 +67,12 @@ pub async fn serve(
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     // Out of file descriptors or memory: wait rather than spin (but not
-                    // past a stop). Other errors are one connection's.
-                    tracing::warn!("http: accept: {e}");
+                    // past a stop). Other errors are one connection's. Said at 1, 2, 4,
+                    // ... failures, not every wait while it lasts.
+                    accept_failed += 1;
+                    if accept_failed.is_power_of_two() {
+                        tracing::warn!("http: accept: {e} ({accept_failed} failures so far)");
+                    }
                     if matches!(
                         e.raw_os_error(),
                         Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)

@@ -51,6 +51,7 @@ pub fn serve<T: Transport>(mut transport: T, ingest: Ingest) -> JoinHandle<()> {
         .spawn(move || {
             let mut threads: Vec<JoinHandle<()>> = Vec::new();
             let mut refused = 0u64;
+            let mut accept_failed = 0u64;
             while !ingest.stop.load(Relaxed) {
                 match transport.accept() {
                     Ok(Some(src)) => {
@@ -80,7 +81,20 @@ pub fn serve<T: Transport>(mut transport: T, ingest: Ingest) -> JoinHandle<()> {
                     }
                     Ok(None) => {}
                     Err(e) => {
-                        tracing::warn!("accept: {e}");
+                        // Out of file descriptors, typically, with the connection left
+                        // waiting in the backlog: said at 1, 2, 4, ... failures, not every
+                        // 100 ms while it lasts.
+                        accept_failed += 1;
+                        if accept_failed.is_power_of_two() {
+                            tracing::warn!(
+                                "accept: {e} ({accept_failed} failures so far; connections wait until it works again{})",
+                                if e.raw_os_error() == Some(libc::EMFILE) {
+                                    ": raise the limit on open files (ulimit -n)"
+                                } else {
+                                    ""
+                                }
+                            );
+                        }
                         std::thread::sleep(std::time::Duration::from_millis(100));
                     }
                 }

@@ -189,7 +189,11 @@ impl LineFile {
     fn warn(&mut self, what: &str) {
         if self.warned.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
             self.warned = Some(Instant::now());
-            tracing::warn!("{} {}: {what}", self.what, self.path.display());
+            tracing::warn!(
+                "{} {}: {what} (said at most once a minute; pint_sink_export_errors_total and the stop line count every line lost)",
+                self.what,
+                self.path.display()
+            );
         }
     }
 }

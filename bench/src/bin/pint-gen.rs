@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -320,7 +320,8 @@ fn run() -> anyhow::Result<()> {
         ts_resolution: TsResolution::NanoSecond,
         ..PcapHeader::default()
     };
-    let mut w = PcapWriter::with_header(BufWriter::new(file), header)?;
+    let fail = |e| dataplane::capture::pcap_error(&pcap, e);
+    let mut w = PcapWriter::with_header(BufWriter::new(file), header).map_err(fail)?;
     let limit_ns = cli.duration.map(|d| (d * 1e9) as u64);
     let mut buf = [0u8; 2048];
     let src_mac = cli.src_mac;
@@ -352,7 +353,8 @@ fn run() -> anyhow::Result<()> {
             Duration::from_nanos(p.time_ns),
             n as u32,
             &buf[..n],
-        ))?;
+        ))
+        .map_err(fail)?;
         used.insert(p.tuple);
         packets += 1;
         bytes += n as u64;
@@ -360,9 +362,7 @@ fn run() -> anyhow::Result<()> {
         last_ns = p.time_ns;
     }
     // Flushed here, so that a full disk is an error, not a capture cut short.
-    w.into_writer()
-        .flush()
-        .with_context(|| format!("writing {}", pcap.display()))?;
+    dataplane::capture::flush(&pcap, w.into_writer())?;
     let seconds = (last_ns - first_ns.unwrap_or(last_ns)) as f64 / 1e9;
     let pps = bench::sender::per_second(packets, seconds);
     let s = Summary {

@@ -135,7 +135,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 hold: Duration::from_secs_f64(hold),
             };
             let report = bench::lab::run::run(&lab, &Programs::beside_me()?, &opts, &stop)?;
+            let written = report.write(&report.dir);
             bench::say_inline!("{}", report.text());
+            written.context("the report above is on screen only")?;
             Ok(if strict && !report.all_ok() {
                 ExitCode::FAILURE
             } else {
@@ -150,7 +152,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for w in lab.warnings() {
                 eprintln!("pint-lab: warning: {w}");
             }
-            std::fs::create_dir_all(&out)?;
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("--out {}: cannot make it a directory", out.display()))?;
             // A run directory, which `run --out` then takes.
             bench::lab::run::prepare_run_dir(&out)?;
             let at = bench::lab::plan::Endpoints {

@@ -37,6 +37,9 @@ pub struct SinkView {
     pub epochs: Value,
     /// `/api/switches`.
     pub switches: Vec<Value>,
+    /// `/api/events`: the latest events, up to the 10000 the sink keeps, newest first (what
+    /// the report takes if its `--event-lines` file lost some).
+    pub events: Vec<Value>,
 }
 
 fn flow_query(f: &Value) -> String {
@@ -95,6 +98,10 @@ impl SinkView {
                 .cloned()
                 .unwrap_or_default(),
             epochs: get_json(http, "/api/epochs?n=5")?,
+            events: get_json(http, "/api/events?n=10000")?
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
             switches: get_json(http, "/api/switches")?
                 .as_array()
                 .cloned()
@@ -124,6 +131,28 @@ pub struct Collected {
     pub view: SinkView,
     /// The sink's event lines.
     pub events: String,
+    /// When the sink's event lines file held fewer events than its API (its writes failed:
+    /// a full disk): (lines in the file, events from the API, which `events` then holds).
+    pub events_file_short: Option<(usize, usize)>,
+}
+
+impl Collected {
+    /// Takes the events from the sink's API (`view.events`) when its event lines file holds
+    /// fewer (a write failed), noting it.
+    pub fn events_from_api_if_short(&mut self) {
+        let in_file = self.events.lines().filter(|l| !l.trim().is_empty()).count();
+        let from_api = self.view.events.len();
+        if in_file < from_api {
+            self.events_file_short = Some((in_file, from_api));
+            self.events = self
+                .view
+                .events
+                .iter()
+                .rev()
+                .map(|e| format!("{e}\n"))
+                .collect();
+        }
+    }
 }
 
 /// The report.
@@ -310,12 +339,16 @@ impl LabReport {
                     utilisation: Some(tx_bytes as f64 * 8.0 / lab.duration_s / capacity),
                     impaired: imp.map(impair_words),
                     // What the impairment of this port dropped, lost or over its delay
-                    // line's limit (the switch counts both per port).
-                    impair_dropped: imp.map(|_| {
+                    // line's limit (the switch counts both per port); unknown (None) when
+                    // the switch wrote no summary.
+                    impair_dropped: imp.and_then(|_| {
                         let pn = port_name(lab, a, port as u16);
-                        summary_of(a)
-                            .and_then(|s| s.ports.iter().find(|p| p.name == pn))
-                            .map_or(0, |p| p.impair_lost + p.impair_overflow)
+                        summary_of(a).map(|s| {
+                            s.ports
+                                .iter()
+                                .find(|p| p.name == pn)
+                                .map_or(0, |p| p.impair_lost + p.impair_overflow)
+                        })
                     }),
                 });
             }
@@ -433,6 +466,15 @@ impl LabReport {
         };
         report.checks = checks(lab, &report);
         report.checks.push(processes_check(lab, &c));
+        if let Some((in_file, from_api)) = c.events_file_short {
+            report.checks.push(Check::new(
+                "the sink wrote every event it found",
+                false,
+                format!(
+                    "events.jsonl holds {in_file} of the {from_api} events the sink's API lists (sink.log says why: a full disk?); this report takes them from the API"
+                ),
+            ));
+        }
         if let Some(at) = c.cut_short_at {
             report.checks.push(Check::new(
                 "the traffic ran its course",
@@ -446,11 +488,14 @@ impl LabReport {
         Ok(report)
     }
 
-    /// Writes `report.json` and `report.html` into `dir`.
+    /// Writes `report.json` and `report.html` into `dir`, each whole or not at all (a full
+    /// disk leaves no empty or cut file behind); an error names the file.
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(self)?)?;
-        std::fs::write(dir.join("report.html"), sink::page::render(&self.page()))?;
-        Ok(())
+        write_whole(
+            &dir.join("report.json"),
+            serde_json::to_string_pretty(self)?,
+        )?;
+        write_whole(&dir.join("report.html"), sink::page::render(&self.page()))
     }
 
     /// The report as the page the sink also serves.
@@ -572,8 +617,14 @@ impl LabReport {
                 "link {} -> {}: {lost}{}{}\n",
                 l.from,
                 l.to,
-                l.impair_dropped
-                    .map_or(String::new(), |d| format!(" (its impairment dropped {d})")),
+                match (l.impair_dropped, &l.impaired) {
+                    (Some(d), _) => format!(" (its impairment dropped {d})"),
+                    (None, Some(_)) => {
+                        " (what its impairment dropped is unknown: its switch wrote no summary)"
+                            .to_owned()
+                    }
+                    (None, None) => String::new(),
+                },
                 l.impaired
                     .as_ref()
                     .map_or(String::new(), |w| format!(" [impaired: {w}]"))
@@ -945,9 +996,16 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
             ));
         } else if i.loss > 0.0 {
             let lost = row.map_or(0, |l| l.lost_packets);
-            // The switch counts what each port's impairment drops.
-            let dropped = row.and_then(|l| l.impair_dropped).unwrap_or(0);
-            let mut detail = format!("{lost} packets lost, the impairment dropped {dropped}");
+            // The switch counts what each port's impairment drops: unknown when it wrote
+            // no summary (then the loss need only stand out).
+            let known = row.and_then(|l| l.impair_dropped);
+            let dropped = known.unwrap_or(lost.max(0) as u64);
+            let mut detail = match known {
+                Some(d) => format!("{lost} packets lost, the impairment dropped {d}"),
+                None => format!(
+                    "{lost} packets lost; what the impairment dropped is unknown ({from} wrote no summary)"
+                ),
+            };
             // The sink puts a flow's loss on links once its path is decoded: what flows
             // without one carried over this link may hold the rest of what was dropped
             // (known only when every flow was checked).
@@ -1161,6 +1219,16 @@ fn counting_check(r: &LabReport) -> Check {
         detail += &format!("; {note}");
     }
     Check::new(NAME, sent > 0 && counted == sent, detail)
+}
+
+/// Writes `text` to `path` through a file beside it, renamed over it once whole.
+fn write_whole(path: &Path, text: String) -> anyhow::Result<()> {
+    let part = path.with_extension("part");
+    let written = std::fs::write(&part, text).and_then(|()| std::fs::rename(&part, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&part);
+        anyhow::anyhow!("writing {}: {e}", path.display())
+    })
 }
 
 /// What the switches did not send, if anything (full tx queues, a link down, or a port

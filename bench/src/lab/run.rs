@@ -137,9 +137,8 @@ pub fn run(
     procs.teardown();
     remove_sockets(&dir);
     let collected = outcome?;
-    let report = LabReport::build(lab, collected, opts.top)?;
-    report.write(&dir)?;
-    Ok(report)
+    // Written by the caller, once it has shown it: a full disk then loses no result.
+    LabReport::build(lab, collected, opts.top)
 }
 
 /// Removes the lab's memif sockets left in `dir` (their servers are gone), and only the
@@ -605,7 +604,7 @@ fn run_inner(
         s.stop(Duration::from_secs(30));
     }
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
-    Ok(Collected {
+    let mut collected = Collected {
         dir: dir.to_owned(),
         plan,
         start_unix: start_at,
@@ -615,7 +614,10 @@ fn run_inner(
         generators,
         view,
         events,
-    })
+        events_file_short: None,
+    };
+    collected.events_from_api_if_short();
+    Ok(collected)
 }
 
 /// How long the lab waits for the sink to apply what it received, after the switches stop.

@@ -13,12 +13,12 @@ use telemetry::topology::{FindError, Topology};
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     /// The file cannot be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (said in the message, so not a `source` that a chain would say again).
+        cause: std::io::Error,
     },
     /// The file is not valid TOML for a lab.
     #[error("{path}: {message}")]
@@ -269,13 +269,13 @@ pub struct Lab {
 impl Lab {
     /// Reads and checks a lab file; relative paths in it are relative to the file.
     pub fn from_file(path: &Path) -> Result<Lab, LabError> {
-        let text = std::fs::read_to_string(path).map_err(|source| LabError::Io {
+        let text = std::fs::read_to_string(path).map_err(|cause| LabError::Io {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
-        let full = path.canonicalize().map_err(|source| LabError::Io {
+        let full = path.canonicalize().map_err(|cause| LabError::Io {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         let base = full.parent().unwrap_or(Path::new("/"));
         let stem = path

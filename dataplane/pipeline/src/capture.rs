@@ -148,11 +148,15 @@ pub fn write_pcap<'a>(
     path: &Path,
     frames: impl IntoIterator<Item = &'a [u8]>,
 ) -> anyhow::Result<u64> {
-    let mut w = PcapWriter::new(create(path)?)?;
-    write_each(frames, |at, f| {
+    let fail = |e| pcap_error(path, e);
+    let mut w = PcapWriter::new(create(path)?).map_err(fail)?;
+    let n = write_each(frames, |at, f| {
         w.write_packet(&PcapPacket::new(at, f.len() as u32, f))
             .map(drop)
     })
+    .map_err(fail)?;
+    flush(path, w.into_writer())?;
+    Ok(n)
 }
 
 /// Writes frames to a pcapng file (one Ethernet interface, an enhanced packet block per
@@ -165,9 +169,11 @@ pub fn write_pcapng<'a>(
     use pcap_file::pcapng::PcapNgWriter;
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
     use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
-    let mut w = PcapNgWriter::new(create(path)?)?;
-    w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0xffff))?;
-    write_each(frames, |timestamp, f| {
+    let fail = |e| pcap_error(path, e);
+    let mut w = PcapNgWriter::new(create(path)?).map_err(fail)?;
+    w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0xffff))
+        .map_err(fail)?;
+    let n = write_each(frames, |timestamp, f| {
         let block = EnhancedPacketBlock {
             interface_id: 0,
             timestamp,
@@ -177,6 +183,26 @@ pub fn write_pcapng<'a>(
         };
         w.write_pcapng_block(block).map(drop)
     })
+    .map_err(fail)?;
+    flush(path, w.into_inner())?;
+    Ok(n)
+}
+
+/// An error writing the capture at `path`, naming it and the cause (a full disk...):
+/// pcap_file's own words for any I/O error are "Error reading bytes".
+pub fn pcap_error(path: &Path, e: pcap_file::PcapError) -> anyhow::Error {
+    match e {
+        pcap_file::PcapError::IoError(io) => anyhow::anyhow!("writing {}: {io}", path.display()),
+        other => anyhow::anyhow!("writing {}: {other}", path.display()),
+    }
+}
+
+/// Writes out what `w` buffers for the capture at `path`: dropped, a buffer swallows the
+/// error of its last write (a full disk), leaving a capture cut short without a word.
+pub fn flush(path: &Path, mut w: BufWriter<File>) -> anyhow::Result<()> {
+    use std::io::Write;
+    w.flush()
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
 }
 
 /// A new file at `path`, buffered.
@@ -190,7 +216,7 @@ fn create(path: &Path) -> anyhow::Result<BufWriter<File>> {
 fn write_each<'a>(
     frames: impl IntoIterator<Item = &'a [u8]>,
     mut put: impl FnMut(Duration, &'a [u8]) -> Result<(), pcap_file::PcapError>,
-) -> anyhow::Result<u64> {
+) -> Result<u64, pcap_file::PcapError> {
     let mut n = 0u64;
     for f in frames {
         put(Duration::from_micros(n), f)?;
@@ -398,6 +424,28 @@ pub fn demo_mix(flows: u32, dst_mac: MacAddr) -> Vec<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A capture the disk has no room for is an error naming the file and the cause, also
+    /// when it is small enough to sit in the write buffer until the end (it was a success,
+    /// the file empty).
+    #[test]
+    fn a_capture_the_disk_cannot_hold_is_an_error() {
+        let full = Path::new("/dev/full");
+        if !full.exists() {
+            return;
+        }
+        let frames = bench_udp(3, MacAddr([2, 0, 0, 0, 0, 1]));
+        for e in [
+            write_pcap(full, frames.iter().map(|f| f.as_slice())).unwrap_err(),
+            write_pcapng(full, frames.iter().map(|f| f.as_slice())).unwrap_err(),
+        ] {
+            let e = e.to_string();
+            assert!(
+                e.contains("writing /dev/full") && e.contains("No space left"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn captures_read_back_as_pcap_and_as_pcapng() {

@@ -102,6 +102,11 @@ fn plan_comment(config: &Config) -> String {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    // First, so that a signal while it starts (a reload meant for the switches running,
+    // a stop) is acted on rather than ending it with the demo's capture left behind.
+    let signals = (!cli.check_config)
+        .then(switch::SwitchSignals::install)
+        .transpose()?;
     let mut demo = None;
     let config = if cli.demo {
         let d = Demo::prepare()?;
@@ -145,6 +150,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         until_idle: cli.until_idle.map(Duration::from_millis),
         summary_json: cli.summary_json,
         eal_args: (!cli.eal.is_empty()).then_some(cli.eal),
+        signals,
     };
     switch::run(config, &opts)?;
     drop(demo);

@@ -194,15 +194,18 @@ pub fn is_memif_client(devargs: &str) -> bool {
 }
 
 /// Where a memif server's socket file would be, if it is a file (`socket-abstract=no`)
-/// that exists already: a server killed without closing its port leaves it, and a new
-/// server of the same socket then cannot start.
-fn memif_socket_left(devargs: &str) -> Option<String> {
+/// that exists already, and whether it is a socket: a server killed without closing its
+/// port leaves one, and a new server of the same socket then cannot start; anything else
+/// there (a directory, a regular file) is a path mistaken.
+fn memif_socket_left(devargs: &str) -> Option<(String, bool)> {
+    use std::os::unix::fs::FileTypeExt;
     if !is_memif_server(devargs) {
         return None;
     }
     let socket = devarg(devargs, "socket")?;
     let is_file = devarg(devargs, "socket-abstract").is_some_and(|v| v == "no");
-    (is_file && std::path::Path::new(&socket).exists()).then_some(socket)
+    let kind = std::fs::symlink_metadata(&socket).ok()?.file_type();
+    is_file.then_some((socket, kind.is_socket()))
 }
 
 /// The value of `key` in a device's arguments.
@@ -290,10 +293,16 @@ impl<'eal> Port<'eal> {
             return Err(DpdkError::Probe {
                 device: devargs.to_owned(),
                 errno: Errno::from_probe(ret),
-                hint: memif_socket_left(devargs).map_or_else(String::new, |s| {
-                    format!(
-                        "; its memif socket {s} exists already: left by a memif server that was killed? Remove it if no process uses it"
-                    )
+                hint: memif_socket_left(devargs).map_or_else(String::new, |(s, socket)| {
+                    if socket {
+                        format!(
+                            "; its memif socket {s} exists already: left by a memif server that was killed? Remove it if no process uses it"
+                        )
+                    } else {
+                        format!(
+                            "; its memif socket path {s} is taken by a file or directory that is no socket: choose another path"
+                        )
+                    }
                 }),
             });
         }
@@ -771,17 +780,22 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A memif server's socket file that exists is named when its probe fails; an
-    /// abstract socket, a client's, or a file that is not there is not.
+    /// A memif server's socket file that exists is named when its probe fails (a socket,
+    /// or something else in its place); an abstract socket, a client's, or a file that is
+    /// not there is not.
     #[test]
     fn a_memif_socket_left_behind_is_named() {
         let dir = std::env::temp_dir().join(format!("memif-left-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("link.sock");
-        std::fs::write(&sock, b"").unwrap();
         let s = sock.display();
         let server = format!("net_memif0,role=server,socket={s},socket-abstract=no");
-        assert_eq!(memif_socket_left(&server), Some(s.to_string()));
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert_eq!(memif_socket_left(&server), Some((s.to_string(), true)));
+        drop(listener);
+        std::fs::remove_file(&sock).unwrap();
+        std::fs::write(&sock, b"").unwrap();
+        assert_eq!(memif_socket_left(&server), Some((s.to_string(), false)));
         let abstract_ = format!("net_memif0,socket={s}");
         assert_eq!(memif_socket_left(&abstract_), None);
         let client = format!("net_memif0,role=client,socket={s},socket-abstract=no");

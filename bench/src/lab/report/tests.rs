@@ -134,8 +134,10 @@ fn collected_of(
             links: Vec::new(),
             epochs: Value::Null,
             switches: Vec::new(),
+            events: Vec::new(),
         },
         events,
+        events_file_short: None,
     }
 }
 
@@ -222,6 +224,41 @@ fn events_point_where_the_sink_says_without_the_flows_details() {
     for r in &rows {
         assert_eq!(r.link, Some((b.clone(), z.clone())), "{} event", r.kind);
     }
+}
+
+/// Events the sink's event lines file lost (a full disk) are taken from its API, oldest
+/// first, and the run fails a check saying so: the report said "events: none" and failed
+/// the detection checks as if the sink had found nothing.
+#[test]
+fn events_the_file_lost_are_taken_from_the_sinks_api() {
+    let flow = PROBE_FLOW;
+    let line = |kind: &str, start: f64| {
+        format!(
+            "{{\"kind\":\"{kind}\",\"series\":\"probes\",\"flow\":{flow},\"start\":{start},\"end\":{}}}",
+            start + 1.0
+        )
+    };
+    let (lab, mut c, paths, _) = chain_run(&format!("{}\n", line("loss", 10.0)));
+    // The API lists the newest first.
+    c.view.events = [line("delay", 12.0), line("loss", 10.0)]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    c.events_from_api_if_short();
+    assert_eq!(c.events_file_short, Some((1, 2)));
+    let rows = super::events(&lab, &c, &paths);
+    let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
+    assert_eq!(kinds, ["loss", "delay"]);
+    // A whole file is kept as it is.
+    let (_, mut whole, _, _) = chain_run(&format!(
+        "{}\n{}\n",
+        line("loss", 10.0),
+        line("delay", 12.0)
+    ));
+    whole.view.events = c.view.events.clone();
+    let before = whole.events.clone();
+    whole.events_from_api_if_short();
+    assert_eq!((whole.events_file_short, whole.events), (None, before));
 }
 
 /// A delay event of a flow whose links the same flows cross points at all of them: the
@@ -331,6 +368,22 @@ fn lossy_links_out_of_one_switch_are_checked_each_against_its_port() {
     assert_eq!(loss_checks(&r), [true, true]);
     r.links[0].impair_dropped = Some(20);
     assert_eq!(loss_checks(&r), [false, true]);
+    // A switch that wrote no summary (its disk full): what its port dropped is unknown,
+    // not 0, and the loss need only stand out.
+    r.undecoded_through.clear();
+    r.links[0].impair_dropped = None;
+    assert_eq!(loss_checks(&r), [true, true]);
+    let c = checks(&lab, &r);
+    let first = c.iter().find(|c| c.name.starts_with("loss found")).unwrap();
+    assert!(
+        first
+            .detail
+            .contains("is unknown (spine1 wrote no summary)"),
+        "{}",
+        first.detail
+    );
+    r.links[2].lost_packets = 30;
+    assert_eq!(loss_checks(&r), [false, false]);
 }
 
 #[test]
