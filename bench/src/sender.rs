@@ -122,14 +122,31 @@ pub struct Outages {
     /// Seconds it was down in all; the run's clock stood still meanwhile, so the run's
     /// seconds and rates leave them out.
     pub seconds: f64,
+    /// Whether the run ended on a link that did not come back in the time allowed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gave_up: bool,
 }
 
 impl Outages {
     /// Whether there were none.
     pub fn none(&self) -> bool {
-        self.count == 0
+        self.count == 0 && !self.gave_up
     }
 }
+
+/// What became of a wait for a link that went down.
+enum Rejoin {
+    /// It came back after this long.
+    Back(Duration),
+    /// It did not come back in the time allowed (a memif client's port may be stopped).
+    GaveUp,
+    /// A signal asked to stop meanwhile.
+    Stopped,
+}
+
+/// How long a memif client's started port may take to connect before it is started again
+/// (a handshake can be slow); one whose start failed is tried again each second.
+const CONNECT_FOR: Duration = Duration::from_secs(5);
 
 /// The zero-loss rate search.
 #[derive(Debug, Clone)]
@@ -395,32 +412,41 @@ struct Io<'a> {
 }
 
 impl Io<'_> {
-    /// Waits for the link of a port whose link went down to come back, at most `limit`;
-    /// how long it was down, None if it did not come back in time or `stop` was set. A memif
-    /// client's port is started again each second meanwhile (DPDK's memif client connects
-    /// only when its port starts); any other port's link comes back by itself. The clock
-    /// stands still over the outage.
+    /// Waits for the link of a port whose link went down to come back, at most `limit`. A
+    /// memif client's port is started again meanwhile (DPDK's memif client connects only
+    /// when its port starts): a second after the link went down, then each second while a
+    /// start fails, or [`CONNECT_FOR`] after one that did not connect; any other port's link
+    /// comes back by itself. The clock stands still over the outage. Once it has given up
+    /// on a memif client, its port may be stopped: no queue may be called again.
     #[cold]
-    fn rejoin(&mut self, limit: Duration, stop: &AtomicBool) -> Option<Duration> {
+    fn rejoin(&mut self, limit: Duration, stop: &AtomicBool) -> Rejoin {
         let t0 = std::time::Instant::now();
         let tsc0 = dataplane::dpdk::tsc();
         let client = dataplane::dpdk::port::is_memif_client(&self.devargs);
-        let mut restarted = t0;
-        let back = loop {
-            if stop.load(Ordering::Relaxed) || t0.elapsed() > limit {
-                break false;
+        // When the next start is due.
+        let mut next_start = t0 + Duration::from_secs(1);
+        let fate = loop {
+            if stop.load(Ordering::Relaxed) {
+                break Rejoin::Stopped;
             }
             if self.port.link().up {
-                break true;
+                break Rejoin::Back(t0.elapsed());
             }
-            if client && restarted.elapsed() >= Duration::from_secs(1) {
-                restarted = std::time::Instant::now();
+            if t0.elapsed() > limit {
+                break Rejoin::GaveUp;
+            }
+            if client && std::time::Instant::now() >= next_start {
                 // SAFETY: this thread is the only one that calls the port's queues (a
                 // generator polls its port on one thread), and it is here, in no call.
-                // An error (the server is not back) leaves the port stopped until the
-                // next try.
-                let _ =
+                let started =
                     dataplane::dpdk::port::with_memif_log_quiet(|| unsafe { self.port.restart() });
+                next_start = std::time::Instant::now()
+                    + if started.is_ok() {
+                        CONNECT_FOR
+                    } else {
+                        // The server is not back: the port stays stopped until the next try.
+                        Duration::from_secs(1)
+                    };
             }
             std::thread::sleep(Duration::from_millis(10));
         };
@@ -428,7 +454,16 @@ impl Io<'_> {
             .clock
             .t0
             .wrapping_add(dataplane::dpdk::tsc().wrapping_sub(tsc0));
-        back.then(|| t0.elapsed())
+        if matches!(fate, Rejoin::Back(_)) {
+            // Probes built before the outage carry its start as their send time.
+            let now = wall_ns();
+            for i in 0..self.tx.len() {
+                if let Some(m) = self.tx.get_mut(i) {
+                    crate::generator::frame::restamp_probe(m.data_mut(), now);
+                }
+            }
+        }
+        fate
     }
 
     /// Waits, not polling, until the peer takes the link down, `limit` passes or `stop`.
@@ -555,25 +590,13 @@ fn run_phase(
     let mut last_progress = start_ns;
     let rx_before = rx.last_ns;
     let mut watch = PortWatch::new(start_ns);
-    // A link gone down is waited for (`phase.reconnect`); whether it came back.
-    let mut rejoined = |io: &mut Io<'_>, watch: &mut PortWatch| -> bool {
-        let Some(limit) = phase.reconnect else {
-            return false;
-        };
-        if io.port.link().up {
-            return false;
-        }
-        let Some(down) = io.rejoin(limit, stop) else {
-            return false;
-        };
-        outages.count += 1;
-        outages.seconds += down.as_secs_f64();
-        *watch = PortWatch::new(io.clock.ns());
-        true
-    };
     loop {
         if stop.load(Ordering::Relaxed) {
             sent.interrupted = sender.is_some() && sending;
+            break;
+        }
+        if outages.gave_up {
+            // Its port may be stopped: no more calls on it.
             break;
         }
         let mut worked = false;
@@ -615,27 +638,31 @@ fn run_phase(
             let now = io.clock.ns();
             if io.tx.is_empty() {
                 watch.nothing_waiting(now);
-            } else if watch.gone(io, took, now) && !rejoined(io, &mut watch) {
+            } else if watch.gone(io, took, now)
+                && !rejoined(io, &mut watch, outages, phase.reconnect, stop)
+            {
                 // Its peer went away, or stopped reading: whatever the count or time left.
                 sending = false;
-                sent.cut_short = Some(why_gone(io));
+                sent.cut_short = Some(why_gone(io, phase.reconnect, outages.gave_up));
             }
             if !sending {
                 // Flush what was built, while the port takes it (or may again: its link
                 // is up, and it took something not long ago).
-                while !io.tx.is_empty() && !stop.load(Ordering::Relaxed) {
+                while !io.tx.is_empty() && !stop.load(Ordering::Relaxed) && !outages.gave_up {
                     let took = io.txq.tx(&mut io.tx);
-                    if watch.gone(io, took, io.clock.ns()) && !rejoined(io, &mut watch) {
+                    if watch.gone(io, took, io.clock.ns())
+                        && !rejoined(io, &mut watch, outages, phase.reconnect, stop)
+                    {
                         break;
                     }
-                    if phase.receive {
+                    if phase.receive && !outages.gave_up {
                         rx.poll(io);
                     }
                 }
                 // Sent up to the last time the port took something (not through a stall).
                 let end = if take_back_unsent(io, &mut sent) {
                     if !stop.load(Ordering::Relaxed) && sent.cut_short.is_none() {
-                        sent.cut_short = Some(why_gone(io));
+                        sent.cut_short = Some(why_gone(io, phase.reconnect, outages.gave_up));
                     }
                     watch.taken_ns
                 } else {
@@ -645,16 +672,34 @@ fn run_phase(
                 tx_done_ns = Some(io.clock.ns());
             }
         }
-        if phase.receive {
+        if phase.receive && !outages.gave_up {
             let before = rx.packets;
             rx.poll(io);
             worked |= rx.packets != before;
-            // Receiving only, a link gone down is seen here.
-            if !sending && !worked && phase.reconnect.is_some() {
+            // Receiving only, a link gone down is waited for as long as the quiet time
+            // left allows (at most `reconnect`): a peer that does not come back ends the
+            // receiving as it would have without the flag, as a peer leaving at the end of
+            // its run does.
+            if let (false, false, Some(limit)) = (sending, worked, phase.reconnect) {
                 let now = io.clock.ns();
                 if now - watch.link_checked_ns >= LINK_CHECK_NS {
                     watch.link_checked_ns = now;
-                    rejoined(io, &mut watch);
+                    if !io.port.link().up {
+                        let quiet = quiet_since(sender.is_some(), tx_done_ns, rx, rx_before);
+                        let left = quiet.map_or(limit, |q| {
+                            Duration::from_nanos(idle_ns.saturating_sub(now.saturating_sub(q)))
+                                .min(limit)
+                        });
+                        match io.rejoin(left, stop) {
+                            Rejoin::Back(down) => {
+                                outages.count += 1;
+                                outages.seconds += down.as_secs_f64();
+                            }
+                            // Its port may be stopped: no more calls on it.
+                            Rejoin::GaveUp => break,
+                            Rejoin::Stopped => {}
+                        }
+                    }
                 }
             }
         }
@@ -680,15 +725,8 @@ fn run_phase(
             if !phase.receive {
                 break;
             }
-            // Quiet since the later of the last packet sent and the last received in this
-            // phase (receiving only: since the first packet arrived).
-            let last_rx = rx.last_ns.filter(|_| rx.last_ns != rx_before);
-            let quiet_since = match (sender.is_some(), tx_done_ns, last_rx) {
-                (true, Some(t), Some(r)) => Some(t.max(r)),
-                (true, t, None) => t,
-                (true, None, r) | (false, _, r) => r,
-            };
-            if quiet_since.is_some_and(|q| io.clock.ns().saturating_sub(q) >= idle_ns) {
+            let quiet = quiet_since(sender.is_some(), tx_done_ns, rx, rx_before);
+            if quiet.is_some_and(|q| io.clock.ns().saturating_sub(q) >= idle_ns) {
                 break;
             }
         }
@@ -764,9 +802,64 @@ impl PortWatch {
     }
 }
 
-/// Why a port that stopped taking packets was given up on.
+/// When a phase went quiet: the later of the last packet sent (`tx_done_ns`) and the last
+/// received in this phase (receiving only: since the first packet arrived; None before).
+fn quiet_since(
+    sends: bool,
+    tx_done_ns: Option<u64>,
+    rx: &Receiver,
+    rx_before: Option<u64>,
+) -> Option<u64> {
+    let last_rx = rx.last_ns.filter(|_| rx.last_ns != rx_before);
+    match (sends, tx_done_ns, last_rx) {
+        (true, Some(t), Some(r)) => Some(t.max(r)),
+        (true, t, None) => t,
+        (true, None, r) | (false, _, r) => r,
+    }
+}
+
+/// Waits for a link gone down (with `reconnect`): whether to go on (it came back, or a
+/// signal came, which the caller's loop acts on); not when the port stalled with its link
+/// up, or was given up on (`outages.gave_up`).
 #[cold]
-fn why_gone(io: &Io<'_>) -> String {
+fn rejoined(
+    io: &mut Io<'_>,
+    watch: &mut PortWatch,
+    outages: &mut Outages,
+    reconnect: Option<Duration>,
+    stop: &AtomicBool,
+) -> bool {
+    let Some(limit) = reconnect else {
+        return false;
+    };
+    if io.port.link().up {
+        return false;
+    }
+    match io.rejoin(limit, stop) {
+        Rejoin::Back(down) => {
+            outages.count += 1;
+            outages.seconds += down.as_secs_f64();
+            *watch = PortWatch::new(io.clock.ns());
+            true
+        }
+        Rejoin::Stopped => true,
+        Rejoin::GaveUp => {
+            outages.gave_up = true;
+            false
+        }
+    }
+}
+
+/// Why a port that stopped taking packets was given up on (`gave_up`: its link did not come
+/// back within `reconnect`).
+#[cold]
+fn why_gone(io: &Io<'_>, reconnect: Option<Duration>, gave_up: bool) -> String {
+    if let (true, Some(limit)) = (gave_up, reconnect) {
+        return format!(
+            "the port's link went down and did not come back within {} s",
+            limit.as_secs_f64()
+        );
+    }
     if io.port.link().up {
         format!(
             "the port took nothing for {} s (its peer stopped reading)",

@@ -24,6 +24,8 @@ pub struct SwitchArgs {
 
 /// Runs the switch until the duration passes, it goes idle, or SIGINT.
 pub fn run(a: SwitchArgs) -> anyhow::Result<()> {
+    // First, as pint-switch does: a signal while the route table is built is acted on.
+    let signals = dataplane::switch::SwitchSignals::install()?;
     let config = control::Config::from_file(&a.config)?;
     let opts = dataplane::switch::RunOptions {
         duration: Some(
@@ -32,6 +34,7 @@ pub fn run(a: SwitchArgs) -> anyhow::Result<()> {
         ),
         summary_json: Some(a.summary_json),
         until_idle: a.until_idle.map(Duration::from_millis),
+        signals: Some(signals),
         ..Default::default()
     };
     dataplane::switch::run(config, &opts).map(drop)

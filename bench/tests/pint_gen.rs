@@ -1235,3 +1235,74 @@ fn a_capture_the_disk_cannot_hold_fails_the_run() {
     assert_eq!(got["received"]["packets"].as_u64(), Some(20_000), "{got}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A sender told to wait for its link (`--reconnect`) gives up once the wait is over,
+/// saying so and failing, with no more calls on its port (a memif client's is stopped
+/// then); a signal during the wait stops it cleanly, as one at any other time does.
+#[test]
+fn a_sender_waits_for_its_link_no_longer_than_asked() {
+    use std::time::{Duration, Instant};
+    for case in ["gone", "signal"] {
+        let dir = std::env::temp_dir().join(format!("pint-gen-wait-{case}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("memif.sock");
+        let tag = format!("wait-{case}");
+        let receiver = start_receiver(&sock, &tag, &["--until-idle", "60", "--linger", "0"]);
+        let sender = start_sender(
+            &sock,
+            &tag,
+            &[
+                "--rate",
+                "50Kpps",
+                "--duration",
+                "30",
+                "--idle-sleep-us",
+                "100",
+                "--linger",
+                "0",
+                "--reconnect",
+                "3",
+            ],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let pid = sender.id();
+        let sending = std::thread::spawn(move || sender.wait_with_output().unwrap());
+        std::thread::sleep(Duration::from_secs(1));
+        // SAFETY: signalling our own children.
+        unsafe { libc::kill(receiver.id() as i32, libc::SIGINT) };
+        receiver.wait_with_output().unwrap();
+        if case == "signal" {
+            std::thread::sleep(Duration::from_millis(500));
+            // SAFETY: as above.
+            unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        }
+        let t0 = Instant::now();
+        while !sending.is_finished() && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if !sending.is_finished() {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        let out = sending.join().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{case}: {e}: {err}"));
+        assert!(!err.contains("not ready port"), "{case}: {err}");
+        if case == "gone" {
+            assert_eq!(out.status.code(), Some(1), "{case}: {err}");
+            let why = v["sent"]["cut_short"].as_str().unwrap_or_default();
+            assert!(why.contains("did not come back within 3 s"), "{v}");
+            assert_eq!(v["outages"]["gave_up"].as_bool(), Some(true), "{v}");
+            assert!(err.contains("did not come back"), "{err}");
+        } else {
+            assert!(out.status.success(), "{case}: {err}");
+            assert_eq!(v["sent"]["interrupted"].as_bool(), Some(true), "{v}");
+            assert!(v["sent"]["cut_short"].is_null(), "{v}");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -64,14 +64,17 @@ pub async fn serve(
         let stream = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => {
+                    accept_failed = 0;
+                    stream
+                }
                 Err(e) => {
                     // Out of file descriptors or memory: wait rather than spin (but not
                     // past a stop). Other errors are one connection's. Said at 1, 2, 4,
                     // ... failures, not every wait while it lasts.
                     accept_failed += 1;
                     if accept_failed.is_power_of_two() {
-                        tracing::warn!("http: accept: {e} ({accept_failed} failures so far)");
+                        tracing::warn!("http: accept: {e} ({accept_failed} failures in a row)");
                     }
                     if matches!(
                         e.raw_os_error(),

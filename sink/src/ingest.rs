@@ -55,6 +55,7 @@ pub fn serve<T: Transport>(mut transport: T, ingest: Ingest) -> JoinHandle<()> {
             while !ingest.stop.load(Relaxed) {
                 match transport.accept() {
                     Ok(Some(src)) => {
+                        accept_failed = 0;
                         let i = ingest.clone();
                         threads.retain(|t| !t.is_finished());
                         if threads.len() >= ingest.max_connections {
@@ -87,7 +88,7 @@ pub fn serve<T: Transport>(mut transport: T, ingest: Ingest) -> JoinHandle<()> {
                         accept_failed += 1;
                         if accept_failed.is_power_of_two() {
                             tracing::warn!(
-                                "accept: {e} ({accept_failed} failures so far; connections wait until it works again{})",
+                                "accept: {e} ({accept_failed} failures in a row; connections wait until it works again{})",
                                 if e.raw_os_error() == Some(libc::EMFILE) {
                                     ": raise the limit on open files (ulimit -n)"
                                 } else {

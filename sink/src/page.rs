@@ -61,7 +61,7 @@ pub struct LinkRow {
     /// The impairment on it, in words.
     pub impaired: Option<String>,
     /// Packets its impairment dropped, lost or over its delay line's limit (the switch's
-    /// counts).
+    /// counts); None without an impairment, or with one whose switch wrote no summary.
     pub impair_dropped: Option<u64>,
 }
 
@@ -720,7 +720,9 @@ fn links_table(h: &mut String, r: &Page) {
             l.impaired.as_ref().map_or(String::new(), |w| format!(
                 "{} (dropped {})",
                 esc(w),
-                l.impair_dropped.unwrap_or(0)
+                l.impair_dropped
+                    .map_or("? (its switch wrote no summary)".to_owned(), |d| d
+                        .to_string())
             ))
         );
     }

@@ -131,7 +131,9 @@ struct Cli {
     linger: f64,
     /// When the port's link goes down mid-run (its peer restarted), wait at most this many
     /// seconds for it to come back and go on (a memif client connects again by itself);
-    /// the run's clock stands still meanwhile. 0: the run stops there, cut short.
+    /// the run's clock stands still meanwhile. A receiver waits no longer than its quiet
+    /// time (--until-idle) left. 0: a sender stops there, cut short, and a receiver's
+    /// memif client port stays down.
     #[arg(long, default_value_t = 0.0, conflicts_with = "zero_loss")]
     reconnect: f64,
     /// Search for the highest rate a device under test sends back without loss (RFC 2544

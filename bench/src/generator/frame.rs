@@ -13,6 +13,7 @@ use std::net::Ipv4Addr;
 
 use telemetry::wire::MacAddr;
 use telemetry::wire::checksum::{checksum, fold, ones_complement_sum};
+use telemetry::wire::probe::{PROBE_LEN, ProbePayload};
 
 const ETH_LEN: usize = 14;
 const IP_LEN: usize = 20;
@@ -112,18 +113,42 @@ pub fn emit_frame(buf: &mut [u8], flow: &FlowTuple, p: &PacketFields<'_>) -> Opt
     }
     f[payload_at..payload_at + p.payload.len()].copy_from_slice(p.payload);
     f[payload_at + p.payload.len()..].fill(0);
-    // Transport checksum over the pseudo-header and the segment.
+    set_transport_checksum(f, flow.tcp);
+    Some(len)
+}
+
+/// Writes the transport checksum of a frame laid out as [`emit_frame`] writes them, over
+/// the pseudo-header (addresses from its IPv4 header) and the segment.
+fn set_transport_checksum(f: &mut [u8], tcp: bool) {
+    let at = L4_AT + if tcp { 16 } else { 6 };
+    f[at..at + 2].copy_from_slice(&[0, 0]);
+    let l4_len = f.len() - L4_AT;
     let mut sum = u64::from(ones_complement_sum(&f[L4_AT..]));
-    sum += u64::from(ones_complement_sum(&flow.src.octets()));
-    sum += u64::from(ones_complement_sum(&flow.dst.octets()));
-    sum += u64::from(proto) + l4_len as u64;
+    sum += u64::from(ones_complement_sum(&f[IP_AT + 12..IP_AT + 20]));
+    sum += u64::from(if tcp { 6u8 } else { 17 }) + l4_len as u64;
     let mut c = !fold(sum);
-    if !flow.tcp && c == 0 {
+    if !tcp && c == 0 {
         c = 0xffff; // UDP: zero means "no checksum"
     }
-    let at = L4_AT + if flow.tcp { 16 } else { 6 };
     f[at..at + 2].copy_from_slice(&c.to_be_bytes());
-    Some(len)
+}
+
+/// Gives the probe in a frame [`emit_frame`] built (UDP, the probe at the payload's start)
+/// a new send time, its checksum with it: a probe built before a link's outage and sent
+/// after it would otherwise show the outage as its latency. False when the frame holds no
+/// probe.
+pub fn restamp_probe(f: &mut [u8], sent_ns: u64) -> bool {
+    let at = L4_AT + UDP_LEN;
+    if f.len() < at + PROBE_LEN || f.get(IP_AT + 9) != Some(&17) {
+        return false;
+    }
+    let Some(mut probe) = ProbePayload::decode(&f[at..]) else {
+        return false;
+    };
+    probe.sent_ns = sent_ns;
+    f[at..at + PROBE_LEN].copy_from_slice(&probe.encode());
+    set_transport_checksum(f, false);
+    true
 }
 
 /// The flow key a switch counts an untagged Ethernet + IPv4 frame under (ports only for
@@ -221,6 +246,46 @@ mod tests {
                 assert!(payload[3..].iter().all(|&b| b == 0));
             }
         }
+    }
+
+    /// A probe given a new send time keeps a valid checksum; a frame without a probe is
+    /// left alone.
+    #[test]
+    fn a_restamped_probe_keeps_a_valid_checksum() {
+        let flow = FlowTuple {
+            src: Ipv4Addr::new(10, 2, 0, 1),
+            dst: Ipv4Addr::new(10, 3, 0, 1),
+            sport: 50000,
+            dport: 7,
+            tcp: false,
+        };
+        let probe = ProbePayload {
+            stream: 3,
+            seq: 41,
+            sent_ns: 1_000,
+        };
+        let mut buf = [0u8; 128];
+        let n = emit_frame(&mut buf, &flow, &fields(80, &probe.encode())).unwrap();
+        let f = &mut buf[..n];
+        assert!(restamp_probe(f, 0x0123_4567_89ab_cdef));
+        let pkt = SlicedPacket::from_ethernet(f).unwrap();
+        let Some(etherparse::NetSlice::Ipv4(ip)) = pkt.net else {
+            panic!("IPv4")
+        };
+        let Some(TransportSlice::Udp(u)) = pkt.transport else {
+            panic!("UDP")
+        };
+        let (h, uh) = (ip.header().to_header(), u.to_header());
+        assert_eq!(uh.checksum, uh.calc_checksum_ipv4(&h, u.payload()).unwrap());
+        let again = ProbePayload::decode(u.payload()).unwrap();
+        assert_eq!(
+            (again.stream, again.seq, again.sent_ns),
+            (3, 41, 0x0123_4567_89ab_cdef)
+        );
+        let n = emit_frame(&mut buf, &flow, &fields(80, &[1, 2, 3])).unwrap();
+        let before = buf[..n].to_vec();
+        assert!(!restamp_probe(&mut buf[..n], 5));
+        assert_eq!(buf[..n], before[..]);
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct SinkView {
     /// `/api/events`: the latest events, up to the 10000 the sink keeps, newest first (what
     /// the report takes if its `--event-lines` file lost some).
     pub events: Vec<Value>,
+    /// Events the sink had found (`/api/health`), however many it keeps.
+    pub events_found: usize,
 }
 
 fn flow_query(f: &Value) -> String {
@@ -79,9 +81,11 @@ impl SinkView {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let flows_seen = get_json(http, "/api/health")?["flows"]
+        let health = get_json(http, "/api/health")?;
+        let flows_seen = health["flows"]
             .as_u64()
             .map_or(flows.len(), |n| (n as usize).max(flows.len()));
+        let events_found = health["events"].as_u64().unwrap_or(0) as usize;
         let mut details = BTreeMap::new();
         for f in flows.iter().take(top) {
             let q = flow_query(&f["flow"]);
@@ -102,6 +106,7 @@ impl SinkView {
                 .as_array()
                 .cloned()
                 .unwrap_or_default(),
+            events_found,
             switches: get_json(http, "/api/switches")?
                 .as_array()
                 .cloned()
@@ -131,19 +136,26 @@ pub struct Collected {
     pub view: SinkView,
     /// The sink's event lines.
     pub events: String,
-    /// When the sink's event lines file held fewer events than its API (its writes failed:
-    /// a full disk): (lines in the file, events from the API, which `events` then holds).
-    pub events_file_short: Option<(usize, usize)>,
+    /// When the sink's event lines file held fewer events than the sink had found as the
+    /// lab read its view (its writes failed: a full disk; or it was killed before writing
+    /// its last): (events in the file, events found, events from the API, which `events`
+    /// then holds: the latest 10000 at most).
+    pub events_file_short: Option<(usize, usize, usize)>,
 }
 
 impl Collected {
     /// Takes the events from the sink's API (`view.events`) when its event lines file holds
-    /// fewer (a write failed), noting it.
+    /// fewer whole events than the sink had found (the file may hold more: events found
+    /// after the view was read), noting it.
     pub fn events_from_api_if_short(&mut self) {
-        let in_file = self.events.lines().filter(|l| !l.trim().is_empty()).count();
-        let from_api = self.view.events.len();
-        if in_file < from_api {
-            self.events_file_short = Some((in_file, from_api));
+        let in_file = self
+            .events
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).is_ok())
+            .count();
+        let found = self.view.events_found;
+        if in_file < found {
+            self.events_file_short = Some((in_file, found, self.view.events.len()));
             self.events = self
                 .view
                 .events
@@ -466,12 +478,17 @@ impl LabReport {
         };
         report.checks = checks(lab, &report);
         report.checks.push(processes_check(lab, &c));
-        if let Some((in_file, from_api)) = c.events_file_short {
+        if let Some((in_file, found, from_api)) = c.events_file_short {
             report.checks.push(Check::new(
                 "the sink wrote every event it found",
                 false,
                 format!(
-                    "events.jsonl holds {in_file} of the {from_api} events the sink's API lists (sink.log says why: a full disk?); this report takes them from the API"
+                    "events.jsonl holds {in_file} of the {found} events the sink found (sink.log says why); this report takes the {from_api} its API lists{}",
+                    if from_api < found {
+                        " (it keeps the latest 10000)"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }
@@ -1223,7 +1240,9 @@ fn counting_check(r: &LabReport) -> Check {
 
 /// Writes `text` to `path` through a file beside it, renamed over it once whole.
 fn write_whole(path: &Path, text: String) -> anyhow::Result<()> {
-    let part = path.with_extension("part");
+    let mut part = path.as_os_str().to_owned();
+    part.push(".part");
+    let part = std::path::PathBuf::from(part);
     let written = std::fs::write(&part, text).and_then(|()| std::fs::rename(&part, path));
     written.map_err(|e| {
         let _ = std::fs::remove_file(&part);

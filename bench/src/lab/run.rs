@@ -105,7 +105,8 @@ fn core_ids() -> Vec<u32> {
 }
 
 /// Runs `lab`: starts everything, waits for the traffic, stops everything, and returns the
-/// report (also written to the run directory). `stop` (Ctrl-C) ends it early, cleanly.
+/// report, for the caller to write to the run directory ([`LabReport::write`]) and show.
+/// `stop` (Ctrl-C) ends it early, cleanly.
 pub fn run(
     lab: &Lab,
     programs: &Programs,
@@ -137,7 +138,7 @@ pub fn run(
     procs.teardown();
     remove_sockets(&dir);
     let collected = outcome?;
-    // Written by the caller, once it has shown it: a full disk then loses no result.
+    // Written by the caller, which shows it whether or not it could be written.
     LabReport::build(lab, collected, opts.top)
 }
 

@@ -135,6 +135,7 @@ fn collected_of(
             epochs: Value::Null,
             switches: Vec::new(),
             events: Vec::new(),
+            events_found: 0,
         },
         events,
         events_file_short: None,
@@ -244,8 +245,9 @@ fn events_the_file_lost_are_taken_from_the_sinks_api() {
         .iter()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    c.view.events_found = 2;
     c.events_from_api_if_short();
-    assert_eq!(c.events_file_short, Some((1, 2)));
+    assert_eq!(c.events_file_short, Some((1, 2, 2)));
     let rows = super::events(&lab, &c, &paths);
     let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
     assert_eq!(kinds, ["loss", "delay"]);
@@ -256,9 +258,16 @@ fn events_the_file_lost_are_taken_from_the_sinks_api() {
         line("delay", 12.0)
     ));
     whole.view.events = c.view.events.clone();
+    whole.view.events_found = 2;
     let before = whole.events.clone();
     whole.events_from_api_if_short();
     assert_eq!((whole.events_file_short, whole.events), (None, before));
+    // A line torn by a failed write is no event.
+    let (_, mut torn, _, _) = chain_run(&format!("{}\n{{\"kind\":\"de\n", line("loss", 10.0)));
+    torn.view.events = c.view.events.clone();
+    torn.view.events_found = 2;
+    torn.events_from_api_if_short();
+    assert_eq!(torn.events_file_short, Some((1, 2, 2)));
 }
 
 /// A delay event of a flow whose links the same flows cross points at all of them: the
