@@ -494,6 +494,9 @@ fn with_port<T>(
     let pool = Mempool::new(&eal, "pint_gen_tx", 8191, 256, tx_room, socket)
         .context("creating the send mbuf pool")?;
     let name = dataplane::dpdk::port::device_name(devargs);
+    if let Some(said) = dataplane::dpdk::port::remove_stale_memif_socket(devargs) {
+        eprintln!("pint-gen: {said}");
+    }
     let mut port = Port::probe(&eal, &name, devargs).with_context(|| format!("port {devargs}"))?;
     port.configure(
         &PortSetup {

@@ -29,10 +29,6 @@ pub const DEAD_PEER_AFTER: Duration = Duration::from_secs(10);
 /// sooner (a sink that refuses the hello, another service on the port) does not.
 const STABLE_AFTER: Duration = Duration::from_secs(2);
 
-/// A connection lost for the reason the one before was lost for is said again only when it
-/// lasted this long.
-const SAY_LOSS_AGAIN_AFTER: Duration = Duration::from_secs(30);
-
 /// One frame to send.
 pub struct Outgoing {
     /// Its type.
@@ -391,15 +387,10 @@ fn run(
                 let lasted = opened_at.elapsed();
                 if lasted >= STABLE_AFTER {
                     backoff = MIN_BACKOFF;
-                    // Said again for the same reason only after a connection that lasted:
-                    // an idle switch sees a refusal only at its next write, a second on.
-                    if lasted >= SAY_LOSS_AGAIN_AFTER
-                        || last_refusal.as_deref() != Some(why.as_str())
-                    {
-                        crate::say!("telemetry sink {sink}: connection lost: {why} (reconnecting)");
-                        // The next connection that opens says so.
-                        last_error = Some(why.clone());
-                    }
+                    // Every loss of a connection that lasted is said (each restart of the
+                    // sink), and the next connection that opens says so.
+                    crate::say!("telemetry sink {sink}: connection lost: {why} (reconnecting)");
+                    last_error = Some(why.clone());
                     last_refusal = Some(why);
                 } else if last_refusal.as_deref() != Some(why.as_str()) {
                     crate::say!(

@@ -183,6 +183,9 @@ fn run_with_eal(
     let mut drivers = Vec::with_capacity(config.ports.len());
     for (i, pc) in config.ports.iter().enumerate() {
         let key = || format!("config key `ports[{i}].device` (port `{}`)", pc.name);
+        if let Some(said) = crate::dpdk::port::remove_stale_memif_socket(&pc.device) {
+            control::say!("port {}: {said}", pc.name);
+        }
         let mut port = Port::probe(eal, &pc.name, &pc.device).with_context(key)?;
         let setup = PortSetup {
             rx_queues: pc.rx_queues,

@@ -462,7 +462,13 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
         bail!("--until-idle 0: receiving needs a quiet time above 0 seconds to stop on");
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    // A hang-up (its terminal closed, a `pkill -HUP` meant for others) stops it as cleanly:
+    // its summary printed and its port closed in order, not dropped under its peer.
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))
             .context("installing signal handlers")?;
     }

@@ -208,6 +208,36 @@ fn memif_socket_left(devargs: &str) -> Option<(String, bool)> {
     is_file.then_some((socket, kind.is_socket()))
 }
 
+/// Removes a memif server's socket file that a server killed without closing its port left
+/// (nothing accepts connections on it), so that a switch restarted by a supervisor after a
+/// kill starts; what it removed, to be said. A socket that a running process serves is left
+/// (the probe then fails, saying so).
+#[cold]
+pub fn remove_stale_memif_socket(devargs: &str) -> Option<String> {
+    let (socket, true) = memif_socket_left(devargs)? else {
+        return None;
+    };
+    match std::os::unix::net::UnixStream::connect(&socket) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            std::fs::remove_file(&socket).ok()?;
+            Some(format!(
+                "removed the memif socket {socket} that a server killed before left (nothing served it)"
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a process listens on the Unix socket at `path`: a stream connection is taken,
+/// or refused for its type (memif's sockets are of sequenced packets), not for want of a
+/// listener.
+fn served(path: &str) -> bool {
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => true,
+        Err(e) => e.raw_os_error() == Some(libc::EPROTOTYPE),
+    }
+}
+
 /// The value of `key` in a device's arguments.
 fn devarg(devargs: &str, key: &str) -> Option<String> {
     devargs.split(',').skip(1).find_map(|kv| {
@@ -294,7 +324,11 @@ impl<'eal> Port<'eal> {
                 device: devargs.to_owned(),
                 errno: Errno::from_probe(ret),
                 hint: memif_socket_left(devargs).map_or_else(String::new, |(s, socket)| {
-                    if socket {
+                    if socket && served(&s) {
+                        format!(
+                            "; its memif socket {s} is in use: another process (a switch still running?) serves it"
+                        )
+                    } else if socket {
                         format!(
                             "; its memif socket {s} exists already: left by a memif server that was killed? Remove it if no process uses it"
                         )
@@ -741,6 +775,7 @@ unsafe impl Send for TxQueue<'_> {}
 mod tests {
     use super::{
         PortSetup, is_memif_server, memif_client_trouble, memif_socket_left, queue_layout_refused,
+        remove_stale_memif_socket, served,
     };
 
     /// What a memif client's socket shows when its server is not there: each case in its
@@ -803,6 +838,32 @@ mod tests {
         std::fs::remove_file(&sock).unwrap();
         assert_eq!(memif_socket_left(&server), None);
         std::fs::remove_dir(&dir).unwrap();
+    }
+
+    /// A socket nothing serves (its server killed) is removed before the probe, so that a
+    /// restarted switch starts; one a process serves, or a file that is no socket, stays.
+    #[test]
+    fn a_memif_socket_nothing_serves_is_removed() {
+        let dir = std::env::temp_dir().join(format!("memif-stale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("link.sock");
+        let server = format!(
+            "net_memif0,role=server,socket={},socket-abstract=no",
+            sock.display()
+        );
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert_eq!(remove_stale_memif_socket(&server), None, "served");
+        assert!(sock.exists() && served(&sock.display().to_string()));
+        // Closed without removing its file, as by a kill.
+        drop(listener);
+        assert!(!served(&sock.display().to_string()));
+        let said = remove_stale_memif_socket(&server).unwrap();
+        assert!(said.contains("removed the memif socket"), "{said}");
+        assert!(!sock.exists());
+        std::fs::write(&sock, b"").unwrap();
+        assert_eq!(remove_stale_memif_socket(&server), None, "no socket");
+        assert!(sock.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
