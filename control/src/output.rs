@@ -8,7 +8,11 @@
 macro_rules! say {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($t)*);
+        let mut out = std::io::stdout().lock();
+        if let Some(t) = $crate::output::stamp() {
+            let _ = write!(out, "{t} ");
+        }
+        let _ = writeln!(out, $($t)*);
     }};
 }
 
@@ -28,6 +32,45 @@ macro_rules! say_inline {
 macro_rules! say_err {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        let mut out = std::io::stderr().lock();
+        if let Some(t) = $crate::output::stamp() {
+            let _ = write!(out, "{t} ");
+        }
+        let _ = writeln!(out, $($t)*);
     }};
+}
+
+/// Whether `say!` and `say_err!` begin each line with the time.
+static STAMPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Begins every line `say!` and `say_err!` print with the wall-clock time (UTC, RFC 3339,
+/// milliseconds), for output kept in a plain file, where nothing else says when a line was
+/// written (journald and `docker logs -t` do).
+pub fn stamp_lines(on: bool) {
+    STAMPED.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The time to begin a line with, when lines are stamped.
+pub fn stamp() -> Option<humantime::Rfc3339Timestamp> {
+    STAMPED
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .then(|| humantime::format_rfc3339_millis(std::time::SystemTime::now()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lines_are_stamped_only_when_asked() {
+        assert!(super::stamp().is_none());
+        super::stamp_lines(true);
+        let t = super::stamp().unwrap().to_string();
+        super::stamp_lines(false);
+        assert!(super::stamp().is_none());
+        assert!(humantime::parse_rfc3339(&t).is_ok(), "{t}");
+        assert_eq!(
+            (t.len(), t.as_bytes()[19], t.ends_with('Z')),
+            (24, b'.', true),
+            "{t}"
+        );
+    }
 }

@@ -326,6 +326,36 @@ fn demo_runs_with_telemetry_on() {
     );
 }
 
+/// With `--timestamps` every line the switch prints begins with the time (UTC, RFC 3339,
+/// milliseconds); without it none does.
+#[test]
+fn lines_begin_with_the_time_when_asked() {
+    let stamped = |line: &str| {
+        let b = line.as_bytes();
+        b.len() > 25
+            && (b[4], b[7], b[10], b[13], b[16], b[19], b[23], b[24])
+                == (b'-', b'-', b'T', b':', b':', b'.', b'Z', b' ')
+    };
+    for on in [true, false] {
+        let mut args = vec!["--demo", "--duration", "1"];
+        if on {
+            args.push("--timestamps");
+        }
+        let out = run_switch(&args, std::time::Duration::from_secs(60));
+        assert!(out.status.success(), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+        assert!(lines.len() > 5, "{stdout}");
+        // A message of several lines (the plan's description) is stamped on its first.
+        let first = lines.iter().filter(|l| stamped(l)).count();
+        if on {
+            assert!(stamped(lines[0]) && first * 2 > lines.len(), "{stdout}");
+        } else {
+            assert_eq!(first, 0, "{stdout}");
+        }
+    }
+}
+
 /// A switch with nothing to forward still closes its epochs, and its stats lines say so as
 /// they close: an idle worker published its counters once as it went idle and not again
 /// until traffic came, so every line showed `epochs 0` (then a lump when traffic came).

@@ -32,6 +32,9 @@ struct Cli {
     /// Write the final summary as JSON to this file.
     #[arg(long, value_name = "FILE")]
     summary_json: Option<PathBuf>,
+    /// Begin every line of output with the time (UTC, RFC 3339), for output kept in a file.
+    #[arg(long)]
+    timestamps: bool,
     /// EAL arguments, after `--`; they replace the configured or generated ones.
     #[arg(last = true, value_name = "EAL_ARGS")]
     eal: Vec<String>,
@@ -102,6 +105,7 @@ fn plan_comment(config: &Config) -> String {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    control::output::stamp_lines(cli.timestamps && !cli.check_config);
     // First, so that a signal while it starts (a reload meant for the switches running,
     // a stop) is acted on rather than ending it with the demo's capture left behind.
     let signals = (!cli.check_config)
