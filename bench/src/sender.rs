@@ -658,7 +658,8 @@ fn run_phase(
                     {
                         break;
                     }
-                    if phase.receive && !outages.gave_up {
+                    // Not after a stop during a wait for the link: its port may be stopped.
+                    if phase.receive && !outages.gave_up && !stop.load(Ordering::Relaxed) {
                         rx.poll(io);
                     }
                 }
@@ -675,7 +676,7 @@ fn run_phase(
                 tx_done_ns = Some(io.clock.ns());
             }
         }
-        if phase.receive && !outages.gave_up {
+        if phase.receive && !outages.gave_up && !stop.load(Ordering::Relaxed) {
             let before = rx.packets;
             rx.poll(io);
             worked |= rx.packets != before;

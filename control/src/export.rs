@@ -25,8 +25,11 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// in seconds, not after TCP's retransmissions give up (about a quarter of an hour).
 pub const DEAD_PEER_AFTER: Duration = Duration::from_secs(10);
 
-/// A connection that lasted this long resets the backoff when it breaks; one that broke
-/// sooner (a sink that refuses the hello, another service on the port) does not.
+/// A connection that took two writes this long or longer after its hello lasted: its loss
+/// resets the backoff and is said each time (a sink restarted). One that broke sooner (a
+/// sink that refuses the hello, another service on the port) does neither: a refusal shows
+/// only at the second write after it (the first still goes into the socket), which a
+/// switch with long epochs and rare statistics makes seconds later.
 const STABLE_AFTER: Duration = Duration::from_secs(2);
 
 /// One frame to send.
@@ -353,6 +356,8 @@ fn run(
     let mut backoff = MIN_BACKOFF;
     let mut next_try = Instant::now();
     let mut opened_at = Instant::now();
+    // Writes the connection took from `STABLE_AFTER` on.
+    let mut settled_writes = 0u32;
     let mut last_error = None;
     // Why the last connection that broke soon after its hello broke: said once, not at
     // each retry of a sink that keeps refusing the switch.
@@ -362,6 +367,7 @@ fn run(
             conn = open(&sink, &ann, &stats, &mut last_error);
             if conn.is_some() {
                 opened_at = Instant::now();
+                settled_writes = 0;
             } else {
                 next_try = Instant::now() + backoff;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -377,6 +383,9 @@ fn run(
         if let Some(Ok(())) = written {
             stats.digests_sent.fetch_add(o.digests, Ordering::Relaxed);
             stats.flowsets_sent.fetch_add(o.flowsets, Ordering::Relaxed);
+            if opened_at.elapsed() >= STABLE_AFTER {
+                settled_writes = settled_writes.saturating_add(1);
+            }
         } else {
             count_drop(&stats, &o);
             if conn.take().is_some() {
@@ -385,13 +394,14 @@ fn run(
                     .and_then(Result::err)
                     .map_or_else(String::new, |e| e.to_string());
                 let lasted = opened_at.elapsed();
-                if lasted >= STABLE_AFTER {
+                if settled_writes >= 2 {
                     backoff = MIN_BACKOFF;
                     // Every loss of a connection that lasted is said (each restart of the
-                    // sink), and the next connection that opens says so.
+                    // sink), and the next connection that opens says so; a refusal after
+                    // it is said too.
                     crate::say!("telemetry sink {sink}: connection lost: {why} (reconnecting)");
-                    last_error = Some(why.clone());
-                    last_refusal = Some(why);
+                    last_error = Some(why);
+                    last_refusal = None;
                 } else if last_refusal.as_deref() != Some(why.as_str()) {
                     crate::say!(
                         "telemetry sink {sink}: connection closed {} ms after the hello: {why} (a sink refuses a switch whose switch_id is connected from another process, or beyond its --max-switches: see the sink's log; retrying)",

@@ -144,7 +144,9 @@ impl ControlLoop<'_> {
                 t.epoch().as_millis(),
                 self.config.telemetry.sink.as_deref().unwrap_or("none")
             );
-            crate::say_inline!("{}", t.plan().plan.describe());
+            for line in t.plan().plan.describe().lines() {
+                crate::say!("{line}");
+            }
         }
         loop {
             deadline += tick;

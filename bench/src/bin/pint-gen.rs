@@ -570,7 +570,8 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
         if let Some(lost) = r.lost {
             bench::say!("pint-gen: sent and not received back: {lost}");
         }
-        if !r.outages.none() {
+        // A last outage that did not come back is the sender's `stopped early` reason.
+        if r.outages.count > 0 {
             bench::say!(
                 "pint-gen: link outages waited through: {} ({:.3} s down in all, not in the times and rates above)",
                 r.outages.count,

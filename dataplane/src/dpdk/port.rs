@@ -221,7 +221,7 @@ pub fn remove_stale_memif_socket(devargs: &str) -> Option<String> {
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             std::fs::remove_file(&socket).ok()?;
             Some(format!(
-                "removed the memif socket {socket} that a server killed before left (nothing served it)"
+                "removed the memif socket {socket}, left by a server that did not close it (nothing served it)"
             ))
         }
         _ => None,
@@ -863,7 +863,43 @@ mod tests {
         std::fs::write(&sock, b"").unwrap();
         assert_eq!(remove_stale_memif_socket(&server), None, "no socket");
         assert!(sock.exists());
+        std::fs::remove_file(&sock).unwrap();
+        // As memif serves it: sequenced packets, bound and then listening.
+        let fd = seqpacket_bound(&sock);
+        assert_eq!(
+            remove_stale_memif_socket(&server),
+            None,
+            "bound, not listening yet"
+        );
+        // SAFETY: a socket of ours.
+        assert_eq!(unsafe { libc::listen(fd, 1) }, 0);
+        assert_eq!(remove_stale_memif_socket(&server), None, "listening");
+        assert!(sock.exists());
+        // SAFETY: as above.
+        unsafe { libc::close(fd) };
+        assert!(remove_stale_memif_socket(&server).is_some(), "closed");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A Unix socket of sequenced packets bound at `path`, as DPDK's memif server makes one.
+    fn seqpacket_bound(path: &std::path::Path) -> i32 {
+        // SAFETY: plain socket calls on a zeroed address filled in below.
+        unsafe {
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
+            assert!(fd >= 0);
+            let mut addr: libc::sockaddr_un = std::mem::zeroed();
+            addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            for (d, s) in addr
+                .sun_path
+                .iter_mut()
+                .zip(path.as_os_str().as_encoded_bytes())
+            {
+                *d = *s as libc::c_char;
+            }
+            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            assert_eq!(libc::bind(fd, (&raw const addr).cast(), len), 0);
+            fd
+        }
     }
 
     #[test]
