@@ -128,6 +128,12 @@ pub struct Outages {
 }
 
 impl Outages {
+    /// Notes an outage waited through, `down` long.
+    fn note(&mut self, down: Duration) {
+        self.count += 1;
+        self.seconds += down.as_secs_f64();
+    }
+
     /// Whether there were none.
     pub fn none(&self) -> bool {
         self.count == 0 && !self.gave_up
@@ -695,10 +701,7 @@ fn run_phase(
                                 .min(limit)
                         });
                         match io.rejoin(left, stop) {
-                            Rejoin::Back(down) => {
-                                outages.count += 1;
-                                outages.seconds += down.as_secs_f64();
-                            }
+                            Rejoin::Back(down) => outages.note(down),
                             // Its port may be stopped: no more calls on it.
                             Rejoin::GaveUp => break,
                             Rejoin::Stopped => {}
@@ -841,8 +844,7 @@ fn rejoined(
     }
     match io.rejoin(limit, stop) {
         Rejoin::Back(down) => {
-            outages.count += 1;
-            outages.seconds += down.as_secs_f64();
+            outages.note(down);
             *watch = PortWatch::new(io.clock.ns());
             true
         }

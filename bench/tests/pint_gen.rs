@@ -257,6 +257,43 @@ fn start_receiver(sock: &Path, tag: &str, args: &[&str]) -> std::process::Child 
     receiver
 }
 
+/// A child whose output is collected on a thread of its own, so that a test can act on
+/// other processes meanwhile and still bound the wait.
+struct Collecting {
+    pid: u32,
+    output: std::thread::JoinHandle<std::process::Output>,
+}
+
+impl Collecting {
+    fn new(child: std::process::Child) -> Collecting {
+        Collecting {
+            pid: child.id(),
+            output: std::thread::spawn(move || child.wait_with_output().unwrap()),
+        }
+    }
+
+    /// Sends it `signal`.
+    fn signal(&self, signal: i32) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid as i32, signal) };
+    }
+
+    /// Its output once it has exited, or None when it had not within `limit` (it is
+    /// killed then).
+    fn output_within(self, limit: std::time::Duration) -> Option<std::process::Output> {
+        let t0 = std::time::Instant::now();
+        while !self.output.is_finished() && t0.elapsed() < limit {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let finished = self.output.is_finished();
+        if !finished {
+            self.signal(libc::SIGKILL);
+        }
+        let out = self.output.join().unwrap();
+        finished.then_some(out)
+    }
+}
+
 /// A sender whose port stops taking packets mid-run (its peer stops reading) gives up after
 /// a while, with a --duration or with a --count it can no longer reach, with what the port
 /// never took left out of what it sent (it waited for the port for good, until Ctrl-C), and
@@ -274,40 +311,30 @@ fn a_sender_whose_port_stops_taking_gives_up() {
         let sock = dir.join("memif.sock");
         let tag = format!("gone-{case}");
         let mut receiver = start_receiver(&sock, &tag, &["--until-idle", "60"]);
-        let sender = start_sender(
-            &sock,
-            &tag,
-            &[&["--linger", "0", "--rate", "max"], &until[..]].concat(),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        let sender = Collecting::new(
+            start_sender(
+                &sock,
+                &tag,
+                &[&["--linger", "0", "--rate", "max"], &until[..]].concat(),
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+        );
         std::thread::sleep(std::time::Duration::from_secs(1));
         // SAFETY: signalling our own child.
         unsafe { libc::kill(receiver.id() as i32, libc::SIGSTOP) };
         // Bounded: a sender that never stops is killed and the test fails.
-        let pid = sender.id();
-        let waiter = std::thread::spawn(move || sender.wait_with_output().unwrap());
-        let t0 = std::time::Instant::now();
-        while !waiter.is_finished() && t0.elapsed().as_secs() < 120 {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        let finished = waiter.is_finished();
-        if !finished {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
+        let out = sender.output_within(std::time::Duration::from_secs(120));
         receiver.kill().unwrap();
         receiver.wait().unwrap();
         // Killed, it leaves EAL's runtime directory behind.
         let prefix = format!("{tag}-rx-{}", std::process::id());
         let _ = std::fs::remove_dir_all(bench::testpmd::eal_runtime_dir(&prefix));
-        assert!(
-            finished,
-            "{case}: the sender did not give up on a port that takes nothing"
-        );
-        let out = waiter.join().unwrap();
+        let out = out.unwrap_or_else(|| {
+            panic!("{case}: the sender did not give up on a port that takes nothing")
+        });
         // It says so, and fails: a script cannot take it for a whole run.
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{case}: {}: {err}", out.status);
@@ -1104,7 +1131,7 @@ fn a_switch_connects_again_when_its_memif_server_comes_back() {
 /// stops there, cut short: `a_sender_whose_port_stops_taking_gives_up`).
 #[test]
 fn a_sender_goes_on_through_its_peers_restart() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let dir = std::env::temp_dir().join(format!("pint-gen-rejoin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("memif.sock");
@@ -1142,8 +1169,7 @@ fn a_sender_goes_on_through_its_peers_restart() {
     .stderr(std::process::Stdio::piped())
     .spawn()
     .unwrap();
-    let sender_pid = sender.id();
-    let sending = std::thread::spawn(move || sender.wait_with_output().unwrap());
+    let sender = Collecting::new(sender);
     std::thread::sleep(Duration::from_secs(2));
     // The first receiver leaves mid-run (its report printed); a second takes its place a
     // second later.
@@ -1156,15 +1182,9 @@ fn a_sender_goes_on_through_its_peers_restart() {
         "rejoin2",
         &["--until-idle", "3", "--json", "--linger", "0"],
     );
-    let t0 = Instant::now();
-    while !sending.is_finished() && t0.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    if !sending.is_finished() {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(sender_pid as i32, libc::SIGKILL) };
-    }
-    let sent = sending.join().unwrap();
+    let sent = sender
+        .output_within(Duration::from_secs(120))
+        .expect("the sender ends");
     let second = second.wait_with_output().unwrap();
     assert!(
         sent.status.success(),
@@ -1241,7 +1261,7 @@ fn a_capture_the_disk_cannot_hold_fails_the_run() {
 /// then); a signal during the wait stops it cleanly, as one at any other time does.
 #[test]
 fn a_sender_waits_for_its_link_no_longer_than_asked() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     for case in ["gone", "signal"] {
         let dir = std::env::temp_dir().join(format!("pint-gen-wait-{case}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -1268,26 +1288,18 @@ fn a_sender_waits_for_its_link_no_longer_than_asked() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-        let pid = sender.id();
-        let sending = std::thread::spawn(move || sender.wait_with_output().unwrap());
+        let sender = Collecting::new(sender);
         std::thread::sleep(Duration::from_secs(1));
-        // SAFETY: signalling our own children.
+        // SAFETY: signalling our own child.
         unsafe { libc::kill(receiver.id() as i32, libc::SIGINT) };
         receiver.wait_with_output().unwrap();
         if case == "signal" {
             std::thread::sleep(Duration::from_millis(500));
-            // SAFETY: as above.
-            unsafe { libc::kill(pid as i32, libc::SIGINT) };
+            sender.signal(libc::SIGINT);
         }
-        let t0 = Instant::now();
-        while !sending.is_finished() && t0.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if !sending.is_finished() {
-            // SAFETY: as above.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
-        let out = sending.join().unwrap();
+        let out = sender
+            .output_within(Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("{case}: the sender did not end"));
         let err = String::from_utf8_lossy(&out.stderr);
         let v: serde_json::Value =
             serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{case}: {e}: {err}"));
