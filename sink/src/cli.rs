@@ -260,6 +260,11 @@ where
             }
         }
     }
+    if let Some(w) = crate::limits::address_space()
+        .and_then(|limit| crate::limits::too_little_address_space(limit, &config))
+    {
+        tracing::warn!("{w}");
+    }
     // A hang-up opens the JSON-lines files again (log rotation); it does not stop the sink.
     let reopen = config.reopen.clone();
     // SAFETY: the handler does one atomic add, which is async-signal-safe.

@@ -163,6 +163,8 @@ impl Close {
                 ProtocolError::UnknownPlan(_) => "unknown_plan",
                 ProtocolError::FlowSet(_) => "bad_flowset",
                 ProtocolError::TrailingBytes => "trailing_bytes",
+                // Never closes a connection (see `passed_over`).
+                ProtocolError::FlowSetNoMemory(_) => "no_memory",
             },
             Close::Refused(_) => "refused",
             Close::Duplicate(_) => "duplicate_switch_id",
@@ -192,6 +194,8 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     let mut gaps = 0u64;
     // Whether this connection has been warned of a clock far from the sink's.
     let mut clock_warned = false;
+    // Whether this connection has been warned of a flowset dropped for want of memory.
+    let mut no_memory_warned = false;
     let mut batches: Vec<DigestBuffers> = vec![Default::default(); ing.shards.len()];
     let mut scratch = Vec::new();
     let result: Result<(), Close> = loop {
@@ -260,6 +264,26 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
         }
         let frame = match session.decode(bytes) {
             Ok(f) => f,
+            // A flowset there was no memory to decode (past the process's limits, within
+            // the --flowset-memory-mb budget): dropped undecoded as one with no room is.
+            Err(err) if err.passed_over() => {
+                if let Some(e) = &entry {
+                    e.counters.frames.fetch_add(1, Relaxed);
+                    e.counters.bytes.fetch_add(len, Relaxed);
+                    e.counters.flowsets.fetch_add(1, Relaxed);
+                    e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+                    e.note_lost();
+                }
+                if !no_memory_warned {
+                    no_memory_warned = true;
+                    tracing::warn!(
+                        peer = %peer,
+                        switch = entry.as_ref().map(|e| e.info_id()),
+                        "{err} (the process's memory limit is below --flowset-memory-mb: lower it to what the limit holds); every flowset dropped is counted in pint_sink_flowsets_dropped_total",
+                    );
+                }
+                continue;
+            }
             Err(e) => break Err(e.into()),
         };
         if session.gaps > gaps

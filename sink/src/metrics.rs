@@ -81,7 +81,7 @@ fn describe() {
     describe_counter!("pint_sink_flowsets_total", "Flowsets received.");
     describe_counter!(
         "pint_sink_flowsets_dropped_total",
-        "Flowsets dropped undecoded: the epoch assembler's queue was full, or the flowsets held took --flowset-memory-mb."
+        "Flowsets dropped undecoded: the epoch assembler's queue was full, the flowsets held took --flowset-memory-mb, or the process had no memory to decode one."
     );
     describe_gauge!(
         "pint_sink_flowset_lag_seconds",

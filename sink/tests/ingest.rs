@@ -118,6 +118,19 @@ fn recorded(shared: &sink::Shared) -> u64 {
         .sum()
 }
 
+/// The whole response to a GET of `path` from the HTTP server at `http`.
+fn http_get(http: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(http).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp
+}
+
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
@@ -367,17 +380,7 @@ fn pint_sink_runs_and_stops() {
         .unwrap_or_else(|| panic!("{line}"))
         .parse()
         .unwrap();
-    let get = |path: &str| {
-        let mut s = TcpStream::connect(http).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
-        resp
-    };
+    let get = |path: &str| http_get(http, path);
     let resp = get("/api/health");
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.contains("\"status\":\"ok\""), "{resp}");
@@ -858,4 +861,111 @@ fn the_last_plan_declared_is_in_force() {
     sw.send(FrameType::Plan, &now.payload());
     sw.send(FrameType::Plan, &reload.payload());
     assert_eq!(in_force(&mut sw, 2), Some(reload.version));
+}
+
+/// A sink whose address space (`ulimit -v`) cannot hold a flowset its budget allows drops
+/// that flowset, counted, and goes on with the connection: it does not abort, and the
+/// switch's next frames are taken.
+#[test]
+fn a_flowset_there_is_no_memory_for_is_dropped_not_fatal() {
+    const LIMIT: u64 = 320 << 20;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pint-sink"));
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+        "--decode-threads",
+        "1",
+        "--max-flowset-mb",
+        "1024",
+        "--flowset-memory-mb",
+        "1024",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let lim = libc::rlimit {
+                rlim_cur: LIMIT,
+                rlim_max: LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = |label: &str| -> SocketAddr {
+        line.split(label)
+            .nth(1)
+            .and_then(|r| r.split([' ', ')', '\n']).next())
+            .unwrap_or_else(|| panic!("{line}"))
+            .parse()
+            .unwrap()
+    };
+    let (listen, http) = (addr("listening on "), addr("(http "));
+    // A flowset shape of 2^24 cells: 384 MiB decoded, more than the whole address space.
+    let small = flowset(9);
+    let mut h = hello(9, Some(paper()));
+    h.shape = Shape {
+        hashes: 4,
+        cells_per_table: 1 << 22,
+        filter_blocks: 1024,
+    };
+    h.table_seeds = vec![small.table_seed()];
+    let mut sw = FakeSwitch::connect(listen, &h);
+    // An empty flowset of that shape: the small one's bytes with the shape's sizes.
+    let mut payload = encode_flowset(0, 1, 9, 170_000_000_000, &small);
+    payload[22] = 4;
+    payload[26..30].copy_from_slice(&(1u32 << 22).to_be_bytes());
+    payload[46..50].copy_from_slice(&1024u32.to_be_bytes());
+    sw.send(FrameType::FlowSet, &payload);
+    let plan = paper();
+    let digests: Vec<WireDigest> = (0..10).map(|i| digest(plan.version, i)).collect();
+    sw.send(
+        FrameType::Digests,
+        &encode_digests(0, &digests, |_| plan.digest_bytes),
+    );
+    let get = |path: &str| {
+        let resp = http_get(http, path);
+        let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+        serde_json::from_str::<serde_json::Value>(&body).unwrap_or_else(|e| panic!("{e}: {resp}"))
+    };
+    let mut view = serde_json::Value::Null;
+    wait_for("the digests after the flowset", || {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("the sink died ({status}): {err}");
+        }
+        view = get("/api/switches")[0].clone();
+        view["digests"] == 10
+    });
+    assert_eq!(view["flowsets"], 1, "{view}");
+    assert_eq!(view["flowsets_dropped"], 1, "{view}");
+    assert_eq!(view["rejected"], 0, "{view}");
+    assert_eq!(view["sequence_gaps"], 0, "{view}");
+    assert_eq!(view["connected"], true, "{view}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", out.status);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("address-space limit (ulimit -v) is 320 MiB"),
+        "{err}"
+    );
+    assert!(err.contains("no memory for a flowset table"), "{err}");
 }

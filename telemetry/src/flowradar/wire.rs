@@ -102,6 +102,10 @@ pub enum FlowSetWireError {
     /// A table larger than an undeclared flowset may be.
     #[error("flowset of {0} bytes in memory exceeds the limit for a flowset of undeclared shape")]
     TooLarge(usize),
+    /// The reader could not allocate the table (the process's memory or address-space
+    /// limit): the flowset was not read, through no fault of its own.
+    #[error("no memory for a flowset table of {0} bytes")]
+    NoMemory(usize),
 }
 
 /// A flowset with where and when it was taken.
@@ -239,8 +243,8 @@ pub fn check_shaped(bytes: &[u8], shape: Option<Shape>) -> Result<FlowSetHead, F
 
 /// What [`read`] gives each part of a flowset to.
 trait Entries {
-    /// The header, before any entry.
-    fn sized(&mut self, head: &FlowSetHead);
+    /// The header, before any entry; fails only when there is no memory for the entries.
+    fn sized(&mut self, head: &FlowSetHead) -> Result<(), FlowSetWireError>;
     /// Non-empty filter block `i`.
     fn block(&mut self, i: usize, words: [u64; 8]);
     /// Non-empty cell `i`.
@@ -249,7 +253,9 @@ trait Entries {
 
 /// Checking only: nothing kept.
 impl Entries for () {
-    fn sized(&mut self, _: &FlowSetHead) {}
+    fn sized(&mut self, _: &FlowSetHead) -> Result<(), FlowSetWireError> {
+        Ok(())
+    }
     fn block(&mut self, _: usize, _: [u64; 8]) {}
     fn cell(&mut self, _: usize, _: Cell) {}
 }
@@ -262,9 +268,19 @@ struct Table {
 }
 
 impl Entries for Table {
-    fn sized(&mut self, head: &FlowSetHead) {
-        self.filter = vec![Block::default(); head.blocks];
-        self.cells = vec![Cell::default(); head.cells];
+    fn sized(&mut self, head: &FlowSetHead) -> Result<(), FlowSetWireError> {
+        // Fallible: the table may be as large as its switch declared, and a reader short of
+        // memory drops the flowset rather than abort.
+        let no_memory = |_| FlowSetWireError::NoMemory(head.memory());
+        self.filter
+            .try_reserve_exact(head.blocks)
+            .map_err(no_memory)?;
+        self.cells
+            .try_reserve_exact(head.cells)
+            .map_err(no_memory)?;
+        self.filter.resize(head.blocks, Block::default());
+        self.cells.resize(head.cells, Cell::default());
+        Ok(())
     }
     fn block(&mut self, i: usize, words: [u64; 8]) {
         self.filter[i].0 = words;
@@ -272,6 +288,11 @@ impl Entries for Table {
     fn cell(&mut self, i: usize, cell: Cell) {
         self.cells[i] = cell;
     }
+}
+
+/// Bytes a decoded table of `cells` cells and `blocks` filter blocks takes.
+fn table_memory(cells: usize, blocks: usize) -> usize {
+    cells * std::mem::size_of::<Cell>() + blocks * std::mem::size_of::<Block>()
 }
 
 /// A flowset's header fields, as read.
@@ -293,6 +314,13 @@ pub struct FlowSetHead {
     pub blocks: usize,
     /// Whether no cell and no block is in use.
     pub quiet: bool,
+}
+
+impl FlowSetHead {
+    /// Bytes its table takes once decoded.
+    pub fn memory(&self) -> usize {
+        table_memory(self.cells, self.blocks)
+    }
 }
 
 /// Reads and checks a flowset, giving its header, then each non-empty filter block and
@@ -337,8 +365,7 @@ fn read(
         }
         Some(_) => {}
         None => {
-            let memory =
-                total * std::mem::size_of::<Cell>() + blocks * std::mem::size_of::<Block>();
+            let memory = table_memory(total, blocks);
             if memory > MAX_UNDECLARED_BYTES {
                 return Err(FlowSetWireError::TooLarge(memory));
             }
@@ -367,7 +394,7 @@ fn read(
         blocks,
         quiet: nonempty == 0 && used_blocks == 0,
     };
-    out.sized(&head);
+    out.sized(&head)?;
     let mut index = 0usize;
     for n in 0..used_blocks {
         index = next_index(&mut r, n, index, blocks, FlowSetWireError::BadBlockIndex)?;

@@ -142,6 +142,19 @@ pub enum ProtocolError {
     /// Bytes left over inside a frame.
     #[error("trailing bytes in a frame")]
     TrailingBytes,
+    /// A well-formed flowset the reader had no memory to decode: passed over as
+    /// [`Session::skip`] passes a frame over (checked, its sequence number counted), so the
+    /// session goes on without it.
+    #[error("no memory for a flowset table of {0} bytes: the flowset was passed over")]
+    FlowSetNoMemory(usize),
+}
+
+impl ProtocolError {
+    /// Whether the frame was passed over and the session can go on (every other error
+    /// leaves the connection's byte stream untrustworthy).
+    pub fn passed_over(&self) -> bool {
+        matches!(self, ProtocolError::FlowSetNoMemory(_))
+    }
 }
 
 impl From<ReadError> for ProtocolError {
@@ -352,7 +365,15 @@ impl Session {
             }
             FrameType::FlowSet => {
                 let h = self.hello.as_ref().expect("checked above");
-                Frame::FlowSet(FlowSetFrame::decode(payload, h)?)
+                match FlowSetFrame::decode(payload, h) {
+                    Ok(f) => Frame::FlowSet(f),
+                    Err(ProtocolError::FlowSet(FlowSetWireError::NoMemory(bytes))) => {
+                        FlowSetFrame::check(payload, h)?;
+                        self.last_seq = Some(seq);
+                        return Err(ProtocolError::FlowSetNoMemory(bytes));
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             FrameType::Stats => Frame::Stats(Stats::decode(payload)?),
             FrameType::Probes => {
