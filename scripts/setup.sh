@@ -18,17 +18,25 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# Root, or sudo, only for what needs it (missing packages, hugepages).
 SUDO=""
+NO_ROOT=""
 if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "setup.sh: not root and no sudo; install as root: apt-get install -y ${PACKAGES[*]}" >&2
-  fi
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else NO_ROOT=1; fi
 fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+if [ ${#missing[@]} -gt 0 ] && [ -n "$NO_ROOT" ]; then
+  echo "setup.sh: not root and no sudo; install these as root, then run again: apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+if [ "$HUGEPAGES" -gt 0 ] && [ -n "$NO_ROOT" ]; then
+  echo "setup.sh: reserving hugepages needs root (or sudo): run it as root" >&2
+  exit 1
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup.sh: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -63,8 +71,12 @@ fi
 if ! command -v cargo >/dev/null 2>&1 || [ "${NEED_RUSTUP:-0}" = 1 ]; then
   echo "setup.sh: installing Rust with rustup (https://rustup.rs) into ~/.cargo"
   for p in curl ca-certificates; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-      $SUDO apt-get install -y -qq --no-install-recommends "$p" >/dev/null
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
+    if [ -n "$NO_ROOT" ]; then
+      echo "setup.sh: not root and no sudo; install $p as root, then run again" >&2
+      exit 1
+    fi
+    $SUDO apt-get install -y -qq --no-install-recommends "$p" >/dev/null
   done
   if ! curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
       sh -s -- -y --profile minimal --component rustfmt,clippy >/dev/null; then

@@ -6,12 +6,9 @@ use std::path::{Path, PathBuf};
 pub struct Scratch(PathBuf);
 
 impl Scratch {
-    /// An empty directory named after `tag` and this process.
+    /// A new, empty directory named after `tag`, this user's alone.
     pub fn new(tag: &str) -> std::io::Result<Scratch> {
-        let d = std::env::temp_dir().join(format!("pint-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d)?;
-        Ok(Scratch(d))
+        dataplane::temp_dir::private_temp_dir(&format!("pint-{tag}")).map(Scratch)
     }
 
     /// The directory.

@@ -491,6 +491,10 @@ fn with_port<T>(
     stop: &AtomicBool,
     f: impl FnOnce(&mut Io<'_>) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
+    // What the device needs from the system (a writable capture, a socket's directory,
+    // privileges), said before DPDK reports it as a failed probe.
+    dataplane::device_checks::check_device(devargs)
+        .map_err(|e| anyhow::anyhow!("port {devargs}: {e}"))?;
     let eal = Eal::init(eal_args)?;
     let socket = eal.socket_id() as i32;
     // Received frames may be as large as the MTU; sent ones are built in mbufs just large
@@ -529,12 +533,19 @@ fn with_port<T>(
             break;
         }
         if t0.elapsed() > Duration::from_secs(30) {
-            started?;
-            anyhow::bail!("link of {devargs} still down after 30 s (is the peer running?)");
+            // A memif client's start fails while its server is away: say why it may be.
+            let why = if dataplane::dpdk::port::is_memif_client(devargs) {
+                format!(": {}", dataplane::dpdk::port::memif_client_trouble(devargs))
+            } else {
+                " (is the peer running?)".to_owned()
+            };
+            started.with_context(|| format!("port {devargs}: no link after 30 s{why}"))?;
+            anyhow::bail!("link of {devargs} still down after 30 s{why}");
         }
         if tried.elapsed() > Duration::from_secs(1) {
             port.stop();
-            started = port.start();
+            // The driver's own line for a failed connection was said at the first start.
+            started = dataplane::dpdk::port::with_memif_log_quiet(|| port.start());
             tried = std::time::Instant::now();
         }
         std::thread::sleep(Duration::from_millis(10));

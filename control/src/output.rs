@@ -6,13 +6,15 @@
 /// its processes and its report.
 #[macro_export]
 macro_rules! say {
+    () => {
+        $crate::say!("")
+    };
     ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        if let Some(t) = $crate::output::stamp() {
-            let _ = write!(out, "{t} ");
-        }
-        let _ = writeln!(out, $($t)*);
+        $crate::output::write_lines(
+            &mut std::io::stdout().lock(),
+            $crate::output::stamp(),
+            format_args!($($t)*),
+        );
     }};
 }
 
@@ -30,13 +32,15 @@ macro_rules! say_inline {
 /// `eprintln!` that ignores a failed write, as `say!`.
 #[macro_export]
 macro_rules! say_err {
+    () => {
+        $crate::say_err!("")
+    };
     ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let mut out = std::io::stderr().lock();
-        if let Some(t) = $crate::output::stamp() {
-            let _ = write!(out, "{t} ");
-        }
-        let _ = writeln!(out, $($t)*);
+        $crate::output::write_lines(
+            &mut std::io::stderr().lock(),
+            $crate::output::stamp(),
+            format_args!($($t)*),
+        );
     }};
 }
 
@@ -57,8 +61,35 @@ pub fn stamp() -> Option<humantime::Rfc3339Timestamp> {
         .then(|| humantime::format_rfc3339_millis(std::time::SystemTime::now()))
 }
 
+/// Writes `args` and a newline to `out`, every line of it begun with `stamp` when there is
+/// one (a message of several lines, such as a TOML error with its source line, is stamped
+/// throughout); a failed write is ignored (see `say!`).
+pub fn write_lines(
+    out: &mut impl std::io::Write,
+    stamp: Option<impl std::fmt::Display>,
+    args: std::fmt::Arguments<'_>,
+) {
+    let _ = match stamp {
+        None => writeln!(out, "{args}"),
+        Some(t) => args
+            .to_string()
+            .split('\n')
+            .try_for_each(|line| writeln!(out, "{t} {line}")),
+    };
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_line_of_a_message_is_stamped() {
+        let mut out = Vec::new();
+        super::write_lines(&mut out, Some("T"), format_args!("one\ntwo {}", 2));
+        assert_eq!(String::from_utf8(out).unwrap(), "T one\nT two 2\n");
+        let mut out = Vec::new();
+        super::write_lines(&mut out, None::<&str>, format_args!("one\ntwo"));
+        assert_eq!(String::from_utf8(out).unwrap(), "one\ntwo\n");
+    }
+
     #[test]
     fn lines_are_stamped_only_when_asked() {
         assert!(super::stamp().is_none());

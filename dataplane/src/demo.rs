@@ -29,9 +29,16 @@ impl Demo {
     /// Writes the capture into a fresh temporary directory and builds the configuration,
     /// with the worker on the highest available CPU.
     pub fn prepare() -> anyhow::Result<Demo> {
-        let dir = std::env::temp_dir().join(format!("pint-demo-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+        let dir = crate::temp_dir::private_temp_dir("pint-demo")
+            .map_err(|e| anyhow::anyhow!("the demo's capture: {e}"))?;
+        // The capture's path goes into a device argument string, where a comma ends it.
+        if dir.to_string_lossy().contains(',') {
+            let _ = std::fs::remove_dir(&dir);
+            anyhow::bail!(
+                "the demo's capture: its directory {} (TMPDIR) holds a comma, which DPDK's device arguments cannot carry: set TMPDIR to another directory",
+                dir.display()
+            );
+        }
         let cap = dir.join("demo.pcap");
         let frames = capture::demo_mix(FLOWS, MacAddr([0x02, 0, 0, 0, 0, 0x01]));
         let packets = match capture::write_pcap(&cap, frames.iter().map(Vec::as_slice)) {

@@ -5,12 +5,14 @@
 #![warn(missing_docs)]
 
 pub mod demo;
+pub mod device_checks;
 pub mod dpdk;
 pub mod gate;
 pub mod reconnect;
 pub mod replay;
 pub mod resources;
 pub mod switch;
+pub mod temp_dir;
 pub mod worker;
 
 pub use pipeline::capture;

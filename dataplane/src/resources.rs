@@ -64,11 +64,16 @@ pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
         for part in p.device.split(',').skip(1) {
             if let Some(("rx_pcap", file)) = part.split_once('=') {
                 let key = format!("config key `ports[{i}].device`: rx_pcap file `{file}`");
-                if Path::new(file).is_dir() {
-                    anyhow::bail!("{key} is a directory, not a capture file");
-                }
-                if !Path::new(file).is_file() {
-                    anyhow::bail!("{key} does not exist");
+                match std::fs::metadata(file) {
+                    Ok(m) if m.is_dir() => {
+                        anyhow::bail!("{key} is a directory, not a capture file")
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        anyhow::bail!("{key} does not exist")
+                    }
+                    // A directory on its path this user may not enter, for one.
+                    Err(e) => anyhow::bail!("{key} cannot be reached: {e}"),
                 }
                 let cannot = |e: anyhow::Error| anyhow::anyhow!("{key} cannot be read: {e}");
                 let scan = scan(Path::new(file)).map_err(cannot)?;
@@ -236,6 +241,16 @@ impl Preflight {
 /// in memory) and sizes the pool and EAL memory. Warnings (the captures', the config's)
 /// are printed first: they often explain an error that follows.
 pub fn preflight(config: &Config) -> anyhow::Result<Preflight> {
+    for (i, p) in config.ports.iter().enumerate() {
+        crate::device_checks::check_device(&p.device).map_err(|e| {
+            anyhow::anyhow!("config key `ports[{i}].device` (port `{}`): {e}", p.name)
+        })?;
+    }
+    if config.eal.hugepages
+        && let Some(why) = crate::device_checks::hugepages_missing()
+    {
+        anyhow::bail!("config key `eal.hugepages`: {why}");
+    }
     let Captures {
         held: captures,
         warnings,

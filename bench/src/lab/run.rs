@@ -114,7 +114,7 @@ pub fn run(
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<LabReport> {
     std::fs::create_dir_all(&opts.dir)
-        .with_context(|| format!("creating {}", opts.dir.display()))?;
+        .with_context(|| format!("creating {} (--out names another)", opts.dir.display()))?;
     let dir = opts.dir.canonicalize()?;
     prepare_run_dir(&dir)?;
     let cpus = cpus();
@@ -145,7 +145,7 @@ pub fn run(
 /// Removes the lab's memif sockets left in `dir` (their servers are gone), and only the
 /// lab's: a run directory such as /tmp holds other programs' sockets.
 fn remove_sockets(dir: &std::path::Path) {
-    remove_matching(dir, is_lab_socket);
+    let _ = remove_matching(dir, is_lab_socket);
 }
 
 /// Whether `name` is one of a lab's memif socket files (`link-A-B.sock`, `hosts-N.sock`).
@@ -199,7 +199,12 @@ const RUN_DIR_MARK: &str = ".pint-lab-run";
 pub fn prepare_run_dir(dir: &std::path::Path) -> anyhow::Result<()> {
     let mark = dir.join(RUN_DIR_MARK);
     if mark.exists() {
-        remove_matching(dir, is_previous_output);
+        if let Err((path, e)) = remove_matching(dir, is_previous_output) {
+            anyhow::bail!(
+                "cannot remove {} from an earlier run: {e} (give --out another directory)",
+                path.display()
+            );
+        }
         if let Some(left) = std::fs::read_dir(dir)?
             .flatten()
             .find(|e| e.file_name().to_str().is_some_and(is_previous_output))
@@ -223,15 +228,25 @@ pub fn prepare_run_dir(dir: &std::path::Path) -> anyhow::Result<()> {
     .with_context(|| format!("writing {}", mark.display()))
 }
 
-/// Removes the files in `dir` whose names `select` picks.
-fn remove_matching(dir: &std::path::Path, select: fn(&str) -> bool) {
+/// Removes the files in `dir` whose names `select` picks; the first that could not be
+/// removed, and why (one gone already is no failure).
+fn remove_matching(
+    dir: &std::path::Path,
+    select: fn(&str) -> bool,
+) -> Result<(), (PathBuf, std::io::Error)> {
+    let mut first = Ok(());
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
-            if e.file_name().to_str().is_some_and(select) {
-                let _ = std::fs::remove_file(e.path());
+            if e.file_name().to_str().is_some_and(select)
+                && let Err(err) = std::fs::remove_file(e.path())
+                && err.kind() != std::io::ErrorKind::NotFound
+                && first.is_ok()
+            {
+                first = Err((e.path(), err));
             }
         }
     }
+    first
 }
 
 /// What a switch says once it holds (SIGUSR1).

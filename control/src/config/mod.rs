@@ -330,8 +330,14 @@ impl Config {
     }
 
     fn parse(text: &str, base: Option<&Path>) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text)
-            .map_err(|e| ConfigError::Syntax(e.to_string().trim_end().to_owned()))?;
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let mut why = e.to_string().trim_end().to_owned();
+            // The demo's template (configs/demo.toml) run as it is.
+            if text.contains("@WORKER@") || text.contains("@CAPTURE@") {
+                why.push_str("\n(this is a template: `pint-switch --demo` fills in its @WORKER@ and @CAPTURE@; to run it yourself, put a CPU number and a capture file in their place)");
+            }
+            ConfigError::Syntax(why)
+        })?;
         validate(raw, base)
     }
 

@@ -823,3 +823,18 @@ fn a_next_hop_with_the_switchs_own_mac_is_warned_about() {
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].contains("routes[0].next_hops[1].mac"), "{w:?}");
 }
+
+/// The demo's template run as a config says what it is and what to fill in.
+#[test]
+fn the_demos_template_is_said_to_be_one() {
+    let text = include_str!("../../../configs/demo.toml");
+    let e = Config::from_toml(text).unwrap_err().to_string();
+    assert!(
+        e.contains("this is a template: `pint-switch --demo`"),
+        "{e}"
+    );
+    let e = Config::from_toml("switch_id = x\n")
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("template"), "{e}");
+}

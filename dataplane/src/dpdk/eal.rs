@@ -19,6 +19,40 @@ pub struct Eal {
     _private: (),
 }
 
+/// Why EAL may have failed to start, when its runtime directory is another user's: EAL
+/// keeps a directory per file prefix under `/var/run/dpdk` for root, else under
+/// `$XDG_RUNTIME_DIR/dpdk` or `/tmp/dpdk`, and the first user to run DPDK makes that last one
+/// for themselves alone. Empty when it is not the cause (or EAL keeps no files).
+#[cold]
+fn runtime_dir_hint(args: &[String]) -> String {
+    // SAFETY: no arguments, cannot fail.
+    if unsafe { libc::geteuid() } == 0
+        || args
+            .iter()
+            .any(|a| a == "--no-shconf" || a == "--in-memory")
+    {
+        return String::new();
+    }
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map_or_else(
+            || std::path::PathBuf::from("/tmp"),
+            std::path::PathBuf::from,
+        )
+        .join("dpdk");
+    let Ok(c) = CString::new(base.as_os_str().as_encoded_bytes()) else {
+        return String::new();
+    };
+    // SAFETY: a NUL-terminated path.
+    let usable = unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0;
+    if !base.exists() || usable {
+        return String::new();
+    }
+    format!(
+        " (DPDK's runtime directory {} is not this user's: set XDG_RUNTIME_DIR to a directory of yours, or pass --no-shconf)",
+        base.display()
+    )
+}
+
 impl Eal {
     /// Initialises EAL with `args` (without the program name). Fails if EAL was already
     /// initialised in this process.
@@ -49,6 +83,7 @@ impl Eal {
             INITIALISED.store(false, Ordering::SeqCst);
             return Err(DpdkError::EalInit {
                 errno,
+                hint: runtime_dir_hint(args),
                 args: args.join(" "),
             });
         }

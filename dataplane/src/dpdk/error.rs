@@ -96,10 +96,12 @@ impl fmt::Debug for Errno {
 #[derive(Debug, thiserror::Error)]
 pub enum DpdkError {
     /// `rte_eal_init` failed.
-    #[error("DPDK EAL initialisation failed: {errno}; EAL arguments were: {args}")]
+    #[error("DPDK EAL initialisation failed: {errno}{hint}; EAL arguments were: {args}")]
     EalInit {
         /// Decoded rte_errno.
         errno: Errno,
+        /// What may be the cause, when something points to one ("; ..."), or empty.
+        hint: String,
         /// The arguments passed, space-separated.
         args: String,
     },

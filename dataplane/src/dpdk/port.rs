@@ -210,8 +210,8 @@ fn memif_socket_left(devargs: &str) -> Option<(String, bool)> {
 
 /// Removes a memif server's socket file that a server killed without closing its port left
 /// (nothing accepts connections on it), so that a switch restarted by a supervisor after a
-/// kill starts; what it removed, to be said. A socket that a running process serves is left
-/// (the probe then fails, saying so).
+/// kill starts; what it removed (or could not), to be said. A socket that a running process
+/// serves is left (the probe then fails, saying so).
 #[cold]
 pub fn remove_stale_memif_socket(devargs: &str) -> Option<String> {
     let (socket, true) = memif_socket_left(devargs)? else {
@@ -219,27 +219,43 @@ pub fn remove_stale_memif_socket(devargs: &str) -> Option<String> {
     };
     match std::os::unix::net::UnixStream::connect(&socket) {
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            std::fs::remove_file(&socket).ok()?;
-            Some(format!(
-                "removed the memif socket {socket}, left by a server that did not close it (nothing served it)"
-            ))
+            Some(match std::fs::remove_file(&socket) {
+                Ok(()) => format!(
+                    "removed the memif socket {socket}, left by a server that did not close it (nothing served it)"
+                ),
+                Err(e) => format!(
+                    "cannot remove the memif socket {socket} that a server killed before left (nothing serves it): {e}"
+                ),
+            })
         }
         _ => None,
     }
 }
 
-/// Whether a process listens on the Unix socket at `path`: a stream connection is taken,
-/// or refused for its type (memif's sockets are of sequenced packets), not for want of a
-/// listener.
-fn served(path: &str) -> bool {
+/// Whether a process listens on the Unix socket at `path`, as far as this process can
+/// tell.
+#[derive(Debug, PartialEq, Eq)]
+enum Served {
+    /// A stream connection is taken, or refused for its type (memif's sockets are of
+    /// sequenced packets), not for want of a listener.
+    Yes,
+    /// Refused: nothing listens.
+    No,
+    /// This process may not connect to it (another user's socket).
+    Unknown,
+}
+
+fn served(path: &str) -> Served {
     match std::os::unix::net::UnixStream::connect(path) {
-        Ok(_) => true,
-        Err(e) => e.raw_os_error() == Some(libc::EPROTOTYPE),
+        Ok(_) => Served::Yes,
+        Err(e) if e.raw_os_error() == Some(libc::EPROTOTYPE) => Served::Yes,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Served::Unknown,
+        Err(_) => Served::No,
     }
 }
 
 /// The value of `key` in a device's arguments.
-fn devarg(devargs: &str, key: &str) -> Option<String> {
+pub(crate) fn devarg(devargs: &str, key: &str) -> Option<String> {
     devargs.split(',').skip(1).find_map(|kv| {
         kv.split_once('=')
             .filter(|(k, _)| k.trim() == key)
@@ -324,9 +340,14 @@ impl<'eal> Port<'eal> {
                 device: devargs.to_owned(),
                 errno: Errno::from_probe(ret),
                 hint: memif_socket_left(devargs).map_or_else(String::new, |(s, socket)| {
-                    if socket && served(&s) {
+                    let served = if socket { served(&s) } else { Served::No };
+                    if served == Served::Yes {
                         format!(
                             "; its memif socket {s} is in use: another process (a switch still running?) serves it"
+                        )
+                    } else if served == Served::Unknown {
+                        format!(
+                            "; its memif socket {s} exists and this user may not connect to it: another user's server may serve it; choose another path"
                         )
                     } else if socket {
                         format!(
@@ -774,8 +795,8 @@ unsafe impl Send for TxQueue<'_> {}
 #[cfg(test)]
 mod tests {
     use super::{
-        PortSetup, is_memif_server, memif_client_trouble, memif_socket_left, queue_layout_refused,
-        remove_stale_memif_socket, served,
+        PortSetup, Served, is_memif_server, memif_client_trouble, memif_socket_left,
+        queue_layout_refused, remove_stale_memif_socket, served,
     };
 
     /// What a memif client's socket shows when its server is not there: each case in its
@@ -853,10 +874,10 @@ mod tests {
         );
         let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
         assert_eq!(remove_stale_memif_socket(&server), None, "served");
-        assert!(sock.exists() && served(&sock.display().to_string()));
+        assert!(sock.exists() && served(&sock.display().to_string()) == Served::Yes);
         // Closed without removing its file, as by a kill.
         drop(listener);
-        assert!(!served(&sock.display().to_string()));
+        assert_eq!(served(&sock.display().to_string()), Served::No);
         let said = remove_stale_memif_socket(&server).unwrap();
         assert!(said.contains("removed the memif socket"), "{said}");
         assert!(!sock.exists());

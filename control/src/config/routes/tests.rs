@@ -30,10 +30,26 @@ next_hops = [{ port = "up", mac = "02:00:00:00:09:01" }]
 "#;
 
 /// A directory of its own for each test.
-fn dir(name: &str) -> PathBuf {
+/// A test's directory, removed when the test ends.
+struct Dir(PathBuf);
+
+impl std::ops::Deref for Dir {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn dir(name: &str) -> Dir {
     let d = std::env::temp_dir().join(format!("pint-routes-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Dir(d)
 }
 
 /// Reads a switch whose routes file (`table.routes`, beside the config) holds `routes`.
