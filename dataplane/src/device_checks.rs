@@ -7,6 +7,9 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+/// The longest path a Unix socket's address holds (108 bytes with its NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
 /// Linux capability numbers (`linux/capability.h`).
 const CAP_NET_ADMIN: u32 = 12;
 const CAP_NET_RAW: u32 = 13;
@@ -40,6 +43,20 @@ impl Identity {
 
 fn check_device_as(device: &str, me: &Identity) -> Result<(), String> {
     let driver = device.split(',').next().unwrap_or("").trim();
+    // DPDK splits a value at the next `=` (dropping the rest) and trims nothing: a file name
+    // with `=`, or a space around a key or value, would reach the driver as something else.
+    for part in device.split(',').skip(1).filter(|p| !p.is_empty()) {
+        if part.matches('=').count() > 1 {
+            return Err(format!(
+                "device argument `{part}` holds a second `=`: DPDK's device arguments cannot carry `=` or `,` in a value (rename the file or directory)"
+            ));
+        }
+        if part.split('=').any(|s| s.trim() != s) {
+            return Err(format!(
+                "device argument `{part}` has a space around its key or value, which DPDK takes as part of it"
+            ));
+        }
+    }
     let args = || {
         device.split(',').skip(1).filter_map(|kv| {
             kv.split_once('=')
@@ -50,6 +67,7 @@ fn check_device_as(device: &str, me: &Identity) -> Result<(), String> {
         for (k, v) in args() {
             match k.as_str() {
                 "tx_pcap" => writable_file(&v).map_err(|e| format!("tx_pcap file `{v}` {e}"))?,
+                "rx_pcap" => readable_file(&v).map_err(|e| format!("rx_pcap file `{v}` {e}"))?,
                 "iface" | "rx_iface" | "rx_iface_in" | "tx_iface" => needs(
                     me,
                     CAP_NET_RAW,
@@ -76,10 +94,16 @@ fn check_device_as(device: &str, me: &Identity) -> Result<(), String> {
 /// permissions).
 fn check_memif(device: &str, me: u32) -> Result<(), String> {
     let arg = |key: &str| crate::dpdk::port::devarg(device, key);
+    let socket = arg("socket").unwrap_or_else(|| "/run/memif.sock".to_owned());
+    if socket.len() > MAX_SOCKET_PATH {
+        return Err(format!(
+            "its memif socket path {socket} is {} bytes long, more than the {MAX_SOCKET_PATH} a Unix socket takes",
+            socket.len()
+        ));
+    }
     if arg("socket-abstract").is_none_or(|v| v != "no") {
         return Ok(());
     }
-    let socket = arg("socket").unwrap_or_else(|| "/run/memif.sock".to_owned());
     let server = crate::dpdk::port::is_memif_server(device);
     let role = if server { "made" } else { "reached" };
     match std::fs::symlink_metadata(&socket) {
@@ -104,6 +128,34 @@ fn check_memif(device: &str, me: u32) -> Result<(), String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => check_dir(parent(&socket), server)
             .map_err(|why| format!("its memif socket {socket} cannot be {role}: {why}")),
         Err(e) => Err(format!("its memif socket {socket} cannot be reached: {e}")),
+    }
+}
+
+/// Whether a file at `path` exists and is no directory, as a capture the driver reads: the
+/// error completes "file `PATH` ..." (whether libpcap can read it is checked with the
+/// capture's scan).
+pub fn readable_file(path: &str) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err("is a directory, not a capture file".to_owned()),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(format!("does not exist{}", relative_to_here(path)))
+        }
+        // A directory on its path this user may not enter, for one.
+        Err(e) => Err(format!("cannot be reached: {e}")),
+    }
+}
+
+/// For a relative path, where it was looked for.
+fn relative_to_here(path: &str) -> String {
+    match std::env::current_dir() {
+        Ok(here) if Path::new(path).is_relative() => {
+            format!(
+                " (relative paths are read from where the program runs: {})",
+                here.display()
+            )
+        }
+        _ => String::new(),
     }
 }
 
@@ -178,6 +230,34 @@ fn capabilities_in(status: &str) -> Option<u64> {
     u64::from_str_radix(hex.trim(), 16).ok()
 }
 
+/// Where a file is, to tell whether two paths name it: an existing regular file by device
+/// and inode, one not made yet by its directory's canonical path and its name; None for a
+/// device, a pipe or a socket (any number may write them) or a path that cannot be made.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FileIdentity {
+    /// An existing regular file.
+    Inode(u64, u64),
+    /// A file not made yet.
+    ToBe(std::path::PathBuf),
+}
+
+/// The identity of the file at `path` ([`FileIdentity`]).
+pub fn file_identity(path: &Path) -> Option<FileIdentity> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Some(FileIdentity::Inode(m.dev(), m.ino())),
+        Ok(_) => None,
+        Err(_) => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            Some(FileIdentity::ToBe(
+                dir.canonicalize().ok()?.join(path.file_name()?),
+            ))
+        }
+    }
+}
+
 /// Why `hugepages = true` cannot work here, if it cannot: no hugepage of any size is free
 /// (DPDK then fails with "Cannot get hugepage information", read as a permission error).
 pub fn hugepages_missing() -> Option<String> {
@@ -242,6 +322,18 @@ mod tests {
                 "{e}"
             );
         }
+        let long = format!("/tmp/{}.sock", "s".repeat(98));
+        assert_eq!(long.len(), 108);
+        for dev in [
+            server(&long),
+            client(&long),
+            format!("net_memif0,socket={long}"),
+        ] {
+            let e = check_device(&dev).unwrap_err();
+            assert!(e.contains("is 108 bytes long, more than the 107"), "{e}");
+        }
+        let longest = format!("/tmp/{}.sock", "s".repeat(97));
+        assert_eq!(check_device(&server(&longest)), Ok(()));
         // Abstract sockets have no files to check.
         assert_eq!(
             check_device(&format!("net_memif0,role=server,socket={missing}")),
@@ -291,6 +383,37 @@ mod tests {
             assert_eq!(check_device_as(dev, &all), Ok(()), "{dev}");
         }
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// What DPDK would read as another argument than the one written is refused: a second
+    /// `=` (DPDK drops what follows it), spaces around a key or value (kept by DPDK).
+    #[test]
+    fn arguments_dpdk_would_misread_are_refused() {
+        for (dev, said) in [
+            ("net_pcap0,rx_pcap=a=b.pcap", "holds a second `=`"),
+            (
+                "net_memif0,role=server,socket=/tmp/a=b.sock,socket-abstract=no",
+                "holds a second `=`",
+            ),
+            ("net_memif0,socket= /tmp/a.sock", "has a space around"),
+            ("net_memif0, role=client", "has a space around"),
+            ("net_null0,no-rx =1", "has a space around"),
+        ] {
+            let e = check_device(dev).unwrap_err();
+            assert!(e.contains(said), "{dev}: {e}");
+        }
+        assert_eq!(check_device("net_null0,no-rx=1,"), Ok(()));
+    }
+
+    #[test]
+    fn a_capture_to_read_that_is_not_there_is_said() {
+        let e = check_device("net_pcap0,rx_pcap=pint-no-such.pcap").unwrap_err();
+        assert!(
+            e.starts_with("rx_pcap file `pint-no-such.pcap` does not exist (relative paths are read from where the program runs: /"),
+            "{e}"
+        );
+        let e = check_device("net_pcap0,rx_pcap=/tmp").unwrap_err();
+        assert!(e.ends_with("is a directory, not a capture file"), "{e}");
     }
 
     #[test]

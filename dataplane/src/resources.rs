@@ -64,17 +64,8 @@ pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
         for part in p.device.split(',').skip(1) {
             if let Some(("rx_pcap", file)) = part.split_once('=') {
                 let key = format!("config key `ports[{i}].device`: rx_pcap file `{file}`");
-                match std::fs::metadata(file) {
-                    Ok(m) if m.is_dir() => {
-                        anyhow::bail!("{key} is a directory, not a capture file")
-                    }
-                    Ok(_) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        anyhow::bail!("{key} does not exist")
-                    }
-                    // A directory on its path this user may not enter, for one.
-                    Err(e) => anyhow::bail!("{key} cannot be reached: {e}"),
-                }
+                crate::device_checks::readable_file(file)
+                    .map_err(|e| anyhow::anyhow!("{key} {e}"))?;
                 let cannot = |e: anyhow::Error| anyhow::anyhow!("{key} cannot be read: {e}");
                 let scan = scan(Path::new(file)).map_err(cannot)?;
                 if let Some(link) = &scan.foreign_link {
@@ -127,6 +118,72 @@ pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
         }
     }
     Ok(out)
+}
+
+/// Refuses outputs that would overwrite the switch's inputs or each other: a summary or a
+/// `tx_pcap` capture written over the config file (`config_file`), its routes or query
+/// file, or a capture it replays (`rx_pcap`), or two outputs in one file. Devices such as
+/// /dev/null take any number.
+pub fn outputs_apart(
+    config: &Config,
+    config_file: Option<&Path>,
+    summary: Option<&Path>,
+) -> anyhow::Result<()> {
+    use crate::device_checks::file_identity;
+    let device_files = |key: &'static str| {
+        config.ports.iter().enumerate().flat_map(move |(i, p)| {
+            p.device.split(',').skip(1).filter_map(move |kv| {
+                kv.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| {
+                    (
+                        format!("config key `ports[{i}].device`: {key} file `{v}`"),
+                        std::path::PathBuf::from(v),
+                    )
+                })
+            })
+        })
+    };
+    let named = |what: String, p: Option<&Path>| p.map(|p| (what, p.to_path_buf()));
+    let inputs: Vec<(String, std::path::PathBuf)> = [
+        named("the config file".into(), config_file),
+        named(
+            "config key `routes_file`".into(),
+            config.routes_file.as_deref(),
+        ),
+        named(
+            "config key `telemetry.queries`".into(),
+            config.telemetry.queries.as_deref(),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(device_files("rx_pcap"))
+    .collect();
+    let outputs = named(
+        format!(
+            "--summary-json {}",
+            summary.map_or(String::new(), |p| p.display().to_string())
+        ),
+        summary,
+    )
+    .into_iter()
+    .chain(device_files("tx_pcap"));
+    let mut written: Vec<(String, _)> = Vec::new();
+    for (what, path) in outputs {
+        let Some(id) = file_identity(&path) else {
+            continue;
+        };
+        let input = inputs
+            .iter()
+            .find(|(_, p)| file_identity(p).as_ref() == Some(&id));
+        if let Some((other, _)) = input {
+            anyhow::bail!("{what} is {other}: writing it would destroy it");
+        }
+        if let Some((other, _)) = written.iter().find(|(_, w)| *w == id) {
+            anyhow::bail!("{what} is {other} too: two writers would garble it");
+        }
+        written.push((what, id));
+    }
+    Ok(())
 }
 
 /// Mbufs the pool needs: every rx and tx descriptor, per-worker caches and bursts, packets
@@ -527,5 +584,45 @@ rx = ["a", "b"]
             e.contains("ports[0].device") && e.contains("does not exist"),
             "{e}"
         );
+    }
+
+    /// An output over an input, or two outputs in one file, is refused before anything is
+    /// written; a device takes any number.
+    #[test]
+    fn outputs_that_would_overwrite_inputs_are_refused() {
+        let dir = crate::temp_dir::private_temp_dir("pint-outputs").unwrap();
+        let input = dir.join("in.pcap");
+        std::fs::write(&input, b"").unwrap();
+        let two = |a: &str, b: &str| {
+            Config::from_toml(&format!(
+                "switch_id = 1\n[[ports]]\nname = \"a\"\ndevice = \"net_pcap0,{a}\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:01\"\n[[ports]]\nname = \"b\"\ndevice = \"net_pcap1,{b}\"\nrole = \"edge\"\nmac = \"02:00:00:00:00:02\"\n[[workers]]\nlcore = 0\nrx = [\"a\"]\n"
+            ))
+            .unwrap()
+        };
+        let (i, o) = (input.display(), dir.join("out.pcap"));
+        let o = o.display();
+        let apart = |c: &Config, file: Option<&Path>, summary: Option<&Path>| {
+            outputs_apart(c, file, summary).map_err(|e| e.to_string())
+        };
+        let over = two(
+            &format!("rx_pcap={i}"),
+            &format!("tx_pcap={}/./in.pcap", dir.display()),
+        );
+        let e = apart(&over, None, None).unwrap_err();
+        assert!(
+            e.contains("ports[1].device`: tx_pcap file")
+                && e.contains("is config key `ports[0].device`: rx_pcap file"),
+            "{e}"
+        );
+        let twice = two(&format!("tx_pcap={o}"), &format!("tx_pcap={o}"));
+        let e = apart(&twice, None, None).unwrap_err();
+        assert!(e.contains("too: two writers"), "{e}");
+        let fine = two(&format!("rx_pcap={i},tx_pcap={o}"), "tx_pcap=/dev/null");
+        assert_eq!(apart(&fine, None, None), Ok(()));
+        let e = apart(&fine, Some(&input), Some(&input)).unwrap_err();
+        assert!(e.contains("is the config file"), "{e}");
+        let nulls = two("tx_pcap=/dev/null", "tx_pcap=/dev/null");
+        assert_eq!(apart(&nulls, None, Some(Path::new("/dev/null"))), Ok(()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -103,8 +103,7 @@ impl Sink {
         config.validate()?;
         let topology = match &config.topology {
             Some(p) => {
-                let t = Topology::load(&p.to_string_lossy())
-                    .map_err(|e| anyhow::anyhow!("--topology: {e}"))?;
+                let t = Topology::load(p).map_err(|e| anyhow::anyhow!("--topology: {e}"))?;
                 if t.edges() == 0 {
                     anyhow::bail!(
                         "--topology: {} has no links between its {} switches (paths are decoded along links)",

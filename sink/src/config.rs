@@ -1,7 +1,7 @@
 //! The sink's settings, checked before anything starts: a bad value names its flag and why.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Where the sink listens for switches by default.
@@ -167,10 +167,7 @@ impl SinkConfig {
             return bad("ipfix", "port 0 is no collector's");
         }
         if let (Some(j), Some(e)) = (&self.json_lines, &self.event_lines)
-            && (j == e
-                || j.canonicalize()
-                    .ok()
-                    .is_some_and(|j| e.canonicalize().ok() == Some(j)))
+            && same_place(j, e)
         {
             return bad(
                 "event-lines",
@@ -185,6 +182,28 @@ impl SinkConfig {
         }
         Ok(())
     }
+}
+
+/// Whether two paths name one regular file, made yet or not (a device such as /dev/null
+/// takes any number of writers).
+fn same_place(a: &Path, b: &Path) -> bool {
+    let device = |p: &Path| std::fs::metadata(p).is_ok_and(|m| !m.is_file());
+    if device(a) || device(b) {
+        return false;
+    }
+    a == b || resolved(a).is_some_and(|a| resolved(b) == Some(a))
+}
+
+/// Where a file is or would be made: its canonical path, or for one not made yet its
+/// directory's canonical path and its name.
+fn resolved(p: &Path) -> Option<std::path::PathBuf> {
+    p.canonicalize().ok().or_else(|| {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(dir.canonicalize().ok()?.join(p.file_name()?))
+    })
 }
 
 #[cfg(test)]
@@ -272,5 +291,23 @@ mod tests {
             assert_eq!(e.flag, flag);
             assert!(e.to_string().starts_with(&format!("--{flag}: ")));
         }
+    }
+
+    /// One file named two ways is one file, made yet or not; a device is no file.
+    #[test]
+    fn one_lines_file_named_two_ways_is_one() {
+        let here = std::env::current_dir().unwrap();
+        let made = |name: &str| {
+            std::path::PathBuf::from(format!("pint-sink-same-{name}-{}", std::process::id()))
+        };
+        let (a, b) = (made("a"), made("b"));
+        assert!(super::same_place(&a, &here.join(&a)), "not made yet");
+        assert!(super::same_place(&a, &here.join(".").join(&a)));
+        assert!(!super::same_place(&a, &b));
+        std::fs::write(&a, b"").unwrap();
+        assert!(super::same_place(&here.join(&a), &a), "made");
+        std::fs::remove_file(&a).unwrap();
+        let null = std::path::Path::new("/dev/null");
+        assert!(!super::same_place(null, null));
     }
 }

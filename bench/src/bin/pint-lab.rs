@@ -152,12 +152,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for w in lab.warnings() {
                 eprintln!("pint-lab: warning: {w}");
             }
-            std::fs::create_dir_all(&out)
-                .with_context(|| format!("--out {}: cannot make it a directory", out.display()))?;
             // A run directory, which `run --out` then takes.
-            bench::lab::run::prepare_run_dir(&out)?;
+            let dir = bench::lab::run::make_run_dir(&out, lab.topology.len() as u32)?;
             let at = bench::lab::plan::Endpoints {
-                dir: out.canonicalize()?,
+                dir,
                 sink_listen: sink::config::DEFAULT_LISTEN.parse()?,
                 sink_http: sink::config::DEFAULT_HTTP.parse()?,
                 main_lcore: 0,

@@ -105,7 +105,7 @@ pub const MAX_SOCKET_PATH: usize = 107;
 /// Fails, naming the longest, when a memif socket of a lab of `nodes` switches in `dir`
 /// would not fit a Unix socket address (DPDK would refuse it, or cut it short into
 /// another link's), or when `dir` cannot be written in DPDK device arguments.
-fn check_socket_paths(dir: &Path, nodes: u32) -> anyhow::Result<()> {
+pub fn check_socket_paths(dir: &Path, nodes: u32) -> anyhow::Result<()> {
     let n = nodes.max(2);
     let longest = [link_socket(dir, n - 2, n - 1), host_socket(dir, n - 1)]
         .into_iter()

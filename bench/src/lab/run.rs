@@ -113,10 +113,7 @@ pub fn run(
     opts: &RunOptions,
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<LabReport> {
-    std::fs::create_dir_all(&opts.dir)
-        .with_context(|| format!("creating {} (--out names another)", opts.dir.display()))?;
-    let dir = opts.dir.canonicalize()?;
-    prepare_run_dir(&dir)?;
+    let dir = make_run_dir(&opts.dir, lab.topology.len() as u32)?;
     let cpus = cpus();
     let Some((&main_lcore, rest)) = cpus.split_first().filter(|(_, r)| !r.is_empty()) else {
         anyhow::bail!("a lab needs at least two CPUs (a switch's control thread and its worker)");
@@ -190,6 +187,37 @@ fn is_previous_output(name: &str) -> bool {
 /// The file that marks a directory as a lab's run directory: only such a directory has an
 /// earlier run's files removed.
 const RUN_DIR_MARK: &str = ".pint-lab-run";
+
+/// Makes `dir` (created when missing) the run directory of a lab of `nodes` switches and
+/// returns its canonical path; a directory its sockets could not be made in is refused
+/// before anything is written, and removed again when this call made it.
+pub fn make_run_dir(dir: &std::path::Path, nodes: u32) -> anyhow::Result<PathBuf> {
+    let existed = dir.exists();
+    std::fs::create_dir_all(dir).with_context(|| {
+        format!(
+            "creating the run directory {}: choose another with --out",
+            dir.display()
+        )
+    })?;
+    let checked = dir
+        .canonicalize()
+        .map_err(anyhow::Error::from)
+        .and_then(|c| {
+            crate::lab::plan::check_socket_paths(&c, nodes)?;
+            Ok(c)
+        });
+    let canonical = match checked {
+        Ok(c) => c,
+        Err(e) => {
+            if !existed {
+                let _ = std::fs::remove_dir(dir);
+            }
+            return Err(e);
+        }
+    };
+    prepare_run_dir(&canonical)?;
+    Ok(canonical)
+}
 
 /// Makes `dir` this run's: a new or empty directory is marked as a run directory; one
 /// marked before has the earlier run's files removed (the sink appends its lines; a switch

@@ -327,6 +327,16 @@ impl Lab {
                 let path = base.join(q);
                 control::config::telemetry::load_queries(Some(&path), None)
                     .map_err(|e| key_err("queries", e))?;
+                // It is written into each switch's config, whose TOML holds UTF-8 alone.
+                if path.to_str().is_none() {
+                    return Err(key_err(
+                        "queries",
+                        format!(
+                            "{}: the path (with the lab file's directory) is not UTF-8, which a switch's config cannot hold: move the lab elsewhere",
+                            path.display()
+                        ),
+                    ));
+                }
                 Some(path)
             }
             None => None,
@@ -1101,8 +1111,8 @@ fn topology(t: &RawTopology, base: &Path) -> Result<(Topology, Vec<u32>, LeftOut
                 .as_ref()
                 .ok_or_else(|| key_err("topology.path", "missing (GraphML, GML or TOML)"))?;
             let full = base.join(path);
-            let whole = Topology::load(&full.to_string_lossy())
-                .map_err(|e| key_err("topology.path", e.to_string()))?;
+            let whole =
+                Topology::load(&full).map_err(|e| key_err("topology.path", e.to_string()))?;
             let (topo, left_out) = whole.without_isolated();
             let left_out: LeftOut = left_out
                 .iter()

@@ -346,6 +346,13 @@ impl Config {
     /// run from the same directory (a relative query file's path, read from the config
     /// file's directory, is printed absolute).
     pub fn to_toml(&self) -> String {
+        self.try_to_toml()
+            .unwrap_or_else(|e| format!("# cannot print configuration: {e}\n"))
+    }
+
+    /// [`Config::to_toml`], or why the configuration cannot be printed as TOML (a path that
+    /// is not UTF-8: TOML's strings are).
+    pub fn try_to_toml(&self) -> Result<String, String> {
         let mut c = self.clone();
         for path in [c.telemetry.queries.as_mut(), c.routes_file.as_mut()]
             .into_iter()
@@ -358,7 +365,7 @@ impl Config {
         // The routes file's routes stay in their file.
         c.routes
             .truncate(c.routes.len().saturating_sub(c.file_routes));
-        toml::to_string(&c).unwrap_or_else(|e| format!("# cannot print configuration: {e}\n"))
+        toml::to_string(&c).map_err(|e| e.to_string())
     }
 
     /// Index of the port called `name`.

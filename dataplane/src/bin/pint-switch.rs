@@ -131,13 +131,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .expect("clap requires --config without --demo");
         Config::from_file(path)?
     };
+    dataplane::resources::outputs_apart(
+        &config,
+        cli.config.as_deref(),
+        cli.summary_json.as_deref(),
+    )?;
     if cli.check_config {
         // What a start checks before DPDK (capture files, lcores on this machine, mbufs
         // for the captures) fails here as it would there.
         let worked_out = dataplane::resources::preflight(&config)?;
+        let printed = config.try_to_toml().map_err(|e| {
+            anyhow::anyhow!(
+                "the configuration is valid but cannot be printed as TOML: {e} (a path that is not UTF-8: TOML cannot hold it; the switch runs with it)"
+            )
+        })?;
         control::say_inline!(
             "{}{}{}{}",
-            config.to_toml(),
+            printed,
             routes_comment(&config),
             worked_out.worked_out(&config),
             plan_comment(&config)

@@ -198,11 +198,16 @@ impl Topology {
         Ok(t)
     }
 
-    /// Loads a topology: a generated one (`fattree:K`, `line:N`) or a file, read as the
-    /// TOML adjacency form when its name ends in `.toml`, otherwise by its content
-    /// ([`Topology::parse_text`]): GraphML, GML (both as the Topology Zoo ships them; switch
-    /// ID = node number plus one) or TOML.
-    pub fn load(spec: &str) -> Result<Topology, TopologyError> {
+    /// Loads a topology: a file, read as the TOML adjacency form when its name ends in
+    /// `.toml`, otherwise by its content ([`Topology::parse_text`]): GraphML, GML (both as
+    /// the Topology Zoo ships them; switch ID = node number plus one) or TOML; or, where no
+    /// file has that name, a generated one (`fattree:K`, `line:N`).
+    pub fn load(spec: impl AsRef<Path>) -> Result<Topology, TopologyError> {
+        let path = spec.as_ref();
+        // A path that is not UTF-8 is a file's (the generated ones' names are ASCII).
+        let Some(spec) = path.to_str().filter(|_| !path.exists()) else {
+            return Topology::load_file(path);
+        };
         if let Some(k) = spec.strip_prefix("fattree:") {
             let k: u32 = k
                 .parse()
@@ -565,6 +570,19 @@ mod tests {
             Topology::load("/nonexistent.graphml"),
             Err(TopologyError::Io { .. })
         ));
+    }
+
+    /// A file whose name reads as a generated topology's is the file's (the name is what
+    /// the user has, in the directory they run in).
+    #[test]
+    fn a_file_comes_before_a_generated_name() {
+        let name = "line:2";
+        let gml = "graph [\n node [ id 0 ]\n node [ id 1 ]\n node [ id 2 ]\n edge [ source 0 target 1 ]\n edge [ source 1 target 2 ]\n]\n";
+        std::fs::write(name, gml).unwrap();
+        let t = Topology::load(name);
+        std::fs::remove_file(name).unwrap();
+        assert_eq!(t.unwrap().len(), 3);
+        assert_eq!(Topology::load(name).unwrap().len(), 2);
     }
 
     #[test]
