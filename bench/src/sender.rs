@@ -495,6 +495,9 @@ fn with_port<T>(
     // privileges), said before DPDK reports it as a failed probe.
     dataplane::device_checks::check_device(devargs)
         .map_err(|e| anyhow::anyhow!("port {devargs}: {e}"))?;
+    if let Some(why) = dataplane::device_checks::privileges_missing(devargs) {
+        anyhow::bail!("port {devargs}: {why}");
+    }
     let eal = Eal::init(eal_args)?;
     let socket = eal.socket_id() as i32;
     // Received frames may be as large as the MTU; sent ones are built in mbufs just large

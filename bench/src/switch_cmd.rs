@@ -33,6 +33,7 @@ pub fn run(a: SwitchArgs) -> anyhow::Result<()> {
                 .map_err(|_| anyhow::anyhow!("--duration {}: not a duration", a.duration))?,
         ),
         summary_json: Some(a.summary_json),
+        config_file: Some(a.config),
         until_idle: a.until_idle.map(Duration::from_millis),
         signals: Some(signals),
         ..Default::default()

@@ -71,10 +71,17 @@ pub fn write_lines(
 ) {
     let _ = match stamp {
         None => writeln!(out, "{args}"),
-        Some(t) => args
-            .to_string()
-            .split('\n')
-            .try_for_each(|line| writeln!(out, "{t} {line}")),
+        Some(t) => {
+            let text = args.to_string();
+            // A message ending in a newline ends in a blank line, as unstamped.
+            let (text, blank) = match text.strip_suffix('\n') {
+                Some(t) => (t, true),
+                None => (text.as_str(), false),
+            };
+            text.split('\n')
+                .try_for_each(|line| writeln!(out, "{t} {line}"))
+                .and_then(|()| if blank { writeln!(out) } else { Ok(()) })
+        }
     };
 }
 
@@ -85,6 +92,9 @@ mod tests {
         let mut out = Vec::new();
         super::write_lines(&mut out, Some("T"), format_args!("one\ntwo {}", 2));
         assert_eq!(String::from_utf8(out).unwrap(), "T one\nT two 2\n");
+        let mut out = Vec::new();
+        super::write_lines(&mut out, Some("T"), format_args!("one\n"));
+        assert_eq!(String::from_utf8(out).unwrap(), "T one\n\n");
         let mut out = Vec::new();
         super::write_lines(&mut out, None::<&str>, format_args!("one\ntwo"));
         assert_eq!(String::from_utf8(out).unwrap(), "one\ntwo\n");

@@ -32,10 +32,10 @@ impl Demo {
         let dir = crate::temp_dir::private_temp_dir("pint-demo")
             .map_err(|e| anyhow::anyhow!("the demo's capture: {e}"))?;
         // The capture's path goes into a device argument string, where a comma ends it.
-        if dir.to_string_lossy().contains(',') {
+        if dir.to_string_lossy().contains([',', '=']) {
             let _ = std::fs::remove_dir(&dir);
             anyhow::bail!(
-                "the demo's capture: its directory {} (TMPDIR) holds a comma, which DPDK's device arguments cannot carry: set TMPDIR to another directory",
+                "the demo's capture: its directory {} (TMPDIR) holds a `,` or `=`, which DPDK's device arguments cannot carry: set TMPDIR to another directory",
                 dir.display()
             );
         }

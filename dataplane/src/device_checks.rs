@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// The longest path a Unix socket's address holds (108 bytes with its NUL).
-const MAX_SOCKET_PATH: usize = 107;
+pub const MAX_SOCKET_PATH: usize = 107;
 
 /// Linux capability numbers (`linux/capability.h`).
 const CAP_NET_ADMIN: u32 = 12;
@@ -41,8 +41,62 @@ impl Identity {
     }
 }
 
-fn check_device_as(device: &str, me: &Identity) -> Result<(), String> {
+/// The driver's name, DPDK's `eth_` aliases read as the `net_` names.
+fn driver_of(device: &str) -> String {
     let driver = device.split(',').next().unwrap_or("").trim();
+    match driver.strip_prefix("eth_") {
+        Some(rest) => format!("net_{rest}"),
+        None => driver.to_owned(),
+    }
+}
+
+/// Why this process may not open device `device` (a kernel interface without the
+/// capability for it), if it may not: a start as this user fails, while the configuration
+/// itself is fine (`--check-config` says it as a warning).
+pub fn privileges_missing(device: &str) -> Option<String> {
+    privileges_missing_as(device, &Identity::current())
+}
+
+fn privileges_missing_as(device: &str, me: &Identity) -> Option<String> {
+    let driver = driver_of(device);
+    let (cap, name, what) = if driver.starts_with("net_tap") || driver.starts_with("net_tun") {
+        (
+            CAP_NET_ADMIN,
+            "CAP_NET_ADMIN",
+            "a TAP or TUN device".to_owned(),
+        )
+    } else if driver.starts_with("net_af_packet") {
+        (CAP_NET_RAW, "CAP_NET_RAW", "an AF_PACKET device".to_owned())
+    } else if driver.starts_with("net_pcap") {
+        let iface = device.split(',').skip(1).find_map(|kv| {
+            kv.split_once('=')
+                .filter(|(k, _)| matches!(*k, "iface" | "rx_iface" | "rx_iface_in" | "tx_iface"))
+                .map(|(_, v)| v)
+        })?;
+        (
+            CAP_NET_RAW,
+            "CAP_NET_RAW",
+            format!("a pcap device on interface `{iface}`"),
+        )
+    } else {
+        return None;
+    };
+    match me.caps {
+        Some(caps) if caps & (1 << cap) == 0 => Some(if me.euid == 0 {
+            format!(
+                "{what} needs the {name} capability, which this process does not have although it runs as root (a container that drops it? grant it to the container)"
+            )
+        } else {
+            format!(
+                "{what} needs root or the {name} capability, which this process does not have (run as root, or grant it: `setcap cap_net_raw,cap_net_admin+ep` on the binary)"
+            )
+        }),
+        _ => None,
+    }
+}
+
+fn check_device_as(device: &str, me: &Identity) -> Result<(), String> {
+    let driver = driver_of(device);
     // DPDK splits a value at the next `=` (dropping the rest) and trims nothing: a file name
     // with `=`, or a space around a key or value, would reach the driver as something else.
     for part in device.split(',').skip(1).filter(|p| !p.is_empty()) {
@@ -66,23 +120,15 @@ fn check_device_as(device: &str, me: &Identity) -> Result<(), String> {
     if driver.starts_with("net_pcap") {
         for (k, v) in args() {
             match k.as_str() {
-                "tx_pcap" => writable_file(&v).map_err(|e| format!("tx_pcap file `{v}` {e}"))?,
+                "tx_pcap" => {
+                    writable_file(Path::new(&v)).map_err(|e| format!("tx_pcap file `{v}` {e}"))?
+                }
                 "rx_pcap" => readable_file(&v).map_err(|e| format!("rx_pcap file `{v}` {e}"))?,
-                "iface" | "rx_iface" | "rx_iface_in" | "tx_iface" => needs(
-                    me,
-                    CAP_NET_RAW,
-                    "CAP_NET_RAW",
-                    &format!("a pcap device on interface `{v}`"),
-                )?,
                 _ => {}
             }
         }
     } else if driver.starts_with("net_memif") {
         check_memif(device, me.euid)?;
-    } else if driver.starts_with("net_tap") || driver.starts_with("net_tun") {
-        needs(me, CAP_NET_ADMIN, "CAP_NET_ADMIN", "a TAP or TUN device")?;
-    } else if driver.starts_with("net_af_packet") {
-        needs(me, CAP_NET_RAW, "CAP_NET_RAW", "an AF_PACKET device")?;
     }
     Ok(())
 }
@@ -125,8 +171,10 @@ fn check_memif(device: &str, me: u32) -> Result<(), String> {
             Ok(())
         }
         // Neither role makes the directory.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => check_dir(parent(&socket), server)
-            .map_err(|why| format!("its memif socket {socket} cannot be {role}: {why}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            check_dir(parent(Path::new(&socket)), server)
+                .map_err(|why| format!("its memif socket {socket} cannot be {role}: {why}"))
+        }
         Err(e) => Err(format!("its memif socket {socket} cannot be reached: {e}")),
     }
 }
@@ -160,11 +208,12 @@ fn relative_to_here(path: &str) -> String {
 }
 
 /// Whether a file at `path` can be written (made anew or truncated), as a capture the
-/// driver opens for writing: the error completes "file `PATH` ...".
-fn writable_file(path: &str) -> Result<(), String> {
+/// driver opens for writing or the switch's summary: the error completes "file `PATH` ..."
+/// (a link is followed; nothing is made or changed).
+pub fn writable_file(path: &Path) -> Result<(), String> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => Err("is a directory".to_owned()),
-        Ok(_) if !access(Path::new(path), libc::W_OK) => {
+        Ok(_) if !access(path, libc::W_OK) => {
             Err("cannot be written: this user has no permission".to_owned())
         }
         Ok(_) => Ok(()),
@@ -196,8 +245,8 @@ fn check_dir(dir: &Path, write: bool) -> Result<(), String> {
 }
 
 /// The directory a path's file is in (`.` for a bare name).
-fn parent(path: &str) -> &Path {
-    match Path::new(path).parent() {
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     }
@@ -211,17 +260,6 @@ fn access(path: &Path, mode: i32) -> bool {
     };
     // SAFETY: a NUL-terminated path.
     unsafe { libc::access(c.as_ptr(), mode) == 0 }
-}
-
-/// Refuses `what` when this process lacks capability `cap` (named `name`); a process whose
-/// capabilities cannot be read is let through (the driver then says what it says).
-fn needs(me: &Identity, cap: u32, name: &str, what: &str) -> Result<(), String> {
-    match me.caps {
-        Some(caps) if caps & (1 << cap) == 0 => Err(format!(
-            "{what} needs root or the {name} capability, which this process does not have (run as root, or grant it: `setcap cap_net_raw,cap_net_admin+ep` on the binary)"
-        )),
-        _ => Ok(()),
-    }
 }
 
 /// The `CapEff` line of a `/proc/PID/status` text.
@@ -246,15 +284,9 @@ pub fn file_identity(path: &Path) -> Option<FileIdentity> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() => Some(FileIdentity::Inode(m.dev(), m.ino())),
         Ok(_) => None,
-        Err(_) => {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
-            Some(FileIdentity::ToBe(
-                dir.canonicalize().ok()?.join(path.file_name()?),
-            ))
-        }
+        Err(_) => Some(FileIdentity::ToBe(
+            parent(path).canonicalize().ok()?.join(path.file_name()?),
+        )),
     }
 }
 
@@ -277,10 +309,7 @@ mod tests {
     use super::*;
 
     fn dir(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("pint-devchecks-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+        crate::temp_dir::private_temp_dir(&format!("pint-devchecks-{name}")).unwrap()
     }
 
     #[test]
@@ -371,17 +400,30 @@ mod tests {
         assert_eq!(check_device_as(&server, &same), Ok(()));
         for (dev, cap) in [
             ("net_tap0,iface=t0", "CAP_NET_ADMIN"),
-            ("net_af_packet0,iface=lo", "CAP_NET_RAW"),
+            ("eth_af_packet0,iface=lo", "CAP_NET_RAW"),
             ("net_pcap0,iface=lo", "CAP_NET_RAW"),
         ] {
-            let e = check_device_as(dev, &other).unwrap_err();
-            assert!(e.contains(cap), "{dev}: {e}");
+            let e = privileges_missing_as(dev, &other).unwrap();
+            assert!(
+                e.contains(&format!("needs root or the {cap}")),
+                "{dev}: {e}"
+            );
+            let root = Identity {
+                euid: 0,
+                caps: Some(0),
+            };
+            let e = privileges_missing_as(dev, &root).unwrap();
+            assert!(e.contains("although it runs as root"), "{dev}: {e}");
             let all = Identity {
                 euid: 1000,
                 caps: Some(!0),
             };
-            assert_eq!(check_device_as(dev, &all), Ok(()), "{dev}");
+            assert_eq!(privileges_missing_as(dev, &all), None, "{dev}");
         }
+        assert_eq!(
+            privileges_missing_as("net_pcap0,rx_pcap=a.pcap", &other),
+            None
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -120,6 +120,20 @@ pub fn check_captures(config: &Config) -> anyhow::Result<Captures> {
     Ok(out)
 }
 
+/// What a preflight is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preflighting {
+    /// A start: everything it needs must be there. `own_eal_args`: EAL arguments given
+    /// on the command line, which say for themselves whether hugepages are used.
+    Start {
+        /// Whether the command line gave its own EAL arguments.
+        own_eal_args: bool,
+    },
+    /// `--check-config`: the configuration is checked; what this user on this machine
+    /// lacks (privileges, free hugepages) is a warning.
+    Check,
+}
+
 /// Refuses outputs that would overwrite the switch's inputs or each other: a summary or a
 /// `tx_pcap` capture written over the config file (`config_file`), its routes or query
 /// file, or a capture it replays (`rx_pcap`), or two outputs in one file. Devices such as
@@ -172,9 +186,10 @@ pub fn outputs_apart(
         let Some(id) = file_identity(&path) else {
             continue;
         };
-        let input = inputs
-            .iter()
-            .find(|(_, p)| file_identity(p).as_ref() == Some(&id));
+        // Inputs that exist (one that does not is said by the checks of inputs).
+        let input = inputs.iter().find(|(_, p)| {
+            matches!(file_identity(p), Some(i @ crate::device_checks::FileIdentity::Inode(..)) if i == id)
+        });
         if let Some((other, _)) = input {
             anyhow::bail!("{what} is {other}: writing it would destroy it");
         }
@@ -297,16 +312,34 @@ impl Preflight {
 /// Checks `config` against this machine (capture files, lcores, mbufs for the captures held
 /// in memory) and sizes the pool and EAL memory. Warnings (the captures', the config's)
 /// are printed first: they often explain an error that follows.
-pub fn preflight(config: &Config) -> anyhow::Result<Preflight> {
+pub fn preflight(config: &Config, mode: Preflighting) -> anyhow::Result<Preflight> {
+    // What this user on this machine lacks: fatal for a start, said by a check.
+    let lacking = |what: String| -> anyhow::Result<()> {
+        match mode {
+            Preflighting::Start { .. } => Err(anyhow::anyhow!("{what}")),
+            Preflighting::Check => {
+                control::say_err!(
+                    "pint-switch: warning: {what} (a start as this user on this machine would fail)"
+                );
+                Ok(())
+            }
+        }
+    };
     for (i, p) in config.ports.iter().enumerate() {
-        crate::device_checks::check_device(&p.device).map_err(|e| {
-            anyhow::anyhow!("config key `ports[{i}].device` (port `{}`): {e}", p.name)
-        })?;
+        let key = format!("config key `ports[{i}].device` (port `{}`)", p.name);
+        crate::device_checks::check_device(&p.device).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
+        if let Some(why) = crate::device_checks::privileges_missing(&p.device) {
+            lacking(format!("{key}: {why}"))?;
+        }
     }
+    // EAL arguments of the operator's own say for themselves whether hugepages are used.
+    let own_eal_args = matches!(mode, Preflighting::Start { own_eal_args: true });
     if config.eal.hugepages
+        && config.eal.args.is_none()
+        && !own_eal_args
         && let Some(why) = crate::device_checks::hugepages_missing()
     {
-        anyhow::bail!("config key `eal.hugepages`: {why}");
+        lacking(format!("config key `eal.hugepages`: {why}"))?;
     }
     let Captures {
         held: captures,

@@ -33,6 +33,8 @@ pub struct RunOptions {
     pub until_idle: Option<Duration>,
     /// Write the final summary as JSON here.
     pub summary_json: Option<PathBuf>,
+    /// The configuration file the switch was read from, which no output may overwrite.
+    pub config_file: Option<PathBuf>,
     /// EAL arguments that replace the configured or generated ones.
     pub eal_args: Option<Vec<String>>,
     /// The signals' flags, installed by the caller as early as it could (None: installed
@@ -80,7 +82,12 @@ pub fn run(mut config: Config, opts: &RunOptions) -> anyhow::Result<Summary> {
         mbufs,
         room,
         memory_mb,
-    } = resources::preflight(config)?;
+    } = resources::preflight(
+        config,
+        resources::Preflighting::Start {
+            own_eal_args: opts.eal_args.is_some(),
+        },
+    )?;
     // The routes go into the forwarder, and neither the config's copy nor the tables' stay
     // for the run (a full table's would take hundreds of megabytes).
     let tables = config.take_tables();
@@ -100,9 +107,14 @@ pub fn run(mut config: Config, opts: &RunOptions) -> anyhow::Result<Summary> {
         .unwrap_or_else(|| resources::eal_args(config, main_lcore, memory_mb, std::process::id()));
 
     if let Some(p) = &opts.summary_json {
-        check_writable(p)
-            .with_context(|| format!("--summary-json: cannot write {}", p.display()))?;
+        crate::device_checks::writable_file(p)
+            .map_err(|e| anyhow::anyhow!("--summary-json: {} {e}", p.display()))?;
     }
+    resources::outputs_apart(
+        config,
+        opts.config_file.as_deref(),
+        opts.summary_json.as_deref(),
+    )?;
 
     let installed = match &opts.signals {
         Some(s) => s.clone(),
@@ -484,34 +496,6 @@ fn run_with_eal(
     Ok(summary)
 }
 
-/// Fails now, not after the run, where the summary could not be written: a directory, a
-/// file there that cannot be opened for writing, or no file and a directory that takes
-/// none (a link is followed). Nothing is created or changed (a file from an earlier run
-/// stays until the end); a pipe or a device is written as given at the end.
-fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => anyhow::bail!("it is a directory"),
-        Ok(m) if m.is_file() => {
-            std::fs::OpenOptions::new().write(true).open(path)?;
-            Ok(())
-        }
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => std::path::Path::new("."),
-            };
-            let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
-            // SAFETY: `c` is a NUL-terminated path that outlives the call.
-            if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-                return Err(std::io::Error::last_os_error().into());
-            }
-            Ok(())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// Sets its flag when dropped: the workers' stop, however the code that started them ends.
 struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
 
@@ -569,7 +553,8 @@ fn return_freed_memory() {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_writable, down_bits, link_change};
+    use super::{down_bits, link_change};
+    use crate::device_checks::writable_file as check_writable;
 
     /// A `--summary-json` path the summary could not be written to fails the start, not
     /// the end of the run (a directory passed, and failed hours later); nothing is made.

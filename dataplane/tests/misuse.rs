@@ -115,11 +115,16 @@ fn a_driver_failure_without_a_reason_says_so() {
             "tx_pcap file `/nonexistent-dir/out.pcap` cannot be made: its directory /nonexistent-dir does not exist",
         ],
     );
-    expect_error(
-        &dir,
-        &base(&dir, "", "net_pcap1,iface=pint-no-such-if0", worker_lcore()),
-        &["ports[1].device", "could not be probed", "gave no reason"],
-    );
+    // The driver opens the interface only with CAP_NET_RAW (without it, the switch says
+    // so first).
+    let no_such_interface = "net_pcap1,iface=pint-no-such-if0";
+    if dataplane::device_checks::privileges_missing(no_such_interface).is_none() {
+        expect_error(
+            &dir,
+            &base(&dir, "", no_such_interface, worker_lcore()),
+            &["ports[1].device", "could not be probed", "gave no reason"],
+        );
+    }
 }
 
 #[test]

@@ -279,7 +279,7 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     tracing::warn!(
                         peer = %peer,
                         switch = entry.as_ref().map(|e| e.info_id()),
-                        "{err} (the process's memory limit is below --flowset-memory-mb: lower it to what the limit holds); every flowset dropped is counted in pint_sink_flowsets_dropped_total",
+                        "{err} (the process's memory limit is below --flowset-memory-mb: lower --flowset-memory-mb to what the limit holds); every flowset dropped is counted in pint_sink_flowsets_dropped_total",
                     );
                 }
                 continue;

@@ -99,8 +99,7 @@ pub fn port_name(lab: &Lab, n: u32, p: u16) -> String {
     }
 }
 
-/// The longest path a Unix socket may have (`sun_path` holds 108 bytes with its NUL).
-pub const MAX_SOCKET_PATH: usize = 107;
+pub use dataplane::device_checks::MAX_SOCKET_PATH;
 
 /// Fails, naming the longest, when a memif socket of a lab of `nodes` switches in `dir`
 /// would not fit a Unix socket address (DPDK would refuse it, or cut it short into

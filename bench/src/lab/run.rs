@@ -190,9 +190,13 @@ const RUN_DIR_MARK: &str = ".pint-lab-run";
 
 /// Makes `dir` (created when missing) the run directory of a lab of `nodes` switches and
 /// returns its canonical path; a directory its sockets could not be made in is refused
-/// before anything is written, and removed again when this call made it.
+/// before it is made (as written; through links, once made, and then removed again when
+/// this call made it).
 pub fn make_run_dir(dir: &std::path::Path, nodes: u32) -> anyhow::Result<PathBuf> {
     let existed = dir.exists();
+    if !existed {
+        crate::lab::plan::check_socket_paths(&std::path::absolute(dir)?, nodes)?;
+    }
     std::fs::create_dir_all(dir).with_context(|| {
         format!(
             "creating the run directory {}: choose another with --out",

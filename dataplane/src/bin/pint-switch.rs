@@ -131,18 +131,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .expect("clap requires --config without --demo");
         Config::from_file(path)?
     };
-    dataplane::resources::outputs_apart(
-        &config,
-        cli.config.as_deref(),
-        cli.summary_json.as_deref(),
-    )?;
     if cli.check_config {
         // What a start checks before DPDK (capture files, lcores on this machine, mbufs
-        // for the captures) fails here as it would there.
-        let worked_out = dataplane::resources::preflight(&config)?;
+        // for the captures) fails here as it would there; what depends on who runs it
+        // (privileges, free hugepages) is a warning.
+        let worked_out =
+            dataplane::resources::preflight(&config, dataplane::resources::Preflighting::Check)?;
+        dataplane::resources::outputs_apart(
+            &config,
+            cli.config.as_deref(),
+            cli.summary_json.as_deref(),
+        )?;
         let printed = config.try_to_toml().map_err(|e| {
             anyhow::anyhow!(
-                "the configuration is valid but cannot be printed as TOML: {e} (a path that is not UTF-8: TOML cannot hold it; the switch runs with it)"
+                "the configuration is valid but cannot be printed as TOML: {e} (TOML holds UTF-8 text alone: a path that is not UTF-8 cannot be printed; the switch runs with it)"
             )
         })?;
         control::say_inline!(
@@ -163,6 +165,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         duration,
         until_idle: cli.until_idle.map(Duration::from_millis),
         summary_json: cli.summary_json,
+        config_file: cli.config,
         eal_args: (!cli.eal.is_empty()).then_some(cli.eal),
         signals,
     };

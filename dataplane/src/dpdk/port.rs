@@ -269,9 +269,10 @@ pub fn memif_client_trouble(devargs: &str) -> String {
     use std::os::unix::fs::FileTypeExt;
     // DPDK's defaults: /run/memif.sock, in the abstract namespace.
     let socket = devarg(devargs, "socket").unwrap_or_else(|| "/run/memif.sock".to_owned());
-    if socket.len() > 107 {
+    if socket.len() > crate::device_checks::MAX_SOCKET_PATH {
         return format!(
-            "its socket path {socket} is longer than the 107 bytes a Unix socket takes"
+            "its socket path {socket} is longer than the {} bytes a Unix socket takes",
+            crate::device_checks::MAX_SOCKET_PATH
         );
     }
     if devarg(devargs, "socket-abstract").is_none_or(|v| v != "no") {

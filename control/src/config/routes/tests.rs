@@ -29,7 +29,6 @@ prefix = "10.0.0.0/8"
 next_hops = [{ port = "up", mac = "02:00:00:00:09:01" }]
 "#;
 
-/// A directory of its own for each test.
 /// A test's directory, removed when the test ends.
 struct Dir(PathBuf);
 
@@ -46,6 +45,7 @@ impl Drop for Dir {
     }
 }
 
+/// A directory of its own for each test.
 fn dir(name: &str) -> Dir {
     let d = std::env::temp_dir().join(format!("pint-routes-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
