@@ -703,10 +703,18 @@ fn validate(raw: RawConfig, base: Option<&Path>) -> Result<Config, ConfigError> 
     for (i, p) in raw.ports.into_iter().enumerate() {
         let k = |f: &str| format!("ports[{i}].{f}");
         let name = p.name.ok_or_else(|| key_err(k("name"), "missing"))?;
-        if name.is_empty() || name.contains(':') || name.contains(char::is_whitespace) {
+        // Routes files take names as words, and `#` begins a comment there.
+        if name.is_empty()
+            || name.contains(':')
+            || name.contains(char::is_whitespace)
+            || name.contains(char::is_control)
+            || name.starts_with('#')
+        {
             return Err(key_err(
                 k("name"),
-                format!("`{name}` must be non-empty, without ':' or spaces"),
+                format!(
+                    "{name:?} must be non-empty, without ':', spaces or control characters, and not begin with '#' (a comment in a routes file)"
+                ),
             ));
         }
         if name.len() > MAX_PORT_NAME {

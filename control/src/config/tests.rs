@@ -129,6 +129,9 @@ fn bad_values_name_their_key() {
             "name = \"uuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuu\"",
             "ports[2].name",
         ),
+        ("name = \"up1\"", "name = \"#up1\"", "ports[2].name"),
+        ("name = \"up1\"", "name = \"up\\u0001\"", "ports[2].name"),
+        ("name = \"up1\"", "name = \"u p\"", "ports[2].name"),
         ("mtu = 9000", "mtu = 20", "ports[1].mtu"),
         (
             "capacity = \"40G\"",
