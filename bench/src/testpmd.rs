@@ -53,11 +53,24 @@ pub struct TestpmdResult {
     pub tx_mpps: Vec<f64>,
 }
 
-/// The path of dpdk-testpmd, or an error that says how to install it.
+/// The path of dpdk-testpmd (the first in `PATH`, else where Debian and a source install
+/// put it), or an error that says how to install it.
 pub fn binary() -> anyhow::Result<String> {
-    for p in ["/usr/bin/dpdk-testpmd", "/usr/local/bin/dpdk-testpmd"] {
-        if std::path::Path::new(p).exists() {
-            return Ok(p.to_owned());
+    binary_in(std::env::var_os("PATH"))
+}
+
+/// [`binary`], with `path` for the `PATH` variable.
+fn binary_in(path: Option<std::ffi::OsString>) -> anyhow::Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let in_path = path
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let candidates = in_path.into_iter().map(|d| d.join("dpdk-testpmd")).chain(
+        ["/usr/bin/dpdk-testpmd", "/usr/local/bin/dpdk-testpmd"].map(std::path::PathBuf::from),
+    );
+    for p in candidates {
+        if std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
+            return Ok(p.display().to_string());
         }
     }
     anyhow::bail!(
@@ -176,7 +189,8 @@ impl Running {
         let result = parse_rates(&out);
         if result.rx_mpps.is_empty() {
             anyhow::bail!(
-                "dpdk-testpmd printed no rates (exit status {status:?}); its output ends with:\n{}\n{}",
+                "dpdk-testpmd printed no rates ({}); its output ends with:\n{}\n{}",
+                status.map_or_else(|| "its exit status unknown".to_owned(), |s| s.to_string()),
                 tail(&out, 15),
                 tail(&err, 15)
             );
@@ -264,6 +278,26 @@ pub fn parse_rates(out: &str) -> TestpmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dpdk-testpmd first in `PATH` is the one run; a file there that cannot be run is
+    /// passed over.
+    #[test]
+    fn testpmd_is_found_in_the_path_first() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = crate::scratch::Scratch::new("testpmd-path").unwrap();
+        let (off, on) = (dir.path("off"), dir.path("on"));
+        for (d, mode) in [(&off, 0o644), (&on, 0o755)] {
+            std::fs::create_dir(d).unwrap();
+            let p = d.join("dpdk-testpmd");
+            std::fs::write(&p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let path = std::env::join_paths([&off, &on]).unwrap();
+        assert_eq!(
+            binary_in(Some(path)).unwrap(),
+            on.join("dpdk-testpmd").display().to_string()
+        );
+    }
 
     #[test]
     fn parses_stats_blocks() {

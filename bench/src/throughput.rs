@@ -163,7 +163,7 @@ fn pint_gen_binary() -> anyhow::Result<PathBuf> {
     let generator = exe.with_file_name("pint-gen");
     if !generator.exists() {
         anyhow::bail!(
-            "{} not found: build it with `cargo build --release -p bench`",
+            "{} not found: pint-bench runs the pint-gen installed beside it (in a checkout: cargo build --release -p bench)",
             generator.display()
         );
     }

@@ -519,8 +519,7 @@ fn the_chain_and_the_fat_tree_labs_run() {
             .replace("from_s = 5", "from_s = 2")
             .replace("until_s = 15", "until_s = 8")
             .replace("from_s = 3", "from_s = 2")
-            .replace("until_s = 13", "until_s = 7")
-            .replace("../queries/paper.toml", "QUERIES");
+            .replace("until_s = 13", "until_s = 7");
         let lab_file = write_lab(&dir, file, &text);
         let run_dir = dir.path(&format!("run-{file}"));
         let t0 = Instant::now();
@@ -564,9 +563,7 @@ fn the_chain_and_the_fat_tree_labs_run() {
 
 /// The chain lab started with 60 s of traffic (its output piped), and its run directory.
 fn start_chain_lab(dir: &Scratch) -> (std::process::Child, PathBuf) {
-    let text = std::fs::read_to_string(repo().join("configs/labs/chain.toml"))
-        .unwrap()
-        .replace("../queries/paper.toml", "QUERIES");
+    let text = std::fs::read_to_string(repo().join("configs/labs/chain.toml")).unwrap();
     let lab_file = write_lab(dir, "chain.toml", &text);
     let run_dir = dir.path("run");
     let child = pint_lab(&["run", "--quiet", "--duration", "60", "--out"])

@@ -399,3 +399,15 @@ fn an_idle_switchs_stats_lines_count_its_epochs_as_they_close() {
         );
     }
 }
+
+/// The built-in query file is printed whole, for a start of one's own: the file a switch
+/// runs when its config names none, compiled to the same plan.
+#[test]
+fn the_built_in_queries_are_printed() {
+    let out = run_switch(&["--print-queries"], Duration::from_secs(30));
+    assert!(out.status.success(), "{}", text(&out));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(printed, control::config::telemetry::PAPER_QUERIES);
+    let file = telemetry::pint::query::QueryFile::from_toml(&printed).unwrap();
+    assert!(telemetry::pint::plan::Plan::compile(&file).is_ok());
+}

@@ -41,7 +41,7 @@ impl Program {
                 lead: vec![sub.to_owned()],
             }),
             None => anyhow::bail!(
-                "{} not found (build it: cargo build --release -p bench)",
+                "{} not found: pint-lab runs the pint-gen installed beside it (in a checkout: cargo build --release -p bench)",
                 beside.display()
             ),
         }

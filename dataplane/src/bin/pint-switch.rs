@@ -14,7 +14,12 @@ use dataplane::switch::{self, RunOptions};
 #[command(name = "pint-switch", version, allow_negative_numbers = true)]
 struct Cli {
     /// The switch's configuration file (TOML; keys in docs/config.md).
-    #[arg(long, short, value_name = "FILE", required_unless_present = "demo")]
+    #[arg(
+        long,
+        short,
+        value_name = "FILE",
+        required_unless_present_any = ["demo", "print_queries"]
+    )]
     config: Option<PathBuf>,
     /// Validate the configuration, print it with every default resolved, and exit.
     #[arg(long)]
@@ -32,6 +37,10 @@ struct Cli {
     /// Write the final summary as JSON to this file.
     #[arg(long, value_name = "FILE")]
     summary_json: Option<PathBuf>,
+    /// Print the built-in query file (the paper's plan, which a switch runs when its config
+    /// names none) and exit: a start for one of your own.
+    #[arg(long, conflicts_with_all = ["config", "demo"])]
+    print_queries: bool,
     /// Begin every line of output with the time (UTC, RFC 3339), for output kept in a file.
     #[arg(long)]
     timestamps: bool,
@@ -105,6 +114,10 @@ fn plan_comment(config: &Config) -> String {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if cli.print_queries {
+        control::say_inline!("{}", control::config::telemetry::PAPER_QUERIES);
+        return Ok(());
+    }
     control::output::stamp_lines(cli.timestamps && !cli.check_config);
     // First, so that a signal while it starts (a reload meant for the switches running,
     // a stop) is acted on rather than ending it with the demo's capture left behind.

@@ -140,7 +140,7 @@ pub enum DpdkError {
     ThreadRegistered(u32),
     /// The mbuf pool could not be created.
     #[error(
-        "cannot create mbuf pool `{name}` of {count} mbufs: {errno} (give EAL more memory: eal.memory_mb, or use fewer mbufs)"
+        "cannot create mbuf pool `{name}` of {count} mbufs: {errno} (give EAL more memory: eal.memory_mb, or use fewer mbufs; or DPDK's mempool driver is not installed: Debian's librte-mempool-ring package, which `dpdk` only recommends)"
     )]
     Mempool {
         /// Pool name.
