@@ -7,6 +7,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use crate::dpdk::port::devarg_pairs;
+
 /// The longest path a Unix socket's address holds (108 bytes with its NUL).
 pub const MAX_SOCKET_PATH: usize = 107;
 
@@ -68,10 +70,8 @@ fn privileges_missing_as(device: &str, me: &Identity) -> Option<String> {
     } else if driver.starts_with("net_af_packet") {
         (CAP_NET_RAW, "CAP_NET_RAW", "an AF_PACKET device".to_owned())
     } else if driver.starts_with("net_pcap") {
-        let iface = device.split(',').skip(1).find_map(|kv| {
-            kv.split_once('=')
-                .filter(|(k, _)| matches!(*k, "iface" | "rx_iface" | "rx_iface_in" | "tx_iface"))
-                .map(|(_, v)| v)
+        let iface = devarg_pairs(device).find_map(|(k, v)| {
+            matches!(k, "iface" | "rx_iface" | "rx_iface_in" | "tx_iface").then_some(v)
         })?;
         (
             CAP_NET_RAW,
@@ -111,19 +111,13 @@ fn check_device_as(device: &str, me: &Identity) -> Result<(), String> {
             ));
         }
     }
-    let args = || {
-        device.split(',').skip(1).filter_map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        })
-    };
     if driver.starts_with("net_pcap") {
-        for (k, v) in args() {
-            match k.as_str() {
+        for (k, v) in devarg_pairs(device) {
+            match k {
                 "tx_pcap" => {
-                    writable_file(Path::new(&v)).map_err(|e| format!("tx_pcap file `{v}` {e}"))?
+                    writable_file(Path::new(v)).map_err(|e| format!("tx_pcap file `{v}` {e}"))?
                 }
-                "rx_pcap" => readable_file(&v).map_err(|e| format!("rx_pcap file `{v}` {e}"))?,
+                "rx_pcap" => readable_file(v).map_err(|e| format!("rx_pcap file `{v}` {e}"))?,
                 _ => {}
             }
         }

@@ -146,14 +146,14 @@ pub fn outputs_apart(
     use crate::device_checks::file_identity;
     let device_files = |key: &'static str| {
         config.ports.iter().enumerate().flat_map(move |(i, p)| {
-            p.device.split(',').skip(1).filter_map(move |kv| {
-                kv.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| {
+            crate::dpdk::port::devarg_pairs(&p.device)
+                .filter(move |(k, _)| *k == key)
+                .map(move |(_, v)| {
                     (
                         format!("config key `ports[{i}].device`: {key} file `{v}`"),
                         std::path::PathBuf::from(v),
                     )
                 })
-            })
         })
     };
     let named = |what: String, p: Option<&Path>| p.map(|p| (what, p.to_path_buf()));

@@ -254,13 +254,18 @@ fn served(path: &str) -> Served {
     }
 }
 
+/// A device's `key=value` arguments (after the driver's name), trimmed.
+pub(crate) fn devarg_pairs(devargs: &str) -> impl Iterator<Item = (&str, &str)> {
+    devargs
+        .split(',')
+        .skip(1)
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.trim(), v.trim()))
+}
+
 /// The value of `key` in a device's arguments.
 pub(crate) fn devarg(devargs: &str, key: &str) -> Option<String> {
-    devargs.split(',').skip(1).find_map(|kv| {
-        kv.split_once('=')
-            .filter(|(k, _)| k.trim() == key)
-            .map(|(_, v)| v.trim().to_owned())
-    })
+    devarg_pairs(devargs).find_map(|(k, v)| (k == key).then(|| v.to_owned()))
 }
 
 /// Why a memif client's connection to its server may have failed, as far as its socket says
