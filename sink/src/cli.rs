@@ -93,7 +93,7 @@ struct Args {
     /// Seconds between IPFIX template resends.
     #[arg(long, default_value_t = 30.0)]
     template_interval: f64,
-    /// Write per-flow records as JSON lines to this file.
+    /// Write per-flow records as JSON lines to this file (`-`: standard output).
     #[arg(long)]
     json_lines: Option<PathBuf>,
     /// Largest flowset a switch may declare, MiB.
@@ -117,7 +117,7 @@ struct Args {
     /// Online detection: low, medium, high, or a number (1 = medium).
     #[arg(long, default_value = "medium")]
     sensitivity: String,
-    /// Write detected events as JSON lines to this file.
+    /// Write detected events as JSON lines to this file (`-`: standard output).
     #[arg(long)]
     event_lines: Option<PathBuf>,
 }
@@ -272,18 +272,27 @@ where
         signal_hook::low_level::register(signal_hook::consts::SIGHUP, move || reopen.request())
     }
     .context("installing signal handlers")?;
+    let lines_to_stdout = [&config.json_lines, &config.event_lines]
+        .into_iter()
+        .flatten()
+        .any(|p| crate::lines::is_stdout(p));
     let sink = Sink::start(config)?;
     // The address line is for scripts (and tests) that start the sink on port 0; a reader
-    // gone is no reason to stop (a panic aborts).
+    // gone is no reason to stop (a panic aborts). It goes to stderr where stdout carries
+    // JSON lines, so that every line there is one.
     {
         use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stdout(),
+        let line = format!(
             "pint-sink listening on {} (http {})",
             sink.listen_addr(),
             sink.http_addr()
                 .map_or_else(|| "off".to_owned(), |a| a.to_string())
         );
+        if lines_to_stdout {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        } else {
+            let _ = writeln!(std::io::stdout(), "{line}");
+        }
     }
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));

@@ -187,6 +187,10 @@ impl SinkConfig {
 /// Whether two paths name one regular file, made yet or not (a device such as /dev/null
 /// takes any number of writers).
 fn same_place(a: &Path, b: &Path) -> bool {
+    use crate::lines::is_stdout;
+    if is_stdout(a) || is_stdout(b) {
+        return is_stdout(a) && is_stdout(b);
+    }
     let device = |p: &Path| std::fs::metadata(p).is_ok_and(|m| !m.is_file());
     if device(a) || device(b) {
         return false;
@@ -309,5 +313,9 @@ mod tests {
         std::fs::remove_file(&a).unwrap();
         let null = std::path::Path::new("/dev/null");
         assert!(!super::same_place(null, null));
+        let (stdout, dash_file) = (std::path::Path::new("-"), std::path::Path::new("./-"));
+        assert!(super::same_place(stdout, stdout), "standard output twice");
+        assert!(!super::same_place(stdout, dash_file), "a file named -");
+        assert!(!super::same_place(dash_file, stdout));
     }
 }

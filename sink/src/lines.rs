@@ -3,7 +3,7 @@
 //! disk) before it did; failures are logged, once a minute at most. A line the file took
 //! only part of is ended before the next one, so that no two lines ever run together. The
 //! file is opened again, at its path, after the sink's SIGHUP: log rotation moves a file
-//! away, and lines went on into the moved one.
+//! away, and lines went on into the moved one. The path `-` is the sink's standard output.
 
 use std::fs::File;
 use std::io::{ErrorKind, Write};
@@ -121,11 +121,30 @@ fn open_append(path: &Path) -> std::io::Result<File> {
     File::options().create(true).append(true).open(path)
 }
 
+/// The path that names the sink's standard output (`--json-lines -`).
+pub const STDOUT: &str = "-";
+
+/// Whether `path` names standard output rather than a file.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == STDOUT
+}
+
+/// Standard output as a file of its own (a duplicate of descriptor 1).
+fn stdout_file() -> std::io::Result<File> {
+    use std::os::fd::AsFd;
+    Ok(File::from(std::io::stdout().as_fd().try_clone_to_owned()?))
+}
+
 impl LineFile {
-    /// Opens `path` (`what`: the flag that named it, for messages).
+    /// Opens `path`, or standard output for `-` (`what`: the flag that named it, for
+    /// messages).
     pub fn open(what: &'static str, path: &Path, reopen: Reopen) -> anyhow::Result<LineFile> {
-        let file =
-            open_append(path).map_err(|e| anyhow::anyhow!("{what} {}: {e}", path.display()))?;
+        let file = if is_stdout(path) {
+            stdout_file()
+        } else {
+            open_append(path)
+        }
+        .map_err(|e| anyhow::anyhow!("{what} {}: {e}", path.display()))?;
         Ok(LineFile {
             what,
             path: path.to_owned(),
@@ -158,11 +177,12 @@ impl LineFile {
         }
     }
 
-    /// Writes the buffered lines out; then opens the path again if asked to.
+    /// Writes the buffered lines out; then opens the path again if asked to (standard
+    /// output stays as it is).
     pub fn flush(&mut self) {
         self.write_out();
         let generation = self.reopen.generation();
-        if generation != self.seen {
+        if generation != self.seen && !is_stdout(&self.path) {
             self.seen = generation;
             match open_append(&self.path) {
                 Ok(f) => {

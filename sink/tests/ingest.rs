@@ -969,3 +969,115 @@ fn a_flowset_there_is_no_memory_for_is_dropped_not_fatal() {
     );
     assert!(err.contains("no memory for a flowset table"), "{err}");
 }
+
+/// `--json-lines -` writes the flow records to standard output, every line there one JSON
+/// object (the address line goes to stderr instead); both outputs `-` are refused.
+#[test]
+fn json_lines_go_to_standard_output_for_a_dash() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pint-sink"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--json-lines",
+            "-",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        BufReader::new(stdout).read_to_string(&mut text).unwrap();
+        text
+    });
+    // stderr read in a thread of its own, so that a sink that never says its address on
+    // stderr fails the test instead of hanging it.
+    let err = child.stderr.take().unwrap();
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    let logs = std::thread::spawn(move || {
+        let mut rest = String::new();
+        for l in BufReader::new(err).lines() {
+            let l = l.unwrap();
+            if l.contains("listening on ") {
+                let _ = lines_tx.send(l);
+            } else {
+                rest.push_str(&l);
+                rest.push('\n');
+            }
+        }
+        rest
+    });
+    let line = match lines_rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(l) => l,
+        Err(_) => {
+            child.kill().unwrap();
+            panic!("no address line on stderr: {}", logs.join().unwrap());
+        }
+    };
+    let addr = |label: &str| -> SocketAddr {
+        line.split(label)
+            .nth(1)
+            .and_then(|r| r.split([' ', ')', '\n']).next())
+            .unwrap_or_else(|| panic!("{line}"))
+            .parse()
+            .unwrap()
+    };
+    let (listen, http) = (addr("listening on "), addr("(http "));
+    let plan = paper();
+    let mut sw = FakeSwitch::connect(listen, &hello(12, Some(plan.clone())));
+    let digests: Vec<WireDigest> = (0..10).map(|i| digest(plan.version, i)).collect();
+    let mut counted = flowset(12);
+    for d in &digests {
+        counted.add(&d.key, 3, 300);
+    }
+    sw.send(
+        FrameType::FlowSet,
+        &encode_flowset(0, 1, 12, 170_000_000_000, &counted),
+    );
+    sw.send(
+        FrameType::Digests,
+        &encode_digests(0, &digests, |_| plan.digest_bytes),
+    );
+    wait_for("the digests and the flowset", || {
+        let resp = http_get(http, "/api/switches");
+        let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(body)
+            .is_ok_and(|v| v[0]["digests"] == 10 && v[0]["flowsets"] == 1)
+    });
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let rest = logs.join().unwrap();
+    assert!(status.success(), "{status}: {rest}");
+    let text = reader.join().unwrap();
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    let ports: std::collections::BTreeSet<u64> = records
+        .iter()
+        .map(|r| {
+            assert_eq!(
+                (&r["packets"], &r["bytes"]),
+                (&3.into(), &300.into()),
+                "{r}"
+            );
+            r["key"]["src_port"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{r}"))
+        })
+        .collect();
+    assert_eq!(ports, (1000..1010).collect(), "{text}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_pint-sink"))
+        .args(["--listen", "127.0.0.1:0", "--json-lines", "-"])
+        .args(["--event-lines", "-"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--event-lines"), "{err}");
+}
