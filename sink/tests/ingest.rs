@@ -131,6 +131,19 @@ fn http_get(http: SocketAddr, path: &str) -> String {
     resp
 }
 
+/// The switch and HTTP addresses of the sink's `listening on A (http B)` line.
+fn addresses(line: &str) -> (SocketAddr, SocketAddr) {
+    let addr = |label: &str| -> SocketAddr {
+        line.split(label)
+            .nth(1)
+            .and_then(|r| r.split([' ', ')', '\n']).next())
+            .unwrap_or_else(|| panic!("{line}"))
+            .parse()
+            .unwrap()
+    };
+    (addr("listening on "), addr("(http "))
+}
+
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
@@ -902,15 +915,7 @@ fn a_flowset_there_is_no_memory_for_is_dropped_not_fatal() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let addr = |label: &str| -> SocketAddr {
-        line.split(label)
-            .nth(1)
-            .and_then(|r| r.split([' ', ')', '\n']).next())
-            .unwrap_or_else(|| panic!("{line}"))
-            .parse()
-            .unwrap()
-    };
-    let (listen, http) = (addr("listening on "), addr("(http "));
+    let (listen, http) = addresses(&line);
     // A flowset shape of 2^24 cells: 384 MiB decoded, more than the whole address space.
     let small = flowset(9);
     let mut h = hello(9, Some(paper()));
@@ -1017,15 +1022,7 @@ fn json_lines_go_to_standard_output_for_a_dash() {
             panic!("no address line on stderr: {}", logs.join().unwrap());
         }
     };
-    let addr = |label: &str| -> SocketAddr {
-        line.split(label)
-            .nth(1)
-            .and_then(|r| r.split([' ', ')', '\n']).next())
-            .unwrap_or_else(|| panic!("{line}"))
-            .parse()
-            .unwrap()
-    };
-    let (listen, http) = (addr("listening on "), addr("(http "));
+    let (listen, http) = addresses(&line);
     let plan = paper();
     let mut sw = FakeSwitch::connect(listen, &hello(12, Some(plan.clone())));
     let digests: Vec<WireDigest> = (0..10).map(|i| digest(plan.version, i)).collect();
