@@ -2,7 +2,7 @@
 //! and worker, drops by reason, telemetry events, export and sink state, and the plan in
 //! force. The control thread copies the workers' published counters into the metrics
 //! registry every interval; scraping never touches the data plane. Labels are bounded
-//! (port, worker, reason, event, plan version); no flow ever becomes a label.
+//! (port, worker, reason, event, plan version, reload result); no flow ever becomes a label.
 
 use std::net::SocketAddr;
 

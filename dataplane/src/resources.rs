@@ -271,7 +271,8 @@ pub fn auto_memory_mb(mbufs: u32, data_room: u16, hugepages: bool) -> u32 {
 
 /// What the switch takes of the machine, worked out and checked from its config before
 /// DPDK starts: `--check-config` runs the same checks as a start, so a config it passes does
-/// not fail on them.
+/// not fail on them, except what it says as warnings (capabilities and free hugepages, which
+/// only the user and the machine of the start decide).
 #[derive(Debug)]
 pub struct Preflight {
     /// The control thread's lcore.

@@ -1,6 +1,7 @@
 //! Runs a switch from its configuration: EAL, pool, ports, workers, the control loop that
 //! prints statistics, and an orderly shutdown (workers stop, final statistics, ports
-//! closed, EAL cleaned up).
+//! closed, EAL cleaned up unless a memif server port was opened: see
+//! `Eal::keep_memory_at_exit`).
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! The sink assembled: ingest, decode threads, the epoch assembler, the export thread and the
-//! HTTP server, started together and stopped in order (ingest first, so that nothing is
-//! decoded half-way; the decode threads last, exporting what they hold).
+//! HTTP server, started together and stopped in order: ingest first, so that nothing is
+//! decoded half-way; then the decode threads, each exporting what it holds; then the event
+//! lines, the export thread and the HTTP server.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,8 +25,8 @@ use crate::registry::Registry;
 use crate::shard::{self, Buffers, Shard, ShardMsg, Timeouts, shard_of};
 use crate::transport::TcpTransport;
 
-/// Digest buffers a decode thread keeps for the connections to reuse (each up to one batch,
-/// at most 4096 digests of 40 bytes).
+/// Digest buffers a decode thread keeps for the connections to reuse (each up to one batch:
+/// at most the hello's `max_digests`, itself at most 65536, of 40 bytes each).
 const BUFFERS_PER_SHARD: usize = 32;
 /// Flowsets waiting for the epoch assembler, at most (beyond, new ones are dropped,
 /// counted).

@@ -1,6 +1,7 @@
 //! The sink's Prometheus metrics (`GET /metrics`): sink health, per-switch ingest counters,
 //! decoding and epoch counters, per-link loss, and per-switch hop latency summaries. Labels
-//! are bounded: switch, link (from, to), reason, mode, query, output; never a flow.
+//! are bounded: switch, link (from, to), reason, mode, query, plan, output, and an event's
+//! kind and label; never a flow.
 //!
 //! Values are copied from the sink's own counters when scraped, into a recorder of its own
 //! (`metrics-exporter-prometheus`, not installed globally, so several sinks can share a

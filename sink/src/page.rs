@@ -1,8 +1,9 @@
 //! One page that shows what the telemetry says about a network: the topology drawn in SVG
 //! with each link's loss and utilisation (impaired links marked), the events on a timeline,
 //! each large flow's decoded path (and, in a lab, its configured route) with per-hop latency
-//! bars and per-switch counts, and the totals. Self-contained HTML (no scripts, no external
-//! resources): the sink serves it live at `/`, and `pint-lab` writes it as its report.
+//! bars and per-switch counts, and the totals. Self-contained HTML (no external resources;
+//! the live page has one script, its refresh, and the report none): the sink serves it live
+//! at `/`, and `pint-lab` writes it as its report.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

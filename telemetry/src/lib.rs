@@ -1,5 +1,6 @@
 //! DPDK-free core shared by the PINT switch and the sink: typed views over packet headers,
-//! the global hash family, and (as the roadmap proceeds) the telemetry encoders and decoders.
+//! the global hash family, PINT's encoders and decoders, FlowRadar, topologies, the
+//! switch-to-sink protocol, and how every binary stops on a signal.
 //!
 //! Nothing here depends on DPDK, so the logic is testable with plain `cargo test` and usable
 //! by the sink, which never links DPDK.

@@ -18,7 +18,8 @@ pub struct ImpairConfig {
     pub loss: f64,
     /// Delay every packet by this many microseconds.
     pub delay_us: u64,
-    /// Plus or minus up to this many microseconds, uniformly (order is kept).
+    /// Plus or minus up to this many microseconds, uniformly and independently per packet
+    /// (packets closer together than twice this may leave in another order).
     pub jitter_us: u64,
     /// Share of packets reordered, 0 to 1 (exclusive).
     pub reorder: f64,
@@ -28,7 +29,8 @@ pub struct ImpairConfig {
     pub from_s: f64,
     /// Until this many seconds after it (None: to the end).
     pub until_s: Option<f64>,
-    /// Seed of the random decisions (None: from the switch ID and port).
+    /// Seed of the random decisions (None: from the switch ID, port and worker; each worker
+    /// adds its index either way).
     pub seed: Option<u64>,
 }
 

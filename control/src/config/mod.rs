@@ -374,8 +374,10 @@ impl Config {
     }
 
     /// What the operator should hear before the switch starts (`--check-config` prints it
-    /// too): settings that are valid but likely not what was meant, each naming its key.
-    /// Today: fabric ports without room for the plan's shim ([`Config::shim_room_warnings`]).
+    /// too): settings that are valid but likely not what was meant, each naming its key:
+    /// memif queues that do not match, next hops with one of the switch's own MACs, EAL keys
+    /// that `eal.args` replaces, an idle sleep longer than an epoch, fabric ports without room
+    /// for the plan's shim ([`Config::shim_room_warnings`]).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = self.memif_queue_warnings();
         out.extend(self.own_mac_next_hop_warnings());

@@ -157,7 +157,8 @@ impl<'a> RouteTable<'a> {
             if n > MAX_NEXT_HOPS {
                 return Err(format!("more than {MAX_NEXT_HOPS} next hops"));
             }
-            let mac = words.next().ok_or_else(|| {
+            // A comment where the MAC belongs ends the line there too.
+            let mac = words.next().filter(|w| !w.starts_with('#')).ok_or_else(|| {
                 format!("next hop {n}: port `{port}` has no MAC after it (PREFIX PORT MAC [PORT MAC ...])")
             })?;
             let hop = self

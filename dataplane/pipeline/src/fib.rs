@@ -89,8 +89,8 @@ pub struct Fib {
 }
 
 impl Fib {
-    /// Builds the table from the routes; every next hop's port must exist, a route has at
-    /// most 64 next hops, and the distinct groups at most [`MAX_NEXT_HOP_ENTRIES`] hops
+    /// Builds the table from the routes; every next hop's port must exist, a route has 1 to
+    /// 127 next hops (the configuration allows 64), and the distinct groups at most [`MAX_NEXT_HOP_ENTRIES`] hops
     /// together (the configuration checks each with key names). Routes with the same group
     /// share its entries.
     pub fn new(tables: &Tables) -> Result<Fib, LpmError> {

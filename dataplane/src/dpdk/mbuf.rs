@@ -165,8 +165,8 @@ impl Mbuf {
         true
     }
 
-    /// Starts loading the first cache line of the packet data (the poll loop prefetches a
-    /// few packets ahead so the headers are in cache when the pipeline reads them).
+    /// Starts loading the first cache line of the packet data (the pipeline, with
+    /// `dataplane.prefetch`, prefetches ahead so the headers are in cache when it reads them).
     #[inline(always)]
     pub fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]

@@ -13,7 +13,7 @@
 //! u64   base time, Unix ns
 //! P x   u32 plan version (each declared by the hello or a plan frame)
 //! F x   varint slot (< FLOW_SLOTS), 13-byte flow key, u8 ingress port, u8 egress port,
-//!       u8 path length (1 .. 255)
+//!       u8 path length (1 .. MAX_PATH_LENGTH = 128)
 //! N x   varint flow slot (< FLOW_SLOTS)
 //!       u8 plan index (< P), present only when P > 1
 //!       u32 packet ID

@@ -187,6 +187,11 @@ fn a_bad_line_names_the_file_the_line_and_why() {
             b"10.1.0.0/16 up 02:00:00:00:09:01 hosts",
             "next hop 2: port `hosts` has no MAC after it",
         ),
+        // A comment where the MAC belongs ends the line, as anywhere after a space.
+        (
+            b"10.1.0.0/16 up # the uplink",
+            "line 1: next hop 1: port `up` has no MAC after it",
+        ),
         (b"10.1.0.0/16 up 02:00:00:00:09", "line 1: next hop 1: "),
         (
             b"10.1.0.0/16 up 01:00:5e:00:00:01",
