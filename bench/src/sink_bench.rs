@@ -385,7 +385,7 @@ fn one_core(rec: &Recording, rounds: u32, by_flow: bool) -> anyhow::Result<OneCo
     })
 }
 
-fn flowsets(flows: u32) -> FlowsetRow {
+fn flowsets(flows: u32) -> anyhow::Result<FlowsetRow> {
     let mut fs = FlowSet::new(&FlowSetConfig::for_flows(flows, 7));
     for f in 0..flows {
         let k = FlowKey {
@@ -403,27 +403,43 @@ fn flowsets(flows: u32) -> FlowsetRow {
     let wire = encode_parts(7, 1, &fs);
     let mut d = SingleDecoder::default();
     let mut counts: Vec<(FlowKey, u32, u64, u64)> = Vec::with_capacity(flows as usize);
+    // A flowset that does not decode whole would time a failed decode, not a decode.
+    let first = d.decode(&decode_shaped(&wire, Some(shape))?.flowset);
+    if !first.complete {
+        anyhow::bail!(
+            "--flowset-flows {flows}: a flowset sized for {flows} flows, filled with them, \
+             decoded {} of them, not all (the sizing's margin is too small for so few flows: \
+             take more)",
+            first.flows.len()
+        );
+    }
     let reps = (2_000_000 / flows.max(1)).clamp(3, 200);
     let t = Instant::now();
     for _ in 0..reps {
         let e = decode_shaped(&wire, Some(shape)).expect("a flowset");
         let r = d.decode(&e.flowset);
-        assert!(r.complete, "the benchmark's flowsets decode");
+        assert!(r.complete, "decoded whole before");
         counts.clear();
         counts.extend(r.flows.iter().map(|f| (f.key, 7, f.packets, f.bytes)));
         std::hint::black_box(&counts);
     }
     let micros = t.elapsed().as_secs_f64() * 1e6 / f64::from(reps);
-    FlowsetRow {
+    Ok(FlowsetRow {
         flows,
         wire_bytes: wire.len(),
         micros,
         per_epoch: 10_000.0 / micros,
-    }
+    })
 }
 
 /// Runs the benchmark.
 pub fn run_bench(opts: &SinkBenchOptions) -> anyhow::Result<SinkBenchResult> {
+    // First: a size that cannot be measured is said before the long parts run.
+    let flowset_rows = opts
+        .flowset_flows
+        .iter()
+        .map(|&f| flowsets(f))
+        .collect::<anyhow::Result<_>>()?;
     let rec = record(opts);
     let mut ingest_rows = Vec::new();
     for &t in &opts.threads {
@@ -437,7 +453,7 @@ pub fn run_bench(opts: &SinkBenchOptions) -> anyhow::Result<SinkBenchResult> {
             one_core(&rec, opts.rounds, true)?,
             one_core(&rec, opts.rounds, false)?,
         ],
-        flowsets: opts.flowset_flows.iter().map(|&f| flowsets(f)).collect(),
+        flowsets: flowset_rows,
         sweeps: match opts.sweep_flows {
             0 => Vec::new(),
             n => crate::sink_sweep::sweeps(n)?,

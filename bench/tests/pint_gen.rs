@@ -919,6 +919,32 @@ fn bad_arguments_name_their_flag() {
             vec!["--port", "net_null0", "--count", "5", "--start-at", "NaN"],
             "--start-at",
         ),
+        // A sleep no signal could end (the run hung after its last packet).
+        (
+            vec![
+                "--port",
+                "net_null0",
+                "--count",
+                "5",
+                "--idle-sleep-us",
+                "1000001",
+            ],
+            "--idle-sleep-us",
+        ),
+        // A probe period that is no time made every packet a probe.
+        (
+            vec![
+                "--write-pcap",
+                pcap,
+                "--count",
+                "5",
+                "--probes",
+                "1",
+                "--probe-hz",
+                "1e-300",
+            ],
+            "0.000001 Hz",
+        ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
             .args(&args)

@@ -69,6 +69,17 @@ fn missing_config_file() {
     );
 }
 
+/// A quiet time of 0 ms would stop the switch before its first packet (it stopped the demo
+/// with nothing received).
+#[test]
+fn until_idle_zero_is_refused() {
+    let out = run_switch(&["--demo", "--until-idle", "0"], Duration::from_secs(30));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("--until-idle"), "{t}");
+    assert!(!t.contains("replayed"), "nothing ran: {t}");
+}
+
 #[test]
 fn bad_config_names_the_key_and_starts_nothing() {
     let dir = setup("badkey");

@@ -361,6 +361,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             routes,
             json,
         } => {
+            // The coding takes 1 to 32 bits; each instance takes its own share of every
+            // packet and its own decoder.
+            if !(1..=32).contains(&bits) {
+                anyhow::bail!("--bits {bits}: must be 1 to 32");
+            }
+            if !(1..=64).contains(&instances) {
+                anyhow::bail!("--instances {instances}: must be 1 to 64");
+            }
+            if d == Some(0) {
+                anyhow::bail!("--d 0: a path-length bound is at least 1");
+            }
+            if runs == 0 || max_packets == 0 {
+                anyhow::bail!("--runs and --max-packets must be positive");
+            }
             let opts = bench::pint_path::PathOptions {
                 topology,
                 scheme,
@@ -392,6 +406,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     "--hops must be 1 to 64, --runs and --packets non-empty, --sketch-items at least 8"
                 );
             }
+            // Each count's samples are held at once, per hop.
+            if let Some(p) = packets.iter().find(|&&p| !(1..=100_000_000).contains(&p)) {
+                anyhow::bail!("--packets {p}: each count must be 1 to 100000000");
+            }
             let r = bench::pint_latency::run(&bench::pint_latency::LatencyOptions {
                 hops,
                 runs,
@@ -413,11 +431,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if loads.iter().any(|l| !(*l > 0.0 && *l < 1.0))
                 || packets == 0
                 || bits.iter().any(|b| !(2..=16).contains(b))
-                || hops == 0
+                || !(1..=64).contains(&hops)
             {
                 anyhow::bail!(
-                    "--loads must be in (0, 1), --bits 2 to 16, --packets and --hops positive"
+                    "--loads must be in (0, 1), --bits 2 to 16, --packets positive, --hops 1 to 64"
                 );
+            }
+            if !(rtt_ns.is_finite() && rtt_ns >= 1.0) {
+                anyhow::bail!("--rtt-ns {rtt_ns}: must be 1 or more (nanoseconds)");
             }
             let r = bench::pint_hpcc::run(&bench::pint_hpcc::HpccOptions {
                 capacity_bps: 100_000_000_000,
@@ -443,16 +464,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             seed,
             json,
         } => {
+            // The bounds keep every flowset within memory: a fat tree of K = 64 has 5120
+            // switches, and 10 cells per flow is far past where decoding always succeeds.
+            let cells_ok = cells_per_flow > 0.5 && cells_per_flow <= 10.0;
             if !(1..=8).contains(&hashes)
-                || cells_per_flow.is_nan()
-                || cells_per_flow <= 0.5
-                || flows_per_switch == 0
-                || k < 2
+                || !cells_ok
+                || !(1..=1_000_000).contains(&flows_per_switch)
+                || !(2..=64).contains(&k)
                 || k % 2 == 1
             {
                 anyhow::bail!(
-                    "--hashes must be 1 to 8, --cells-per-flow above 0.5, --flows-per-switch positive, --k even"
+                    "--hashes must be 1 to 8, --cells-per-flow above 0.5 and at most 10, --flows-per-switch 1 to 1000000, --k even, 2 to 64"
                 );
+            }
+            if let Some(l) = loads.iter().find(|l| !(**l > 0.0 && **l <= 10.0)) {
+                anyhow::bail!("--loads {l}: each must be above 0 and at most 10");
+            }
+            if !(0.0..=1.0).contains(&loss) {
+                anyhow::bail!("--loss {loss}: must be from 0 to 1");
+            }
+            if sweep && seeds == 0 {
+                anyhow::bail!("--seeds must be positive");
             }
             if sweep {
                 let opts = bench::flowradar::SweepOptions {
@@ -470,12 +502,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 })?;
                 return Ok(());
             }
+            let tree = telemetry::topology::Topology::fat_tree(k);
             let mut links = Vec::new();
             for l in &lossy_links {
-                let (a, b) = l
+                let link = l
                     .split_once('-')
-                    .ok_or_else(|| anyhow::anyhow!("--lossy-links: `{l}` is not FROM-TO"))?;
-                links.push((a.parse()?, b.parse()?));
+                    .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("--lossy-links: `{l}` is not FROM-TO (node numbers)")
+                    })?;
+                // A pair that is no link of the tree would be taken and never used.
+                if link.0 as usize >= tree.len() || !tree.neighbours(link.0).contains(&link.1) {
+                    anyhow::bail!(
+                        "--lossy-links: {l} is no link of the K = {k} fat tree (nodes 0 to {})",
+                        tree.len() - 1
+                    );
+                }
+                links.push(link);
             }
             let r = bench::flowradar::run(&bench::flowradar::FlowRadarOptions {
                 k,

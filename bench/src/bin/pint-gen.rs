@@ -72,7 +72,7 @@ struct Cli {
     /// Probe streams (UDP, sequence number and send time in the payload).
     #[arg(long, default_value_t = 0)]
     probes: u32,
-    /// Probes per second per stream.
+    /// Probes per second per stream (0.000001 or more).
     #[arg(long, default_value_t = 10.0)]
     probe_hz: f64,
     /// Seed.
@@ -87,8 +87,8 @@ struct Cli {
     #[arg(long)]
     dst_net: Vec<Ipv4Prefix>,
     /// On a port: sleep this many microseconds after a loop that neither sent nor received
-    /// (0: spin, the lowest latency; a lab's generators sleep to share cores).
-    #[arg(long, default_value_t = 0)]
+    /// (0: spin, the lowest latency; a lab's generators sleep to share cores), 0 to 1000000.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     idle_sleep_us: u64,
     /// On a port: once the link is up, start sending at this Unix time (seconds), so that
     /// several generators start together.

@@ -165,8 +165,13 @@ impl TrafficSpec {
         if !(0.0..=1.0).contains(&self.tcp_share) {
             return Err(format!("tcp share {}: must be from 0 to 1", self.tcp_share));
         }
-        if self.probe_streams > 0 && !(self.probe_hz.is_finite() && self.probe_hz > 0.0) {
-            return Err("probe rate: must be above 0".into());
+        // A period of more than 11.6 days (1e15 ns) is refused: far below it, 1e9 / rate
+        // is no longer a time (infinite), and every packet would be a probe.
+        if self.probe_streams > 0 && !(self.probe_hz.is_finite() && self.probe_hz >= 1e-6) {
+            return Err(format!(
+                "probe rate {}: must be 0.000001 Hz (one probe in 11.6 days) or more",
+                self.probe_hz
+            ));
         }
         if self.probe_streams > 0 {
             // Probes take their places among the packets (the rate counts them): at the
@@ -708,6 +713,13 @@ mod tests {
         // 1000 probes a second of 84 bytes on the wire: 672 kbit/s.
         assert!(Traffic::new(probes(Rate::Bps(600e3), 10, 100.0)).is_err());
         assert!(Traffic::new(probes(Rate::Bps(1e6), 10, 100.0)).is_ok());
+        // A rate whose period is no time (1e9 / 1e-300 is infinite) would make every packet
+        // a probe.
+        for hz in [1e-300, 1e-7, 0.0, f64::NAN] {
+            let err = Traffic::new(probes(Rate::Pps(1e6), 1, hz)).unwrap_err();
+            assert!(err.contains("0.000001 Hz"), "{hz}: {err}");
+        }
+        assert!(Traffic::new(probes(Rate::Pps(1e6), 1, 1e-6)).is_ok());
         let flows = |load, link_bps| TrafficSpec {
             flow_sizes: Some(FlowSizes::Hadoop),
             load,

@@ -470,10 +470,11 @@ impl Lab {
             return Err(key_err("traffic.probes", format!("{probes}: at most 1024")));
         }
         let probe_hz = t.probe_hz.unwrap_or(20.0);
-        if !(probe_hz.is_finite() && probe_hz > 0.0 && probe_hz <= 100_000.0) {
+        // pint-gen's bounds: a slower probe's period is no time.
+        if !(probe_hz.is_finite() && (1e-6..=100_000.0).contains(&probe_hz)) {
             return Err(key_err(
                 "traffic.probe_hz",
-                format!("{probe_hz}: above 0, at most 100000"),
+                format!("{probe_hz}: 0.000001 to 100000"),
             ));
         }
         // Probes take their places among a host's packets: at the rate, none would be left

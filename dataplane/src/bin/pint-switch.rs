@@ -31,8 +31,9 @@ struct Cli {
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
-    /// Stop once no packet has arrived for this many milliseconds (for finite captures).
-    #[arg(long, value_name = "MS")]
+    /// Stop once no packet has arrived for this many milliseconds (for finite captures; 0
+    /// would stop between two bursts).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     until_idle: Option<u64>,
     /// Write the final summary as JSON to this file.
     #[arg(long, value_name = "FILE")]

@@ -87,7 +87,8 @@ pub(super) fn read(text: &str) -> Result<Vec<Series>, InputError> {
         let (Some(d), Some(u)) = (delay, unit) else {
             return Err(err("no `delay=` field".into()));
         };
-        if !(sent.is_none_or(f64::is_finite) && d.is_finite()) {
+        // The delay in ms, too, is a number (1e308 s is not).
+        if !(sent.is_none_or(f64::is_finite) && d.is_finite() && (d * u).is_finite()) {
             return Err(err("a time that is not a number".into()));
         }
         // With -U, owstats prints send times only for records whose clocks were in sync; an
@@ -149,6 +150,12 @@ fn with_send_times(records: &[Record]) -> Result<Vec<Sample>, InputError> {
                          (`(unsync)`), and windows are cut by send time"
                         .into(),
                 })?;
+            if !send.is_finite() {
+                return Err(InputError {
+                    line: r.line,
+                    reason: "the send time its neighbours give it is not a number".into(),
+                });
+            }
             Ok(Sample {
                 seq: Some(r.seq),
                 send,
@@ -237,6 +244,39 @@ seq_no=2 delay=2 ms (sync, err=0.02 ms) sent=100.2 recv=100.202\n";
         let all = read_series(sids, Format::Owamp).unwrap();
         assert_eq!(all.len(), 2);
         assert_eq!(all[1].name.as_deref(), Some("SID b"));
+    }
+
+    /// A time that is no number, or a delay that becomes none in milliseconds, is refused
+    /// with its line (it was dropped without a word, and the file read as empty).
+    #[test]
+    fn times_that_are_no_number_are_refused() {
+        for (record, line) in [
+            (
+                "seq_no=0 delay=1e308 s (sync, err=0.02 ms) sent=100.0 recv=1",
+                1,
+            ),
+            (
+                "seq_no=0 delay=inf ms (sync, err=0.02 ms) sent=100.0 recv=1",
+                1,
+            ),
+            ("seq_no=0 delay=1 ms (sync, err=0.02 ms) sent=nan recv=1", 1),
+        ] {
+            let text =
+                format!("{record}\nseq_no=1 delay=1 ms (sync, err=0.02 ms) sent=100.1 recv=1\n");
+            let e = read(&text, Format::Owamp).unwrap_err();
+            assert_eq!(e.line, line, "{record}: {e}");
+            assert!(e.reason.contains("not a number"), "{record}: {e}");
+        }
+        // Send times so far apart that the one between them is no number.
+        let e = read(
+            "seq_no=0 delay=1 ms (sync, err=1 ms) sent=-1e308 recv=1\n\
+             seq_no=1 delay=1 ms (unsync)\n\
+             seq_no=2 delay=1 ms (sync, err=1 ms) sent=1e308 recv=1\n",
+            Format::Owamp,
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.reason.contains("not a number"), "{e}");
     }
 
     #[test]
