@@ -80,6 +80,27 @@ fn until_idle_zero_is_refused() {
     assert!(!t.contains("replayed"), "nothing ran: {t}");
 }
 
+/// `--demo --check-config` prints the demo's configuration and says that its capture goes
+/// when it exits (it said the capture was replayed, and the printed path was gone).
+#[test]
+fn the_demos_configuration_says_its_capture_is_made_per_run() {
+    let out = run_switch(&["--demo", "--check-config"], Duration::from_secs(60));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("replayed"), "{stderr}");
+    assert!(stderr.contains("removed when it ends"), "{stderr}");
+    let capture = stdout
+        .split("rx_pcap=")
+        .nth(1)
+        .and_then(|r| r.split([',', '"']).next())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(stderr.contains(capture), "{capture}: {stderr}");
+    assert!(!std::path::Path::new(capture).exists(), "{capture} removed");
+}
+
 #[test]
 fn bad_config_names_the_key_and_starts_nothing() {
     let dir = setup("badkey");

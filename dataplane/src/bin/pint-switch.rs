@@ -129,12 +129,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let config = if cli.demo {
         let d = Demo::prepare()?;
         // On stderr: with --check-config, stdout is the configuration alone.
-        control::say_err!(
-            "demo: {} packets of mixed traffic in {} replayed for {} s",
-            d.packets,
-            d.capture().display(),
-            cli.duration.unwrap_or(5.0)
-        );
+        if cli.check_config {
+            control::say_err!(
+                "demo: the configuration of the demo; its capture, {}, is made for each run and removed when it ends: give `rx_pcap` a capture of your own to run it as a config",
+                d.capture().display()
+            );
+        } else {
+            control::say_err!(
+                "demo: {} packets of mixed traffic in {} replayed for {} s",
+                d.packets,
+                d.capture().display(),
+                cli.duration.unwrap_or(5.0)
+            );
+        }
         let c = d.config.clone();
         demo = Some(d);
         c
