@@ -491,12 +491,25 @@ impl TelemetryControl {
             ));
         }
         let new = Arc::new(SwitchPlan::new(plan, text, self.switch_id));
-        if new.tag() == current.tag() {
+        // Packets of the plans before it may still be in flight (a neighbour reloaded
+        // later, a worker's previous plan): a tag of one of them would read them as the
+        // new plan's.
+        if let Some(same) = self
+            .history
+            .iter()
+            .rev()
+            .find(|p| p.tag() == new.tag() && p.version() != new.version())
+        {
+            let which = if same.version() == current.version() {
+                "in force"
+            } else {
+                "installed before it"
+            };
             return Err(format!(
-                "plan {:08x} has the same shim tag ({:04x}) as plan {:08x} in force, so packets in flight could not tell them apart; change the query file slightly and reload",
+                "plan {:08x} has the same shim tag ({:04x}) as plan {:08x} {which}, so packets in flight could not tell them apart; change the query file slightly and reload",
                 new.version(),
                 new.tag(),
-                current.version()
+                same.version()
             ));
         }
         self.plans.install(Arc::clone(&new));
@@ -698,6 +711,54 @@ mod tests {
             ex.queued_bytes() > 0 || ex.stats.frames.load(Relaxed) > 0,
             "the rest went"
         );
+    }
+
+    /// A plan whose shim tag is that of a plan before it, in force or not, is refused: packets
+    /// of the older plan still in flight would be read as the new one's.
+    #[test]
+    fn a_plan_with_the_tag_of_a_recent_one_is_refused() {
+        let text = |name: &str| {
+            format!(
+                "global_bits = 16\n[[queries]]\nname = \"{name}\"\nvalue = \"hop_latency\"\naggregation = \"dynamic_per_flow\"\nbits = 8\nspace_budget = 1000\n"
+            )
+        };
+        let version = |name: &str| {
+            let q = telemetry::pint::query::QueryFile::from_toml(&text(name)).unwrap();
+            telemetry::pint::plan::Plan::compile(&q).unwrap().version
+        };
+        let first = version("q0");
+        // A plan of another tag, then one of the first plan's tag (one name in 65536).
+        let other = (1..)
+            .map(|i| format!("q{i}"))
+            .find(|n| version(n) as u16 != first as u16)
+            .unwrap();
+        let same = (1..4_000_000)
+            .map(|i| format!("q{i}"))
+            .find(|n| version(n) as u16 == first as u16 && version(n) != first)
+            .expect("a name whose plan has the first plan's tag");
+        let dir = std::env::temp_dir().join(format!("pint-tags-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("q.toml");
+        std::fs::write(&file, text("q0")).unwrap();
+        let config = one_worker(&format!("queries = \"{}\"\n", file.display()));
+        let mut start = TelemetryStart::prepare(&config).unwrap().unwrap();
+        let _workers = std::mem::take(&mut start.workers);
+        let mut control = start.control;
+        std::fs::write(&file, text(&other)).unwrap();
+        control.reload(&config).unwrap();
+        std::fs::write(&file, text(&same)).unwrap();
+        let e = control.reload(&config).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            e.contains(&format!("same shim tag ({:04x})", first as u16)),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!("{first:08x} installed before it")),
+            "{e}"
+        );
+        assert_eq!(control.plan().version(), version(&other), "nothing changed");
+        assert_eq!(control.counts.reloads_rejected, 1);
     }
 
     /// A switch whose query file is reloaded again and again (by a script) lists the most

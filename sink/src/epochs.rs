@@ -398,12 +398,18 @@ pub fn run(
     }
 }
 
+/// Epochs finished kept in full (about 41 s of 10 ms epochs).
+const FINISHED_KEPT: usize = 4096;
+
 /// Epochs recently finished (a flowset for one of them is late), with the switches whose
 /// counts of them were taken as short for good and the (switch, worker, session) triples
-/// that delivered them.
+/// that delivered them; of those let go, the latest per epoch length (an epoch at or before
+/// it is finished too: a flowset for it is late, and does not finish it again).
 #[derive(Default)]
 struct Finished {
     order: VecDeque<(u64, u64)>,
+    /// Per epoch length, the latest epoch let go.
+    forgotten: rustc_hash::FxHashMap<u64, u64>,
     epochs: rustc_hash::FxHashMap<(u64, u64), FinishedEpoch>,
     /// Flowsets of several epochs that came before their first epoch finished, by that
     /// epoch (sorted), taken into its deliveries when it finishes: a repeat of one is a
@@ -430,10 +436,12 @@ impl Finished {
         unsure: &[u32],
         sessions: rustc_hash::FxHashSet<(u32, u16, u64)>,
     ) {
-        if self.order.len() >= 4096
+        if self.order.len() >= FINISHED_KEPT
             && let Some(old) = self.order.pop_front()
         {
             self.epochs.remove(&old);
+            let latest = self.forgotten.entry(old.0).or_insert(old.1);
+            *latest = (*latest).max(old.1);
         }
         self.order.push_back(key);
         let unsure = unsure.to_vec();
@@ -444,9 +452,9 @@ impl Finished {
         self.epochs.insert(key, FinishedEpoch { unsure, sessions });
     }
 
-    /// Whether epoch `key` is finished.
+    /// Whether epoch `key` is finished (kept, or at or before one let go).
     fn contains(&self, key: (u64, u64)) -> bool {
-        self.epochs.contains_key(&key)
+        self.epochs.contains_key(&key) || self.forgotten.get(&key.0).is_some_and(|&f| key.1 <= f)
     }
 
     /// Whether `switch`'s counts of epoch `key` were taken as short for good.
@@ -1030,6 +1038,26 @@ mod tests {
         );
         assert_eq!(c.epochs.load(Relaxed), 1);
         assert_eq!(counted, [7, 7], "the spanning flowset, then the epoch");
+    }
+
+    /// An epoch finished long ago (its record let go) is still finished: a flowset for it is
+    /// late, not the first of an epoch finished and counted again.
+    #[test]
+    fn an_epoch_finished_long_ago_stays_finished() {
+        let mut f = Finished::default();
+        let ms10 = 10_000_000;
+        for e in 0..FINISHED_KEPT as u64 + 10 {
+            f.add((ms10, 1000 + e), &[], Default::default());
+        }
+        assert!(f.contains((ms10, 1000)), "let go, still finished");
+        assert!(f.contains((ms10, 999)), "before those let go");
+        assert!(f.contains((ms10, 1009)) && f.contains((ms10, 1010)));
+        assert!(
+            !f.contains((ms10, 1000 + FINISHED_KEPT as u64 + 10)),
+            "not yet"
+        );
+        assert!(!f.contains((1_000_000, 1000)), "another epoch length");
+        assert!(f.contains((ms10, 1000 + FINISHED_KEPT as u64 + 9)), "kept");
     }
 
     /// A flowset that comes again after its epoch finished is a duplicate, not a late one

@@ -257,8 +257,9 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
             }
             e.counters.frames.fetch_add(1, Relaxed);
             e.counters.bytes.fetch_add(len, Relaxed);
-            e.counters.flowsets.fetch_add(1, Relaxed);
+            // Dropped first: a reader that sees the flowset counted sees its drop too.
             e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+            e.counters.flowsets.fetch_add(1, Release);
             e.note_lost();
             continue;
         }
@@ -270,8 +271,8 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                 if let Some(e) = &entry {
                     e.counters.frames.fetch_add(1, Relaxed);
                     e.counters.bytes.fetch_add(len, Relaxed);
-                    e.counters.flowsets.fetch_add(1, Relaxed);
                     e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+                    e.counters.flowsets.fetch_add(1, Release);
                     e.note_lost();
                 }
                 if !no_memory_warned {

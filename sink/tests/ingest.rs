@@ -495,7 +495,8 @@ fn flowsets_beyond_the_memory_limit_are_dropped_undecoded() {
     }
     wait_for("switch 5", || shared.registry.switch(5).is_some());
     let e = shared.registry.switch(5).unwrap();
-    wait_for("20 flowsets", || e.counters.flowsets.load(Relaxed) == 20);
+    // Acquire: a flowset counted has its drop counted before it.
+    wait_for("20 flowsets", || e.counters.flowsets.load(Acquire) == 20);
     let dropped = e.counters.flowsets_dropped.load(Relaxed);
     // Two fit; a third only if a held one was let go meanwhile (a slow machine).
     assert!(
