@@ -258,6 +258,12 @@ fn the_live_page_keeps_its_last_view_when_the_sink_stops_answering() {
         down.contains("id=\"unreachable\"") && down.contains("The sink has not answered since"),
         "{down}"
     );
+    // Said in the tab's title too, once (a tab in the background shows nothing else).
+    assert!(
+        down.contains("<title>(not answering) pint-sink</title>"),
+        "{down}"
+    );
+    assert!(up.contains("<title>pint-sink</title>"), "{up}");
 }
 
 #[test]

@@ -465,6 +465,15 @@ pub fn event_row(
     }
 }
 
+/// `s` cut to at most `chars` characters, its last an ellipsis where it was cut.
+fn shortened(s: &str, chars: usize) -> String {
+    if s.chars().count() > chars {
+        s.chars().take(chars - 1).chain(['…']).collect()
+    } else {
+        s.to_owned()
+    }
+}
+
 /// Escapes text for HTML.
 pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -474,32 +483,40 @@ pub fn esc(s: &str) -> String {
 }
 
 /// The live page's refresh: every 3 s it fetches the page again and puts the new view in
-/// place (the scroll position stays); while the sink does not answer (within 10 s) it keeps
-/// the last view under a line saying since when (a reload showed the browser's error page instead, and
-/// stopped). Without scripts, a meta refresh does the reloading.
+/// place (the scroll position stays, the wide drawings' and tables' sideways scroll too);
+/// while text is selected it waits (a selection would be lost); while the sink does not
+/// answer (within 10 s) it keeps the last view under a line that stays at the top, and says
+/// so in the tab's title (a reload showed the browser's error page instead, and stopped).
+/// Without scripts, a meta refresh does the reloading.
 const LIVE_SCRIPT: &str = "<script>(function(){var since=null;\
 function say(){var b=document.getElementById('unreachable');if(!b){b=document.createElement('p');\
-b.id='unreachable';b.className='bad';document.body.insertBefore(b,document.body.firstChild);}\
-b.textContent='The sink has not answered since '+since.toLocaleTimeString()+': the last view it gave is shown.';}\
-function tick(){var c=new AbortController();var t=setTimeout(function(){c.abort();},10000);\
+b.id='unreachable';b.className='bad';b.setAttribute('role','alert');document.body.insertBefore(b,document.body.firstChild);}\
+b.textContent='The sink has not answered since '+since.toLocaleTimeString()+': the last view it gave is shown.';\
+if(document.title.indexOf('(not answering) ')!==0)document.title='(not answering) '+document.title;}\
+function tick(){var sel=window.getSelection&&window.getSelection().toString();if(sel){setTimeout(tick,3000);return;}\
+var c=new AbortController();var t=setTimeout(function(){c.abort();},10000);\
 fetch(location.href,{cache:'no-store',signal:c.signal}).then(function(r){if(!r.ok)throw new Error(r.status);return r.text();})\
-.then(function(t){var d=new DOMParser().parseFromString(t,'text/html');document.title=d.title;\
-document.body.innerHTML=d.body.innerHTML;since=null;})\
+.then(function(t){var d=new DOMParser().parseFromString(t,'text/html');\
+var left=Array.prototype.map.call(document.querySelectorAll('.wide'),function(e){return e.scrollLeft;});\
+document.title=d.title;document.body.innerHTML=d.body.innerHTML;since=null;\
+Array.prototype.forEach.call(document.querySelectorAll('.wide'),function(e,i){if(left[i])e.scrollLeft=left[i];});})\
 .catch(function(){if(!since)since=new Date();say();})\
 .finally(function(){clearTimeout(t);setTimeout(tick,3000);});}setTimeout(tick,3000);})();</script>";
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:72em}\
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;\
-text-align:left;font-size:.9em}th{background:#f3f3f3}.ok{color:#17712b}.bad{color:#b3261e}.na{color:#777}\
-.pending{color:#8a6d00}.mono{font-family:ui-monospace,monospace}svg text{font-family:system-ui,sans-serif}";
+text-align:left;font-size:.9em}th{background:#f3f3f3}.ok{color:#17712b}.bad{color:#b3261e}.na{color:#767676}\
+.pending{color:#8a6d00}.mono{font-family:ui-monospace,monospace}svg text{font-family:system-ui,sans-serif}\
+.legend{font-size:.85em;color:#555}.p50{color:#1f4e85}.p99{color:#6b93c2}.hosts{color:#6a9bd1}\
+.wide{overflow-x:auto}#unreachable{position:sticky;top:0;background:#fff4f2;padding:.3em;border:1px solid #b3261e}";
 
 /// The page as HTML.
 pub fn render(r: &Page) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">{}<title>{}</title><style>{STYLE}</style></head><body>",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">{}<title>{}</title><style>{STYLE}</style></head><body>",
         if r.live {
             format!("<noscript><meta http-equiv=\"refresh\" content=\"3\"></noscript>{LIVE_SCRIPT}")
         } else {
@@ -535,12 +552,15 @@ pub fn render(r: &Page) -> String {
         }
         h.push_str("</ul>");
     }
-    h.push_str("<h2>Topology</h2><div style=\"overflow-x:auto\">");
+    h.push_str("<h2>Topology</h2><div class=\"wide\">");
     h.push_str(&topology_svg(r));
     h.push_str("</div>");
+    h.push_str("<p class=\"legend\">Red links lost packets (the count beside them); dashed links are impaired; the thicker a link, the more of it the traffic used. Switches with hosts are drawn <span class=\"hosts\">&#9632;</span> blue. Each link's figures, per direction, in its tooltip and the table below.</p><div class=\"wide\">");
     links_table(&mut h, r);
-    h.push_str("<h2>Events</h2>");
+    h.push_str("</div>");
+    h.push_str("<h2>Events</h2><div class=\"wide\">");
     events(&mut h, r);
+    h.push_str("</div>");
     let _ = write!(
         h,
         "<h2>Flows</h2><p>{} flows seen; {} paths decoded{}; median {} digests to decode a path.</p>",
@@ -609,8 +629,29 @@ fn topology_svg(r: &Page) -> String {
         .rev()
         .map(|l| ((l.from.as_str(), l.to.as_str()), l))
         .collect();
+    // What the drawing shows, for those who cannot see it: the lossy links (the table
+    // below has every link).
+    let lossy: Vec<String> = r
+        .links
+        .iter()
+        .filter(|l| l.lost_packets > 0)
+        .map(|l| {
+            format!(
+                "{} → {} ({} lost)",
+                esc(&l.from),
+                esc(&l.to),
+                l.lost_packets
+            )
+        })
+        .collect();
     let mut s = format!(
-        "<svg id=\"topology\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{hgt}\" viewBox=\"0 0 {w} {hgt}\" role=\"img\" aria-label=\"topology\">"
+        "<svg id=\"topology\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{hgt}\" viewBox=\"0 0 {w} {hgt}\" role=\"img\" aria-label=\"topology of {} switches; {}\">",
+        r.switches.len(),
+        if lossy.is_empty() {
+            "no link lost packets".to_owned()
+        } else {
+            format!("links that lost packets: {}", lossy.join(", "))
+        }
     );
     // Each link once, coloured by the worse of its two directions (either of which may be
     // all there is); their labels after the switches' boxes, which would hide them.
@@ -629,12 +670,23 @@ fn topology_svg(r: &Page) -> String {
         let (x1, y1) = pos(&l.from);
         let (x2, y2) = pos(&l.to);
         let colour = if lost > 0 { "#b3261e" } else { "#6b7b8c" };
-        // Each direction's loss, where each is known, the larger first.
+        // Each direction's loss and utilisation, where each is known, the larger loss first.
         let mut dirs: Vec<&LinkRow> = std::iter::once(l).chain(back).collect();
         dirs.sort_by_key(|d| std::cmp::Reverse(d.lost_packets));
         let title = dirs
             .iter()
-            .map(|d| format!("{} → {}: {} lost", esc(&d.from), esc(&d.to), d.lost_packets))
+            .map(|d| {
+                format!(
+                    "{} → {}: {} lost{}",
+                    esc(&d.from),
+                    esc(&d.to),
+                    d.lost_packets,
+                    d.utilisation.map_or(String::new(), |u| format!(
+                        ", utilisation {:.3}%",
+                        u * 100.0
+                    ))
+                )
+            })
             .collect::<Vec<_>>()
             .join("; ");
         // A link within a row bows above it, so that it does not run through the boxes
@@ -647,7 +699,7 @@ fn topology_svg(r: &Page) -> String {
         let (mx, my) = ((x1 + x2) / 2.0, (y1 + y2) / 2.0 - bow);
         let _ = write!(
             s,
-            "<path class=\"link\" d=\"M {x1:.1} {y1:.1} Q {mx:.1} {:.1} {x2:.1} {y2:.1}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"{:.1}\"{}><title>{title}, utilisation {:.3}%</title></path>",
+            "<path class=\"link\" d=\"M {x1:.1} {y1:.1} Q {mx:.1} {:.1} {x2:.1} {y2:.1}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"{:.1}\"{}><title>{title}</title></path>",
             my - bow,
             // A lossy link stands out on a large drawing.
             (1.5 + (util * 200.0).min(6.0)).max(if lost > 0 { 3.5 } else { 0.0 }),
@@ -656,7 +708,6 @@ fn topology_svg(r: &Page) -> String {
             } else {
                 ""
             },
-            util * 100.0
         );
         if lost > 0 || impaired {
             let _ = write!(
@@ -704,7 +755,7 @@ fn links_table(h: &mut String, r: &Page) {
         }
         let _ = write!(
             h,
-            "<tr><td>{} &rarr; {}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{} &rarr; {}</td><td class=\"{}\"{}>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&l.from),
             esc(&l.to),
             // Below no loss: more counted after the link than before it (counts missing at
@@ -713,6 +764,11 @@ fn links_table(h: &mut String, r: &Page) {
                 n if n > 0 => "bad",
                 0 => "ok",
                 _ => "pending",
+            },
+            if l.lost_packets < 0 {
+                " title=\"counted after the link beyond those before it: counts missing at its start, not a gain\""
+            } else {
+                ""
             },
             l.lost_packets,
             l.flows,
@@ -737,13 +793,21 @@ fn events(h: &mut String, r: &Page) {
     }
     // A timeline: one row per event over the traffic's duration.
     let (w, row, left) = (900.0, 16.0, 260.0);
-    let shown = r.events.iter().take(40).collect::<Vec<_>>();
+    const TIMELINE_EVENTS: usize = 40;
+    let shown = r.events.iter().take(TIMELINE_EVENTS).collect::<Vec<_>>();
+    if r.events.len() > TIMELINE_EVENTS {
+        let _ = write!(
+            h,
+            "<p>The first {TIMELINE_EVENTS} of {} events on the timeline; all of them in the table below it.</p>",
+            r.events.len()
+        );
+    }
     let height = 24.0 + row * shown.len() as f64;
     let span = r.span_s.max(1.0);
     let x = |t: f64| left + (t.clamp(0.0, span) / span) * (w - left - 10.0);
     let _ = write!(
         h,
-        "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" viewBox=\"0 0 {w} {height}\">"
+        "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" viewBox=\"0 0 {w} {height}\" role=\"img\" aria-label=\"timeline of the events in the table below\">"
     );
     let mut t = 0.0;
     while t <= span {
@@ -761,12 +825,15 @@ fn events(h: &mut String, r: &Page) {
             "loss" => "#b3261e",
             _ => "#5b4bb7",
         };
+        // Cut to end before the bars (about 45 characters of 10 px text in 256 px), the
+        // whole of it in the label's title.
+        let label = format!("{} {}", e.kind, e.place());
         let _ = write!(
             h,
-            "<text x=\"4\" y=\"{:.1}\" font-size=\"10\">{} {}</text><rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\"><title>{}</title></rect>",
+            "<text x=\"4\" y=\"{:.1}\" font-size=\"10\"><title>{}</title>{}</text><rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\"><title>{}</title></rect>",
             y + 10.0,
-            esc(&e.kind),
-            esc(&e.place()),
+            esc(&label),
+            esc(&shortened(&label, 44)),
             x(e.start_s),
             (x(e.end_s) - x(e.start_s)).max(2.0),
             row - 4.0,
@@ -789,8 +856,9 @@ fn events(h: &mut String, r: &Page) {
             h,
             "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td class=\"mono\">{} ({})</td><td>{}</td><td>{}</td></tr>",
             esc(&e.kind),
-            e.start_s,
-            e.end_s,
+            // Before the traffic's start by a rounding: 0 (not -0.0).
+            e.start_s.max(0.0),
+            e.end_s.max(0.0),
             esc(&e.place()),
             esc(&e.flow),
             esc(&e.series),
@@ -803,15 +871,17 @@ fn events(h: &mut String, r: &Page) {
 
 fn flow(h: &mut String, i: usize, f: &FlowRow) {
     let known = !f.route.is_empty();
-    // Not decoded (yet) is neither right nor wrong.
-    let class = match &f.decoded {
-        None => "pending",
-        Some(d) if !known || *d == f.route => "ok",
-        Some(_) => "bad",
+    // Not decoded (yet) is neither right nor wrong, nor is a path without a route to check
+    // it against (the live page's); right and wrong are marked as well as coloured.
+    let (class, mark) = match &f.decoded {
+        None => ("pending", ""),
+        Some(_) if !known => ("unchecked", ""),
+        Some(d) if *d == f.route => ("ok", "&#10003; "),
+        Some(_) => ("bad", "&#10007; not the route: "),
     };
     let _ = write!(
         h,
-        "<h3 class=\"mono\">{}</h3><table class=\"flow\" id=\"flow-{i}\">{}<tr><th>decoded path</th><td class=\"decoded {}\">{}</td></tr><tr><th>digests to decode</th><td>{}</td></tr><tr><th>packets / bytes</th><td>{} / {}</td></tr></table>",
+        "<h3 class=\"mono\">{}</h3><table class=\"flow\" id=\"flow-{i}\">{}<tr><th>decoded path</th><td class=\"decoded {}\">{}{}</td></tr><tr><th>digests to decode</th><td>{}</td></tr><tr><th>packets / bytes</th><td>{} / {}</td></tr></table>",
         esc(&f.flow),
         if known {
             format!(
@@ -822,6 +892,7 @@ fn flow(h: &mut String, i: usize, f: &FlowRow) {
             String::new()
         },
         class,
+        mark,
         f.decoded
             .as_ref()
             .map_or("not decoded".into(), |d| esc(&d.join(" → "))),
@@ -832,25 +903,31 @@ fn flow(h: &mut String, i: usize, f: &FlowRow) {
     if !f.latency.is_empty() {
         // Per-hop latency in the switch (rx to tx): median and p99 bars.
         let max = f.latency.iter().map(|l| l.p99_us).fold(1e-9, f64::max);
-        let (w, row) = (760.0, 18.0);
+        let row = 18.0;
+        // Bars from x = 200, at most 280 wide; the text after each at about 6 px a
+        // character: the drawing as wide as its longest line.
+        let scale = |v: f64| (v / max) * 280.0;
+        let w = f
+            .latency
+            .iter()
+            .map(|l| 216.0 + scale(l.p99_us) + 6.0 * hop_latency_text(l).chars().count() as f64)
+            .fold(760.0, f64::max)
+            .ceil();
         let height = row * f.latency.len() as f64 + 6.0;
         let _ = write!(
             h,
-            "<svg class=\"latency\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\">"
+            "<p class=\"legend\">Latency in each switch: p50 <span class=\"p50\">&#9632;</span>, p99 <span class=\"p99\">&#9632;</span></p><div class=\"wide\"><svg class=\"latency\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" viewBox=\"0 0 {w} {height}\" role=\"img\" aria-label=\"latency in each switch of the flow's path, p50 and p99, as the text beside each bar says\">"
         );
         for (j, l) in f.latency.iter().enumerate() {
             let y = 3.0 + row * j as f64;
-            // Bars from x = 200: the label before them is cut to fit.
-            let scale = |v: f64| (v / max) * (w - 480.0);
-            let label = format!("hop {} {}", l.hop, l.switch.as_deref().unwrap_or("?"));
-            let label: String = if label.chars().count() > 32 {
-                label.chars().take(31).chain(['…']).collect()
-            } else {
-                label
-            };
+            // The label before the bars is cut to fit.
+            let label = shortened(
+                &format!("hop {} {}", l.hop, l.switch.as_deref().unwrap_or("?")),
+                32,
+            );
             let _ = write!(
                 h,
-                "<text x=\"2\" y=\"{:.1}\" font-size=\"10\">{}</text><rect x=\"200\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#c9dcf0\"/><rect x=\"200\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#3a6ea5\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{}</text>",
+                "<text x=\"2\" y=\"{:.1}\" font-size=\"10\">{}</text><rect x=\"200\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#6b93c2\"/><rect x=\"200\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#1f4e85\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{}</text>",
                 y + 11.0,
                 esc(&label),
                 scale(l.p99_us).max(1.0),
@@ -862,7 +939,7 @@ fn flow(h: &mut String, i: usize, f: &FlowRow) {
                 esc(&hop_latency_text(l))
             );
         }
-        h.push_str("</svg>");
+        h.push_str("</svg></div>");
     }
     if !f.counters.is_empty() {
         h.push_str("<table><tr><th>switch</th><th>packets</th><th>bytes</th></tr>");
@@ -989,13 +1066,26 @@ mod tests {
         let svg = topology_svg(&Page {
             layout: vec![("b".into(), 0.2, 0.5), ("a".into(), 0.8, 0.5)],
             switches: vec![switch("a"), switch("b")],
-            links: vec![link("b", "a", 53), link("a", "b", 0)],
+            links: vec![
+                link("b", "a", 53),
+                LinkRow {
+                    utilisation: Some(0.5),
+                    ..link("a", "b", 0)
+                },
+            ],
             ..Page::default()
         });
+        // Said to those who cannot see the drawing.
+        assert!(
+            svg.contains(
+                "aria-label=\"topology of 2 switches; links that lost packets: b → a (53 lost)\""
+            ),
+            "{svg}"
+        );
         let label = svg.find(">53 lost</text>").expect("the label");
         assert!(svg.rfind("class=\"switch\"").unwrap() < label, "{svg}");
         assert!(
-            svg.contains("<title>b → a: 53 lost; a → b: 0 lost,"),
+            svg.contains("<title>b → a: 53 lost; a → b: 0 lost, utilisation 50.000%</title>"),
             "{svg}"
         );
     }
@@ -1022,9 +1112,88 @@ mod tests {
         };
         assert_eq!(class(row(&[], None)), "pending");
         assert_eq!(class(row(&["a", "b"], None)), "pending");
-        assert_eq!(class(row(&[], Some(&["a", "b"]))), "ok");
+        assert_eq!(class(row(&[], Some(&["a", "b"]))), "unchecked");
         assert_eq!(class(row(&["a", "b"], Some(&["a", "b"]))), "ok");
         assert_eq!(class(row(&["a", "b"], Some(&["a", "c"]))), "bad");
+    }
+
+    /// The drawings hold their text: a flow's latency drawing is as wide as its longest
+    /// line (the lower bound's warning was cut off at 760 px), a timeline label is cut before
+    /// the bars with the whole of it in its title, and a start a rounding before the traffic
+    /// reads 0.0, not -0.0.
+    #[test]
+    fn the_drawings_hold_their_text() {
+        let hop = |hop, p99_us| HopLatency {
+            hop,
+            switch: Some(format!("s{hop}")),
+            samples: 88,
+            p50_us: 0.7,
+            p99_us,
+            max_us: p99_us,
+            at_top: 0.011,
+            top_us: 66.1,
+        };
+        let f = FlowRow {
+            flow: "f".into(),
+            route: Vec::new(),
+            decoded: None,
+            digests_to_decode: None,
+            packets: 1,
+            bytes: 1,
+            latency: vec![hop(1, 66.1), hop(2, 3.0)],
+            counters: Vec::new(),
+        };
+        let mut h = String::new();
+        flow(&mut h, 0, &f);
+        let width: f64 = h
+            .split("<svg class=\"latency\"")
+            .nth(1)
+            .and_then(|s| s.split("width=\"").nth(1))
+            .and_then(|s| s.split('"').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        let longest =
+            200.0 + 280.0 + 6.0 + 6.0 * hop_latency_text(&hop(1, 66.1)).chars().count() as f64;
+        assert!(width >= longest, "{width} < {longest}: {h}");
+        assert!(h.contains("at the code's top)</text>"), "{h}");
+
+        let place: String = "a-switch-with-a-long-name -> another-long-name".into();
+        let event = EventRow {
+            kind: "loss".into(),
+            series: "probes".into(),
+            flow: "f".into(),
+            start_s: -0.04,
+            end_s: 2.0,
+            loss_rate: Some(0.1),
+            peak_ms: None,
+            baseline_ms: None,
+            labels: Vec::new(),
+            link: Some((place.clone(), "x".into())),
+            also: Vec::new(),
+            path: Vec::new(),
+        };
+        let label = format!("loss {}", event.place());
+        let mut h = String::new();
+        events(
+            &mut h,
+            &Page {
+                events: vec![event],
+                span_s: 10.0,
+                ..Page::default()
+            },
+        );
+        assert!(
+            h.contains(&format!("<title>{}</title>", esc(&label))),
+            "{h}"
+        );
+        assert!(
+            h.contains(&format!(">{}</text>", esc(&shortened(&label, 44)))),
+            "{h}"
+        );
+        assert!(shortened(&label, 44).ends_with('…'));
+        assert!(h.contains("<td>0.0</td><td>2.0</td>"), "{h}");
+        assert!(!h.contains("-0.0"), "{h}");
     }
 
     #[test]
