@@ -17,8 +17,8 @@ pub struct SwitchArgs {
     /// Write the summary here.
     #[arg(long)]
     pub summary_json: PathBuf,
-    /// Stop once nothing arrived for this many milliseconds.
-    #[arg(long)]
+    /// Stop once nothing arrived for this many milliseconds (1 or more).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub until_idle: Option<u64>,
 }
 

@@ -366,7 +366,7 @@ pub fn run(
                     let b = buckets.remove(&key).expect("present");
                     let env = Env::new(&registry, &leads, grace);
                     let (r, sessions) = b.finish(&env, &mut single, counts, false);
-                    finished.add(key, &r.unsure, sessions);
+                    finished.add(key, &r.unsure, sessions, crate::registry::unix_ms());
                     keep(&log, r);
                 }
             }
@@ -386,7 +386,7 @@ pub fn run(
             let b = buckets.remove(&key).expect("present");
             let env = Env::new(&registry, &leads, grace);
             let (r, sessions) = b.finish(&env, &mut single, counts, true);
-            finished.add(key, &r.unsure, sessions);
+            finished.add(key, &r.unsure, sessions, crate::registry::unix_ms());
             keep(&log, r);
         }
     }
@@ -401,10 +401,17 @@ pub fn run(
 /// Epochs finished kept in full (about 41 s of 10 ms epochs).
 const FINISHED_KEPT: usize = 4096;
 
+/// How far behind the sink's clock an epoch let go must end to count every epoch up to it
+/// as finished: a flowset that late is late anyway (a switch's beyond a second is), and an
+/// epoch of a switch whose clock runs ahead, or a peer's made-up number, never makes the
+/// epochs the other switches are delivering now look finished.
+const FORGOTTEN_BEHIND_MS: u64 = 10_000;
+
 /// Epochs recently finished (a flowset for one of them is late), with the switches whose
 /// counts of them were taken as short for good and the (switch, worker, session) triples
-/// that delivered them; of those let go, the latest per epoch length (an epoch at or before
-/// it is finished too: a flowset for it is late, and does not finish it again).
+/// that delivered them; of those let go, the latest per epoch length that ended at least
+/// [`FORGOTTEN_BEHIND_MS`] before the sink's clock (an epoch at or before it is finished
+/// too: a flowset for it is late, and does not finish it again).
 #[derive(Default)]
 struct Finished {
     order: VecDeque<(u64, u64)>,
@@ -430,18 +437,24 @@ struct FinishedEpoch {
 }
 
 impl Finished {
+    /// Notes epoch `key` finished, at `now_ms` by the sink's clock.
     fn add(
         &mut self,
         key: (u64, u64),
         unsure: &[u32],
         sessions: rustc_hash::FxHashSet<(u32, u16, u64)>,
+        now_ms: u64,
     ) {
         if self.order.len() >= FINISHED_KEPT
             && let Some(old) = self.order.pop_front()
         {
             self.epochs.remove(&old);
-            let latest = self.forgotten.entry(old.0).or_insert(old.1);
-            *latest = (*latest).max(old.1);
+            let (len, epoch) = old;
+            let behind = (now_ms.saturating_sub(FORGOTTEN_BEHIND_MS) as u128 * 1_000_000
+                / u128::from(len.max(1)))
+            .saturating_sub(1) as u64;
+            let latest = self.forgotten.entry(len).or_default();
+            *latest = (*latest).max(epoch.min(behind));
         }
         self.order.push_back(key);
         let unsure = unsure.to_vec();
@@ -1046,8 +1059,10 @@ mod tests {
     fn an_epoch_finished_long_ago_stays_finished() {
         let mut f = Finished::default();
         let ms10 = 10_000_000;
+        // Epoch 1000 of 10 ms ended at 10 s past 1970: long before now.
+        let now_ms = 1_765_000_000_000;
         for e in 0..FINISHED_KEPT as u64 + 10 {
-            f.add((ms10, 1000 + e), &[], Default::default());
+            f.add((ms10, 1000 + e), &[], Default::default(), now_ms);
         }
         assert!(f.contains((ms10, 1000)), "let go, still finished");
         assert!(f.contains((ms10, 999)), "before those let go");
@@ -1058,6 +1073,23 @@ mod tests {
         );
         assert!(!f.contains((1_000_000, 1000)), "another epoch length");
         assert!(f.contains((ms10, 1000 + FINISHED_KEPT as u64 + 9)), "kept");
+
+        // An epoch far ahead of the sink's clock (a switch's clock ahead, a made-up number),
+        // let go, does not make the epochs being delivered now look finished; nor do the
+        // latest epochs, let go, make the last ten seconds' look so.
+        let mut f = Finished::default();
+        let now = now_ms / 10;
+        f.add((ms10, u64::MAX / 2), &[], Default::default(), now_ms);
+        for e in 0..FINISHED_KEPT as u64 + 10 {
+            f.add((ms10, now - 100 + e), &[], Default::default(), now_ms);
+        }
+        assert!(!f.contains((ms10, now + 4100)), "an epoch still to come");
+        assert!(
+            !f.contains((ms10, now - 200)),
+            "an epoch of ten seconds ago"
+        );
+        assert!(f.contains((ms10, now - 1001)), "more than ten seconds ago");
+        assert!(f.contains((ms10, now - 100 + 10)), "kept");
     }
 
     /// A flowset that comes again after its epoch finished is a duplicate, not a late one

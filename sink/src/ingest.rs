@@ -368,12 +368,12 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                         if lag < 0 { "before" } else { "after" },
                     );
                 }
-                // Counted after the lag is noted (Release), so that a reader of the count
-                // (Acquire) sees it.
-                e.counters.flowsets.fetch_add(1, Release);
                 // Reserved before decoding (a flowset frame only decodes after a hello).
                 let Some(held) = reserved else {
+                    // Dropped before counted, as the others (a reader of the count sees
+                    // the drop).
                     e.counters.flowsets_dropped.fetch_add(1, Relaxed);
+                    e.counters.flowsets.fetch_add(1, Release);
                     e.note_lost();
                     continue;
                 };
@@ -387,10 +387,14 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     flowset: f.flowset.flowset,
                     held,
                 };
-                if let Err(TrySendError::Full(_)) = ing.flowsets.try_send(item) {
+                let full = matches!(ing.flowsets.try_send(item), Err(TrySendError::Full(_)));
+                if full {
                     e.counters.flowsets_dropped.fetch_add(1, Relaxed);
                     e.note_lost();
                 }
+                // Counted after the lag is noted and a drop counted (Release), so that a
+                // reader of the count (Acquire) sees both.
+                e.counters.flowsets.fetch_add(1, Release);
             }
             Frame::Stats(s) => {
                 // Merged by name: a switch may send a few counters alone (a flowset it

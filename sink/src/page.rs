@@ -465,6 +465,12 @@ pub fn event_row(
     }
 }
 
+/// Seconds as shown to one decimal: those that would show as -0.0 as 0 (a time before
+/// another by less than the decimal shown); others as they are.
+fn no_negative_zero(s: f64) -> f64 {
+    if s > -0.05 && s < 0.0 { 0.0 } else { s }
+}
+
 /// `s` cut to at most `chars` characters, its last an ellipsis where it was cut.
 fn shortened(s: &str, chars: usize) -> String {
     if s.chars().count() > chars {
@@ -483,7 +489,8 @@ pub fn esc(s: &str) -> String {
 }
 
 /// The live page's refresh: every 3 s it fetches the page again and puts the new view in
-/// place (the scroll position stays, the wide drawings' and tables' sideways scroll too);
+/// place (the scroll position stays, the wide drawings' and tables' sideways scroll too, by
+/// their boxes' ids);
 /// while text is selected it waits (a selection would be lost); while the sink does not
 /// answer (within 10 s) it keeps the last view under a line that stays at the top, and says
 /// so in the tab's title (a reload showed the browser's error page instead, and stopped).
@@ -491,15 +498,16 @@ pub fn esc(s: &str) -> String {
 const LIVE_SCRIPT: &str = "<script>(function(){var since=null;\
 function say(){var b=document.getElementById('unreachable');if(!b){b=document.createElement('p');\
 b.id='unreachable';b.className='bad';b.setAttribute('role','alert');document.body.insertBefore(b,document.body.firstChild);}\
-b.textContent='The sink has not answered since '+since.toLocaleTimeString()+': the last view it gave is shown.';\
+var m='The sink has not answered since '+since.toLocaleTimeString()+': the last view it gave is shown.';\
+if(b.textContent!==m)b.textContent=m;\
 if(document.title.indexOf('(not answering) ')!==0)document.title='(not answering) '+document.title;}\
 function tick(){var sel=window.getSelection&&window.getSelection().toString();if(sel){setTimeout(tick,3000);return;}\
 var c=new AbortController();var t=setTimeout(function(){c.abort();},10000);\
 fetch(location.href,{cache:'no-store',signal:c.signal}).then(function(r){if(!r.ok)throw new Error(r.status);return r.text();})\
 .then(function(t){var d=new DOMParser().parseFromString(t,'text/html');\
-var left=Array.prototype.map.call(document.querySelectorAll('.wide'),function(e){return e.scrollLeft;});\
+var left={};Array.prototype.forEach.call(document.querySelectorAll('.wide[id]'),function(e){left[e.id]=e.scrollLeft;});\
 document.title=d.title;document.body.innerHTML=d.body.innerHTML;since=null;\
-Array.prototype.forEach.call(document.querySelectorAll('.wide'),function(e,i){if(left[i])e.scrollLeft=left[i];});})\
+Array.prototype.forEach.call(document.querySelectorAll('.wide[id]'),function(e){if(left[e.id])e.scrollLeft=left[e.id];});})\
 .catch(function(){if(!since)since=new Date();say();})\
 .finally(function(){clearTimeout(t);setTimeout(tick,3000);});}setTimeout(tick,3000);})();</script>";
 
@@ -508,7 +516,7 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid 
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;\
 text-align:left;font-size:.9em}th{background:#f3f3f3}.ok{color:#17712b}.bad{color:#b3261e}.na{color:#767676}\
 .pending{color:#8a6d00}.mono{font-family:ui-monospace,monospace}svg text{font-family:system-ui,sans-serif}\
-.legend{font-size:.85em;color:#555}.p50{color:#1f4e85}.p99{color:#6b93c2}.hosts{color:#6a9bd1}\
+.legend{font-size:.85em;color:#555}.p50{color:#1f4e85}.p99{color:#6b93c2}.hosts{background:#dbe9f6;border:1px solid #345;border-radius:3px;padding:0 .3em}\
 .wide{overflow-x:auto}#unreachable{position:sticky;top:0;background:#fff4f2;padding:.3em;border:1px solid #b3261e}";
 
 /// The page as HTML.
@@ -552,13 +560,13 @@ pub fn render(r: &Page) -> String {
         }
         h.push_str("</ul>");
     }
-    h.push_str("<h2>Topology</h2><div class=\"wide\">");
+    h.push_str("<h2>Topology</h2><div class=\"wide\" id=\"topology-box\">");
     h.push_str(&topology_svg(r));
     h.push_str("</div>");
-    h.push_str("<p class=\"legend\">Red links lost packets (the count beside them); dashed links are impaired; the thicker a link, the more of it the traffic used. Switches with hosts are drawn <span class=\"hosts\">&#9632;</span> blue. Each link's figures, per direction, in its tooltip and the table below.</p><div class=\"wide\">");
+    h.push_str("<p class=\"legend\">Red links lost packets (the count beside them); dashed links are impaired; the thicker a link, the more of it the traffic used. Switches with hosts are drawn <span class=\"hosts\">blue</span>. Each link's figures, per direction, in its tooltip and the table below.</p><div class=\"wide\" id=\"links-box\">");
     links_table(&mut h, r);
     h.push_str("</div>");
-    h.push_str("<h2>Events</h2><div class=\"wide\">");
+    h.push_str("<h2>Events</h2><div class=\"wide\" id=\"events-box\">");
     events(&mut h, r);
     h.push_str("</div>");
     let _ = write!(
@@ -857,8 +865,8 @@ fn events(h: &mut String, r: &Page) {
             "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td class=\"mono\">{} ({})</td><td>{}</td><td>{}</td></tr>",
             esc(&e.kind),
             // Before the traffic's start by a rounding: 0 (not -0.0).
-            e.start_s.max(0.0),
-            e.end_s.max(0.0),
+            no_negative_zero(e.start_s),
+            no_negative_zero(e.end_s),
             esc(&e.place()),
             esc(&e.flow),
             esc(&e.series),
@@ -916,7 +924,7 @@ fn flow(h: &mut String, i: usize, f: &FlowRow) {
         let height = row * f.latency.len() as f64 + 6.0;
         let _ = write!(
             h,
-            "<p class=\"legend\">Latency in each switch: p50 <span class=\"p50\">&#9632;</span>, p99 <span class=\"p99\">&#9632;</span></p><div class=\"wide\"><svg class=\"latency\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" viewBox=\"0 0 {w} {height}\" role=\"img\" aria-label=\"latency in each switch of the flow's path, p50 and p99, as the text beside each bar says\">"
+            "<p class=\"legend\">Latency in each switch: p50 <span class=\"p50\">&#9632;</span>, p99 <span class=\"p99\">&#9632;</span></p><div class=\"wide\" id=\"latency-{i}\"><svg class=\"latency\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" viewBox=\"0 0 {w} {height}\" role=\"img\" aria-label=\"latency in each switch of the flow's path, p50 and p99, as the text beside each bar says\">"
         );
         for (j, l) in f.latency.iter().enumerate() {
             let y = 3.0 + row * j as f64;
@@ -1194,6 +1202,9 @@ mod tests {
         assert!(shortened(&label, 44).ends_with('…'));
         assert!(h.contains("<td>0.0</td><td>2.0</td>"), "{h}");
         assert!(!h.contains("-0.0"), "{h}");
+        // A time well before the traffic's start stays as it is.
+        assert_eq!(no_negative_zero(-3.0), -3.0);
+        assert_eq!(no_negative_zero(-0.05), -0.05);
     }
 
     #[test]

@@ -169,7 +169,7 @@ impl TrafficSpec {
         // is no longer a time (infinite), and every packet would be a probe.
         if self.probe_streams > 0 && !(self.probe_hz.is_finite() && self.probe_hz >= 1e-6) {
             return Err(format!(
-                "probe rate {}: must be 0.000001 Hz (one probe in 11.6 days) or more",
+                "probe rate {:?}: must be 0.000001 Hz (one probe in 11.6 days) or more",
                 self.probe_hz
             ));
         }

@@ -474,7 +474,8 @@ impl Lab {
         if !(probe_hz.is_finite() && (1e-6..=100_000.0).contains(&probe_hz)) {
             return Err(key_err(
                 "traffic.probe_hz",
-                format!("{probe_hz}: 0.000001 to 100000"),
+                // Debug form: 1e-300 as that, not 300 digits.
+                format!("{probe_hz:?}: 0.000001 to 100000"),
             ));
         }
         // Probes take their places among a host's packets: at the rate, none would be left
