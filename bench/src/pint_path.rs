@@ -476,6 +476,15 @@ pub fn run(opts: &PathOptions) -> anyhow::Result<PathResult> {
         } else {
             format!(" of the lengths asked for ({:?})", opts.lengths)
         };
+        // A line's paths run from one end to the other: its length is the line's.
+        if opts.topology.starts_with("line:") && opts.routes == Routes::Shortest {
+            anyhow::bail!(
+                "{}: a line's path runs from one end to the other, {} switches: for paths of {:?} switches, take line:N of that length",
+                t.name,
+                t.len(),
+                opts.lengths
+            );
+        }
         let what = match opts.routes {
             Routes::Shortest => "no two switches are joined by a path",
             Routes::Walk => "no simple path that is not a shortest one was found",

@@ -12,6 +12,11 @@ fn arguments_no_experiment_runs_with_name_their_flag() {
         (&["pint-path", "--instances", "4294967295"], "--instances"),
         (&["pint-path", "--d", "0"], "--d 0"),
         (&["pint-path", "--runs", "0"], "--runs"),
+        // A line's one path is as long as the line.
+        (
+            &["pint-path", "--lengths", "10"],
+            "a line's path runs from one end to the other, 25 switches",
+        ),
         (
             &["pint-latency", "--packets", "18446744073709551615"],
             "--packets",

@@ -87,7 +87,8 @@ enum Cmd {
     },
     /// PINT path tracing: packets needed to decode a path, per path length.
     PintPath {
-        /// `line:N`, `fattree:K`, or a topology file (Topology Zoo GraphML or GML, TOML adjacency).
+        /// `line:N` (one path, end to end, of N switches), `fattree:K`, or a topology file
+        /// (Topology Zoo GraphML or GML, TOML adjacency).
         #[arg(long, default_value = "line:25")]
         topology: String,
         /// baseline, interleaved, ppm, ams2-m5 or ams2-m6.
