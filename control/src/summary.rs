@@ -380,7 +380,7 @@ impl Summary {
         let t = &self.telemetry;
         if t.enabled {
             crate::say!(
-                "telemetry: plan {} | {} | digests exported {} dropped {} | flowsets exported {} dropped {}{} | deadlines missed {} | sink: {} connections, {} frames, {} bytes",
+                "telemetry: plan {} | {} | digests exported {} dropped {} | flowsets exported {} dropped {}{} | deadlines missed {} | sink: {} connection{}, {} frames, {} bytes",
                 t.plan_version.as_deref().unwrap_or("none"),
                 t.events
                     .nonzero()
@@ -398,6 +398,7 @@ impl Summary {
                 },
                 t.deadlines_missed,
                 t.sink_connections,
+                if t.sink_connections == 1 { "" } else { "s" },
                 t.frames_sent,
                 t.bytes_sent
             );

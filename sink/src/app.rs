@@ -206,7 +206,7 @@ impl Sink {
             events,
             counts_dropped: AtomicU64::new(0),
             http_refused: Arc::default(),
-            topology,
+            topology: topology.clone(),
             layout: Default::default(),
             started: Instant::now(),
             config: config.clone(),
@@ -270,6 +270,7 @@ impl Sink {
                 flowset_memory_bytes: config.flowset_memory_bytes,
                 max_flowset_bytes: config.max_flowset_bytes,
                 max_connections: config.max_connections,
+                topology: topology.clone(),
                 stop: Arc::clone(&stop),
             },
         );

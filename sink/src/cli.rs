@@ -272,6 +272,7 @@ where
         signal_hook::low_level::register(signal_hook::consts::SIGHUP, move || reopen.request())
     }
     .context("installing signal handlers")?;
+    let (json_on, ipfix_on) = (config.json_lines.is_some(), config.ipfix.is_some());
     let lines_to_stdout = [&config.json_lines, &config.event_lines]
         .into_iter()
         .flatten()
@@ -314,22 +315,39 @@ where
             String::new()
         }
     };
+    // Only the outputs asked for; epochs not decoded whole said (their counts were lost).
+    let mut outputs = Vec::new();
+    if json_on {
+        outputs.push(format!(
+            "{} exported as JSON lines{}",
+            plural(x.json_records.load(Ordering::Relaxed), "flow record"),
+            lost(x.json_errors.load(Ordering::Relaxed), "not written"),
+        ));
+    }
+    if ipfix_on {
+        outputs.push(format!(
+            "{} over IPFIX",
+            plural(x.ipfix_records.load(Ordering::Relaxed), "flow record")
+        ));
+    }
+    let incomplete = shared.epochs.counters.incomplete.load(Ordering::Relaxed);
     tracing::info!(
-        "stopped: {} known, {}, {} finished, {} found{}; {} exported as JSON lines{}, {} over IPFIX",
-        match shared.registry.ids().len() {
-            1 => "1 switch".to_owned(),
-            n => format!("{n} switches"),
-        },
+        "stopped: {} known, {}, {} finished{}, {} found{}{}{}",
+        plural(shared.registry.ids().len() as u64, "switch"),
         plural(flows, "flow"),
         plural(epochs, "epoch"),
+        if incomplete > 0 {
+            format!(" ({incomplete} not complete: a switch missing, or counts not decoded whole)")
+        } else {
+            String::new()
+        },
         plural(shared.events.total(), "event"),
         lost(
             shared.events.line_counts.lost.load(Ordering::Relaxed),
             "not written to --event-lines"
         ),
-        plural(x.json_records.load(Ordering::Relaxed), "flow record"),
-        lost(x.json_errors.load(Ordering::Relaxed), "not written"),
-        plural(x.ipfix_records.load(Ordering::Relaxed), "flow record"),
+        if outputs.is_empty() { "" } else { "; " },
+        outputs.join(", "),
     );
     Ok(())
 }
@@ -339,6 +357,8 @@ fn plural(n: impl Into<u64>, noun: &str) -> String {
     let n: u64 = n.into();
     if n == 1 {
         format!("1 {noun}")
+    } else if noun.ends_with("ch") || noun.ends_with('s') {
+        format!("{n} {noun}es")
     } else {
         format!("{n} {noun}s")
     }

@@ -191,6 +191,8 @@ pub struct EpochLog {
     pub reports: Mutex<VecDeque<Arc<EpochReport>>>,
     /// Counters.
     pub counters: EpochCounters,
+    /// When a switch's flowsets last did not decode whole was said (Unix ms; 0: never).
+    pub undecoded_said_ms: AtomicU64,
 }
 
 /// One epoch's decoded counters, as the flow table takes them.
@@ -509,6 +511,32 @@ impl Finished {
 /// Keeps an epoch's report; counts it unless it is a late flowset's (those have
 /// `late_flowsets`: an epoch is counted once, when it is finished).
 fn keep(log: &EpochLog, r: EpochReport) {
+    // Counts lost to flowsets too small for their flows are otherwise seen only in the API
+    // and a lab's checks: said in the log, once a minute at most.
+    if let Some(p) = r.switches.iter().find(|p| !p.counters_complete) {
+        let now = crate::registry::unix_ms();
+        let said = log.undecoded_said_ms.load(Relaxed);
+        if now >= said.saturating_add(60_000)
+            && log
+                .undecoded_said_ms
+                .compare_exchange(said, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(
+                switch = p.switch,
+                epoch = r.epoch,
+                "switch {}'s flowsets of epoch {} did not decode whole ({} flows found{}): its FlowRadar tables are too small for the flows an epoch brings, and those flows' counts are lost; raise its telemetry.flowradar.expected_flows (or epoch_ms shorter), or give it more workers (said once a minute at most; /api/epochs has every epoch)",
+                p.switch,
+                r.epoch,
+                p.flows,
+                if r.mode == DecodeMode::Network {
+                    ", even network-wide"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
     if !r.late {
         let c = &log.counters;
         c.epochs.fetch_add(1, Relaxed);
@@ -1051,6 +1079,43 @@ mod tests {
         );
         assert_eq!(c.epochs.load(Relaxed), 1);
         assert_eq!(counted, [7, 7], "the spanning flowset, then the epoch");
+    }
+
+    /// Flowsets that did not decode whole are said in the log, once a minute at most (their
+    /// counts are lost; only the API and a lab's checks showed it).
+    #[test]
+    fn flowsets_not_decoded_whole_are_said_once_a_minute() {
+        let log = EpochLog::default();
+        let report = |counters_complete| EpochReport {
+            epoch: 7,
+            epoch_ns: 10_000_000,
+            mode: DecodeMode::Single,
+            complete: counters_complete,
+            missing: Vec::new(),
+            unsure: Vec::new(),
+            switches: vec![SwitchPart {
+                switch: 3,
+                flowsets: 1,
+                flows: 5,
+                keys_complete: counters_complete,
+                counters_complete,
+            }],
+            by_deadline: false,
+            late: false,
+            decode_us: 1,
+        };
+        keep(&log, report(true));
+        assert_eq!(log.undecoded_said_ms.load(Relaxed), 0, "nothing to say");
+        keep(&log, report(false));
+        let said = log.undecoded_said_ms.load(Relaxed);
+        assert!(said > 0);
+        keep(&log, report(false));
+        assert_eq!(
+            log.undecoded_said_ms.load(Relaxed),
+            said,
+            "not again within the minute"
+        );
+        assert_eq!(log.counters.incomplete.load(Relaxed), 2);
     }
 
     /// An epoch finished long ago (its record let go) is still finished: a flowset for it is

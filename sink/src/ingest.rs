@@ -40,6 +40,8 @@ pub struct Ingest {
     pub max_flowset_bytes: usize,
     /// Most connections open at once.
     pub max_connections: usize,
+    /// The network's topology (`--topology`), where given: a switch not in it is said.
+    pub topology: Option<Arc<telemetry::topology::Topology>>,
     /// Set to stop.
     pub stop: Arc<AtomicBool>,
 }
@@ -445,7 +447,29 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
                     None => ing.registry.note_anonymous_reject(reason),
                 }
             }
-            tracing::warn!(peer = %peer, switch = entry.as_ref().map(|e| e.info_id()), "connection closed: {c}");
+            // A second process under a switch's ID retries every few seconds: said once a
+            // minute (every refusal counted, as `duplicate_switch_id`).
+            let said_lately = matches!(c, Close::Duplicate(_))
+                && entry.as_ref().is_some_and(|e| {
+                    let now = crate::registry::unix_ms();
+                    let said = e.duplicate_said_ms.load(Relaxed);
+                    now < said.saturating_add(60_000)
+                        || e.duplicate_said_ms
+                            .compare_exchange(said, now, Relaxed, Relaxed)
+                            .is_err()
+                });
+            if !said_lately {
+                tracing::warn!(
+                    peer = %peer,
+                    switch = entry.as_ref().map(|e| e.info_id()),
+                    "connection closed: {c}{}",
+                    if matches!(c, Close::Duplicate(_)) {
+                        " (said once a minute at most while it goes on; each refusal is counted as duplicate_switch_id)"
+                    } else {
+                        ""
+                    }
+                );
+            }
             Some(c.to_string())
         }
     };
@@ -495,6 +519,20 @@ fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<(Arc<SwitchEntry>, u64, 
         return Err((Some(e), c));
     }
     tracing::info!(peer = %peer, switch = h.switch_id, workers = h.table_seeds.len(), "switch connected");
+    // Paths are decoded over the topology's switches: one not there has its digests
+    // counted and none decoded, which nothing else would say.
+    if let Some(t) = &ing.topology
+        && t.node(h.switch_id).is_none()
+    {
+        tracing::warn!(
+            peer = %peer,
+            switch = h.switch_id,
+            "switch {} is not in the --topology given ({}, switch IDs {}): no path through it can be decoded, and its links are not drawn; give the sink the topology these switches run",
+            h.switch_id,
+            t.name,
+            id_ranges(&t.switch_ids())
+        );
+    }
     let others = ing
         .registry
         .other_shim_ethertypes(h.switch_id, h.shim_ethertype);
@@ -616,5 +654,45 @@ fn send(ing: &Ingest, e: &SwitchEntry, shard: usize, switch: u32, batch: DigestB
     };
     if let Err(TrySendError::Full(_)) = ing.shards[shard].try_send(msg) {
         e.counters.digests_dropped.fetch_add(n, Relaxed);
+    }
+}
+
+/// Switch IDs as ranges (`1-3, 7`), sorted; the first 20 ranges, then how many more.
+fn id_ranges(ids: &[u32]) -> String {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for id in ids {
+        match ranges.last_mut() {
+            Some((_, hi)) if Some(id) == hi.checked_add(1) => *hi = id,
+            _ => ranges.push((id, id)),
+        }
+    }
+    let mut out: Vec<String> = ranges
+        .iter()
+        .take(20)
+        .map(|&(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        })
+        .collect();
+    if ranges.len() > 20 {
+        out.push(format!("and {} more", ranges.len() - 20));
+    }
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn switch_ids_read_as_ranges() {
+        assert_eq!(super::id_ranges(&[3, 1, 2, 7, 9, 8, 2]), "1-3, 7-9");
+        assert_eq!(super::id_ranges(&[u32::MAX, 5]), "5, 4294967295");
+        let many: Vec<u32> = (0..30).map(|i| i * 2).collect();
+        assert!(super::id_ranges(&many).ends_with(", and 10 more"));
     }
 }

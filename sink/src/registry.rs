@@ -240,6 +240,9 @@ pub struct SwitchEntry {
     /// When something it sent was last lost on the way: a gap in its frames' sequence (the
     /// switch dropped them), a flowset the sink had no room for, its connection ending.
     pub lost_at: Mutex<Option<std::time::Instant>>,
+    /// When a second process's hello under its ID was last said in the log (Unix ms; 0:
+    /// never): that process retries every few seconds, and each is counted, not each said.
+    pub duplicate_said_ms: std::sync::atomic::AtomicU64,
 }
 
 impl SwitchEntry {
@@ -436,6 +439,7 @@ impl Registry {
                     reject_reasons: Mutex::new(BTreeMap::new()),
                     disconnected_at: Mutex::new(None),
                     lost_at: Mutex::new(None),
+                    duplicate_said_ms: Default::default(),
                 })
             });
             let c = &e.counters;

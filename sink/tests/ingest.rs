@@ -1079,3 +1079,72 @@ fn json_lines_go_to_standard_output_for_a_dash() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--event-lines"), "{err}");
 }
+
+/// A switch whose ID is not in the sink's `--topology` is warned of when it connects (its
+/// paths could never be decoded, and nothing else said so); a second process under a
+/// connected switch's ID is said once, however often it tries (each try counted); the stop
+/// line counts.
+#[test]
+fn a_switch_not_in_the_topology_is_said() {
+    let dir = std::env::temp_dir().join(format!("pint-sink-topo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo = dir.join("net.toml");
+    std::fs::write(&topo, "links = [[1, 2], [2, 3]]\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pint-sink"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--topology",
+        ])
+        .arg(&topo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let (listen, http) = addresses(&line);
+    let _known = FakeSwitch::connect(listen, &hello(2, Some(paper())));
+    let _stranger = FakeSwitch::connect(listen, &hello(7, Some(paper())));
+    wait_for("both switches", || {
+        let resp = http_get(http, "/api/switches");
+        let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(body)
+            .is_ok_and(|v| v.as_array().is_some_and(|a| a.len() == 2))
+    });
+    for session in 2..5 {
+        // Another process (another session) under switch 2's ID.
+        let other = Hello {
+            session,
+            ..hello(2, Some(paper()))
+        };
+        let mut again = FakeSwitch::connect(listen, &other);
+        assert!(closed_by_sink(&mut again.s), "refused");
+    }
+    wait_for("three refusals", || {
+        let resp = http_get(http, "/api/switches");
+        let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(body).is_ok_and(|v| {
+            v.as_array()
+                .is_some_and(|a| a.iter().any(|s| s["id"] == 2 && s["rejected"] == 3))
+        })
+    });
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "{}", out.status);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("switch 7 is not in the --topology given (net, switch IDs 1-3)"),
+        "{err}"
+    );
+    assert!(!err.contains("switch 2 is not in"), "{err}");
+    assert!(err.contains("stopped: 2 switches known, 0 flows"), "{err}");
+    assert!(!err.contains("IPFIX"), "no IPFIX asked for: {err}");
+    assert_eq!(err.matches("is already connected").count(), 1, "{err}");
+}
