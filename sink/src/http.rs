@@ -90,7 +90,18 @@ pub async fn serve(
             },
         };
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            refused.fetch_add(1, Relaxed);
+            // Answered 503 where the socket takes it at once (it never waits), and said in
+            // the log at 1, 2, 4, ... refusals.
+            let n = refused.fetch_add(1, Relaxed) + 1;
+            if n.is_power_of_two() {
+                tracing::warn!(
+                    "http: {} connections open, the most it serves: a new one is answered 503 and closed ({n} so far; pint_sink_http_connections_refused_total)",
+                    limits.max_connections
+                );
+            }
+            let _ = stream.try_write(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 33\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections: try again\r\n",
+            );
             drop(stream);
             continue;
         };
@@ -200,6 +211,17 @@ mod tests {
         });
         let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
         let mut extra = TcpStream::connect(addr).unwrap();
+        extra
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        // Told why, then closed.
+        let mut said = String::new();
+        let _ = extra.read_to_string(&mut said);
+        assert!(said.starts_with("HTTP/1.1 503 "), "{said:?}");
+        assert!(
+            said.ends_with("too many connections: try again\r\n"),
+            "{said:?}"
+        );
         assert!(closed(&mut extra), "the third connection stays open");
         assert_eq!(refused.load(Relaxed), 1);
         drop(held);
