@@ -385,6 +385,13 @@ fn run(
             stats.flowsets_sent.fetch_add(o.flowsets, Ordering::Relaxed);
             if opened_at.elapsed() >= STABLE_AFTER {
                 settled_writes = settled_writes.saturating_add(1);
+                // After refusals were said, the connection that lasts is said too (the
+                // stats line alone said `sink up`).
+                if settled_writes == 2 && last_refusal.take().is_some() {
+                    crate::say!(
+                        "telemetry sink {sink}: connected, and the sink keeps the connection"
+                    );
+                }
             }
         } else {
             count_drop(&stats, &o);
