@@ -477,12 +477,15 @@ pub fn run(opts: &PathOptions) -> anyhow::Result<PathResult> {
             format!(" of the lengths asked for ({:?})", opts.lengths)
         };
         // A line's paths run from one end to the other: its length is the line's.
-        if opts.topology.starts_with("line:") && opts.routes == Routes::Shortest {
+        if opts.topology.starts_with("line:")
+            && opts.routes == Routes::Shortest
+            && !opts.lengths.is_empty()
+            && t.len() > 1
+        {
             anyhow::bail!(
-                "{}: a line's path runs from one end to the other, {} switches: for paths of {:?} switches, take line:N of that length",
+                "{}: a line's one path runs from one end to the other, {} switches, none{which}: take line:N of the length wanted",
                 t.name,
                 t.len(),
-                opts.lengths
             );
         }
         let what = match opts.routes {

@@ -15,7 +15,7 @@ fn arguments_no_experiment_runs_with_name_their_flag() {
         // A line's one path is as long as the line.
         (
             &["pint-path", "--lengths", "10"],
-            "a line's path runs from one end to the other, 25 switches",
+            "a line's one path runs from one end to the other, 25 switches, none of the lengths asked for ([10])",
         ),
         (
             &["pint-latency", "--packets", "18446744073709551615"],
