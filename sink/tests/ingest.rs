@@ -131,6 +131,12 @@ fn http_get(http: SocketAddr, path: &str) -> String {
     resp
 }
 
+/// The sink's `/api/switches`, if it answered with JSON.
+fn switches_view(http: SocketAddr) -> Option<serde_json::Value> {
+    let resp = http_get(http, "/api/switches");
+    serde_json::from_str(resp.split("\r\n\r\n").nth(1)?).ok()
+}
+
 /// The switch and HTTP addresses of the sink's `listening on A (http B)` line.
 fn addresses(line: &str) -> (SocketAddr, SocketAddr) {
     let addr = |label: &str| -> SocketAddr {
@@ -1040,10 +1046,7 @@ fn json_lines_go_to_standard_output_for_a_dash() {
         &encode_digests(0, &digests, |_| plan.digest_bytes),
     );
     wait_for("the digests and the flowset", || {
-        let resp = http_get(http, "/api/switches");
-        let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
-        serde_json::from_str::<serde_json::Value>(body)
-            .is_ok_and(|v| v[0]["digests"] == 10 && v[0]["flowsets"] == 1)
+        switches_view(http).is_some_and(|v| v[0]["digests"] == 10 && v[0]["flowsets"] == 1)
     });
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -1111,10 +1114,7 @@ fn a_switch_not_in_the_topology_is_said() {
     let _known = FakeSwitch::connect(listen, &hello(2, Some(paper())));
     let _stranger = FakeSwitch::connect(listen, &hello(7, Some(paper())));
     wait_for("both switches", || {
-        let resp = http_get(http, "/api/switches");
-        let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
-        serde_json::from_str::<serde_json::Value>(body)
-            .is_ok_and(|v| v.as_array().is_some_and(|a| a.len() == 2))
+        switches_view(http).is_some_and(|v| v.as_array().is_some_and(|a| a.len() == 2))
     });
     for session in 2..5 {
         // Another process (another session) under switch 2's ID.
@@ -1126,9 +1126,7 @@ fn a_switch_not_in_the_topology_is_said() {
         assert!(closed_by_sink(&mut again.s), "refused");
     }
     wait_for("three refusals", || {
-        let resp = http_get(http, "/api/switches");
-        let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
-        serde_json::from_str::<serde_json::Value>(body).is_ok_and(|v| {
+        switches_view(http).is_some_and(|v| {
             v.as_array()
                 .is_some_and(|a| a.iter().any(|s| s["id"] == 2 && s["rejected"] == 3))
         })
