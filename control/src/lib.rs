@@ -9,7 +9,6 @@ pub mod config;
 pub mod export;
 pub mod inband;
 pub mod metrics;
-pub mod metrics_http;
 pub mod output;
 pub mod runtime;
 pub mod summary;
