@@ -9,6 +9,7 @@ pub mod config;
 pub mod export;
 pub mod inband;
 pub mod metrics;
+pub mod metrics_http;
 pub mod output;
 pub mod runtime;
 pub mod summary;

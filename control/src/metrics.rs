@@ -240,14 +240,15 @@ impl SwitchMetrics {
         config: &Config,
         tsc_hz: u64,
     ) -> anyhow::Result<SwitchMetrics> {
-        PrometheusBuilder::new()
-            .with_http_listener(listen)
-            .install()
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "config key `metrics.listen`: cannot serve metrics on {listen}: {e}"
-                )
-            })?;
+        let cannot = |e: &dyn std::fmt::Display| {
+            anyhow::anyhow!("config key `metrics.listen`: cannot serve metrics on {listen}: {e}")
+        };
+        let listener = std::net::TcpListener::bind(listen).map_err(|e| cannot(&e))?;
+        let handle = PrometheusBuilder::new()
+            .install_recorder()
+            .map_err(|e| cannot(&e))?;
+        crate::metrics_http::serve(listener, handle, crate::metrics_http::Limits::default())
+            .map_err(|e| cannot(&e))?;
         describe();
         gauge!("pint_switch_tsc_hertz").set(tsc_hz as f64);
         let workers = (0..config.workers.len())

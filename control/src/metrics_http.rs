@@ -1,0 +1,321 @@
+//! The switch's Prometheus endpoint: `GET /metrics` over HTTP/1.x, on a thread of its own
+//! with bounded work. A scrape renders the registry; nothing here touches the data plane.
+//! Clients are bounded in number and in time (a slow or idle one is closed), so that no
+//! client, however many or slow, takes the switch's threads, memory or file descriptors
+//! from its control thread and its connection to the sink.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use metrics_exporter_prometheus::PrometheusHandle;
+
+/// Bounds on the endpoint's clients.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once; one more is answered 503 and closed.
+    pub connections: usize,
+    /// Longest wait for a request's head.
+    pub head_timeout: Duration,
+    /// Longest a response may take to be written.
+    pub write_timeout: Duration,
+    /// Largest request head, bytes.
+    pub head_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            connections: 8,
+            head_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(10),
+            head_bytes: 8 << 10,
+        }
+    }
+}
+
+/// Pause after a failed accept (out of file descriptors: retrying at once would spin).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Serves `handle`'s metrics on `listener` until the process ends.
+#[cold]
+pub fn serve(
+    listener: TcpListener,
+    handle: PrometheusHandle,
+    limits: Limits,
+) -> std::io::Result<JoinHandle<()>> {
+    let handle = Arc::new(handle);
+    let active = Arc::new(AtomicUsize::new(0));
+    std::thread::Builder::new()
+        .name("metrics-http".into())
+        .spawn(move || {
+            loop {
+                let stream = match listener.accept() {
+                    Ok((s, _)) => s,
+                    Err(_) => {
+                        std::thread::sleep(ACCEPT_BACKOFF);
+                        continue;
+                    }
+                };
+                if active.load(Acquire) >= limits.connections {
+                    refuse(stream);
+                    continue;
+                }
+                active.fetch_add(1, Relaxed);
+                let place = Place(Arc::clone(&active));
+                let handle = Arc::clone(&handle);
+                // A thread that cannot be made drops its closure, the place with it.
+                let _ = std::thread::Builder::new()
+                    .name("metrics-client".into())
+                    .spawn(move || {
+                        let mut stream = stream;
+                        answer(&mut stream, &handle, &limits);
+                        // The place is given back before the connection closes: a client
+                        // that has read its answer to the end finds it free.
+                        drop(place);
+                        drop(stream);
+                    });
+            }
+        })
+}
+
+/// One of the endpoint's places, held while a client is served and given back when
+/// dropped (also when answering panics).
+struct Place(Arc<AtomicUsize>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Release);
+    }
+}
+
+/// Answers a connection beyond the limit: 503, closed.
+fn refuse(mut stream: TcpStream) {
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+    let _ = stream.write_all(
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
+    );
+}
+
+/// What a request's head asks for.
+#[derive(Debug, PartialEq)]
+enum Asked {
+    /// `GET` or `HEAD` (`true`) of `/metrics`.
+    Metrics { head: bool },
+    /// A method other than GET and HEAD.
+    Method,
+    /// Another path.
+    Path,
+    /// A head that does not parse.
+    Bad,
+}
+
+/// Reads a request head's first line.
+fn asked(head: &[u8]) -> Asked {
+    let line = head
+        .split(|&b| b == b'\r' || b == b'\n')
+        .next()
+        .unwrap_or(b"");
+    let Ok(line) = std::str::from_utf8(line) else {
+        return Asked::Bad;
+    };
+    let mut words = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Asked::Bad;
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Asked::Bad;
+    }
+    let path = target.split('?').next().unwrap_or("");
+    match (method, path) {
+        ("GET" | "HEAD", "/metrics") => Asked::Metrics {
+            head: method == "HEAD",
+        },
+        ("GET" | "HEAD", _) => Asked::Path,
+        _ => Asked::Method,
+    }
+}
+
+/// Reads one request and answers it; the connection then closes.
+fn answer(stream: &mut TcpStream, handle: &PrometheusHandle, limits: &Limits) {
+    let _ = stream.set_write_timeout(Some(limits.write_timeout));
+    let deadline = Instant::now() + limits.head_timeout;
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    let complete = loop {
+        if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
+            break true;
+        }
+        if head.len() > limits.head_bytes {
+            break false;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    };
+    let (status, extra, body) = if !complete {
+        ("431 Request Header Fields Too Large", "", String::new())
+    } else {
+        match asked(&head) {
+            Asked::Metrics { head } => {
+                handle.run_upkeep();
+                let body = handle.render();
+                let body = if head {
+                    (body.len(), String::new())
+                } else {
+                    (body.len(), body)
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{}",
+                    body.0, body.1
+                );
+                return;
+            }
+            Asked::Method => (
+                "405 Method Not Allowed",
+                "Allow: GET, HEAD\r\n",
+                "only GET and HEAD of /metrics\n".to_owned(),
+            ),
+            Asked::Path => (
+                "404 Not Found",
+                "",
+                "not found: the switch serves its metrics at /metrics\n".to_owned(),
+            ),
+            Asked::Bad => ("400 Bad Request", "", "not an HTTP/1 request\n".to_owned()),
+        }
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_exporter_prometheus::PrometheusBuilder;
+
+    fn request(addr: std::net::SocketAddr, text: &str) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(text.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+
+    /// `/metrics` is served, other paths and methods are refused with their statuses, a
+    /// client beyond the limit is answered 503 at once, and an idle one is closed after the
+    /// head's time: none holds the endpoint.
+    #[test]
+    fn the_endpoint_serves_metrics_and_bounds_its_clients() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            metrics::counter!("pint_switch_test_total").increment(3);
+        });
+        // A head time no stall of a busy machine outlasts: the idle clients below hold
+        // their places until they close.
+        let limits = Limits {
+            connections: 2,
+            head_timeout: Duration::from_secs(600),
+            ..Limits::default()
+        };
+        serve(listener, handle.clone(), limits).unwrap();
+        let ok = request(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.contains("version=0.0.4"), "{ok}");
+        assert!(ok.contains("pint_switch_test_total 3"), "{ok}");
+        let head = request(addr, "HEAD /metrics HTTP/1.0\r\n\r\n");
+        assert!(
+            head.starts_with("HTTP/1.1 200 OK\r\n") && head.ends_with("\r\n\r\n"),
+            "{head}"
+        );
+        for (req, status) in [
+            ("GET /other HTTP/1.1\r\n\r\n", "404"),
+            ("POST /metrics HTTP/1.1\r\n\r\n", "405"),
+            ("GET /metrics\r\n\r\n", "400"),
+        ] {
+            let r = request(addr, req);
+            assert!(
+                r.starts_with(&format!("HTTP/1.1 {status} ")),
+                "{req:?}: {r}"
+            );
+        }
+        let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+        assert!(request(addr, &huge).starts_with("HTTP/1.1 431 "));
+        // Every place above was given back before its client read the end of its answer:
+        // two idle clients take both places, and a third (accepted after them) is refused.
+        let idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let refused = request(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(refused.starts_with("HTTP/1.1 503 "), "{refused}");
+        // An idle client that goes away gives its place back.
+        drop(idle);
+        let again = served_within(addr, Duration::from_secs(60));
+        assert!(again.starts_with("HTTP/1.1 200 OK\r\n"), "{again}");
+
+        // An idle client is closed after the head's time, and its place given back.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let short = Limits {
+            connections: 1,
+            head_timeout: Duration::from_millis(300),
+            ..Limits::default()
+        };
+        serve(listener, handle, short).unwrap();
+        let mut idle = TcpStream::connect(addr).unwrap();
+        idle.set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            idle.read(&mut byte).unwrap(),
+            0,
+            "the idle client is closed"
+        );
+        let after = request(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(after.starts_with("HTTP/1.1 200 OK\r\n"), "{after}");
+    }
+
+    /// Asks for the metrics until they are served or `limit` has passed; the last answer.
+    fn served_within(addr: std::net::SocketAddr, limit: Duration) -> String {
+        let t = Instant::now();
+        loop {
+            let r = request(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+            if r.starts_with("HTTP/1.1 200 OK\r\n") || t.elapsed() > limit {
+                return r;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    #[test]
+    fn request_lines_read_as_asked() {
+        assert_eq!(
+            asked(b"GET /metrics?x=1 HTTP/1.1\r\n"),
+            Asked::Metrics { head: false }
+        );
+        assert_eq!(
+            asked(b"HEAD /metrics HTTP/1.0\r\n"),
+            Asked::Metrics { head: true }
+        );
+        assert_eq!(asked(b"GET / HTTP/1.1\r\n"), Asked::Path);
+        assert_eq!(asked(b"DELETE /metrics HTTP/1.1\r\n"), Asked::Method);
+        assert_eq!(asked(b"GET /metrics HTTP/2.0\r\n"), Asked::Bad);
+        assert_eq!(asked(b"\xff\xfe"), Asked::Bad);
+    }
+}
