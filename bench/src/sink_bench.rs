@@ -337,6 +337,7 @@ fn one_core(rec: &Recording, rounds: u32, by_flow: bool) -> anyhow::Result<OneCo
         topology: None,
         events: Arc::new(EventLog::default()),
         detection: Params::default(),
+        unfit_said_ms: Arc::default(),
     };
     let mut table = FlowTable::new(1 << 20);
     let frames: Vec<Vec<Vec<u8>>> = rec

@@ -58,6 +58,7 @@ pub fn sweeps(flows: u32) -> anyhow::Result<Vec<SweepRow>> {
         topology: None,
         events: Arc::new(EventLog::default()),
         detection: Params::default(),
+        unfit_said_ms: Arc::default(),
     };
     let mut table = FlowTable::new(flows as usize);
     let chunk = 10_000u32;

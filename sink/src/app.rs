@@ -158,6 +158,7 @@ impl Sink {
             topology: topology.clone(),
             events: Arc::clone(&events),
             detection: Params::online(config.sensitivity),
+            unfit_said_ms: Arc::default(),
         };
         let per_shard = config.max_flows / config.decode_threads;
         let timeouts = Timeouts {

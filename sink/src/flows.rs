@@ -11,6 +11,8 @@
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant, SystemTime};
 
 use rustc_hash::FxHashMap;
@@ -49,7 +51,13 @@ pub struct ShardContext {
     pub events: Arc<EventLog>,
     /// Online detection's parameters.
     pub detection: Params,
+    /// When a flow whose digests fit no path was last said in the log, Unix ms (0: never).
+    pub unfit_said_ms: Arc<AtomicU64>,
 }
+
+/// Times a flow's path decoding starts over, without its path ever decoding, before the
+/// log says so: a route that changed, or a pin that was wrong, starts it over once or twice.
+const UNFIT_RESETS: u32 = 4;
 
 impl ShardContext {
     /// The switches paths are decoded among: the topology's, or those that said hello.
@@ -675,6 +683,9 @@ impl FlowTable {
                 }
                 flow.path_resets += 1;
                 self.stats.path_resets += 1;
+                if flow.path_resets == UNFIT_RESETS && p.last_decoded.is_none() {
+                    say_unfit(cx, &flow.key, k, reporter, flow.path_resets);
+                }
                 // Only the path's decoding starts over: the hops' latency and utilisation
                 // stay until the path decodes to another (a route change). A path that
                 // cannot decode (a switch missing from the topology or the sink) conflicts
@@ -1090,6 +1101,35 @@ pub fn decoded_path(flow: &FlowState, space: Space<'_>) -> Option<Vec<u32>> {
     let q = p.plan.path_query?;
     let cx = path_context(&p.plan.plan, space, q)?;
     p.record.path(q)?.path(cx)
+}
+
+/// Says in the log, once a minute at most, that `key`'s digests fit no path of `k`
+/// switches among those paths are decoded over (its decoding started over `resets` times
+/// and never ended): with a `--topology`, the likeliest cause is a topology whose links are
+/// not the network's, which nothing else says (every such flow's path stays unknown).
+fn say_unfit(cx: &ShardContext, key: &FlowKey, k: usize, reporter: u32, resets: u32) {
+    let now = crate::registry::unix_ms();
+    let said = cx.unfit_said_ms.load(Relaxed);
+    if now < said.saturating_add(60_000)
+        || cx
+            .unfit_said_ms
+            .compare_exchange(said, now, Relaxed, Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let among = match &cx.topology {
+        Some(t) => format!(
+            "in the --topology given ({}): a link of its route is not in it (is it the network's?), or the route keeps changing",
+            t.name
+        ),
+        None => "among the switches connected: its route keeps changing".to_owned(),
+    };
+    tracing::warn!(
+        flow = %key,
+        switch = reporter,
+        "flow {key} (reported by switch {reporter}): its digests fit no path of {k} switches {among}; its path's decoding started over {resets} times and never ended (said once a minute at most; each flow's path_resets is in /api/flows)"
+    );
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ fn context() -> (ShardContext, u32) {
             topology: None,
             events: Arc::new(EventLog::default()),
             detection: Params::default(),
+            unfit_said_ms: Arc::default(),
         },
         version,
     )
@@ -525,6 +526,41 @@ fn a_path_that_cannot_decode_keeps_its_hops_values() {
     }
     let a = p.record.aggregate(utilisation).unwrap();
     assert!(a.count as f64 >= 0.03 * f64::from(n), "{} values", a.count);
+}
+
+/// A flow whose digests fit no path of the topology (its switches are there, a link of its
+/// route is not) is said in the log, once; one whose path decodes is not.
+#[test]
+fn a_flow_that_fits_no_path_of_the_topology_is_said() {
+    let (mut cx, v) = context();
+    cx.topology = Some(Arc::new(Topology::line(3)));
+    let mut t = FlowTable::new(10);
+    record_along(&mut t, &cx, v, (6, &[1, 2, 3]), 2000, 2_000, 0);
+    let key = digest(v, 6, 0).key;
+    assert!(
+        t.flows[&key]
+            .pint
+            .as_ref()
+            .unwrap()
+            .path(cx.switches().space())
+            .is_some()
+    );
+    assert_eq!(t.flows[&key].path_resets, 0);
+    assert_eq!(cx.unfit_said_ms.load(Relaxed), 0, "a path that decodes");
+    // 1 -> 3 is no link of the line 1 - 2 - 3.
+    record_along(&mut t, &cx, v, (7, &[2, 1, 3]), 2000, 2_000, 0);
+    let f = &t.flows[&digest(v, 7, 0).key];
+    assert!(
+        f.path_resets >= super::UNFIT_RESETS,
+        "{} resets",
+        f.path_resets
+    );
+    let said = cx.unfit_said_ms.load(Relaxed);
+    assert!(said > 0, "said");
+    // Said once a minute at most.
+    record_along(&mut t, &cx, v, (8, &[3, 1, 2]), 2000, 2_000, 0);
+    assert!(t.flows[&digest(v, 8, 0).key].path_resets >= super::UNFIT_RESETS);
+    assert_eq!(cx.unfit_said_ms.load(Relaxed), said);
 }
 
 /// Lost packets on the flow's link as the link's totals count them.
