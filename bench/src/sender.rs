@@ -530,10 +530,22 @@ fn with_port<T>(
     let t0 = std::time::Instant::now();
     let mut started = port.start();
     let mut tried = std::time::Instant::now();
+    let mut said_waiting = false;
     loop {
         let connected = started.is_ok() && port.link().up;
         if connected || stop.load(Ordering::Relaxed) {
             break;
+        }
+        // A wait longer than a peer's start takes is said, so that a silent terminal is not
+        // taken for a hung program.
+        if !said_waiting && t0.elapsed() > Duration::from_secs(2) {
+            let peer = if dataplane::dpdk::port::is_memif_client(devargs) {
+                "its memif server (the switch)"
+            } else {
+                "its peer"
+            };
+            eprintln!("pint-gen: waiting up to 30 s for the link of {devargs}: is {peer} running?");
+            said_waiting = true;
         }
         if t0.elapsed() > Duration::from_secs(30) {
             // A memif client's start fails while its server is away: say why it may be.

@@ -625,6 +625,14 @@ fn a_ctrl_c_during_the_traffic_stops_the_lab_with_a_report() {
         .find(|c| c.name == "the traffic ran its course")
         .expect("the report says the run was cut short");
     assert!(!cut.ok && cut.detail.contains("interrupted"), "{cut:?}");
+    // Its time of traffic is what ran, not the 60 s asked for.
+    assert!(
+        report.planned_s == 60.0 && report.duration_s < 60.0,
+        "{} of {} s",
+        report.duration_s,
+        report.planned_s
+    );
+    assert!(stdout.contains(" s planned) of traffic,"), "{stdout}");
     // The generators reported what they sent; the switches ended cleanly.
     let processes = report
         .checks

@@ -1344,3 +1344,57 @@ fn a_sender_waits_for_its_link_no_longer_than_asked() {
         std::fs::remove_dir_all(&dir).ok();
     }
 }
+
+/// A memif client whose server is not there says, within seconds, what it waits for (a
+/// silent terminal for 30 s reads as a hung program), and stops when asked.
+#[test]
+fn a_client_without_its_server_says_what_it_waits_for() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let dir = std::env::temp_dir().join(format!("pint-gen-wait-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut sender = start_sender(&dir.join("nobody.sock"), "wait", &["--duration", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = sender.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let t0 = Instant::now();
+    let mut seen = String::new();
+    let said = loop {
+        let left = Duration::from_secs(25).saturating_sub(t0.elapsed());
+        match lines.recv_timeout(left) {
+            Ok(l) if l.starts_with("pint-gen: waiting up to 30 s for the link of net_memif0") => {
+                break Some(l);
+            }
+            Ok(l) => {
+                seen.push_str(&l);
+                seen.push('\n');
+            }
+            Err(_) => break None,
+        }
+    };
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(sender.id() as i32, libc::SIGINT) };
+    let t1 = Instant::now();
+    while sender.try_wait().unwrap().is_none() {
+        if t1.elapsed() > Duration::from_secs(20) {
+            let _ = sender.kill();
+            panic!("pint-gen did not stop when asked while it waited");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    reader.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let said = said.unwrap_or_else(|| panic!("no word of the wait:\n{seen}"));
+    assert!(said.contains("its memif server (the switch)"), "{said}");
+}

@@ -855,22 +855,15 @@ expected_flows = 2000
     assert_eq!(counted.len(), truth.len(), "{log}");
 }
 
-/// The metrics endpoint serves what promtool accepts, with the switch's counters in it.
-#[test]
-fn metrics_pass_promtool() {
-    let _serial = serial();
-    let dir = Scratch::new("tel-metrics").unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+/// A switch (ID 9) that replays the demo's traffic mix from its edge port `hosts` to its
+/// fabric port `up` (a null device), over and over; `extra` is the rest of its config
+/// (tables: it comes last).
+fn replay_switch(dir: &Scratch, extra: &str) -> String {
     let frames = dataplane::capture::demo_mix(500, telemetry::wire::MacAddr([2, 0, 0, 0, 0, 1]));
     let pcap = dir.path("in.pcap");
     dataplane::capture::write_pcap(&pcap, frames.iter().map(Vec::as_slice)).unwrap();
-    let config = format!(
+    format!(
         r#"switch_id = 9
-[stats]
-interval_ms = 200
 [[ports]]
 name = "hosts"
 device = "net_pcap0,rx_pcap={},infinite_rx=1"
@@ -887,11 +880,25 @@ rx = ["hosts"]
 [[routes]]
 prefix = "10.0.0.0/8"
 next_hops = [{{ port = "up", mac = "02:00:00:00:02:00" }}]
-[telemetry]
-[metrics]
-listen = "127.0.0.1:{port}"
-"#,
+{extra}"#,
         pcap.display()
+    )
+}
+
+/// The metrics endpoint serves what promtool accepts, with the switch's counters in it.
+#[test]
+fn metrics_pass_promtool() {
+    let _serial = serial();
+    let dir = Scratch::new("tel-metrics").unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = replay_switch(
+        &dir,
+        &format!(
+            "[stats]\ninterval_ms = 200\n[telemetry]\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n"
+        ),
     );
     let switch = start_switch(&dir, "metrics", &config);
     std::thread::sleep(Duration::from_millis(1500));
@@ -922,6 +929,46 @@ listen = "127.0.0.1:{port}"
     if let Err(e) = bench::promtool::check_metrics(&body) {
         panic!("promtool check metrics:\n{e}\n{body}");
     }
+}
+
+/// A sink that refuses the switch (closes its connections just after the hello) is said
+/// once, and the connection that then lasts is said too.
+#[test]
+fn a_refusing_sink_and_the_connection_that_lasts_are_said() {
+    let _serial = serial();
+    let dir = Scratch::new("tel-refused").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Two connections taken and closed at once, then a sink that keeps them.
+    let refuser = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut hello = [0u8; 64];
+            let _ = c.read(&mut hello);
+        }
+        drop(listener);
+        Collector::bind(addr, false).unwrap()
+    });
+    let config = replay_switch(&dir, &format!("[telemetry]\nsink = \"{addr}\"\n"));
+    let switch = start_switch(&dir, "refused", &config);
+    let sink = refuser.join().unwrap();
+    // The connection that lasts is said after two writes 2 s or more after its hello.
+    let t0 = std::time::Instant::now();
+    while sink.snapshot().flowset_count < 10 && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let got = sink.stop();
+    let (_, log) = switch.stop();
+    assert_eq!(got.connections, 1, "{log}");
+    let refused = log
+        .find("ms after the hello")
+        .unwrap_or_else(|| panic!("no refusal said:\n{log}"));
+    let kept = log
+        .find("connected, and the sink keeps the connection")
+        .unwrap_or_else(|| panic!("the lasting connection not said:\n{log}"));
+    assert!(refused < kept, "{log}");
+    assert_eq!(log.matches("sink keeps the connection").count(), 1, "{log}");
 }
 
 /// The edge switch reports the probes that leave the network through it: every probe

@@ -58,7 +58,12 @@ pub fn stamp_lines(on: bool) {
 pub fn stamp() -> Option<humantime::Rfc3339Timestamp> {
     STAMPED
         .load(std::sync::atomic::Ordering::Relaxed)
-        .then(|| humantime::format_rfc3339_millis(std::time::SystemTime::now()))
+        .then(time_now)
+}
+
+/// The wall-clock time as stamped lines begin with it (UTC, RFC 3339, milliseconds).
+pub fn time_now() -> humantime::Rfc3339Timestamp {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now())
 }
 
 /// Writes `args` and a newline to `out`, every line of it begun with `stamp` when there is

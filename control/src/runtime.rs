@@ -247,13 +247,18 @@ impl ControlLoop<'_> {
                     }
                     None => String::new(),
                 };
+                // No packets, no cost per packet: a dash, not 0.0.
+                let cpp_words = if rx > 0.0 {
+                    format!("{cpp:6.1}")
+                } else {
+                    format!("{:>6}", "-")
+                };
                 crate::say!(
-                    "[{:7.1}s] rx {:8.3} Mpps {:7.3} Gbit/s | tx {:8.3} Mpps | {:6.1} cycles/pkt | drops so far {}{tel}",
+                    "[{:7.1}s] rx {:8.3} Mpps {:7.3} Gbit/s | tx {:8.3} Mpps | {cpp_words} cycles/pkt | drops so far {}{tel}",
                     iv.t,
                     iv.rx_mpps,
                     (t.rx_bytes - prev.rx_bytes) as f64 * 8.0 / dt / 1e9,
                     iv.tx_mpps,
-                    cpp,
                     drops_line(&t)
                 );
                 if let Some(tc) = &self.telemetry {

@@ -90,6 +90,20 @@ impl Proc {
         args: &[String],
         log: &Path,
     ) -> anyhow::Result<Proc> {
+        Proc::start_logged(name, program, args, log, false)
+    }
+
+    /// [`Proc::start`], every line of its log begun with the time it was read (UTC, RFC
+    /// 3339, milliseconds; as `pint-switch --timestamps` would, and for DPDK's own lines
+    /// too) when `stamped`: for a program whose log holds no times of its own. Only the
+    /// log is stamped; the lines watched for and shown are as printed.
+    pub fn start_logged(
+        name: &str,
+        program: &Program,
+        args: &[String],
+        log: &Path,
+        stamped: bool,
+    ) -> anyhow::Result<Proc> {
         // The log first: a child once started is never left without its `Proc`.
         let file = Arc::new(Mutex::new(std::fs::File::create(log)?));
         let mut cmd = Command::new(&program.path);
@@ -132,7 +146,14 @@ impl Proc {
                 let mut in_backtrace = false;
                 for line in BufReader::new(stream).split(b'\n').map_while(Result::ok) {
                     let line = String::from_utf8_lossy(&line).into_owned();
-                    let _ = writeln!(file.lock().expect("log lock"), "{line}");
+                    {
+                        let mut file = file.lock().expect("log lock");
+                        let _ = if stamped {
+                            writeln!(file, "{} {line}", control::output::time_now())
+                        } else {
+                            writeln!(file, "{line}")
+                        };
+                    }
                     let mut o = out.lock().expect("output lock");
                     for (text, hit) in o.marks.iter_mut() {
                         *hit |= line.contains(text.as_str());
@@ -342,13 +363,18 @@ impl Drop for Proc {
 mod tests {
     use super::*;
 
+    /// `sh -c`, to run a script as a process.
+    fn shell() -> Program {
+        Program {
+            path: "/bin/sh".into(),
+            lead: vec!["-c".into()],
+        }
+    }
+
     #[test]
     fn a_wait_ends_at_ctrl_c() {
         let dir = crate::scratch::Scratch::new("proc-interrupt").unwrap();
-        let sh = Program {
-            path: "/bin/sh".into(),
-            lead: vec!["-c".into()],
-        };
+        let sh = shell();
         let mut p =
             Proc::start("sink", &sh, &["exec sleep 300".into()], &dir.path("p.log")).unwrap();
         let stop = AtomicBool::new(true);
@@ -369,10 +395,7 @@ mod tests {
     fn a_dying_process_shows_its_error_not_its_backtrace() {
         let dir = crate::scratch::Scratch::new("proc-backtrace").unwrap();
         let log = dir.path("p.log");
-        let sh = Program {
-            path: "/bin/sh".into(),
-            lead: vec!["-c".into()],
-        };
+        let sh = shell();
         let script = "echo 'Error: --topology: bad' >&2; echo 'Stack backtrace:' >&2; \
                       for i in $(seq 0 40); do echo \"  $i: frame\" >&2; \
                       echo '             at src/x.rs:1:1' >&2; done; exit 1";
@@ -393,13 +416,44 @@ mod tests {
     }
 
     #[test]
+    fn a_stamped_log_begins_each_line_with_the_time() {
+        let dir = crate::scratch::Scratch::new("proc-stamped").unwrap();
+        let log = dir.path("p.log");
+        let sh = shell();
+        let go = dir.path("go");
+        let script = format!(
+            "echo ready; echo 'to stderr' >&2; while [ ! -e {} ]; do sleep 0.01; done; echo last",
+            go.display()
+        );
+        let mut p = Proc::start_logged("switch", &sh, &[script], &log, true).unwrap();
+        // What is watched for is the line as printed, without the time.
+        p.wait_for(Duration::from_secs(20), &AtomicBool::new(false), |l| {
+            l == "ready"
+        })
+        .unwrap();
+        std::fs::write(&go, "").unwrap();
+        assert!(p.finish(Duration::from_secs(20)).success());
+        let logged = std::fs::read_to_string(&log).unwrap();
+        let mut lines = 0;
+        for line in logged.lines() {
+            // 2026-12-07T13:27:18.681Z
+            let (t, text) = line.split_once(' ').unwrap();
+            let b = t.as_bytes();
+            assert!(
+                b.len() == 24 && b[10] == b'T' && b[19] == b'.' && t.ends_with('Z'),
+                "{line}"
+            );
+            assert!(["ready", "to stderr", "last"].contains(&text), "{line}");
+            lines += 1;
+        }
+        assert_eq!(lines, 3, "{logged}");
+    }
+
+    #[test]
     fn a_process_ready_keeps_its_output_in_its_log_only() {
         let dir = crate::scratch::Scratch::new("proc-forget").unwrap();
         let log = dir.path("p.log");
-        let sh = Program {
-            path: "/bin/sh".into(),
-            lead: vec!["-c".into()],
-        };
+        let sh = shell();
         // Ready, then statistics until told to go on, then a last line.
         let go = dir.path("go");
         let script = format!(

@@ -174,8 +174,11 @@ pub struct LabReport {
     pub lab: String,
     /// What it shows.
     pub description: String,
-    /// Seconds of traffic.
+    /// Seconds of traffic: the lab's, or less when it was interrupted.
     pub duration_s: f64,
+    /// Seconds of traffic the lab asked for.
+    #[serde(default)]
+    pub planned_s: f64,
     /// Seconds the whole run took.
     pub wall_seconds: f64,
     /// The run directory.
@@ -268,6 +271,10 @@ impl LabReport {
     /// Judges what a run collected.
     pub fn build(lab: &Lab, c: Collected, top: usize) -> anyhow::Result<LabReport> {
         let fwd = forwarders(&c.plan)?;
+        // The seconds the traffic ran (a tenth at least: no rate over no time).
+        let traffic_s = c
+            .cut_short_at
+            .map_or(lab.duration_s, |at| at.clamp(0.1, lab.duration_s));
         let names = |ids: &[Value]| -> Vec<String> {
             ids.iter()
                 .map(|v| name_of_id(lab, v.as_u64().unwrap_or(0)))
@@ -348,7 +355,7 @@ impl LabReport {
                         .and_then(|l| l["lost_packets"].as_i64())
                         .unwrap_or(0),
                     flows: at_sink.and_then(|l| l["flows"].as_u64()).unwrap_or(0),
-                    utilisation: Some(tx_bytes as f64 * 8.0 / lab.duration_s / capacity),
+                    utilisation: Some(tx_bytes as f64 * 8.0 / traffic_s / capacity),
                     impaired: imp.map(impair_words),
                     // What the impairment of this port dropped, lost or over its delay
                     // line's limit (the switch counts both per port); unknown (None) when
@@ -439,7 +446,8 @@ impl LabReport {
         let mut report = LabReport {
             lab: lab.name.clone(),
             description: lab.description.clone(),
-            duration_s: lab.duration_s,
+            duration_s: traffic_s,
+            planned_s: lab.duration_s,
             wall_seconds: c.wall_seconds,
             dir: c.dir.clone(),
             switches,
@@ -520,13 +528,13 @@ impl LabReport {
         Page {
             title: format!("pint-lab {}", self.lab),
             subtitle: format!(
-                "{}{:.0} s of traffic, {:.0} s in all; run directory {}.",
+                "{}{} of traffic, {:.0} s in all; run directory {}.",
                 if self.description.is_empty() {
                     String::new()
                 } else {
                     format!("{}. ", self.description.trim_end_matches('.'))
                 },
-                self.duration_s,
+                self.traffic_words(),
                 self.wall_seconds,
                 self.dir.display()
             ),
@@ -557,6 +565,18 @@ impl LabReport {
         }
     }
 
+    /// How long the traffic ran: `20 s`, or `4.2 s (interrupted; 20 s planned)`.
+    fn traffic_words(&self) -> String {
+        if self.duration_s < self.planned_s {
+            format!(
+                "{:.1} s (interrupted; {:.0} s planned)",
+                self.duration_s, self.planned_s
+            )
+        } else {
+            format!("{:.0} s", self.duration_s)
+        }
+    }
+
     /// Whether every check held.
     pub fn all_ok(&self) -> bool {
         self.checks.iter().all(|c| c.ok || !c.applies)
@@ -565,8 +585,10 @@ impl LabReport {
     /// The one-screen summary.
     pub fn text(&self) -> String {
         let mut s = format!(
-            "== pint-lab {}: {:.0} s of traffic, {:.0} s in all ==\n",
-            self.lab, self.duration_s, self.wall_seconds
+            "== pint-lab {}: {} of traffic, {:.0} s in all ==\n",
+            self.lab,
+            self.traffic_words(),
+            self.wall_seconds
         );
         // Columns as wide as the longest name (a topology file's labels can be long).
         let w = self
@@ -689,8 +711,11 @@ impl LabReport {
         for ((kind, link), (n, from, to, labels, flows)) in groups.iter().take(SUMMARY_ROWS) {
             // A window that opened just before the traffic: from its start (no `-0.0 s`).
             let (from, to) = (from.max(0.0), to.max(0.0));
+            // The nouns padded to their plurals' width: the columns stay aligned.
+            let events = if *n == 1 { "event" } else { "events" };
+            let of_flows = if flows.len() == 1 { "flow," } else { "flows," };
             s.push_str(&format!(
-                "event {kind:<10} on {link:<w$} {n:>3} events of {:>3} flows, {from:.1} s to {to:.1} s ({})\n",
+                "event {kind:<10} on {link:<w$} {n:>3} {events:<6} of {:>3} {of_flows:<6} {from:.1} s to {to:.1} s ({})\n",
                 flows.len(),
                 labels.iter().cloned().collect::<Vec<_>>().join(", ")
             ));

@@ -474,11 +474,12 @@ fn run_inner(
             "--duration".into(),
             format!("{}", lab.duration_s + opts.hold.as_secs_f64() + 600.0),
         ];
-        let mut p = Proc::start(
+        let mut p = Proc::start_logged(
             &format!("switch {}", s.name),
             &programs.switch,
             &args,
             &dir.join(format!("switch-{}.log", s.file_name)),
+            true,
         )?;
         // The file prefix the switch gives EAL (docs/config.md): a switch that dies leaves
         // its runtime directory, which the lab then removes.

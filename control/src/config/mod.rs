@@ -320,7 +320,12 @@ impl Config {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        Config::parse(&text, path.parent())
+        Config::parse(&text, path.parent()).map_err(|e| match e {
+            // The parser's message gives the line and column: with the file's name, an
+            // editor's jump target.
+            ConfigError::Syntax(why) => ConfigError::Syntax(format!("{}: {why}", path.display())),
+            e => e,
+        })
     }
 
     /// Parses and validates a configuration from TOML text; relative paths in it are

@@ -419,6 +419,15 @@ fn query_files_are_read_relative_to_the_config_and_checked() {
     let e = Config::from_file(&cfg).unwrap_err();
     assert_eq!(key_of(&e), "telemetry.queries");
     assert!(e.to_string().contains("query `latency`"), "{e}");
+    // A file that is not TOML for a switch is named, with the parser's line.
+    std::fs::write(&cfg, "switch_id = \"seven\"\n").unwrap();
+    let e = Config::from_file(&cfg).unwrap_err();
+    let said = e.to_string();
+    assert!(
+        said.starts_with(&format!("config is not valid: {}: ", cfg.display()))
+            && said.contains("line 1"),
+        "{said}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -307,6 +307,7 @@ fn report_of(links: Vec<LinkRow>) -> LabReport {
         lab: "t".into(),
         description: String::new(),
         duration_s: 1.0,
+        planned_s: 1.0,
         wall_seconds: 1.0,
         dir: PathBuf::new(),
         switches: Vec::new(),
@@ -793,4 +794,37 @@ fn a_large_labs_summary_keeps_its_lists_short() {
     assert!(text.contains("on a0 -> b0"), "{text}");
     assert!(text.contains("hosts at h19 "), "{text}");
     assert!(!text.contains("hosts at h0 "), "{text}");
+}
+
+/// A run interrupted part way says how long its traffic ran, and rates are over that time.
+#[test]
+fn an_interrupted_run_says_how_long_its_traffic_ran() {
+    let lab = chain_lab();
+    let mut c = collected_of(&lab, Vec::new(), Vec::new(), String::new());
+    c.cut_short_at = Some(4.25);
+    let r = LabReport::build(&lab, c, 10).unwrap();
+    assert_eq!((r.duration_s, r.planned_s), (4.25, 15.0));
+    let text = r.text();
+    assert!(
+        text.starts_with("== pint-lab chain: 4.2 s (interrupted; 15 s planned) of traffic,"),
+        "{text}"
+    );
+    assert!(
+        r.page()
+            .subtitle
+            .contains("4.2 s (interrupted; 15 s planned) of traffic"),
+        "{}",
+        r.page().subtitle
+    );
+    let whole = LabReport::build(
+        &lab,
+        collected_of(&lab, Vec::new(), Vec::new(), String::new()),
+        10,
+    )
+    .unwrap();
+    assert!(
+        whole
+            .text()
+            .starts_with("== pint-lab chain: 15 s of traffic,")
+    );
 }
