@@ -170,7 +170,7 @@ fn answer(stream: &mut TcpStream, handle: &PrometheusHandle, limits: &Limits) {
         match asked(&head) {
             Asked::Metrics { head } => {
                 handle.run_upkeep();
-                let body = handle.render();
+                let body = telemetry::exposition::in_order(&handle.render());
                 let body = if head {
                     (body.len(), String::new())
                 } else {

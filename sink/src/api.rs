@@ -30,9 +30,12 @@ struct ApiState {
     shared: Arc<Shared>,
     metrics: SinkMetrics,
     /// Held while work that reads every flow table runs off the server's thread (the live
-    /// page, the largest flows, a scrape): one at a time, however many clients; a client
-    /// that leaves while waiting for it leaves no work behind.
+    /// page, the largest flows): one at a time, however many clients; a client that leaves
+    /// while waiting for it leaves no work behind.
     heavy: Arc<tokio::sync::Semaphore>,
+    /// The same for scrapes, which then never wait behind the API's heavy requests (a
+    /// scrape that times out is a gap in every series).
+    scrape: Arc<tokio::sync::Semaphore>,
 }
 
 type St = State<Arc<ApiState>>;
@@ -53,6 +56,7 @@ pub fn serve(
         shared,
         metrics: SinkMetrics::new(),
         heavy: Arc::new(tokio::sync::Semaphore::new(1)),
+        scrape: Arc::new(tokio::sync::Semaphore::new(1)),
     });
     let t = std::thread::Builder::new()
         .name("http".into())
@@ -373,7 +377,7 @@ async fn flows(State(s): St, Params(q): Params<FlowsQuery>) -> Response {
         Ok(p) => p,
         Err(e) => return bad_request(format!("prefix: {e}")),
     };
-    let found = off_thread(&Arc::clone(&s), move || {
+    let found = off_thread(&Arc::clone(&s.heavy), move || {
         let mut all: Vec<(u64, FlowSummary)> = Vec::new();
         with_space(&s.shared, |space| {
             for shard in &s.shared.shards {
@@ -397,15 +401,15 @@ async fn flows(State(s): St, Params(q): Params<FlowsQuery>) -> Response {
     }
 }
 
-/// Runs `f` off the server's one thread: work that reads every flow table (the largest
-/// flows, the live page, a scrape) would hold every other request, Prometheus scrapes and
-/// the API, while it runs.
+/// Runs `f` off the server's one thread, holding `slot`: work that reads every flow table
+/// (the largest flows, the live page, a scrape) would hold every other request,
+/// Prometheus scrapes and the API, while it runs.
 async fn off_thread<T: Send + 'static>(
-    s: &ApiState,
+    slot: &Arc<tokio::sync::Semaphore>,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Response> {
     let internal = |e: String| (StatusCode::INTERNAL_SERVER_ERROR, e).into_response();
-    let permit = Arc::clone(&s.heavy)
+    let permit = Arc::clone(slot)
         .acquire_owned()
         .await
         .map_err(|e| internal(e.to_string()))?;
@@ -788,7 +792,7 @@ async fn events(State(s): St, Params(q): Params<EventsQuery>) -> Response {
 /// The live page, built off the server's one thread (it reads every flow table): other
 /// requests (Prometheus scrapes, the API) go on meanwhile.
 async fn index(State(s): St) -> Response {
-    let built = off_thread(&Arc::clone(&s), move || {
+    let built = off_thread(&Arc::clone(&s.heavy), move || {
         crate::page::render(&crate::live::page(&s.shared))
     })
     .await;
@@ -820,7 +824,7 @@ pub(crate) fn top_flows(shared: &Shared, n: usize) -> Vec<(serde_json::Value, se
 }
 
 async fn metrics(State(s): St) -> Response {
-    match off_thread(&Arc::clone(&s), move || s.metrics.render(&s.shared)).await {
+    match off_thread(&Arc::clone(&s.scrape), move || s.metrics.render(&s.shared)).await {
         Ok(text) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response(),
         Err(r) => r,
     }

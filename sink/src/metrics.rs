@@ -373,7 +373,7 @@ impl SinkMetrics {
                 }
             }
         });
-        let mut out = self.handle.render();
+        let mut out = telemetry::exposition::in_order(&self.handle.render());
         render_latency(&mut out, shared);
         out
     }
