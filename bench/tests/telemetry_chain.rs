@@ -713,6 +713,8 @@ fn a_sink_that_goes_away_does_not_disturb_forwarding() {
     );
     let t = &sum.telemetry;
     assert!(t.sink_connections >= 2, "{t:?}");
+    assert_eq!(t.sink, Some(addr.to_string()), "{t:?}");
+    assert!(log.contains(&format!("| sink {addr}: ")), "{log}");
     assert!(
         t.digests_dropped > 0,
         "digests during the outage were dropped and counted"

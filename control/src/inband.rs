@@ -75,6 +75,8 @@ pub struct TelemetryControl {
     workers: Vec<WorkerEnd>,
     params: Vec<LoadParams>,
     exporter: Option<Exporter>,
+    /// The sink's address (`telemetry.sink`), when one is configured.
+    sink: Option<String>,
     /// Digest batches encoded against the connection's flow slots.
     digests: DigestSender,
     batch_max: usize,
@@ -236,6 +238,7 @@ impl TelemetryStart {
                 workers: ends,
                 params,
                 exporter,
+                sink: t.sink.clone(),
                 digests: DigestSender::default(),
                 batch_max: t.batch_digests as usize,
                 epoch_ns: t.epoch_ns(),
@@ -605,6 +608,7 @@ impl TelemetryControl {
             frames_sent: c.sink_frames,
             bytes_sent: c.sink_bytes,
             sink_connections: c.sink_connections,
+            sink: self.sink.clone(),
         }
     }
 }

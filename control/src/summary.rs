@@ -191,6 +191,10 @@ pub struct TelemetrySummary {
     pub bytes_sent: u64,
     /// Connections made to the sink.
     pub sink_connections: u64,
+    /// The sink's address (`telemetry.sink`); none: digests and flowsets were made and let
+    /// go.
+    #[serde(default)]
+    pub sink: Option<String>,
 }
 
 /// A port's impairment drops for its summary line (nothing where it dropped none).
@@ -380,7 +384,7 @@ impl Summary {
         let t = &self.telemetry;
         if t.enabled {
             crate::say!(
-                "telemetry: plan {} | {} | digests exported {} dropped {} | flowsets exported {} dropped {}{} | deadlines missed {} | sink: {} connection{}, {} frames, {} bytes",
+                "telemetry: plan {} | {} | digests exported {} dropped {} | flowsets exported {} dropped {}{} | deadlines missed {} | {}",
                 t.plan_version.as_deref().unwrap_or("none"),
                 t.events
                     .nonzero()
@@ -397,10 +401,18 @@ impl Summary {
                     String::new()
                 },
                 t.deadlines_missed,
-                t.sink_connections,
-                if t.sink_connections == 1 { "" } else { "s" },
-                t.frames_sent,
-                t.bytes_sent
+                match &t.sink {
+                    Some(sink) => format!(
+                        "sink {sink}: {} connection{}, {} frames, {} bytes",
+                        t.sink_connections,
+                        if t.sink_connections == 1 { "" } else { "s" },
+                        t.frames_sent,
+                        t.bytes_sent
+                    ),
+                    None =>
+                        "no sink (telemetry.sink not set): digests and flowsets made and let go"
+                            .to_owned(),
+                }
             );
         }
         if self.workers.len() > 1 {

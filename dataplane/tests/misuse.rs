@@ -364,6 +364,12 @@ fn demo_runs_with_telemetry_on() {
         "{t}"
     );
     assert!(ev.get(E::EpochClosed) >= 100, "10 ms epochs over 2 s: {t}");
+    // No sink: the summary says where the digests went.
+    assert_eq!(s.telemetry.sink, None);
+    assert!(
+        t.contains("| no sink (telemetry.sink not set): digests and flowsets made and let go"),
+        "{t}"
+    );
     // Every forwarded packet went one of the two telemetry ways.
     assert_eq!(
         ev.get(E::ShimInserted) + ev.get(E::OneHop),
