@@ -1,5 +1,5 @@
 # The two commands of the README, and the checks CI runs.
-.PHONY: setup demo switch-demo test lint bench
+.PHONY: setup demo switch-demo test lint bench install
 
 # Where rustup puts cargo (scripts/setup.sh installs Rust there when there is none).
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -32,3 +32,15 @@ lint: setup
 # The forwarding benchmark against dpdk-testpmd.
 bench: setup
 	cargo run --release -p bench --bin pint-bench -- forward --rounds 3
+
+# The five programs into $(PREFIX)/bin (they find each other there: pint-lab runs the
+# pint-switch, pint-sink and pint-gen beside it), the shipped configs and topologies into
+# $(PREFIX)/share/pint-switch (a lab file finds its topology at ../../data, as in the
+# repository). DESTDIR stages it for a package. Builds first (after `make setup`).
+PREFIX ?= /usr/local
+SHARE = $(DESTDIR)$(PREFIX)/share/pint-switch
+install:
+	cargo build --release -p dataplane -p sink -p bench
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)
+	install -m 755 $(addprefix target/release/,pint-switch pint-sink pint-gen pint-lab pint-bench) $(DESTDIR)$(PREFIX)/bin/
+	cp -R configs data $(SHARE)/
