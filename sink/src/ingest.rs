@@ -46,6 +46,14 @@ pub struct Ingest {
     pub stop: Arc<AtomicBool>,
 }
 
+impl Ingest {
+    /// Switch `id`'s name in the topology, where one is given and holds it.
+    fn switch_name(&self, id: u32) -> Option<String> {
+        let t = self.topology.as_ref()?;
+        t.node(id).map(|n| t.display_name(n))
+    }
+}
+
 /// Accepts sources from `transport` until stopped; each gets a thread.
 pub fn serve<T: Transport>(mut transport: T, ingest: Ingest) -> JoinHandle<()> {
     std::thread::Builder::new()
@@ -475,7 +483,13 @@ fn connection<S: FrameSource>(mut src: S, ing: Ingest) {
     };
     if let (Some(e), Some(g)) = (&entry, generation) {
         ing.registry.disconnect(e, g, error);
-        tracing::info!(peer = %peer, switch = e.info_id(), "switch disconnected");
+        let id = e.info_id();
+        match ing.switch_name(id) {
+            Some(name) => {
+                tracing::info!(peer = %peer, switch = id, name = %name, "switch disconnected");
+            }
+            None => tracing::info!(peer = %peer, switch = id, "switch disconnected"),
+        }
     }
 }
 
@@ -518,7 +532,13 @@ fn hello(ing: &Ingest, h: &Hello, peer: &str) -> Result<(Arc<SwitchEntry>, u64, 
         ing.registry.disconnect(&e, generation, Some(c.to_string()));
         return Err((Some(e), c));
     }
-    tracing::info!(peer = %peer, switch = h.switch_id, workers = h.table_seeds.len(), "switch connected");
+    let workers = h.table_seeds.len();
+    match ing.switch_name(h.switch_id) {
+        Some(name) => {
+            tracing::info!(peer = %peer, switch = h.switch_id, name = %name, workers, "switch connected");
+        }
+        None => tracing::info!(peer = %peer, switch = h.switch_id, workers, "switch connected"),
+    }
     // Paths are decoded over the topology's switches: one not there has its digests
     // counted and none decoded, which nothing else would say.
     if let Some(t) = &ing.topology

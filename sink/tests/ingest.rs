@@ -1092,7 +1092,7 @@ fn a_switch_not_in_the_topology_is_said() {
     let dir = std::env::temp_dir().join(format!("pint-sink-topo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let topo = dir.join("net.toml");
-    std::fs::write(&topo, "links = [[1, 2], [2, 3]]\n").unwrap();
+    std::fs::write(&topo, "links = [[1, 2], [2, 3]]\n[names]\n2 = \"spine\"\n").unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_pint-sink"))
         .args([
             "--listen",
@@ -1142,6 +1142,18 @@ fn a_switch_not_in_the_topology_is_said() {
         "{err}"
     );
     assert!(!err.contains("switch 2 is not in"), "{err}");
+    // A switch of the topology is named by it where the log says it connected.
+    assert!(
+        err.lines()
+            .any(|l| l.contains("switch=2 name=spine") && l.contains("switch connected")),
+        "{err}"
+    );
+    assert!(
+        err.lines().any(|l| l.contains("switch=7 ")
+            && !l.contains("name=")
+            && l.contains("switch connected")),
+        "{err}"
+    );
     assert!(err.contains("stopped: 2 switches known, 0 flows"), "{err}");
     assert!(!err.contains("IPFIX"), "no IPFIX asked for: {err}");
     assert_eq!(err.matches("is already connected").count(), 1, "{err}");
