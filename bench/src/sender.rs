@@ -77,6 +77,21 @@ pub struct SendReport {
     /// Whether a signal (Ctrl-C, SIGTERM) stopped it before it had sent what was asked.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// Paced by the traffic's clock (a `--rate` or `--flow-sizes`): how far behind its
+    /// time the last packet went, seconds. More than a few hundredths of the run means this
+    /// core or port could not send at the pace asked for, and the run took that much
+    /// longer (see [`SendReport::fell_behind`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub behind_s: Option<f64>,
+}
+
+impl SendReport {
+    /// Whether sending fell behind its pace (more than 0.1 s and 5% of the run): the rate
+    /// asked for was more than this core and port could send.
+    pub fn fell_behind(&self) -> bool {
+        self.behind_s
+            .is_some_and(|b| b > 0.1 && b > 0.05 * self.seconds)
+    }
 }
 
 /// Receive-side totals.
@@ -769,6 +784,11 @@ fn run_phase(
     }
     // Stopped with a burst under way: what the port did not take was not sent.
     take_back_unsent(io, &mut sent);
+    if let Some(s) = sender.as_deref()
+        && !s.replays()
+    {
+        sent.behind_s = Some(seconds(s.behind_ns));
+    }
     if sender.is_some() {
         if tx_done_ns.is_none() {
             sent.seconds = seconds(io.clock.ns() - start_ns);
@@ -1087,6 +1107,8 @@ struct Sender {
     /// Replay: tagged packets sent so far per pool flow.
     tag_seq: Vec<u32>,
     probes: ProbeClock,
+    /// Live: how far behind its time (ns) the latest packet went.
+    behind_ns: u64,
 }
 
 impl Sender {
@@ -1118,6 +1140,7 @@ impl Sender {
             ident: 0,
             tag_seq: vec![0; flows],
             probes,
+            behind_ns: 0,
         })
     }
 
@@ -1225,6 +1248,7 @@ impl Sender {
                         *pending = Some(p);
                         break;
                     }
+                    self.behind_ns = elapsed_ns - p.time_ns;
                     let payload = p.payload(wall_ns());
                     let m = tx.get_mut(built).expect("allocated");
                     let len = usize::from(p.frame_len);

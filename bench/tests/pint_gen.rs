@@ -866,6 +866,41 @@ fn bad_arguments_name_their_flag() {
             vec!["--port", "net_null0", "--count", "5", "--precision", "0.1"],
             "--precision: only with --zero-loss",
         ),
+        // Pace flags the run would not use.
+        (
+            vec![
+                "--write-pcap",
+                pcap,
+                "--count",
+                "5",
+                "--flow-sizes",
+                "hadoop",
+                "--rate",
+                "1Kpps",
+            ],
+            "--rate: not with --flow-sizes",
+        ),
+        (
+            vec!["--write-pcap", pcap, "--count", "5", "--load", "0.1"],
+            "--load: only with --flow-sizes",
+        ),
+        (
+            vec!["--write-pcap", pcap, "--count", "5", "--probe-hz", "0"],
+            "--probe-hz: only with --probes",
+        ),
+        // Values out of range name their flag.
+        (
+            vec!["--write-pcap", pcap, "--count", "5", "--tcp-share", "1.5"],
+            "--tcp-share 1.5: must be from 0 to 1",
+        ),
+        (
+            vec!["--write-pcap", pcap, "--count", "5", "--flows", "0"],
+            "--flows 0: must be",
+        ),
+        (
+            vec!["--write-pcap", pcap, "--count", "5", "--ttl", "0"],
+            "--ttl 0: must be at least 1",
+        ),
         (
             vec!["--port", "net_null0", "--zero-loss", "--until-idle", "0"],
             "--until-idle 0",
@@ -1397,4 +1432,32 @@ fn a_client_without_its_server_says_what_it_waits_for() {
     let _ = std::fs::remove_dir_all(&dir);
     let said = said.unwrap_or_else(|| panic!("no word of the wait:\n{seen}"));
     assert!(said.contains("its memif server (the switch)"), "{said}");
+}
+
+/// A paced run that this core cannot keep up with says so (on stderr, JSON or not) and how
+/// far behind it went; one at a pace it keeps says nothing of the kind.
+#[test]
+fn a_pace_the_sender_cannot_keep_is_said() {
+    let run = |rate: &str, duration: &str, tag: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pint-gen"))
+            .args(["--port", "net_null0", "--json", "--linger", "0"])
+            .args(["--rate", rate, "--duration", duration])
+            .args(eal(tag, "0"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        (json["sent"]["behind_s"].as_f64(), err)
+    };
+    // 200 million packets a second (10 million in 0.05 s): no core sends them.
+    let (behind, err) = run("200Mpps", "0.05", "behind");
+    assert!(behind.is_some_and(|b| b > 0.1), "{behind:?} {err}");
+    assert!(err.contains("pint-gen: warning: sending fell"), "{err}");
+    // A thousand a second: any core does (a stall of this machine of a second would be
+    // needed to fall behind).
+    let (behind, err) = run("1Kpps", "0.5", "kept");
+    assert!(behind.is_some_and(|b| b < 1.0), "{behind:?} {err}");
+    assert!(!err.contains("fell"), "{err}");
 }

@@ -357,7 +357,8 @@ fn plural(n: impl Into<u64>, noun: &str) -> String {
     let n: u64 = n.into();
     if n == 1 {
         format!("1 {noun}")
-    } else if noun.ends_with("ch") || noun.ends_with('s') {
+    } else if noun.ends_with("tch") || noun.ends_with("sh") || noun.ends_with('s') {
+        // switches, batches; but epochs
         format!("{n} {noun}es")
     } else {
         format!("{n} {noun}s")
@@ -418,6 +419,14 @@ fn config_of(a: Args) -> anyhow::Result<SinkConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nouns_take_their_plurals() {
+        assert_eq!(plural(2u64, "switch"), "2 switches");
+        assert_eq!(plural(2863u64, "epoch"), "2863 epochs");
+        assert_eq!(plural(1u64, "epoch"), "1 epoch");
+        assert_eq!(plural(0u64, "flow record"), "0 flow records");
+    }
 
     #[test]
     fn a_collector_is_an_address_or_a_name() {

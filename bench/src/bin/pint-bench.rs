@@ -23,7 +23,8 @@ struct Cli {
 enum Cmd {
     /// Forwarding rate of pint-switch against dpdk-testpmd on the same devices, one core each.
     Forward {
-        /// Seconds each forwarder runs (the first second is warm-up and not counted).
+        /// Seconds each forwarder runs, 3 or more (the first second is warm-up and not
+        /// counted).
         #[arg(long, default_value_t = 5)]
         seconds: u64,
         /// Flows in the generated capture.
@@ -55,7 +56,7 @@ enum Cmd {
     /// memif (loop).
     /// Each with its ratio to its topology's reference, measured in the same run.
     Throughput {
-        /// Seconds each variant runs per round (the first second is warm-up).
+        /// Seconds each variant runs per round, 3 or more (the first second is warm-up).
         #[arg(long, default_value_t = 5)]
         seconds: u64,
         /// Flows in the traffic.

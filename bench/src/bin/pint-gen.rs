@@ -60,7 +60,8 @@ struct Cli {
     /// Stop after this many packets.
     #[arg(long, conflicts_with = "duration")]
     count: Option<u64>,
-    /// Stop after this many seconds of traffic (the model's clock).
+    /// Stop after this many seconds of traffic (the model's clock: a sender that cannot keep
+    /// the pace asked for takes longer, and says so).
     #[arg(long)]
     duration: Option<f64>,
     /// Share of flows that are TCP (the rest UDP).
@@ -267,6 +268,16 @@ fn refuse_ignored_flags(cli: &Cli, given: impl Fn(&str) -> bool) -> anyhow::Resu
             "{}: not with --zero-loss (its trials send and receive on their own)",
             flag(id)
         );
+    }
+    // Flows of --flow-sizes arrive at --load; without them --rate sets the pace.
+    if cli.flow_sizes.is_some() && given("rate") {
+        bail!("--rate: not with --flow-sizes (its flows arrive at --load of --link-rate)");
+    }
+    if cli.flow_sizes.is_none() && given("load") {
+        bail!("--load: only with --flow-sizes (without them, --rate sets the pace)");
+    }
+    if cli.probes == 0 && given("probe_hz") {
+        bail!("--probe-hz: only with --probes N (probe streams)");
     }
     if !cli.zero_loss
         && let Some(id) = ["trial_seconds", "precision", "loss_tolerance", "max_trials"]
@@ -505,6 +516,15 @@ fn on_port(cli: &Cli, traffic: Traffic) -> anyhow::Result<()> {
 }
 
 fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()> {
+    // Said on stderr, JSON or not: the run took longer than asked, at a lower rate.
+    if let Some(s) = r.sent.as_ref().filter(|s| s.fell_behind()) {
+        bench::say_err!(
+            "pint-gen: warning: sending fell {:.2} s behind the pace asked for (sent at {} over {:.3} s): this core or port sends no faster; a lower --rate, or a core of its own (EAL -l)",
+            s.behind_s.unwrap_or(0.0),
+            scaled(s.pps, "pps"),
+            s.seconds
+        );
+    }
     if json {
         bench::say!("{}", serde_json::to_string_pretty(r)?);
     } else {

@@ -105,28 +105,31 @@ impl Default for TrafficSpec {
 }
 
 impl TrafficSpec {
-    /// Checks the spec; the error names the setting and why.
+    /// Checks the spec; the error names the setting (as pint-gen's flag) and why.
     pub fn validate(&self) -> Result<(), String> {
         if self.flows == 0 || self.flows > MAX_TRACKED_FLOWS {
             return Err(format!(
-                "flows {}: must be from 1 to {MAX_TRACKED_FLOWS} (what a receiver tracks per flow)",
+                "--flows {}: must be from 1 to {MAX_TRACKED_FLOWS} (what a receiver tracks per flow)",
                 self.flows
             ));
         }
         if self.probe_streams > MAX_PROBE_STREAMS {
             return Err(format!(
-                "probe streams {}: at most {MAX_PROBE_STREAMS}",
+                "--probes {}: at most {MAX_PROBE_STREAMS} streams",
                 self.probe_streams
             ));
         }
         if !(self.link_bps.is_finite() && self.link_bps > 0.0) {
             return Err(format!(
-                "link rate {}: must be a finite number of bits per second above 0",
+                "--link-rate {}: must be a finite number of bits per second above 0",
                 self.link_bps
             ));
         }
         if self.flow_sizes.is_some() && !(self.load > 0.0 && self.load <= 1.0) {
-            return Err(format!("load {}: must be above 0 and at most 1", self.load));
+            return Err(format!(
+                "--load {}: must be above 0 and at most 1",
+                self.load
+            ));
         }
         if let Some(sizes) = self.flow_sizes {
             // The load counts the flows' payload; their packets' headers and the wire's
@@ -135,7 +138,7 @@ impl TrafficSpec {
             let on_wire = self.load * per_payload;
             if on_wire > 1.0 {
                 return Err(format!(
-                    "load {}: the flows' packets of this size take {per_payload:.2} bytes on \
+                    "--load {}: the flows' packets of this size take {per_payload:.2} bytes on \
                      the wire per payload byte (headers, the short last packet of each flow), \
                      so the link would have to carry {on_wire:.2} times its rate: at most \
                      load {:.3}, or larger packets",
@@ -146,7 +149,7 @@ impl TrafficSpec {
         }
         match self.rate {
             Rate::Pps(r) | Rate::Bps(r) if !(r.is_finite() && r > 0.0) => {
-                return Err(format!("rate {r}: must be a finite number above 0"));
+                return Err(format!("--rate {r}: must be a finite number above 0"));
             }
             _ => {}
         }
@@ -156,20 +159,23 @@ impl TrafficSpec {
             let mean_s = 8.0 * sizes.mean() / (self.load * self.link_bps);
             if !(mean_s.is_finite() && mean_s <= MAX_ARRIVAL_MEAN_S) {
                 return Err(format!(
-                    "load {} of a {} bit/s link: flows would start {mean_s:.3e} s apart on \
+                    "--load {} of a {} bit/s link: flows would start {mean_s:.3e} s apart on \
                      average, more than a day: a higher load or link rate",
                     self.load, self.link_bps
                 ));
             }
         }
         if !(0.0..=1.0).contains(&self.tcp_share) {
-            return Err(format!("tcp share {}: must be from 0 to 1", self.tcp_share));
+            return Err(format!(
+                "--tcp-share {}: must be from 0 to 1",
+                self.tcp_share
+            ));
         }
         // A period of more than 11.6 days (1e15 ns) is refused: far below it, 1e9 / rate
         // is no longer a time (infinite), and every packet would be a probe.
         if self.probe_streams > 0 && !(self.probe_hz.is_finite() && self.probe_hz >= 1e-6) {
             return Err(format!(
-                "probe rate {:?}: must be 0.000001 Hz (one probe in 11.6 days) or more",
+                "--probe-hz {:?}: must be 0.000001 Hz (one probe in 11.6 days) or more",
                 self.probe_hz
             ));
         }
@@ -193,7 +199,7 @@ impl TrafficSpec {
             };
             if share >= 1.0 {
                 return Err(format!(
-                    "{} probe streams at {} Hz ({probe_pps} packets/s) fill {of}: no room \
+                    "--probes {} at --probe-hz {} ({probe_pps} packets/s) fill {of}: no room \
                      for data (probes are counted in the rate); fewer probes, a lower probe \
                      rate or a higher rate",
                     self.probe_streams, self.probe_hz
@@ -201,14 +207,14 @@ impl TrafficSpec {
             }
         }
         if self.ttl == 0 {
-            return Err("ttl: must be at least 1".into());
+            return Err("--ttl 0: must be at least 1".into());
         }
-        for (net, what) in std::iter::once((&self.src_net, "source"))
-            .chain(self.dst_nets.iter().map(|n| (n, "destination")))
+        for (net, flag) in std::iter::once((&self.src_net, "--src-net"))
+            .chain(self.dst_nets.iter().map(|n| (n, "--dst-net")))
         {
             if !(8..=30).contains(&net.1) {
                 return Err(format!(
-                    "{what} network /{}: the prefix length must be 8 to 30",
+                    "{flag} /{}: the prefix length must be 8 to 30",
                     net.1
                 ));
             }
@@ -218,7 +224,7 @@ impl TrafficSpec {
         let distinct = (1u64 << (32 - u32::from(self.src_net.1))) * u64::from(SOURCE_PORTS);
         if u64::from(self.flows) > distinct {
             return Err(format!(
-                "flows {}: a /{} source network holds at most {distinct} distinct flows \
+                "--flows {}: a /{} source network (--src-net) holds at most {distinct} distinct flows \
                  ({} addresses x {SOURCE_PORTS} source ports): fewer flows or a larger network",
                 self.flows,
                 self.src_net.1,

@@ -706,9 +706,10 @@ impl LabReport {
         let w = groups
             .iter()
             .take(SUMMARY_ROWS)
-            .map(|((_, link), _)| link.chars().count())
+            .map(|((_, link), _)| place_words(link).chars().count())
             .fold(24, usize::max);
         for ((kind, link), (n, from, to, labels, flows)) in groups.iter().take(SUMMARY_ROWS) {
+            let link = place_words(link);
             // A window that opened just before the traffic: from its start (no `-0.0 s`).
             let (from, to) = (from.max(0.0), to.max(0.0));
             // The nouns padded to their plurals' width: the columns stay aligned.
@@ -1148,6 +1149,34 @@ fn checks(lab: &Lab, r: &LabReport) -> Vec<Check> {
         Check::not_applicable("no loss elsewhere", NO_PATHS)
     });
     v
+}
+
+/// Widest place of an event in the summary's table, characters.
+const PLACE_WORDS_MAX: usize = 64;
+
+/// An event's place as the summary's table shows it: whole, or, where it is one of many
+/// links (`A -> B or C -> D or ...`) too long for a line, its first links and how many more
+/// (the report's page and JSON have them all).
+fn place_words(place: &str) -> String {
+    if place.chars().count() <= PLACE_WORDS_MAX {
+        return place.to_owned();
+    }
+    let links: Vec<&str> = place.split(" or ").collect();
+    let mut shown = links[0].to_owned();
+    for (i, l) in links.iter().enumerate().skip(1) {
+        let with = format!("{shown} or {l}");
+        let after = links.len() - i - 1;
+        let tail = if after > 0 {
+            format!(" or {after} more").chars().count()
+        } else {
+            0
+        };
+        if with.chars().count() + tail > PLACE_WORDS_MAX {
+            return format!("{shown} or {} more", links.len() - i);
+        }
+        shown = with;
+    }
+    shown
 }
 
 /// The report's events of `kind` while impairment `i` acted, or `slack` s either side.

@@ -828,3 +828,32 @@ fn an_interrupted_run_says_how_long_its_traffic_ran() {
             .starts_with("== pint-lab chain: 15 s of traffic,")
     );
 }
+
+/// An event's place of many links is cut to a line in the summary's table, saying how many
+/// more; a short one is whole.
+#[test]
+fn long_places_are_shortened_in_the_summary() {
+    use super::place_words;
+    assert_eq!(place_words("a -> b"), "a -> b");
+    let many: Vec<String> = (0..30)
+        .map(|i| format!("{i} (Town {i}) -> {} (Town {})", i + 1, i + 1))
+        .collect();
+    let place = many.join(" or ");
+    let shown = place_words(&place);
+    assert!(shown.chars().count() <= 64, "{shown}");
+    assert!(
+        shown.starts_with("0 (Town 0) -> 1 (Town 1) or 1 (Town 1) -> 2 (Town 2)"),
+        "{shown}"
+    );
+    assert!(shown.ends_with(" more"), "{shown}");
+    // The links shown and the number said make all 30.
+    let listed = shown.split(" or ").count() - 1;
+    let more: usize = shown
+        .rsplit(" or ")
+        .next()
+        .unwrap()
+        .trim_end_matches(" more")
+        .parse()
+        .unwrap();
+    assert_eq!(listed + more, 30, "{shown}");
+}
