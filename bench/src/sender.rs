@@ -112,6 +112,10 @@ pub struct ReceiveReport {
     pub probes: Option<ProbeReport>,
     /// Loss and reordering per flow, from the flow tags of data packets.
     pub flows: Option<FlowLossReport>,
+    /// Whether a signal (Ctrl-C, SIGTERM) stopped it before its quiet time (`--until-idle`)
+    /// had passed: it may have missed packets still on their way.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// The whole run.
@@ -214,6 +218,11 @@ pub struct SearchReport {
     pub sender_limited: bool,
     /// Mean frame bytes of the traffic.
     pub mean_frame_bytes: f64,
+    /// Where the search stopped before its bracket was within `--precision` (at
+    /// `--max-trials`, or a signal): the offered rates, packets per second, of the highest
+    /// trial that passed (0: none) and the lowest that failed. The zero-loss rate is between.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsettled_pps: Option<[f64; 2]>,
     /// Every trial, in order.
     pub trials: Vec<Trial>,
     /// What the receiver saw over all trials.
@@ -285,7 +294,10 @@ pub fn run(
         let sent = run_phase(io, sender.as_mut(), &mut rx, &phase, stop, &mut outages)?;
         // A capture that could not be written fails the run, once its report is out.
         let captured = rx.finish_capture();
-        let received = opts.receive.then(|| rx.report());
+        let received = opts.receive.then(|| ReceiveReport {
+            interrupted: stop.load(Ordering::Relaxed),
+            ..rx.report()
+        });
         let out = PortReportOut {
             lost: (opts.send && opts.receive).then(|| {
                 sent.packets
@@ -358,11 +370,17 @@ pub fn search_zero_loss(
             }
         }
         let zero_loss_pps = best.as_ref().map_or(0.0, |b| b.sent_pps);
+        // The loop's conditions but the trials' number and a stop: the bracket is as narrow
+        // as asked (or the top rate passed, and there was none).
+        let settled = trials.first().is_some_and(|t| t.passed)
+            || hi - lo <= search.precision * hi
+            || hi <= 1.0;
         let out = SearchReport {
             zero_loss_pps,
             zero_loss_wire_bps: zero_loss_pps * (mean_frame + 24.0) * 8.0,
             sender_limited,
             mean_frame_bytes: mean_frame,
+            unsettled_pps: (!settled).then_some([lo, hi]),
             trials,
             received: rx.report(),
         };
@@ -1080,6 +1098,7 @@ impl Receiver {
             pps: per_second(self.packets, seconds),
             probes: (probes.received + probes.duplicates + probes.foreign > 0).then_some(probes),
             flows: (flows.tagged + flows.foreign > 0).then_some(flows),
+            interrupted: false,
         }
     }
 }
@@ -1423,9 +1442,13 @@ impl Cycle {
 /// Probe streams on the wall clock: each stream every `1 / hz` seconds, streams spread
 /// over one period.
 struct ProbeClock {
+    /// Each stream's next probe, ns after `origin`.
     next_ns: Vec<u64>,
     seq: Vec<u64>,
     period_ns: u64,
+    /// The clock's time at the first question: the streams start there (the clock runs
+    /// from before the traffic was built and the link came up).
+    origin: Option<u64>,
 }
 
 impl ProbeClock {
@@ -1441,6 +1464,7 @@ impl ProbeClock {
                 .collect(),
             seq: vec![0; streams as usize],
             period_ns: period_ns.max(1),
+            origin: None,
         }
     }
 
@@ -1452,13 +1476,53 @@ impl ProbeClock {
     /// The probe due at `now_ns`, if any: (stream, sequence number).
     #[inline(always)]
     fn due(&mut self, now_ns: u64) -> Option<(u32, u64)> {
-        let (s, t) = self.next_ns.iter().enumerate().min_by_key(|x| *x.1)?;
-        if *t > now_ns {
+        let origin = *self.origin.get_or_insert(now_ns);
+        let now = now_ns.saturating_sub(origin);
+        let (s, &t) = self.next_ns.iter().enumerate().min_by_key(|x| *x.1)?;
+        if t > now {
             return None;
         }
-        self.next_ns[s] += self.period_ns;
+        // A probe a period or more late (sending stalled, or paused between a search's
+        // trials) goes now, and its stream goes on from now: a burst of the probes missed
+        // would not be the stream's rate.
+        self.next_ns[s] = if now - t >= self.period_ns {
+            now + self.period_ns
+        } else {
+            t + self.period_ns
+        };
         let seq = self.seq[s];
         self.seq[s] += 1;
         Some((s as u32, seq))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProbeClock;
+
+    /// Probes due between `from` and `to` ns on the clock, asked every `step` ns.
+    fn probes(c: &mut ProbeClock, from: u64, to: u64, step: u64) -> Vec<(u32, u64)> {
+        (from..to)
+            .step_by(step as usize)
+            .filter_map(|t| c.due(t))
+            .collect()
+    }
+
+    /// The streams start when first asked, however late the clock is by then, and a stall
+    /// gives one late probe per stream, not a burst of the ones missed.
+    #[test]
+    fn probe_streams_keep_their_rate_from_their_start() {
+        // Two streams at 1000 Hz: a probe every 0.5 ms between them.
+        let mut c = ProbeClock::new(2, 1000.0);
+        let start = 50_000_000; // the clock ran 50 ms before the first packet
+        let first = probes(&mut c, start, start + 10_000_000, 10_000);
+        assert_eq!(first.len(), 20, "{first:?}");
+        assert_eq!(first[..3], [(0, 0), (1, 0), (0, 1)]);
+        // 100 ms without a question: the next asks give a probe of each stream, then the
+        // rate again.
+        let after = start + 110_000_000;
+        let again = probes(&mut c, after, after + 10_000_000, 10_000);
+        assert!((20..=22).contains(&again.len()), "{}", again.len());
+        assert_eq!(again[0], (0, 10), "sequence numbers go on");
     }
 }

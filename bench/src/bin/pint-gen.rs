@@ -545,11 +545,16 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
         }
         if let Some(x) = &r.received {
             bench::say!(
-                "pint-gen: received {} packets ({} bytes) over {:.3} s: {}",
+                "pint-gen: received {} packets ({} bytes) over {:.3} s: {}{}",
                 x.packets,
                 x.bytes,
                 x.seconds,
-                scaled(x.pps, "pps")
+                scaled(x.pps, "pps"),
+                if x.interrupted {
+                    " (stopped early by a signal)"
+                } else {
+                    ""
+                }
             );
             if x.other > 0 {
                 bench::say!(
@@ -733,6 +738,13 @@ fn print_search(json: bool, r: &bench::sender::SearchReport) -> anyhow::Result<(
             ""
         }
     );
+    if let Some([lo, hi]) = r.unsettled_pps {
+        bench::say!(
+            "pint-gen: the search stopped before its bracket was within --precision (at --max-trials, or a signal): the zero-loss rate is between {:.3} and {:.3} Mpps offered",
+            lo / 1e6,
+            hi / 1e6
+        );
+    }
     if let Some(f) = &r.received.flows {
         print_flows(f);
     }
