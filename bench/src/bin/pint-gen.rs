@@ -80,7 +80,8 @@ struct Cli {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Source network of flows (default 10.0.0.0/16), and of probes when --dst-net is given
-    /// (without it probes go from 10.2.0.0/16 to 10.3.0.0/16).
+    /// (without it probes go from 10.2.0.0/16 to 10.3.0.0/16). Flows and probes take the
+    /// networks' host addresses, never a network's own or its broadcast address.
     #[arg(long)]
     src_net: Option<Ipv4Prefix>,
     /// Destination network (repeat for several: flow i goes to the i-th mod n); default

@@ -221,14 +221,14 @@ impl TrafficSpec {
         }
         // Flows differ by source address and port (see `tuples`): a small source network
         // holds fewer distinct ones (flows beyond them were the same 5-tuple as others).
-        let distinct = (1u64 << (32 - u32::from(self.src_net.1))) * u64::from(SOURCE_PORTS);
+        let distinct = u64::from(hosts_in(self.src_net.1)) * u64::from(SOURCE_PORTS);
         if u64::from(self.flows) > distinct {
             return Err(format!(
                 "--flows {}: a /{} source network (--src-net) holds at most {distinct} distinct flows \
-                 ({} addresses x {SOURCE_PORTS} source ports): fewer flows or a larger network",
+                 ({} host addresses x {SOURCE_PORTS} source ports): fewer flows or a larger network",
                 self.flows,
                 self.src_net.1,
-                1u64 << (32 - u32::from(self.src_net.1))
+                hosts_in(self.src_net.1)
             ));
         }
         Ok(())
@@ -260,11 +260,10 @@ impl TrafficSpec {
     /// The pool's 5-tuples (flows from `src_net` to the destination networks, by default
     /// from 10.0.0.0/16 to 10.1.0.0/16), then one UDP tuple per probe stream (by default
     /// from 10.2.0.0/16 to 10.3.0.0/16; with destination networks, from `src_net` to them),
-    /// destination port [`PROBE_PORT`].
+    /// destination port [`PROBE_PORT`]. Addresses are the networks' host addresses (never
+    /// a network's own or its broadcast address).
     pub fn tuples(&self) -> Vec<FlowTuple> {
         let mut rng = SimRng::new(self.seed ^ 0x7475_706c_6573);
-        let host_bits = |len: u8| 32 - u32::from(len);
-        let mask = |len: u8| (1u32 << host_bits(len)) - 1;
         let (src, src_len) = self.src_net;
         let dsts: &[(u32, u8)] = if self.dst_nets.is_empty() {
             &[(0x0a01_0000, 16)]
@@ -276,12 +275,10 @@ impl TrafficSpec {
                 let tcp = rng.unit() < self.tcp_share;
                 let (dst, dst_len) = dsts[i as usize % dsts.len()];
                 FlowTuple {
-                    src: Ipv4Addr::from(src | (i & mask(src_len))),
-                    dst: Ipv4Addr::from(
-                        dst | ((i.wrapping_mul(2_654_435_761) >> 16) & mask(dst_len)),
-                    ),
-                    // Distinct for up to 2^host_bits x SOURCE_PORTS flows.
-                    sport: 1024 + ((i >> host_bits(src_len)) % SOURCE_PORTS) as u16,
+                    src: Ipv4Addr::from(host(src, src_len, i)),
+                    dst: Ipv4Addr::from(host(dst, dst_len, i.wrapping_mul(2_654_435_761) >> 16)),
+                    // Distinct for up to (host addresses) x SOURCE_PORTS flows.
+                    sport: 1024 + ((i / hosts_in(src_len)) % SOURCE_PORTS) as u16,
                     dport: if tcp { 443 } else { 9000 },
                     tcp,
                 }
@@ -289,10 +286,10 @@ impl TrafficSpec {
             .collect();
         out.extend((0..self.probe_streams).map(|s| {
             let (src, dst) = if self.dst_nets.is_empty() {
-                (0x0a02_0000 | (s & 0xffff), 0x0a03_0000 | (s & 0xffff))
+                (host(0x0a02_0000, 16, s), host(0x0a03_0000, 16, s))
             } else {
                 let (dst, dst_len) = dsts[s as usize % dsts.len()];
-                (src | (s & mask(src_len)), dst | (s & mask(dst_len)))
+                (host(src, src_len, s), host(dst, dst_len, s))
             };
             FlowTuple {
                 src: Ipv4Addr::from(src),
@@ -304,6 +301,17 @@ impl TrafficSpec {
         }));
         out
     }
+}
+
+/// Host addresses in a network of prefix length `len` (8 to 30): all but the network's own
+/// address and its broadcast address, which hosts and routers do not take as a host's.
+fn hosts_in(len: u8) -> u32 {
+    (1u32 << (32 - u32::from(len))) - 2
+}
+
+/// The `n`-th host address (modulo their number) of network `net`/`len`: `net + 1` first.
+fn host(net: u32, len: u8, n: u32) -> u32 {
+    net | (n % hosts_in(len) + 1)
 }
 
 /// UDP destination port of probe streams.
@@ -599,9 +607,10 @@ mod tests {
             .collect();
         assert_eq!(distinct.len(), tuples.len());
         assert!(tuples[3000..].iter().all(|t| t.dport == PROBE_PORT));
-        // The default is what it always was.
+        // The default: flow i from host i + 1 of 10.0.0.0/16 (no network address).
         let d = TrafficSpec::default().tuples();
-        assert_eq!(d[5].src, Ipv4Addr::new(10, 0, 0, 5));
+        assert_eq!(d[0].src, Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(d[5].src, Ipv4Addr::new(10, 0, 0, 6));
         assert_eq!(net(d[5].dst) >> 16, 0x0a01);
         assert!(
             TrafficSpec {
@@ -751,9 +760,28 @@ mod tests {
             src_net: (0x0a00_0000, 30),
             ..TrafficSpec::default()
         };
-        assert!(Traffic::new(small(240_000)).is_ok());
-        let err = Traffic::new(small(240_001)).unwrap_err();
-        assert!(err.contains("at most 240000 distinct flows"), "{err}");
+        assert!(Traffic::new(small(120_000)).is_ok());
+        let err = Traffic::new(small(120_001)).unwrap_err();
+        assert!(err.contains("at most 120000 distinct flows"), "{err}");
+        // Every one of them distinct, and none from or to a network's own or broadcast
+        // address.
+        let t = Traffic::new(TrafficSpec {
+            dst_nets: vec![(0x0b00_0000, 30)],
+            probe_streams: 3,
+            ..small(120_000)
+        })
+        .unwrap();
+        let tuples = t.tuples();
+        let keys: std::collections::HashSet<_> = tuples
+            .iter()
+            .map(|t| (t.src, t.dst, t.sport, t.dport))
+            .collect();
+        assert_eq!(keys.len(), tuples.len());
+        for t in tuples {
+            for a in [u32::from(t.src), u32::from(t.dst)] {
+                assert!(matches!(a & 3, 1 | 2), "{t:?}");
+            }
+        }
     }
 
     /// Each TCP segment of a flow starts where the one before ended, a short last segment
