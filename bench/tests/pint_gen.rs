@@ -905,11 +905,30 @@ fn bad_arguments_name_their_flag() {
         ),
         (
             vec!["--write-pcap", pcap, "--count", "5", "--flows", "0"],
-            "--flows 0: must be",
+            "'0' for '--flows <FLOWS>': 0 is not in 1..=4194304",
         ),
         (
             vec!["--write-pcap", pcap, "--count", "5", "--ttl", "0"],
-            "--ttl 0: must be at least 1",
+            "'0' for '--ttl <TTL>': 0 is not in 1..=255",
+        ),
+        (
+            vec!["--write-pcap", pcap, "--count", "0"],
+            "'0' for '--count <COUNT>'",
+        ),
+        (
+            vec![
+                "--write-pcap",
+                pcap,
+                "--count",
+                "5",
+                "--src-mac",
+                "01:00:5e:00:00:01",
+            ],
+            "--src-mac 01:00:5e:00:00:01: a group",
+        ),
+        (
+            vec!["--port", "net_null0", "--count", "5", "--start-at", "100"],
+            "--start-at 100: must be a Unix time in seconds within a day of now",
         ),
         (
             vec!["--port", "net_null0", "--zero-loss", "--until-idle", "0"],

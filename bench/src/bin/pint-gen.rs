@@ -32,8 +32,9 @@ use telemetry::wire::prefix::Ipv4Prefix;
     about = "Traffic generator for the PINT switch"
 )]
 struct Cli {
-    /// Distinct flows (5-tuples) in the pool.
-    #[arg(long, default_value_t = 1024)]
+    /// Distinct flows (5-tuples) in the pool, 1 to 4194304 (what a receiver tracks).
+    #[arg(long, default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(bench::generator::tag::MAX_TRACKED_FLOWS)))]
     flows: u32,
     /// Flow popularity: uniform or zipf:S.
     #[arg(long, default_value = "uniform")]
@@ -57,8 +58,8 @@ struct Cli {
     /// Probes are counted in it (they take data packets' places).
     #[arg(long, default_value = "max", value_parser = parse_rate)]
     rate: Rate,
-    /// Stop after this many packets.
-    #[arg(long, conflicts_with = "duration")]
+    /// Stop after this many packets (1 or more).
+    #[arg(long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     /// Stop after this many seconds of traffic (the model's clock: a sender that cannot keep
     /// the pace asked for takes longer, and says so).
@@ -67,8 +68,8 @@ struct Cli {
     /// Share of flows that are TCP (the rest UDP).
     #[arg(long, default_value_t = 0.0)]
     tcp_share: f64,
-    /// IPv4 TTL.
-    #[arg(long, default_value_t = 64)]
+    /// IPv4 TTL, 1 to 255.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..))]
     ttl: u8,
     /// Probe streams (UDP, sequence number and send time in the payload).
     #[arg(long, default_value_t = 0)]
@@ -296,6 +297,12 @@ fn run() -> anyhow::Result<()> {
     refuse_ignored_flags(&cli, |id| {
         matches.value_source(id) == Some(ValueSource::CommandLine)
     })?;
+    if cli.src_mac.0[0] & 1 != 0 {
+        bail!(
+            "--src-mac {}: a group (multicast) address is no frame's source",
+            cli.src_mac
+        );
+    }
     let unbounded = cli.count.is_none() && cli.duration.is_none();
     if unbounded && !cli.zero_loss && (cli.mode != Mode::Receive || cli.write_pcap.is_some()) {
         bail!("say how much: --count PACKETS or --duration SECONDS");
@@ -451,8 +458,10 @@ fn start_time(t: f64) -> anyhow::Result<std::time::SystemTime> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    if !(t > 0.0 && t <= now + 86_400.0) {
-        bail!("--start-at {t}: must be a Unix time in seconds, at most a day from now ({now:.0})");
+    if !(t >= now - 86_400.0 && t <= now + 86_400.0) {
+        bail!(
+            "--start-at {t}: must be a Unix time in seconds within a day of now ({now:.0}); a time past starts at once"
+        );
     }
     Ok(std::time::UNIX_EPOCH + Duration::from_secs_f64(t))
 }
