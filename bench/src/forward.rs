@@ -89,12 +89,14 @@ pub struct VariantResult {
     /// Packets it dropped in its best round (should be 0; a run that drops more than 1% is
     /// refused).
     pub switch_drops: u64,
-    /// Digests recorded per second (edge egress).
+    /// Digests recorded per second (edge egress), the mean over the whole run (warm-up
+    /// second included).
     pub digests_per_second: f64,
     /// Digest records dropped at the ring in its best round (the control thread fell
     /// behind).
     pub digests_dropped: u64,
-    /// Digests the sink stand-in received per second (edge egress).
+    /// Digests the sink stand-in received per second (edge egress), the mean over the whole
+    /// run.
     pub exported_digests_per_second: f64,
     /// Bytes per digest on the wire, frame headers and flow tables included (edge egress).
     pub bytes_per_digest: f64,
@@ -608,7 +610,7 @@ pub fn print_table(r: &ForwardResult) {
     );
     for v in r.variants.iter().filter(|v| v.digests_per_second > 0.0) {
         println!(
-            "{}: {:.2} M digests/s recorded, {:.2} M/s received by the sink, {} dropped at the ring",
+            "{}: {:.2} M digests/s recorded, {:.2} M/s received by the sink (means over the whole run, its first second too; the Mpps above is the median second's), {} dropped at the ring",
             v.variant.label(),
             v.digests_per_second / 1e6,
             v.exported_digests_per_second / 1e6,
