@@ -219,8 +219,9 @@ pub struct SearchReport {
     /// Mean frame bytes of the traffic.
     pub mean_frame_bytes: f64,
     /// Where the search stopped before its bracket was within `--precision` (at
-    /// `--max-trials`, or a signal): the offered rates, packets per second, of the highest
-    /// trial that passed (0: none) and the lowest that failed. The zero-loss rate is between.
+    /// `--max-trials`, or a signal): the bracket it halves, packets per second: the rate of
+    /// the highest trial that passed (0: none) and of the lowest that failed (the first
+    /// trial's as it was sent, the others' as offered). The zero-loss rate is between.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsettled_pps: Option<[f64; 2]>,
     /// Every trial, in order.
@@ -1483,13 +1484,10 @@ impl ProbeClock {
             return None;
         }
         // A probe a period or more late (sending stalled, or paused between a search's
-        // trials) goes now, and its stream goes on from now: a burst of the probes missed
-        // would not be the stream's rate.
-        self.next_ns[s] = if now - t >= self.period_ns {
-            now + self.period_ns
-        } else {
-            t + self.period_ns
-        };
+        // trials) goes now, and the periods missed are skipped: a burst of the probes
+        // missed would not be the stream's rate, and each stream keeps its place in the
+        // period (the streams stay spread over it).
+        self.next_ns[s] = t + ((now - t) / self.period_ns + 1) * self.period_ns;
         let seq = self.seq[s];
         self.seq[s] += 1;
         Some((s as u32, seq))
@@ -1500,12 +1498,21 @@ impl ProbeClock {
 mod tests {
     use super::ProbeClock;
 
-    /// Probes due between `from` and `to` ns on the clock, asked every `step` ns.
-    fn probes(c: &mut ProbeClock, from: u64, to: u64, step: u64) -> Vec<(u32, u64)> {
+    /// Probes due between `from` and `to` ns on the clock, asked every `step` ns: (stream,
+    /// sequence number, time).
+    fn probes(c: &mut ProbeClock, from: u64, to: u64, step: u64) -> Vec<(u32, u64, u64)> {
         (from..to)
             .step_by(step as usize)
-            .filter_map(|t| c.due(t))
+            .filter_map(|t| c.due(t).map(|(s, q)| (s, q, t)))
             .collect()
+    }
+
+    /// Whether every probe of `p` after the first `skip` comes about half a period (0.5 ms)
+    /// after the one before: the two streams spread over the period.
+    fn spread(p: &[(u32, u64, u64)], skip: usize) -> bool {
+        p[skip..]
+            .windows(2)
+            .all(|w| (450_000..=550_000).contains(&(w[1].2 - w[0].2)) && w[0].0 != w[1].0)
     }
 
     /// The streams start when first asked, however late the clock is by then, and a stall
@@ -1517,12 +1524,17 @@ mod tests {
         let start = 50_000_000; // the clock ran 50 ms before the first packet
         let first = probes(&mut c, start, start + 10_000_000, 10_000);
         assert_eq!(first.len(), 20, "{first:?}");
-        assert_eq!(first[..3], [(0, 0), (1, 0), (0, 1)]);
-        // 100 ms without a question: the next asks give a probe of each stream, then the
-        // rate again.
-        let after = start + 110_000_000;
+        assert_eq!(
+            first[..3].iter().map(|p| (p.0, p.1)).collect::<Vec<_>>(),
+            [(0, 0), (1, 0), (0, 1)]
+        );
+        assert!(spread(&first, 0), "{first:?}");
+        // 100.25 ms without a question: the next asks give a probe of each stream, then
+        // the streams again half a period apart.
+        let after = start + 110_250_000;
         let again = probes(&mut c, after, after + 10_000_000, 10_000);
         assert!((20..=22).contains(&again.len()), "{}", again.len());
-        assert_eq!(again[0], (0, 10), "sequence numbers go on");
+        assert_eq!((again[0].0, again[0].1), (0, 10), "sequence numbers go on");
+        assert!(spread(&again, 2), "{again:?}");
     }
 }

@@ -99,6 +99,41 @@ fn refuse(mut stream: TcpStream) {
     let _ = stream.write_all(
         b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
     );
+    finish(&mut stream);
+}
+
+/// Bytes of a request read and let go before closing, at most.
+const DRAIN_BYTES: usize = 64 << 10;
+
+/// Readies the close after an answer: what the client sent and was not read (a request
+/// refused unread) is read and let go, without waiting, so that the close is no reset,
+/// which could take the answer with it. The close itself, the answer's end for the client,
+/// comes after the place is given back.
+fn finish(stream: &mut TcpStream) {
+    if stream.set_nonblocking(true).is_ok() {
+        let mut buf = [0u8; 4096];
+        let mut drained = 0;
+        while drained < DRAIN_BYTES {
+            match stream.read(&mut buf) {
+                Ok(n) if n > 0 => drained += n,
+                _ => break,
+            }
+        }
+    }
+}
+
+/// Writes `bytes` by `deadline` (a client that reads slowly is cut off there, not given the
+/// write timeout again for each part it takes).
+fn send_by(stream: &mut TcpStream, bytes: &[u8], deadline: Instant) -> std::io::Result<()> {
+    for part in bytes.chunks(16 << 10) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        stream.write_all(part)?;
+    }
+    Ok(())
 }
 
 /// What a request's head asks for.
@@ -144,7 +179,6 @@ fn asked(head: &[u8]) -> Asked {
 
 /// Reads one request and answers it; the connection then closes.
 fn answer(stream: &mut TcpStream, handle: &PrometheusHandle, limits: &Limits) {
-    let _ = stream.set_write_timeout(Some(limits.write_timeout));
     let deadline = Instant::now() + limits.head_timeout;
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
@@ -164,43 +198,47 @@ fn answer(stream: &mut TcpStream, handle: &PrometheusHandle, limits: &Limits) {
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
     };
-    let (status, extra, body) = if !complete {
-        ("431 Request Header Fields Too Large", "", String::new())
+    let plain = |status: &str, extra: &str, body: &str| {
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let response = if !complete {
+        plain("431 Request Header Fields Too Large", "", "")
     } else {
         match asked(&head) {
             Asked::Metrics { head } => {
                 handle.run_upkeep();
                 let body = telemetry::exposition::in_order(&handle.render());
-                let body = if head {
-                    (body.len(), String::new())
-                } else {
-                    (body.len(), body)
-                };
-                let _ = write!(
-                    stream,
+                format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{}",
-                    body.0, body.1
-                );
-                return;
+                    body.len(),
+                    if head { "" } else { body.as_str() }
+                )
             }
-            Asked::Method => (
+            Asked::Method => plain(
                 "405 Method Not Allowed",
                 "Allow: GET, HEAD\r\n",
-                "only GET and HEAD of /metrics\n".to_owned(),
+                "only GET and HEAD of /metrics\n",
             ),
-            Asked::Path => (
+            Asked::Path => plain(
                 "404 Not Found",
                 "",
-                "not found: the switch serves its metrics at /metrics\n".to_owned(),
+                "not found: the switch serves its metrics at /metrics\n",
             ),
-            Asked::Bad => ("400 Bad Request", "", "not an HTTP/1 request\n".to_owned()),
+            Asked::Bad => plain("400 Bad Request", "", "not an HTTP/1 request\n"),
         }
     };
-    let _ = write!(
+    if send_by(
         stream,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
-        body.len()
-    );
+        response.as_bytes(),
+        Instant::now() + limits.write_timeout,
+    )
+    .is_ok()
+    {
+        finish(stream);
+    }
 }
 
 #[cfg(test)]
@@ -301,6 +339,60 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// A client that reads its answer slowly, a little within each write timeout, is cut
+    /// off when the answer's time is up: it cannot hold its place for longer.
+    #[test]
+    fn a_slow_reader_is_cut_off_when_the_answer_time_is_up() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        // An answer of some 16 MB, more than the sockets' buffers hold.
+        metrics::with_local_recorder(&recorder, || {
+            for i in 0..200_000u32 {
+                metrics::counter!("pint_switch_test_total", "series" => format!("{i:0>40}"))
+                    .increment(1);
+            }
+        });
+        let limits = Limits {
+            write_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        serve(listener, handle, limits).unwrap();
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let t0 = Instant::now();
+        let (mut got, mut buf) = (0usize, vec![0u8; 256 << 10]);
+        let mut head = Vec::new();
+        let ended = loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break true,
+                Ok(n) => {
+                    if head.len() < 1024 {
+                        head.extend_from_slice(&buf[..n.min(1024)]);
+                    }
+                    got += n;
+                }
+            }
+            if t0.elapsed() > Duration::from_secs(60) {
+                break false;
+            }
+            // Up to 256 KB every 50 ms (5 MB/s, or less on a busy machine): each write of
+            // the server's goes on well within its second, the whole takes longer than it.
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(ended, "still reading after a minute ({got} bytes)");
+        let head = String::from_utf8_lossy(&head);
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{head}"));
+        assert!(length > 10_000_000, "{length}");
+        assert!(got < length, "{got} bytes: the whole answer");
     }
 
     #[test]

@@ -55,8 +55,9 @@ pub struct ShardContext {
     pub unfit_said_ms: Arc<AtomicU64>,
 }
 
-/// Times a flow's path decoding starts over, without its path ever decoding, before the
-/// log says so: a route that changed, or a pin that was wrong, starts it over once or twice.
+/// Times a flow's path decoding starts over on a conflict under one plan and path length,
+/// without its path ever decoding, before the log says so: a route that changed, or a pin
+/// that was wrong, starts it over once or twice (a plan reload starts the count again).
 const UNFIT_RESETS: u32 = 4;
 
 impl ShardContext {
@@ -108,6 +109,9 @@ pub struct PintState {
     /// The path last decoded: when the path decodes again (after a conflict) to another,
     /// the route changed and the hops' values so far were partly the old route's.
     last_decoded: Option<Vec<u32>>,
+    /// Times the path's decoding started over on a conflict under this state (this plan
+    /// and path length).
+    conflicts: u32,
 }
 
 impl PintState {
@@ -683,8 +687,9 @@ impl FlowTable {
                 }
                 flow.path_resets += 1;
                 self.stats.path_resets += 1;
-                if flow.path_resets == UNFIT_RESETS && p.last_decoded.is_none() {
-                    say_unfit(cx, &flow.key, k, reporter, flow.path_resets);
+                p.conflicts = p.conflicts.saturating_add(1);
+                if p.conflicts == UNFIT_RESETS && p.last_decoded.is_none() {
+                    say_unfit(cx, &flow.key, k, reporter, p.conflicts);
                 }
                 // Only the path's decoding starts over: the hops' latency and utilisation
                 // stay until the path decodes to another (a route change). A path that
@@ -1075,6 +1080,7 @@ fn new_pint(plan: &Arc<SinkPlan>, record: FlowRecord, reporter: u32, d: &WireDig
         first_pin: None,
         summary_slots: Vec::new(),
         last_decoded: None,
+        conflicts: 0,
     }
 }
 
@@ -1105,7 +1111,7 @@ pub fn decoded_path(flow: &FlowState, space: Space<'_>) -> Option<Vec<u32>> {
 
 /// Says in the log, once a minute at most, that `key`'s digests fit no path of `k`
 /// switches among those paths are decoded over (its decoding started over `resets` times
-/// and never ended): with a `--topology`, the likeliest cause is a topology whose links are
+/// under its plan and never ended): with a `--topology`, the likeliest cause is a topology whose links are
 /// not the network's, which nothing else says (every such flow's path stays unknown).
 fn say_unfit(cx: &ShardContext, key: &FlowKey, k: usize, reporter: u32, resets: u32) {
     let now = crate::registry::unix_ms();
@@ -1123,7 +1129,7 @@ fn say_unfit(cx: &ShardContext, key: &FlowKey, k: usize, reporter: u32, resets: 
             "in the --topology given ({}): a link of its route is not in it (is it the network's?), or the route keeps changing",
             t.name
         ),
-        None => "among the switches connected: its route keeps changing".to_owned(),
+        None => "among the switches connected to this sink: a switch of its route is not connected here (no telemetry.sink, or another sink), or the route keeps changing".to_owned(),
     };
     tracing::warn!(
         flow = %key,

@@ -373,9 +373,13 @@ impl SinkMetrics {
                 }
             }
         });
-        let mut out = telemetry::exposition::in_order(&self.handle.render());
+        let mut out = self.handle.render();
+        // A family of its own (the sort reads families between blank lines).
+        if !out.is_empty() && !out.ends_with("\n\n") {
+            out.push('\n');
+        }
         render_latency(&mut out, shared);
-        out
+        telemetry::exposition::in_order(&out)
     }
 }
 

@@ -4,7 +4,9 @@
 
 /// `text` (families of comment lines and samples, separated by blank lines, as
 /// `metrics-exporter-prometheus` renders them) with its families in name order and each
-/// family's samples in text order, its `# HELP` and `# TYPE` lines first.
+/// family's series in the text order of their labels, its `# HELP` and `# TYPE` lines
+/// first. A series' own lines (a summary's quantiles, a histogram's buckets in `le` order,
+/// then `_sum` and `_count`) keep the order they came in.
 pub fn in_order(text: &str) -> String {
     let mut families: Vec<(&str, Vec<&str>, Vec<&str>)> = Vec::new();
     for block in text.split("\n\n") {
@@ -19,7 +21,7 @@ pub fn in_order(text: &str) -> String {
         if comments.is_empty() && samples.is_empty() {
             continue;
         }
-        samples.sort_unstable();
+        samples.sort_by_cached_key(|l| series_key(l));
         let name = comments
             .iter()
             .find_map(|c| {
@@ -46,6 +48,33 @@ pub fn in_order(text: &str) -> String {
     out
 }
 
+/// A sample line's labels but `le` and `quantile`: the series it belongs to.
+fn series_key(line: &str) -> String {
+    let Some(open) = line.find('{') else {
+        return String::new();
+    };
+    // The labels, up to the `}` outside their quoted values.
+    let (mut pairs, mut pair, mut quoted, mut escaped) = (Vec::new(), String::new(), false, false);
+    for c in line[open + 1..].chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' | '}' if !quoted => {
+                pairs.push(std::mem::take(&mut pair));
+                if c == '}' {
+                    break;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        pair.push(c);
+    }
+    pairs.retain(|p| !(p.starts_with("le=") || p.starts_with("quantile=") || p.is_empty()));
+    pairs.join(",")
+}
+
 /// The metric name a sample line begins with.
 fn sample_name(line: &str) -> &str {
     let end = line.find(['{', ' ']).unwrap_or(line.len());
@@ -69,5 +98,13 @@ mod tests {
             "# TYPE a gauge\na 2\n\nc 1\n"
         );
         assert_eq!(in_order(""), "");
+    }
+
+    /// A histogram's buckets stay in `le` order, and each series' lines together.
+    #[test]
+    fn a_series_keeps_its_own_order() {
+        let text = "# TYPE h histogram\nh_bucket{x=\"b\",le=\"2.5\"} 1\nh_bucket{x=\"b\",le=\"10\"} 2\nh_bucket{x=\"b\",le=\"+Inf\"} 2\nh_sum{x=\"b\"} 9\nh_count{x=\"b\"} 2\nh_bucket{x=\"a,}\\\"\",le=\"2.5\"} 0\nh_bucket{x=\"a,}\\\"\",le=\"+Inf\"} 1\nh_sum{x=\"a,}\\\"\"} 3\nh_count{x=\"a,}\\\"\"} 1\n";
+        let want = "# TYPE h histogram\nh_bucket{x=\"a,}\\\"\",le=\"2.5\"} 0\nh_bucket{x=\"a,}\\\"\",le=\"+Inf\"} 1\nh_sum{x=\"a,}\\\"\"} 3\nh_count{x=\"a,}\\\"\"} 1\nh_bucket{x=\"b\",le=\"2.5\"} 1\nh_bucket{x=\"b\",le=\"10\"} 2\nh_bucket{x=\"b\",le=\"+Inf\"} 2\nh_sum{x=\"b\"} 9\nh_count{x=\"b\"} 2\n";
+        assert_eq!(in_order(text), want);
     }
 }

@@ -750,7 +750,7 @@ fn print_search(json: bool, r: &bench::sender::SearchReport) -> anyhow::Result<(
     );
     if let Some([lo, hi]) = r.unsettled_pps {
         bench::say!(
-            "pint-gen: the search stopped before its bracket was within --precision (at --max-trials, or a signal): the zero-loss rate is between {:.3} and {:.3} Mpps offered",
+            "pint-gen: the search stopped before its bracket was within --precision (at --max-trials, or a signal): the zero-loss rate is between {:.3} and {:.3} Mpps",
             lo / 1e6,
             hi / 1e6
         );

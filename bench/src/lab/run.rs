@@ -442,8 +442,13 @@ fn run_inner(
     let plan = LabPlan::new(lab, &at)?;
     plan.write()?;
     for s in &plan.switches {
-        control::Config::from_file(&s.config)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", s.config.display()))?;
+        control::Config::from_file(&s.config).map_err(|e| match e {
+            // The others name the file already.
+            control::config::ConfigError::Key { .. } => {
+                anyhow::anyhow!("{}: {e}", s.config.display())
+            }
+            e => anyhow::anyhow!("{e}"),
+        })?;
     }
     crate::say!(
         "pint-lab: {} ({} switches, {} links, {} hosts, {} ms epochs); run directory {}",
