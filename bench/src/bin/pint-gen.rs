@@ -603,7 +603,11 @@ fn print_run(json: bool, r: &bench::sender::PortReportOut) -> anyhow::Result<()>
             }
         }
         if let Some(lost) = r.lost {
-            bench::say!("pint-gen: sent and not received back: {lost}");
+            // Lost only where what it sends comes back to it (a loop through a device);
+            // across a network its hosts receive one another's traffic.
+            bench::say!(
+                "pint-gen: sent less received: {lost} (lost, where the traffic comes back to this port)"
+            );
         }
         // A last outage that did not come back is the sender's `stopped early` reason.
         if r.outages.count > 0 {
