@@ -161,7 +161,8 @@ fn a_paced_captures_rate_is_the_one_asked_for() {
 fn fixed_size_flows_are_cut_into_packets() {
     let dir = std::env::temp_dir().join(format!("pint-gen-test-f-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    // 3000-byte flows in 1514-byte frames of UDP: 1472 + 1472 + 56 payload bytes.
+    // 3000-byte flows in 1514-byte frames of UDP (the frame size flows of --flow-sizes
+    // take unless told otherwise): 1472 + 1472 + 56 payload bytes.
     let (pcap, summary) = generate(
         &dir,
         "flows.pcap",
@@ -172,8 +173,6 @@ fn fixed_size_flows_are_cut_into_packets() {
             "fixed:3000",
             "--load",
             "0.5",
-            "--packet-size",
-            "1514",
             "--duration",
             "0.01",
         ],
@@ -839,6 +838,11 @@ fn bad_arguments_name_their_flag() {
             "--mode: only with --port",
         ),
         (vec!["--write-pcap", pcap], "say how much"),
+        // Neither a capture nor a port: both named.
+        (
+            vec!["--count", "5"],
+            "<--write-pcap <WRITE_PCAP>|--port <PORT>>",
+        ),
         // Options the run would ignore (they were taken without a word).
         (
             vec!["--write-pcap", pcap, "--count", "5", "--capture", pcap],

@@ -80,6 +80,24 @@ fn until_idle_zero_is_refused() {
     assert!(!t.contains("replayed"), "nothing ran: {t}");
 }
 
+/// Without --config or --demo the switch says what to give; a bad --duration is refused
+/// before the demo makes its capture.
+#[test]
+fn a_switch_with_nothing_to_run_says_what_to_give() {
+    let out = run_switch(&[], Duration::from_secs(30));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(
+        t.contains("give --config FILE") && t.contains("or --demo"),
+        "{t}"
+    );
+    let out = run_switch(&["--demo", "--duration", "-1"], Duration::from_secs(30));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("--duration -1"), "{t}");
+    assert!(!t.contains("replayed"), "nothing ran: {t}");
+}
+
 /// `--demo --check-config` prints the demo's configuration and says that its capture goes
 /// when it exits (it said the capture was replayed, and the printed path was gone).
 #[test]

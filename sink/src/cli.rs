@@ -37,7 +37,7 @@ enum Cmd {
         /// The measurements.
         #[arg(long)]
         input: PathBuf,
-        /// `csv` (header seq,send_time,delay_ms), `owamp` (owstats -v -U text), `ping`
+        /// `csv` (header seq,send_time,delay_ms; send_time in seconds), `owamp` (owstats -v -U text), `ping`
         /// (ping -D output), or `auto`: told apart by the file's first lines.
         #[arg(long, default_value = "auto")]
         format: String,

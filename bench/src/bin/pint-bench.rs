@@ -11,7 +11,9 @@ use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
+    name = "pint-bench",
     version,
+    allow_negative_numbers = true,
     about = "Benchmarks and paper reproductions for the PINT switch"
 )]
 struct Cli {
@@ -22,6 +24,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Forwarding rate of pint-switch against dpdk-testpmd on the same devices, one core each.
+    #[command(allow_negative_numbers = true)]
     Forward {
         /// Seconds each forwarder runs, 3 or more (the first second is warm-up and not
         /// counted).
@@ -55,6 +58,7 @@ enum Cmd {
     /// sink; pint-gen sending and receiving through dpdk-testpmd 5tswap and pint-switch over
     /// memif (loop).
     /// Each with its ratio to its topology's reference, measured in the same run.
+    #[command(allow_negative_numbers = true)]
     Throughput {
         /// Seconds each variant runs per round, 3 or more (the first second is warm-up).
         #[arg(long, default_value_t = 5)]
@@ -79,7 +83,7 @@ enum Cmd {
         )]
         topologies: Vec<bench::throughput::Topology>,
         /// In the loop topology, also search each device's zero-loss rate (RFC 2544 style),
-        /// with trials of this many seconds.
+        /// with trials of this many seconds (given alone: 1 s).
         #[arg(long, num_args = 0..=1, default_missing_value = "1")]
         zero_loss: Option<f64>,
         /// Print JSON instead of a table.
@@ -87,6 +91,7 @@ enum Cmd {
         json: bool,
     },
     /// PINT path tracing: packets needed to decode a path, per path length.
+    #[command(allow_negative_numbers = true)]
     PintPath {
         /// `line:N` (one path, end to end, of N switches), `fattree:K`, or a topology file
         /// (Topology Zoo GraphML or GML, TOML adjacency).
@@ -113,8 +118,8 @@ enum Cmd {
         /// Runs per path.
         #[arg(long, default_value_t = 1000)]
         runs: u32,
-        /// Paths per path length.
-        #[arg(long, default_value_t = 5)]
+        /// Paths per path length, 1 or more.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
         paths: u32,
         /// Only these path lengths (comma-separated).
         #[arg(long, value_delimiter = ',')]
@@ -134,6 +139,7 @@ enum Cmd {
         json: bool,
     },
     /// PINT per-hop latency quantiles: error vs packets, b = 4 and 8, with and without sketches.
+    #[command(allow_negative_numbers = true)]
     PintLatency {
         /// Hops on the path.
         #[arg(long, default_value_t = 5)]
@@ -159,6 +165,7 @@ enum Cmd {
         json: bool,
     },
     /// PINT HPCC utilization encoding: error and bias.
+    #[command(allow_negative_numbers = true)]
     PintHpcc {
         /// Offered loads (comma-separated).
         #[arg(
@@ -187,6 +194,7 @@ enum Cmd {
         json: bool,
     },
     /// FlowRadar on a K = 8 fat tree: SingleDecode against network-wide decoding, per load.
+    #[command(allow_negative_numbers = true)]
     Flowradar {
         /// Fat-tree arity.
         #[arg(long, default_value_t = 8)]
@@ -229,6 +237,7 @@ enum Cmd {
     /// The sink: ingest rate (recorded exports replayed over loopback TCP into 1 and 2 decode
     /// threads), FlowRadar decoding per epoch, memory per tracked flow, a decode thread's
     /// sweep.
+    #[command(allow_negative_numbers = true)]
     Sink {
         /// Flows in the recorded traffic (K = 4 fat tree, the paper's plan).
         #[arg(long, default_value_t = 2000)]
@@ -253,11 +262,12 @@ enum Cmd {
         json: bool,
     },
     /// Detection (Pythia) on probe streams: samples per second per core.
+    #[command(allow_negative_numbers = true)]
     Detect {
         /// Streams watched at once.
         #[arg(long, default_value_t = 1000)]
         streams: u32,
-        /// Seconds of each stream (10 samples each).
+        /// Seconds of each stream (10 samples a second).
         #[arg(long, default_value_t = 600)]
         seconds: u32,
         /// Print JSON instead of a table.

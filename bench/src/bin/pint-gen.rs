@@ -29,7 +29,8 @@ use telemetry::wire::prefix::Ipv4Prefix;
     name = "pint-gen",
     version,
     allow_negative_numbers = true,
-    about = "Traffic generator for the PINT switch"
+    about = "Traffic generator for the PINT switch",
+    group(clap::ArgGroup::new("output").required(true).args(["write_pcap", "port"]))
 )]
 struct Cli {
     /// Distinct flows (5-tuples) in the pool, 1 to 4194304 (what a receiver tracks).
@@ -51,19 +52,19 @@ struct Cli {
     /// Link rate, bits per second (suffixes K, M, G).
     #[arg(long, default_value = "10G", value_parser = parse_si)]
     link_rate: f64,
-    /// Frame size without FCS (60 to 1514), or imix.
-    #[arg(long, default_value = "60")]
-    packet_size: PacketSizes,
+    /// Frame size without FCS (60 to 1514), or imix [default: 60; 1514 with --flow-sizes].
+    #[arg(long)]
+    packet_size: Option<PacketSizes>,
     /// Rate without --flow-sizes: max, or a number with pps or bps (e.g. 1Mpps, 5Gbps).
     /// Probes are counted in it (they take data packets' places).
     #[arg(long, default_value = "max", value_parser = parse_rate)]
     rate: Rate,
-    /// Stop after this many packets (1 or more).
+    /// Stop after this many packets, 1 or more (sending needs this or --duration).
     #[arg(long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     /// Stop after this many seconds of traffic (the model's clock: a sender that cannot keep
-    /// the pace asked for takes longer, and says so).
-    #[arg(long)]
+    /// the pace asked for takes longer, and says so); sending needs this or --count.
+    #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
     /// Share of flows that are TCP (the rest UDP).
     #[arg(long, default_value_t = 0.0)]
@@ -100,8 +101,8 @@ struct Cli {
     /// Destination MAC of every frame.
     #[arg(long, default_value = "02:00:00:00:00:01")]
     dst_mac: MacAddr,
-    /// Write the traffic to this capture (no DPDK).
-    #[arg(long, required_unless_present = "port", conflicts_with = "port")]
+    /// Write the traffic to this capture (no DPDK); or --port.
+    #[arg(long, conflicts_with = "port")]
     write_pcap: Option<PathBuf>,
     /// Send/receive on this DPDK device: a virtual device's arguments (e.g.
     /// net_memif0,role=client,socket=/tmp/pint.sock,socket-abstract=no) or a PCI address.
@@ -112,7 +113,7 @@ struct Cli {
     mode: Mode,
     /// Receiving: stop once nothing arrived for this many seconds (after sending is done);
     /// a search trial waits for at most 0.25 s of quiet.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
     until_idle: f64,
     /// Source MAC of every frame.
     #[arg(long, default_value = "02:00:00:00:aa:01")]
@@ -130,14 +131,19 @@ struct Cli {
     /// After sending or receiving and printing the summary, keep the port open until the
     /// peer leaves, at most this many seconds (so that it drains what was sent; a device
     /// under test or a receiver closes first).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
     linger: f64,
     /// When the port's link goes down mid-run (its peer restarted), wait at most this many
     /// seconds for it to come back and go on (a memif client connects again by itself);
     /// the run's clock stands still meanwhile. A receiver waits no longer than its quiet
     /// time (--until-idle) left. 0: a sender stops there, cut short, and a receiver's
     /// memif client port stays down.
-    #[arg(long, default_value_t = 0.0, conflicts_with = "zero_loss")]
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        conflicts_with = "zero_loss",
+        value_name = "SECONDS"
+    )]
     reconnect: f64,
     /// Search for the highest rate a device under test sends back without loss (RFC 2544
     /// style, on --port, sending and receiving): trials of --trial-seconds, the first at
@@ -145,7 +151,7 @@ struct Cli {
     #[arg(long, requires = "port", conflicts_with_all = ["count", "duration", "flow_sizes"])]
     zero_loss: bool,
     /// Seconds per search trial.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_name = "SECONDS")]
     trial_seconds: f64,
     /// Search: stop when the bracket is narrower than this share of its upper end.
     #[arg(long, default_value_t = 0.01)]
@@ -318,7 +324,13 @@ fn run() -> anyhow::Result<()> {
         flow_sizes: cli.flow_sizes,
         load: cli.load,
         link_bps: cli.link_rate,
-        packet_sizes: cli.packet_size,
+        // Flows of --flow-sizes are cut into full frames unless told otherwise: in 60-byte
+        // frames their headers alone would take the link past its rate at the default load.
+        packet_sizes: cli.packet_size.unwrap_or(if cli.flow_sizes.is_some() {
+            PacketSizes::Fixed(1514)
+        } else {
+            PacketSizes::Fixed(60)
+        }),
         rate: cli.rate,
         tcp_share: cli.tcp_share,
         ttl: cli.ttl,

@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "pint-lab",
     version,
+    allow_negative_numbers = true,
     about = "Runs a lab network of PINT switches, traffic and the sink"
 )]
 struct Cli {
@@ -26,6 +27,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Runs a lab and writes its report.
+    #[command(allow_negative_numbers = true)]
     Run {
         /// The lab file (e.g. configs/labs/leaf-spine.toml).
         lab: PathBuf,
@@ -50,6 +52,7 @@ enum Cmd {
         hold: f64,
     },
     /// Writes a lab's switch configurations and topology to a directory, starts nothing.
+    #[command(allow_negative_numbers = true)]
     Configs {
         /// The lab file.
         lab: PathBuf,

@@ -13,13 +13,8 @@ use dataplane::switch::{self, RunOptions};
 #[derive(Parser, Debug)]
 #[command(name = "pint-switch", version, allow_negative_numbers = true)]
 struct Cli {
-    /// The switch's configuration file (TOML; keys in docs/config.md).
-    #[arg(
-        long,
-        short,
-        value_name = "FILE",
-        required_unless_present_any = ["demo", "print_queries"]
-    )]
+    /// The switch's configuration file (TOML; keys in docs/config.md); or --demo.
+    #[arg(long, short, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Validate the configuration, print it with every default resolved, and exit.
     #[arg(long)]
@@ -31,8 +26,8 @@ struct Cli {
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
-    /// Stop once no packet has arrived for this many milliseconds (for finite captures; 0
-    /// would stop between two bursts).
+    /// Stop once no packet has arrived for this many milliseconds, 1 or more (for finite
+    /// captures).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     until_idle: Option<u64>,
     /// Write the final summary as JSON to this file.
@@ -120,6 +115,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         return Ok(());
     }
     control::output::stamp_lines(cli.timestamps && !cli.check_config);
+    if cli.config.is_none() && !cli.demo {
+        anyhow::bail!(
+            "give --config FILE (a switch's configuration: docs/config.md), or --demo to try the switch with no NIC and no configuration"
+        );
+    }
+    // Checked before the demo prepares its capture.
+    let duration = match (cli.duration, cli.demo) {
+        (Some(s), _) => Some(seconds(s)?),
+        (None, true) => Some(Duration::from_secs(5)),
+        (None, false) => None,
+    };
     // First, so that a signal while it starts (a reload meant for the switches running,
     // a stop) is acted on rather than ending it with the demo's capture left behind.
     let signals = (!cli.check_config)
@@ -149,7 +155,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let path = cli
             .config
             .as_ref()
-            .expect("clap requires --config without --demo");
+            .expect("--config without --demo, checked above");
         Config::from_file(path)?
     };
     if cli.check_config {
@@ -177,11 +183,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let duration = match (cli.duration, cli.demo) {
-        (Some(s), _) => Some(seconds(s)?),
-        (None, true) => Some(Duration::from_secs(5)),
-        (None, false) => None,
-    };
     let opts = RunOptions {
         duration,
         until_idle: cli.until_idle.map(Duration::from_millis),
