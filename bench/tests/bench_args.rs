@@ -22,6 +22,16 @@ fn arguments_no_experiment_runs_with_name_their_flag() {
             "--packets",
         ),
         (&["pint-hpcc", "--rtt-ns", "0"], "--rtt-ns 0"),
+        // What the flowradar sweep does not use is refused with it.
+        (
+            &["flowradar", "--sweep", "--k", "4"],
+            "'--sweep' cannot be used with '--k <K>'",
+        ),
+        (&["flowradar", "--seeds", "3"], "--sweep"),
+        (
+            &["flowradar", "--lossy-links", "16-0"],
+            "--lossy-links: with --loss above 0",
+        ),
         // A negative number is a value, refused by its flag's own check.
         (&["pint-hpcc", "--rtt-ns", "-5"], "--rtt-ns -5"),
         (&["pint-path", "--paths", "0"], "'0' for '--paths <PATHS>'"),
@@ -36,7 +46,15 @@ fn arguments_no_experiment_runs_with_name_their_flag() {
         (&["flowradar", "--loads", "0"], "--loads 0"),
         (&["flowradar", "--loss", "2"], "--loss 2"),
         (
-            &["flowradar", "--k", "4", "--lossy-links", "99-0"],
+            &[
+                "flowradar",
+                "--k",
+                "4",
+                "--loss",
+                "0.1",
+                "--lossy-links",
+                "99-0",
+            ],
             "99-0 is no link of the K = 4 fat tree",
         ),
         (&["flowradar", "--sweep", "--seeds", "0"], "--seeds"),

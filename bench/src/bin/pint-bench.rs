@@ -193,7 +193,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// FlowRadar on a K = 8 fat tree: SingleDecode against network-wide decoding, per load.
+    /// FlowRadar on a fat tree (K = 8 unless --k): SingleDecode against network-wide
+    /// decoding, per load.
     #[command(allow_negative_numbers = true)]
     Flowradar {
         /// Fat-tree arity.
@@ -215,17 +216,21 @@ enum Cmd {
             default_value = "0.8,0.9,1.0,1.05,1.1,1.2,1.3,1.4,1.5,1.6"
         )]
         loads: Vec<f64>,
-        /// Drop rate on the lossy links.
+        /// Share of packets dropped on the lossy links, 0 to 1.
         #[arg(long, default_value_t = 0.0)]
         loss: f64,
         /// Lossy links as FROM-TO node numbers (comma-separated), e.g. 16-0.
         #[arg(long, value_delimiter = ',')]
         lossy_links: Vec<String>,
-        /// Instead: decode success of one flowset against cells per flow.
-        #[arg(long)]
+        /// Instead: decode success of one flowset of --flows-per-switch flows and --hashes
+        /// sub-tables against cells per flow (1.16 to 1.35), over --seeds seeds.
+        #[arg(
+            long,
+            conflicts_with_all = ["k", "cells_per_flow", "loads", "loss", "lossy_links", "seed"]
+        )]
         sweep: bool,
         /// Seeds per point of the sweep.
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 20, requires = "sweep")]
         seeds: u32,
         /// Seed.
         #[arg(long, default_value_t = 1)]
@@ -494,6 +499,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             if !(0.0..=1.0).contains(&loss) {
                 anyhow::bail!("--loss {loss}: must be from 0 to 1");
+            }
+            if !lossy_links.is_empty() && loss == 0.0 {
+                anyhow::bail!("--lossy-links: with --loss above 0 (at 0 they drop nothing)");
             }
             if sweep && seeds == 0 {
                 anyhow::bail!("--seeds must be positive");
