@@ -255,18 +255,23 @@ mod tests {
         out
     }
 
+    /// An endpoint on a free loopback port within `limits`, serving a registry of its own
+    /// filled by `record`; its address.
+    fn endpoint(limits: Limits, record: impl FnOnce()) -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let recorder = PrometheusBuilder::new().build_recorder();
+        metrics::with_local_recorder(&recorder, record);
+        serve(listener, recorder.handle(), limits).unwrap();
+        addr
+    }
+
     /// `/metrics` is served, other paths and methods are refused with their statuses, a
     /// client beyond the limit is answered 503 at once, and an idle one is closed after the
     /// head's time: none holds the endpoint.
     #[test]
     fn the_endpoint_serves_metrics_and_bounds_its_clients() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let recorder = PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        metrics::with_local_recorder(&recorder, || {
-            metrics::counter!("pint_switch_test_total").increment(3);
-        });
+        let record = || metrics::counter!("pint_switch_test_total").increment(3);
         // A head time no stall of a busy machine outlasts: the idle clients below hold
         // their places until they close.
         let limits = Limits {
@@ -274,7 +279,7 @@ mod tests {
             head_timeout: Duration::from_secs(600),
             ..Limits::default()
         };
-        serve(listener, handle.clone(), limits).unwrap();
+        let addr = endpoint(limits, record);
         let ok = request(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
         assert!(ok.contains("version=0.0.4"), "{ok}");
@@ -308,14 +313,12 @@ mod tests {
         assert!(again.starts_with("HTTP/1.1 200 OK\r\n"), "{again}");
 
         // An idle client is closed after the head's time, and its place given back.
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let short = Limits {
             connections: 1,
             head_timeout: Duration::from_millis(300),
             ..Limits::default()
         };
-        serve(listener, handle, short).unwrap();
+        let addr = endpoint(short, record);
         let mut idle = TcpStream::connect(addr).unwrap();
         idle.set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
@@ -345,22 +348,17 @@ mod tests {
     /// off when the answer's time is up: it cannot hold its place for longer.
     #[test]
     fn a_slow_reader_is_cut_off_when_the_answer_time_is_up() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let recorder = PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        // An answer of some 16 MB, more than the sockets' buffers hold.
-        metrics::with_local_recorder(&recorder, || {
+        let limits = Limits {
+            write_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        // An answer of some 15 MB, more than the sockets' buffers hold.
+        let addr = endpoint(limits, || {
             for i in 0..200_000u32 {
                 metrics::counter!("pint_switch_test_total", "series" => format!("{i:0>40}"))
                     .increment(1);
             }
         });
-        let limits = Limits {
-            write_timeout: Duration::from_secs(1),
-            ..Limits::default()
-        };
-        serve(listener, handle, limits).unwrap();
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
